@@ -1,0 +1,117 @@
+/*
+ * libdbfs — a POSIX file system stored in one LMDB environment.
+ *
+ * This is the whole interface the manager (mfs/) and the tools use. A
+ * `struct dbfs` is one open store; it is served over FUSE by handing
+ * dbfs_fuse_ops() to fuse_session_new() with the struct dbfs as userdata.
+ * libdbfs never includes an mfs header: whatever it needs from its host
+ * (options, limits) is passed in here.
+ *
+ * Errors: every function returning int returns 0 on success or a negative
+ * errno value; where an `err` buffer is given it receives a one-line,
+ * human-readable reason for the failure.
+ */
+#ifndef DBFS_DBFS_H
+#define DBFS_DBFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+struct fuse_lowlevel_ops;
+struct dbfs;
+
+/* Durability modes (see README "Durability"). */
+enum dbfs_durability {
+	/* Every commit is flushed (data and meta pages). Acknowledged
+	 * metadata operations survive power loss. */
+	DBFS_DURABLE_FULL = 0,
+	/* Default. Data pages are flushed at each commit but not the meta
+	 * page (MDB_NOMETASYNC): a power loss may undo the last commit but
+	 * never leaves the store inconsistent. */
+	DBFS_DURABLE_NORMAL = 1,
+	/* Nothing is flushed until fsync/syncfs or the periodic flush
+	 * (MDB_NOSYNC). A process crash loses nothing; a power loss may
+	 * corrupt the store. For scratch data only. */
+	DBFS_DURABLE_NONE = 2,
+};
+
+struct dbfs_options {
+	bool create;                 /* format an empty or missing store */
+	bool read_only;              /* open the environment MDB_RDONLY */
+	enum dbfs_durability durability;
+	unsigned max_readers;        /* LMDB reader slots (0: 512) */
+	uint64_t initial_map_size;   /* bytes (0: 64 MiB); the map grows on demand */
+	uint64_t quota_bytes;        /* 0: none; data bytes beyond it: EDQUOT */
+	uint64_t quota_inodes;       /* 0: none */
+	double attr_timeout;         /* seconds the kernel may cache attributes */
+	double entry_timeout;        /* seconds the kernel may cache names */
+	bool writeback_cache;        /* let the kernel buffer writes */
+};
+
+/* Fill `o` with the defaults documented in struct dbfs_options. */
+void dbfs_options_init(struct dbfs_options *o);
+
+/*
+ * Parse one mount-option style `key=value` (or bare `key`) into `o`.
+ * Known keys: create, ro, durability=full|normal|none, max_readers=N,
+ * map_size=SIZE, quota_bytes=SIZE, quota_inodes=N, attr_timeout=SECS,
+ * entry_timeout=SECS, writeback_cache=0|1. SIZE accepts K, M, G, T suffixes.
+ * Returns 0, -ENOENT for an unknown key (so a caller may try its own keys),
+ * or -EINVAL for a malformed value (reason in err).
+ */
+int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value, char *err,
+		      size_t errlen);
+
+/*
+ * Open (and with o->create, format) the store in directory `dir`, which must
+ * exist. Takes an exclusive lock on the store: a second open, from this or
+ * another process, fails with -EBUSY. Removes the files of inodes that were
+ * unlinked but still open when the store was last closed (orphans).
+ * Errors: -ENOENT (no store and no create), -EBUSY (store in use),
+ * -EINVAL (not a DBFS store, unknown format version, damaged),
+ * -EACCES/-EROFS, -ENOSPC, -EIO.
+ * Thread context: any thread, but never concurrently with dbfs_close of the
+ * same store.
+ */
+int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
+	      size_t errlen);
+
+/* Flush and close. No request of this store may be in flight. */
+void dbfs_close(struct dbfs *fs);
+
+/* Make everything committed so far durable (mdb_env_sync with force). */
+int dbfs_sync(struct dbfs *fs);
+
+/* Change quotas live (0: none). Takes effect for the next operation. */
+void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes);
+
+/* Usage as recorded in the store. */
+struct dbfs_usage {
+	uint64_t bytes;       /* data bytes allocated (st_blocks * 512 summed) */
+	uint64_t inodes;      /* live inodes, root included */
+	uint64_t map_size;    /* current LMDB map size */
+	uint64_t file_size;   /* size of data.mdb on disk */
+};
+int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u);
+
+/* Operation counters, updated without locks (approximate under races). */
+struct dbfs_counters {
+	uint64_t ops;          /* requests served */
+	uint64_t read_bytes;
+	uint64_t write_bytes;
+	uint64_t commits;      /* LMDB write transactions committed */
+	uint64_t batched_ops;  /* write operations that shared a commit */
+	uint64_t map_grows;
+	uint64_t errors;       /* requests answered with an error */
+};
+void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c);
+
+/* The FUSE low-level operations; the session's userdata must be the
+ * struct dbfs * the requests are for. */
+const struct fuse_lowlevel_ops *dbfs_fuse_ops(void);
+
+/* The store's directory as given to dbfs_open. */
+const char *dbfs_dir(const struct dbfs *fs);
+
+#endif

@@ -1,0 +1,159 @@
+/*
+ * On-store layout of a DBFS (format version 1).
+ *
+ * A store is a directory holding one LMDB environment (data.mdb, lock.mdb)
+ * and a lock file `dbfs.lock` (flock'ed exclusively by the process that has
+ * the store open). The environment holds these named databases:
+ *
+ *   "super"   fixed records: the superblock and the usage counters
+ *   "inode"   one record per inode
+ *   "dirent"  name -> inode, per directory (lookups)
+ *   "dircook" cookie -> name, per directory (readdir in stable order)
+ *   "data"    file contents in blocks of DBFS_BLOCK_SIZE
+ *   "xattr"   extended attributes
+ *   "orphan"  inodes with no links left that were still open
+ *
+ * Integers in keys are big-endian so that memcmp order is numeric order and
+ * all records of one inode or directory are adjacent. Integers in values are
+ * little-endian (host order on the x86-64 and arm64 machines we support;
+ * dbfs_open refuses a store whose superblock reads wrong).
+ *
+ * super:
+ *   key "sb"     value struct dbfs_super
+ *   key "usage"  value struct dbfs_usage_rec
+ *
+ * inode:
+ *   key  +----------------+
+ *        | ino   u64 BE   |
+ *        +----------------+
+ *   value struct dbfs_inode, followed for symlinks by the target bytes
+ *   (no NUL).
+ *
+ * dirent:
+ *   key  +----------------+----------------------+
+ *        | parent u64 BE  | name (1..255 bytes)  |
+ *        +----------------+----------------------+
+ *   value struct dbfs_dirent_val
+ *
+ * dircook:
+ *   key  +----------------+----------------+
+ *        | parent u64 BE  | cookie u64 BE  |
+ *        +----------------+----------------+
+ *   value +-----------+----------+---------------------+
+ *         | ino u64   | type u32 | name (1..255 bytes) |
+ *         +-----------+----------+---------------------+
+ *   Cookies come from the directory inode's next_cookie and are never
+ *   reused, so a readdir offset stays valid while entries come and go.
+ *   Cookies 1 and 2 are "." and ".."; entries start at DBFS_COOKIE_FIRST.
+ *
+ * data:
+ *   key  +----------------+----------------+
+ *        | ino   u64 BE   | block u64 BE   |
+ *        +----------------+----------------+
+ *   value: 1..DBFS_BLOCK_SIZE bytes of the block starting at file offset
+ *   block * DBFS_BLOCK_SIZE. A missing block is a hole; bytes past the end
+ *   of a stored value read as zeros. No block lies wholly at or past the
+ *   file size.
+ *
+ * xattr:
+ *   key  +----------------+----------------------------+
+ *        | ino   u64 BE   | name (1..255 bytes, no NUL) |
+ *        +----------------+----------------------------+
+ *   value: the attribute value (0..DBFS_XATTR_MAX bytes)
+ *
+ * orphan:
+ *   key  +----------------+
+ *        | ino   u64 BE   |
+ *        +----------------+
+ *   value: empty. An inode with nlink 0 is in this table until its
+ *   records are deleted; dbfs_open deletes every inode listed here.
+ *
+ * Accounting: an inode's `alloc` is the sum over its data records of the
+ * value length rounded up to DBFS_ALLOC_UNIT; st_blocks = alloc / 512.
+ * usage.bytes is the sum of alloc over all inodes, usage.inodes the number
+ * of inode records.
+ */
+#ifndef DBFS_FORMAT_H
+#define DBFS_FORMAT_H
+
+#include <stdint.h>
+
+#define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
+#define DBFS_FORMAT_VERSION 1u
+#define DBFS_BLOCK_SHIFT    16
+#define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB */
+#define DBFS_ALLOC_UNIT     4096u
+#define DBFS_NAME_MAX       255u
+#define DBFS_XATTR_NAME_MAX 255u
+#define DBFS_XATTR_MAX      65536u
+#define DBFS_SYMLINK_MAX    4095u
+#define DBFS_MAX_FILE_SIZE  (1ull << 50)  /* 1 PiB; larger gives EFBIG */
+#define DBFS_ROOT_INO       1ull
+#define DBFS_COOKIE_DOT     1ull
+#define DBFS_COOKIE_DOTDOT  2ull
+#define DBFS_COOKIE_FIRST   3ull
+
+#define DBFS_DB_SUPER   "super"
+#define DBFS_DB_INODE   "inode"
+#define DBFS_DB_DIRENT  "dirent"
+#define DBFS_DB_DIRCOOK "dircook"
+#define DBFS_DB_DATA    "data"
+#define DBFS_DB_XATTR   "xattr"
+#define DBFS_DB_ORPHAN  "orphan"
+
+struct dbfs_super {
+	char magic[16];         /* DBFS_MAGIC, NUL padded */
+	uint32_t version;       /* DBFS_FORMAT_VERSION */
+	uint32_t block_size;    /* DBFS_BLOCK_SIZE */
+	uint64_t next_ino;      /* next inode number to hand out; never reused */
+	int64_t created_sec;    /* creation time (seconds since the epoch) */
+	uint8_t uuid[16];
+	uint64_t byte_order;    /* 0x0102030405060708 written in host order */
+};
+
+struct dbfs_usage_rec {
+	uint64_t bytes;         /* sum of inode alloc */
+	uint64_t inodes;        /* number of inode records */
+};
+
+struct dbfs_inode {
+	uint32_t mode;          /* type and permission bits (st_mode) */
+	uint32_t uid;
+	uint32_t gid;
+	uint32_t nlink;         /* directories: 2 + subdirectories */
+	uint64_t size;          /* bytes; symlinks: target length */
+	uint64_t alloc;         /* bytes allocated in "data" (see Accounting) */
+	int64_t atime_sec, mtime_sec, ctime_sec, btime_sec;
+	uint32_t atime_nsec, mtime_nsec, ctime_nsec, btime_nsec;
+	uint64_t rdev;
+	uint64_t next_cookie;   /* directories: next dircook cookie */
+	uint64_t nentries;      /* directories: number of entries */
+	uint32_t flags;         /* reserved, 0 */
+	uint32_t pad;
+};
+
+struct dbfs_dirent_val {
+	uint64_t ino;
+	uint64_t cookie;        /* the entry's key in dircook */
+	uint32_t type;          /* S_IFMT bits of the child's mode */
+	uint32_t pad;
+};
+
+/* Key helpers: big-endian u64 in key bytes. */
+static inline void dbfs_put_be64(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--) {
+		p[i] = (unsigned char)v;
+		v >>= 8;
+	}
+}
+
+static inline uint64_t dbfs_get_be64(const unsigned char *p)
+{
+	uint64_t v = 0;
+	for (int i = 0; i < 8; i++)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+#endif
