@@ -1,0 +1,210 @@
+#!/bin/sh
+# Test harness: mount a fresh file system in a private temporary directory and
+# tear everything down on every exit path.
+#
+# Sourced by the test scripts. Environment:
+#   FS_TARGET   dbfs (default): start "$MFS_BIN -f --dbfs STORE -o create MNT";
+#               tmpfs: mount the kernel's tmpfs instead, to validate the tests
+#               themselves against a reference file system.
+#   MFS_BIN     the mfs binary (set by meson).
+#   STORE_SIZE  size of the private tmpfs that holds the DBFS store (and, for
+#               FS_TARGET=tmpfs, of the mount itself). Default 2g (a limit only).
+#   MFS_OPTS    extra -o options for mfs (comma separated).
+#
+# After fs_mount:  $T is the temporary directory, $MNT the mount point, $OUT a
+# directory on another file system (for EXDEV and for reference copies).
+#
+# Exit code 77 tells meson that a test was skipped.
+
+set -eu
+
+FS_TARGET=${FS_TARGET:-dbfs}
+STORE_SIZE=${STORE_SIZE:-2g}
+MFS_OPTS=${MFS_OPTS:-}
+T=""
+MNT=""
+OUT=""
+STORE=""
+MFS_PID=""
+MFS_LOG=""
+# How many 0.1 s polls to wait for a mount or an exit (bounded, ~10 s).
+POLLS=100
+
+log() { echo "[$(basename "$0")] $*" >&2; }
+die() { log "FAIL: $*"; exit 1; }
+skip() { log "SKIP: $*"; exit 77; }
+
+need_root() { [ "$(id -u)" -eq 0 ] || skip "needs root"; }
+need_dbfs() { [ "$FS_TARGET" = dbfs ] || skip "applies to DBFS only (FS_TARGET=$FS_TARGET)"; }
+need_prog() {
+	for p in "$@"; do
+		command -v "$p" >/dev/null 2>&1 || skip "$p is not installed (tools/deps)"
+	done
+}
+
+is_mounted() { mountpoint -q "$1" 2>/dev/null; }
+
+# Poll until "$@" succeeds, at most POLLS times 0.1 s. Returns 1 on timeout.
+wait_for() {
+	i=0
+	while ! "$@"; do
+		i=$((i + 1))
+		[ "$i" -ge "$POLLS" ] && return 1
+		sleep 0.1
+	done
+	return 0
+}
+
+mfs_alive() { [ -n "$MFS_PID" ] && kill -0 "$MFS_PID" 2>/dev/null; }
+mfs_gone() { ! mfs_alive; }
+
+mfs_log_dump() {
+	if [ -n "$MFS_LOG" ] && [ -s "$MFS_LOG" ]; then
+		log "--- mfs log (last 40 lines) ---"
+		tail -n 40 "$MFS_LOG" >&2
+	fi
+}
+
+# Start serving the DBFS in $STORE at $MNT; extra -o options in $1.
+mfs_start() {
+	opts="create"
+	[ -n "$MFS_OPTS" ] && opts="$opts,$MFS_OPTS"
+	[ -n "${1:-}" ] && opts="$opts,$1"
+	"$MFS_BIN" -f --dbfs "$STORE" -o "$opts" "$MNT" >>"$MFS_LOG" 2>&1 &
+	MFS_PID=$!
+	i=0
+	while ! is_mounted "$MNT"; do
+		if mfs_gone; then
+			wait "$MFS_PID" 2>/dev/null && rc=0 || rc=$?
+			MFS_PID=""
+			mfs_log_dump
+			die "mfs exited with status $rc before mounting $MNT"
+		fi
+		i=$((i + 1))
+		if [ "$i" -ge "$POLLS" ]; then
+			mfs_log_dump
+			die "mfs did not mount $MNT within 10 s"
+		fi
+		sleep 0.1
+	done
+}
+
+# Unmount $MNT and wait for the mfs we started to exit. Never fails silently:
+# returns 1 if anything had to be forced.
+mfs_stop() {
+	rc=0
+	if is_mounted "$MNT"; then
+		if ! wait_for fusermount3 -u "$MNT" 2>/dev/null; then
+			log "fusermount3 -u $MNT kept failing; lazy unmount"
+			fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
+			rc=1
+		fi
+	fi
+	if [ -n "$MFS_PID" ]; then
+		if ! wait_for mfs_gone; then
+			log "mfs $MFS_PID still running 10 s after unmount; SIGTERM"
+			kill -TERM "$MFS_PID" 2>/dev/null || true
+			if ! wait_for mfs_gone; then
+				kill -KILL "$MFS_PID" 2>/dev/null || true
+			fi
+			rc=1
+		fi
+		if wait "$MFS_PID" 2>/dev/null; then :; else
+			st=$?
+			log "mfs exited with status $st"
+			[ "$st" -ne 0 ] && rc=1
+		fi
+		MFS_PID=""
+	fi
+	return $rc
+}
+
+# Kill the daemon with SIGKILL (a crash) and clear the dead mount.
+mfs_crash() {
+	[ -n "$MFS_PID" ] || die "mfs_crash: no mfs running"
+	kill -KILL "$MFS_PID"
+	wait "$MFS_PID" 2>/dev/null || true
+	MFS_PID=""
+	fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null ||
+		umount -l "$MNT" 2>/dev/null || true
+	wait_for sh -c "! mountpoint -q '$MNT'" || die "could not clear the dead mount $MNT"
+}
+
+# fs_mount [mfs -o options]: create $T, mount the target at $MNT.
+fs_mount() {
+	T=$(mktemp -d "${TMPDIR:-/tmp}/mfs-fs-test.XXXXXX")
+	chmod 0755 "$T" # an unprivileged uid must reach the mount point
+	trap fs_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	MNT="$T/mnt"
+	OUT="$T/out"
+	STORE="$T/store"
+	MFS_LOG="$T/mfs.log"
+	mkdir "$MNT" "$OUT" "$STORE"
+	chmod 0777 "$OUT"
+	case "$FS_TARGET" in
+	tmpfs)
+		mount -t tmpfs -o "size=$STORE_SIZE,mode=0755" "mfs-test-tmpfs" "$MNT" ||
+			skip "cannot mount tmpfs (needs root)"
+		;;
+	dbfs)
+		[ -n "${MFS_BIN:-}" ] || die "MFS_BIN is not set (meson sets it when mfs is built)"
+		[ -x "$MFS_BIN" ] || die "MFS_BIN=$MFS_BIN is not an executable"
+		# The store lives on its own small tmpfs so that statfs, ENOSPC and
+		# space accounting see nothing but this store.
+		if [ "$(id -u)" -eq 0 ]; then
+			mount -t tmpfs -o "size=$STORE_SIZE" "mfs-test-store" "$STORE" ||
+				die "cannot mount a tmpfs for the store"
+		fi
+		mfs_start "${1:-}"
+		;;
+	*) die "unknown FS_TARGET=$FS_TARGET (dbfs or tmpfs)" ;;
+	esac
+	chmod 0755 "$MNT" || die "chmod of the mount root failed"
+}
+
+# Unmount and mount again (DBFS: the data must survive; tmpfs: a no-op).
+fs_remount() {
+	[ "$FS_TARGET" = dbfs ] || return 0
+	cd /
+	mfs_stop || die "unclean unmount of $MNT"
+	mfs_start "${1:-}"
+}
+
+fs_cleanup() {
+	rc=$?
+	trap - EXIT INT TERM
+	set +e
+	cd /
+	[ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && mfs_log_dump
+	if [ -n "$T" ]; then
+		case "$FS_TARGET" in
+		tmpfs)
+			if is_mounted "$MNT"; then
+				umount "$MNT" 2>/dev/null || umount -l "$MNT"
+			fi
+			;;
+		dbfs)
+			mfs_stop || { [ "$rc" -eq 0 ] && rc=1; }
+			;;
+		esac
+		if is_mounted "$STORE"; then
+			umount "$STORE" 2>/dev/null || umount -l "$STORE"
+		fi
+		if is_mounted "$MNT" || is_mounted "$STORE"; then
+			log "left a mount behind in $T; not removing it"
+		else
+			rm -rf "$T"
+		fi
+	fi
+	exit "$rc"
+}
+
+# Run a command as an unprivileged user (uid/gid 65534, no groups).
+as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+
+# Expect a command to fail; fail the test if it succeeds.
+must_fail() {
+	if "$@" 2>/dev/null; then die "expected failure: $*"; fi
+}

@@ -1,0 +1,359 @@
+/* chmod, chown, utimensat (UTIME_NOW, UTIME_OMIT), atime/mtime/ctime updates,
+ * umask, set-group-ID directories, setuid/setgid cleared on write and chown. */
+#include "check.h"
+
+#include <dirent.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+static struct timespec now(void)
+{
+	struct timespec ts;
+	CHECK(clock_gettime(CLOCK_REALTIME, &ts) == 0);
+	return ts;
+}
+
+/* a <= b for timespecs. */
+static int ts_le(struct timespec a, struct timespec b)
+{
+	return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec <= b.tv_nsec);
+}
+
+/* t must lie in [lo - 1 s, hi + 1 s]: the kernel's clock for file times is a
+ * coarse clock that may lag CLOCK_REALTIME by a tick. */
+static void check_recent(const char *what, struct timespec t, struct timespec lo,
+			 struct timespec hi)
+{
+	lo.tv_sec -= 1;
+	hi.tv_sec += 1;
+	if (!ts_le(lo, t) || !ts_le(t, hi))
+		fail("%s is %lld.%09ld, expected between %lld.%09ld and %lld.%09ld", what,
+		     (long long)t.tv_sec, t.tv_nsec, (long long)lo.tv_sec, lo.tv_nsec,
+		     (long long)hi.tv_sec, hi.tv_nsec);
+}
+
+static void set_times(const char *path, time_t a, time_t m)
+{
+	struct timespec ts[2] = { { a, 0 }, { m, 0 } };
+	CHECK(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+static void test_chmod_chown(void)
+{
+	write_file("f", "x", 1, 0644);
+	CHECK(chmod("f", 0754) == 0);
+	CHECK_EQ(stat_of("f").st_mode & 07777, 0754);
+	int fd = open("f", O_RDONLY);
+	CHECK(fchmod(fd, 04711) == 0);
+	CHECK_EQ(stat_of("f").st_mode & 07777, 04711);
+	CHECK(fchmod(fd, 0) == 0);
+	CHECK_EQ(stat_of("f").st_mode & 07777, 0);
+	CHECK(S_ISREG(stat_of("f").st_mode));
+	CHECK(close(fd) == 0);
+	CHECK(mkdir("d", 0700) == 0);
+	CHECK(chmod("d", 01777) == 0);
+	CHECK_EQ(stat_of("d").st_mode & 07777, 01777);
+	CHECK(S_ISDIR(stat_of("d").st_mode));
+	if (is_root()) {
+		CHECK(chown("f", 1234, 5678) == 0);
+		CHECK_EQ(stat_of("f").st_uid, 1234);
+		CHECK_EQ(stat_of("f").st_gid, 5678);
+		CHECK(chown("f", (uid_t)-1, 42) == 0);
+		CHECK_EQ(stat_of("f").st_uid, 1234);
+		CHECK_EQ(stat_of("f").st_gid, 42);
+		CHECK(chown("f", 7, (gid_t)-1) == 0);
+		CHECK_EQ(stat_of("f").st_uid, 7);
+		CHECK_EQ(stat_of("f").st_gid, 42);
+		CHECK(chown("d", 4000000000u, 4000000001u) == 0);
+		CHECK_EQ(stat_of("d").st_uid, 4000000000u);
+		CHECK_EQ(stat_of("d").st_gid, 4000000001u);
+	}
+	OK("chmod, chown");
+}
+
+static void test_utimensat(void)
+{
+	write_file("t", "x", 1, 0644);
+	struct timespec ts[2] = { { 1000000000, 123456789 }, { 1500000000, 987654321 } };
+	CHECK(utimensat(AT_FDCWD, "t", ts, 0) == 0);
+	struct stat st = stat_of("t");
+	CHECK_EQ(st.st_atim.tv_sec, 1000000000);
+	CHECK_EQ(st.st_atim.tv_nsec, 123456789);
+	CHECK_EQ(st.st_mtim.tv_sec, 1500000000);
+	CHECK_EQ(st.st_mtim.tv_nsec, 987654321);
+	/* Before 1970 and after 2038. */
+	struct timespec far[2] = { { -86400, 5 }, { 4102444800ll, 1 } };
+	CHECK(utimensat(AT_FDCWD, "t", far, 0) == 0);
+	st = stat_of("t");
+	CHECK_EQ(st.st_atim.tv_sec, -86400);
+	CHECK_EQ(st.st_atim.tv_nsec, 5);
+	CHECK_EQ(st.st_mtim.tv_sec, 4102444800ll);
+	/* UTIME_OMIT leaves that time alone. */
+	struct timespec om[2] = { { 0, UTIME_OMIT }, { 1600000000, 0 } };
+	CHECK(utimensat(AT_FDCWD, "t", om, 0) == 0);
+	st = stat_of("t");
+	CHECK_EQ(st.st_atim.tv_sec, -86400);
+	CHECK_EQ(st.st_mtim.tv_sec, 1600000000);
+	struct timespec om2[2] = { { 1700000000, 0 }, { 0, UTIME_OMIT } };
+	CHECK(utimensat(AT_FDCWD, "t", om2, 0) == 0);
+	st = stat_of("t");
+	CHECK_EQ(st.st_atim.tv_sec, 1700000000);
+	CHECK_EQ(st.st_mtim.tv_sec, 1600000000);
+	/* UTIME_NOW sets the current time; ctime follows any change. */
+	struct timespec lo = now();
+	struct timespec nw[2] = { { 0, UTIME_OMIT }, { 0, UTIME_NOW } };
+	CHECK(utimensat(AT_FDCWD, "t", nw, 0) == 0);
+	struct timespec hi = now();
+	st = stat_of("t");
+	CHECK_EQ(st.st_atim.tv_sec, 1700000000);
+	check_recent("mtime after UTIME_NOW", st.st_mtim, lo, hi);
+	check_recent("ctime after UTIME_NOW", st.st_ctim, lo, hi);
+	CHECK(utimensat(AT_FDCWD, "t", NULL, 0) == 0);
+	hi = now();
+	st = stat_of("t");
+	check_recent("atime after utimensat(NULL)", st.st_atim, lo, hi);
+	check_recent("mtime after utimensat(NULL)", st.st_mtim, lo, hi);
+	/* futimens, and AT_SYMLINK_NOFOLLOW on a symlink changes the link only. */
+	int fd = open("t", O_RDONLY);
+	struct timespec f[2] = { { 1111111111, 0 }, { 1222222222, 0 } };
+	CHECK(futimens(fd, f) == 0);
+	CHECK(close(fd) == 0);
+	CHECK_EQ(stat_of("t").st_mtim.tv_sec, 1222222222);
+	CHECK(symlink("t", "tl") == 0);
+	set_times("tl", 1333333333, 1344444444);
+	CHECK_EQ(stat_of("tl").st_mtim.tv_sec, 1344444444);
+	CHECK_EQ(stat_of("t").st_mtim.tv_sec, 1222222222);
+	OK("utimensat: explicit, UTIME_NOW, UTIME_OMIT, nanoseconds");
+}
+
+static int mounted_noatime(void)
+{
+	struct statvfs sv;
+	CHECK(statvfs(".", &sv) == 0);
+	return (sv.f_flag & ST_NOATIME) != 0;
+}
+
+static void test_time_updates(void)
+{
+	const time_t old = 1000000000;
+	CHECK(mkdir("tu", 0755) == 0);
+	write_file("tu/f", "0123456789", 10, 0644);
+	struct timespec lo, hi;
+	struct stat st;
+
+	/* write: mtime and ctime of the file. */
+	set_times("tu/f", old, old);
+	CHECK_EQ(stat_of("tu/f").st_ctim.tv_sec >= old, 1);
+	int fd = open("tu/f", O_WRONLY);
+	CHECK(fd >= 0);
+	lo = now();
+	CHECK_EQ(write(fd, "ab", 2), 2);
+	CHECK(fsync(fd) == 0);
+	hi = now();
+	st = stat_of("tu/f");
+	check_recent("mtime after write", st.st_mtim, lo, hi);
+	check_recent("ctime after write", st.st_ctim, lo, hi);
+	CHECK_EQ(st.st_atim.tv_sec, old);
+	/* truncate. */
+	set_times("tu/f", old, old);
+	lo = now();
+	CHECK(ftruncate(fd, 4) == 0);
+	hi = now();
+	st = stat_of("tu/f");
+	check_recent("mtime after ftruncate", st.st_mtim, lo, hi);
+	check_recent("ctime after ftruncate", st.st_ctim, lo, hi);
+	CHECK(close(fd) == 0);
+	/* O_TRUNC open of a non-empty file. */
+	set_times("tu/f", old, old);
+	lo = now();
+	fd = open("tu/f", O_WRONLY | O_TRUNC);
+	CHECK(fd >= 0);
+	hi = now();
+	CHECK(close(fd) == 0);
+	check_recent("mtime after O_TRUNC", stat_of("tu/f").st_mtim, lo, hi);
+
+	/* chmod changes ctime only. */
+	write_file("tu/f", "0123456789", 10, 0644);
+	set_times("tu/f", old, old);
+	lo = now();
+	CHECK(chmod("tu/f", 0600) == 0);
+	hi = now();
+	st = stat_of("tu/f");
+	check_recent("ctime after chmod", st.st_ctim, lo, hi);
+	CHECK_EQ(st.st_mtim.tv_sec, old);
+	CHECK_EQ(st.st_atim.tv_sec, old);
+
+	/* link, rename: ctime of the inode. */
+	set_times("tu/f", old, old);
+	lo = now();
+	CHECK(link("tu/f", "tu/g") == 0);
+	hi = now();
+	check_recent("ctime after link", stat_of("tu/f").st_ctim, lo, hi);
+	CHECK_EQ(stat_of("tu/f").st_mtim.tv_sec, old);
+
+	/* Directory: create, unlink, rename inside update its mtime and ctime. */
+	set_times("tu", old, old);
+	lo = now();
+	write_file("tu/new", "", 0, 0644);
+	hi = now();
+	st = stat_of("tu");
+	check_recent("dir mtime after create", st.st_mtim, lo, hi);
+	check_recent("dir ctime after create", st.st_ctim, lo, hi);
+	set_times("tu", old, old);
+	lo = now();
+	CHECK(unlink("tu/g") == 0);
+	hi = now();
+	check_recent("dir mtime after unlink", stat_of("tu").st_mtim, lo, hi);
+	check_recent("file ctime after unlink of a link", stat_of("tu/f").st_ctim, lo, hi);
+	set_times("tu", old, old);
+	lo = now();
+	CHECK(rename("tu/new", "tu/new2") == 0);
+	hi = now();
+	check_recent("dir mtime after rename", stat_of("tu").st_mtim, lo, hi);
+	set_times("tu", old, old);
+	lo = now();
+	CHECK(mkdir("tu/sub", 0755) == 0);
+	hi = now();
+	check_recent("dir mtime after mkdir", stat_of("tu").st_mtim, lo, hi);
+	set_times("tu", old, old);
+	lo = now();
+	CHECK(rmdir("tu/sub") == 0);
+	hi = now();
+	check_recent("dir mtime after rmdir", stat_of("tu").st_mtim, lo, hi);
+	/* Listing a directory does not change its mtime. */
+	set_times("tu", old, old);
+	DIR *d = opendir("tu");
+	CHECK(d != NULL);
+	while (readdir(d) != NULL)
+		;
+	CHECK(closedir(d) == 0);
+	CHECK_EQ(stat_of("tu").st_mtim.tv_sec, old);
+	CHECK_EQ(stat_of("tu").st_mtim.tv_nsec, 0);
+
+	/* A new file's times are all "now". */
+	lo = now();
+	write_file("tu/born", "", 0, 0644);
+	hi = now();
+	st = stat_of("tu/born");
+	check_recent("atime of a new file", st.st_atim, lo, hi);
+	check_recent("mtime of a new file", st.st_mtim, lo, hi);
+	check_recent("ctime of a new file", st.st_ctim, lo, hi);
+
+	/* atime on read (relatime updates an atime older than a day). The read
+	 * must reach the file system, so drop the cached pages first. */
+	if (mounted_noatime()) {
+		printf("skip - atime: mounted noatime\n");
+	} else {
+		write_file("tu/r", "readme", 6, 0644);
+		fd = open("tu/r", O_RDONLY);
+		CHECK(fd >= 0);
+		drop_cache(fd);
+		set_times("tu/r", old, old);
+		lo = now();
+		char buf[8];
+		CHECK_EQ(read(fd, buf, sizeof buf), 6);
+		hi = now();
+		CHECK(close(fd) == 0);
+		st = stat_of("tu/r");
+		check_recent("atime after read (relatime, atime older than a day)", st.st_atim,
+			     lo, hi);
+		CHECK_EQ(st.st_mtim.tv_sec, old);
+	}
+	OK("atime, mtime, ctime updates");
+}
+
+static void test_umask_sgid_dir(void)
+{
+	umask(022);
+	write_file("um", "", 0, 0666);
+	CHECK_EQ(stat_of("um").st_mode & 07777, 0644);
+	CHECK(mkdir("umd", 0777) == 0);
+	CHECK_EQ(stat_of("umd").st_mode & 07777, 0755);
+	CHECK(mkfifo("umf", 0666) == 0);
+	CHECK_EQ(stat_of("umf").st_mode & 07777, 0644);
+	umask(077);
+	CHECK(mkdir("umd2", 0777) == 0);
+	CHECK_EQ(stat_of("umd2").st_mode & 07777, 0700);
+	umask(0);
+	OK("umask applied to new files");
+
+	if (!is_root())
+		return;
+	/* New entries in a set-group-ID directory take its group; new
+	 * subdirectories inherit the bit. */
+	CHECK(mkdir("sg", 0777) == 0);
+	CHECK(chown("sg", 0, 4321) == 0);
+	CHECK(chmod("sg", 02777) == 0);
+	write_file("sg/f", "", 0, 0644);
+	CHECK_EQ(stat_of("sg/f").st_gid, 4321);
+	CHECK(mkdir("sg/sub", 0755) == 0);
+	CHECK_EQ(stat_of("sg/sub").st_gid, 4321);
+	CHECK((stat_of("sg/sub").st_mode & S_ISGID) != 0);
+	CHECK(symlink("f", "sg/l") == 0);
+	CHECK_EQ(stat_of("sg/l").st_gid, 4321);
+	OK("set-group-ID directory inheritance");
+}
+
+/* Child bodies running as uid/gid 65534. */
+static void write_as_nobody(void *arg)
+{
+	int fd = open(arg, O_WRONLY);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, "w", 1), 1);
+	CHECK(close(fd) == 0);
+}
+
+static void truncate_as_nobody(void *arg)
+{
+	CHECK(truncate(arg, 1) == 0);
+}
+
+static void chgrp_as_nobody(void *arg)
+{
+	CHECK(chown(arg, (uid_t)-1, NOBODY) == 0);
+}
+
+static void test_suid_clear(void)
+{
+	if (!is_root()) {
+		printf("skip - setuid clearing needs root\n");
+		return;
+	}
+	/* Write by a non-root owner clears S_ISUID and S_ISGID (with g+x). */
+	write_file("su", "data", 4, 0777);
+	CHECK(chown("su", NOBODY, NOBODY) == 0);
+	CHECK(chmod("su", 06777) == 0);
+	CHECK_EQ(stat_of("su").st_mode & 07777, 06777);
+	as_user(NOBODY, NOBODY, write_as_nobody, "su");
+	CHECK_EQ(stat_of("su").st_mode & 07777, 0777);
+	/* truncate by a non-root owner too. */
+	CHECK(chmod("su", 06777) == 0);
+	as_user(NOBODY, NOBODY, truncate_as_nobody, "su");
+	CHECK_EQ(stat_of("su").st_mode & 07777, 0777);
+	/* Write by root (CAP_FSETID) keeps them. */
+	CHECK(chmod("su", 06777) == 0);
+	write_as_nobody("su");
+	CHECK_EQ(stat_of("su").st_mode & 07777, 06777);
+	/* S_ISGID without group execute is not cleared by a write. */
+	CHECK(chmod("su", 02766) == 0);
+	as_user(NOBODY, NOBODY, write_as_nobody, "su");
+	CHECK_EQ(stat_of("su").st_mode & 07777, 02766);
+	/* chown by the non-root owner clears both. */
+	CHECK(chown("su", NOBODY, 0) == 0);
+	CHECK(chmod("su", 06755) == 0);
+	as_user(NOBODY, NOBODY, chgrp_as_nobody, "su");
+	CHECK_EQ(stat_of("su").st_gid, NOBODY);
+	CHECK_EQ(stat_of("su").st_mode & 07777, 0755);
+	OK("setuid/setgid cleared on write, truncate and chown by non-root");
+}
+
+int main(int argc, char **argv)
+{
+	enter(argc, argv);
+	test_chmod_chown();
+	test_utimensat();
+	test_time_updates();
+	test_umask_sgid_dir();
+	test_suid_clear();
+	return 0;
+}

@@ -1,0 +1,375 @@
+/* Regular files: open flags, reads and writes at any offset, sparse and
+ * >4 GiB files, truncate, fallocate, O_DIRECT. */
+#include "check.h"
+
+#include <linux/falloc.h>
+#include <sys/mman.h>
+
+#define MiB (1024 * 1024)
+#define GiB (1024ll * MiB)
+
+static void test_open_flags(void)
+{
+	int fd = open("f", O_RDWR | O_CREAT | O_EXCL, 0640);
+	CHECK(fd >= 0);
+	struct stat st = stat_of("f");
+	CHECK(S_ISREG(st.st_mode));
+	CHECK_EQ(st.st_mode & 07777, 0640);
+	CHECK_EQ(st.st_size, 0);
+	CHECK_EQ(st.st_nlink, 1);
+	CHECK_EQ(st.st_uid, geteuid());
+	CHECK_EQ(st.st_gid, getegid());
+	CHECK_EQ(write(fd, "hello world", 11), 11);
+	CHECK(close(fd) == 0);
+
+	CHECK_ERR(open("f", O_RDWR | O_CREAT | O_EXCL, 0640), EEXIST);
+	/* O_CREAT without O_EXCL opens the existing file and keeps its data. */
+	fd = open("f", O_RDWR | O_CREAT, 0600);
+	CHECK(fd >= 0);
+	CHECK_EQ(stat_of("f").st_mode & 07777, 0640);
+	char buf[32] = { 0 };
+	CHECK_EQ(read(fd, buf, sizeof buf), 11);
+	CHECK(memcmp(buf, "hello world", 11) == 0);
+	CHECK(close(fd) == 0);
+
+	fd = open("f", O_RDWR | O_TRUNC);
+	CHECK(fd >= 0);
+	CHECK_EQ(stat_of("f").st_size, 0);
+	CHECK_EQ(read(fd, buf, sizeof buf), 0);
+	CHECK(close(fd) == 0);
+
+	/* O_TRUNC must drop the old bytes, not only the size. */
+	CHECK(truncate("f", 11) == 0);
+	fd = open("f", O_RDONLY);
+	CHECK(fd >= 0);
+	memset(buf, 'x', sizeof buf);
+	CHECK_EQ(read(fd, buf, sizeof buf), 11);
+	CHECK_EQ(first_nonzero((uint8_t *)buf, 11), -1);
+	CHECK(close(fd) == 0);
+
+	/* O_APPEND: every write lands at the end, whatever the offset. */
+	CHECK(truncate("f", 0) == 0);
+	int a = open("f", O_WRONLY | O_APPEND);
+	int b = open("f", O_WRONLY | O_APPEND);
+	CHECK(a >= 0 && b >= 0);
+	CHECK_EQ(write(a, "one,", 4), 4);
+	CHECK_EQ(write(b, "two,", 4), 4);
+	CHECK(lseek(a, 0, SEEK_SET) == 0);
+	CHECK_EQ(write(a, "three", 5), 5);
+	CHECK(close(a) == 0 && close(b) == 0);
+	size_t len;
+	char *s = read_file("f", &len);
+	CHECK_EQ(len, 13);
+	CHECK(strcmp(s, "one,two,three") == 0);
+	free(s);
+
+	/* O_RDONLY descriptors refuse writes, O_WRONLY refuse reads. */
+	fd = open("f", O_RDONLY);
+	CHECK_ERR(write(fd, "x", 1), EBADF);
+	CHECK(close(fd) == 0);
+	fd = open("f", O_WRONLY);
+	CHECK_ERR(read(fd, buf, 1), EBADF);
+	CHECK(close(fd) == 0);
+	CHECK(unlink("f") == 0);
+	CHECK_ERR(open("f", O_RDONLY), ENOENT);
+	OK("open flags: O_CREAT O_EXCL O_TRUNC O_APPEND");
+}
+
+/* Random pwrites into a 3 MiB file checked against a model, first through the
+ * page cache, then with the cache dropped, then through O_DIRECT. */
+static void test_pread_pwrite(void)
+{
+	const size_t size = 3 * MiB;
+	uint8_t *model = calloc(1, size), *buf = malloc(size);
+	CHECK(model && buf);
+	int fd = open("rw", O_RDWR | O_CREAT, 0644);
+	CHECK(fd >= 0);
+	static const off_t offs[] = { 0, 1, 4095, 4096, 4097, 65535, 65536, 131071, 1048575,
+				      1048576 + 7, 2 * MiB - 1 };
+	uint32_t rnd = 12345;
+	size_t maxend = 0;
+	for (int i = 0; i < 200; i++) {
+		off_t off;
+		size_t len;
+		rnd = rnd * 1103515245 + 12345;
+		if (i < (int)(sizeof offs / sizeof offs[0])) {
+			off = offs[i];
+			len = 1 + (rnd >> 8) % 9000;
+		} else {
+			off = (rnd >> 4) % (size - 300000);
+			rnd = rnd * 1103515245 + 12345;
+			len = 1 + (rnd >> 8) % 300000;
+		}
+		fill_pattern(buf, len, (uint32_t)i, 0);
+		memcpy(model + off, buf, len);
+		pwrite_all(fd, buf, len, off);
+		if ((size_t)off + len > maxend)
+			maxend = (size_t)off + len;
+	}
+	CHECK_EQ(lseek(fd, 0, SEEK_END), maxend);
+	CHECK_EQ(stat_of("rw").st_size, maxend);
+	CHECK_EQ(pread_all(fd, buf, size, 0), maxend);
+	CHECK(memcmp(buf, model, maxend) == 0);
+
+	drop_cache(fd);
+	CHECK(close(fd) == 0);
+	fd = open("rw", O_RDONLY);
+	CHECK(fd >= 0);
+	memset(buf, 0xEE, size);
+	CHECK_EQ(pread_all(fd, buf, size, 0), maxend);
+	for (size_t i = 0; i < maxend; i++)
+		if (buf[i] != model[i])
+			fail("rw: byte %zu is 0x%02x after reopen, expected 0x%02x", i, buf[i],
+			     model[i]);
+	/* Unaligned reads across block boundaries. */
+	for (off_t off = 4090; off < (off_t)maxend; off += 65536 + 3) {
+		size_t n = pread_all(fd, buf, 20, off);
+		CHECK(n > 0);
+		CHECK(memcmp(buf, model + off, n) == 0);
+	}
+	CHECK(close(fd) == 0);
+
+	uint8_t *dbuf;
+	CHECK(posix_memalign((void **)&dbuf, 4096, 2 * MiB) == 0);
+	fd = open("rw", O_RDONLY | O_DIRECT);
+	CHECK(fd >= 0);
+	memset(dbuf, 0xEE, 2 * MiB);
+	CHECK_EQ(pread(fd, dbuf, MiB, MiB), MiB);
+	CHECK(memcmp(dbuf, model + MiB, MiB) == 0);
+	CHECK(close(fd) == 0);
+
+	/* O_DIRECT writes are accepted and land where they should. */
+	fd = open("rw", O_RDWR | O_DIRECT);
+	CHECK(fd >= 0);
+	fill_pattern(dbuf, 8192, 999, 0);
+	CHECK_EQ(pwrite(fd, dbuf, 8192, 4096), 8192);
+	memcpy(model + 4096, dbuf, 8192);
+	CHECK(close(fd) == 0);
+	fd = open("rw", O_RDONLY);
+	CHECK_EQ(pread_all(fd, buf, 16384, 0), 16384);
+	CHECK(memcmp(buf, model, 16384) == 0);
+	CHECK(close(fd) == 0);
+	free(dbuf);
+
+	CHECK(unlink("rw") == 0);
+	free(model);
+	free(buf);
+	OK("pread/pwrite at any offset, O_DIRECT");
+}
+
+static void test_sparse(void)
+{
+	int fd = open("sparse", O_RDWR | O_CREAT | O_EXCL, 0644);
+	CHECK(fd >= 0);
+	const off_t off = 10 * MiB;
+	CHECK_EQ(pwrite(fd, "Z", 1, off), 1);
+	drop_cache(fd);
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_size, off + 1);
+	if ((long long)st.st_blocks * 512 > 1 * MiB)
+		fail("sparse: 10 MiB hole + 1 byte uses st_blocks=%lld (%lld bytes), expected "
+		     "under 1 MiB",
+		     (long long)st.st_blocks, (long long)st.st_blocks * 512);
+	uint8_t *buf = malloc(MiB);
+	CHECK(buf);
+	for (off_t o = 0; o < off; o += MiB) {
+		memset(buf, 0xAA, MiB);
+		CHECK_EQ(pread_all(fd, buf, MiB, o), MiB);
+		long long nz = first_nonzero(buf, MiB);
+		if (nz >= 0)
+			fail("sparse: hole byte %lld reads 0x%02x", (long long)o + nz, buf[nz]);
+	}
+	char c = 0;
+	CHECK_EQ(pread(fd, &c, 1, off), 1);
+	CHECK_EQ(c, 'Z');
+	CHECK_EQ(pread(fd, &c, 1, off + 1), 0);
+	CHECK(close(fd) == 0);
+	CHECK(unlink("sparse") == 0);
+	free(buf);
+	OK("sparse file: holes read as zeros, small st_blocks");
+}
+
+static void test_large(void)
+{
+	int fd = open("large", O_RDWR | O_CREAT | O_EXCL, 0644);
+	CHECK(fd >= 0);
+	/* Straddle the 4 GiB boundary (32-bit offset truncation) and go past it. */
+	const off_t b4 = 4 * GiB;
+	CHECK_EQ(pwrite(fd, "ABCD", 4, b4 - 2), 4);
+	CHECK_EQ(pwrite(fd, "END", 3, 5 * GiB + 3), 3);
+	drop_cache(fd);
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_size, 5 * GiB + 6);
+	if ((long long)st.st_blocks * 512 > 4 * MiB)
+		fail("large: 5 GiB sparse file with 7 bytes uses %lld bytes",
+		     (long long)st.st_blocks * 512);
+	char buf[16];
+	memset(buf, 'x', sizeof buf);
+	CHECK_EQ(pread(fd, buf, 8, b4 - 4), 8);
+	CHECK(memcmp(buf, "\0\0ABCD\0\0", 8) == 0);
+	CHECK_EQ(pread(fd, buf, 16, 5 * GiB), 6);
+	CHECK(memcmp(buf, "\0\0\0END", 6) == 0);
+	/* Nothing aliased onto offset 0 or 1 GiB (offset wrap-around). */
+	CHECK_EQ(pread(fd, buf, 8, 0), 8);
+	CHECK_EQ(first_nonzero((uint8_t *)buf, 8), -1);
+	CHECK_EQ(pread(fd, buf, 8, GiB + 1), 8);
+	CHECK_EQ(first_nonzero((uint8_t *)buf, 8), -1);
+	/* Truncate below 4 GiB and back up: the tail must be zeros again. */
+	CHECK(ftruncate(fd, b4 - 1) == 0);
+	CHECK(ftruncate(fd, 5 * GiB + 6) == 0);
+	drop_cache(fd);
+	CHECK_EQ(pread(fd, buf, 8, b4 - 4), 8);
+	CHECK(memcmp(buf, "\0\0A\0\0\0\0\0", 8) == 0);
+	CHECK_EQ(pread(fd, buf, 16, 5 * GiB), 6);
+	CHECK_EQ(first_nonzero((uint8_t *)buf, 6), -1);
+	CHECK(close(fd) == 0);
+	CHECK(unlink("large") == 0);
+	OK("file larger than 4 GiB");
+}
+
+static void test_truncate(void)
+{
+	const size_t n = 100000;
+	uint8_t *buf = malloc(300000);
+	CHECK(buf);
+	fill_pattern(buf, n, 7, 0);
+	write_file("t", buf, n, 0644);
+	CHECK(truncate("t", 50000) == 0);
+	CHECK_EQ(stat_of("t").st_size, 50000);
+	CHECK(truncate("t", 200000) == 0);
+	CHECK_EQ(stat_of("t").st_size, 200000);
+	int fd = open("t", O_RDWR);
+	CHECK(fd >= 0);
+	memset(buf, 0xAA, 300000);
+	CHECK_EQ(pread_all(fd, buf, 300000, 0), 200000);
+	CHECK_EQ(pattern_mismatch(buf, 50000, 7, 0), -1);
+	long long nz = first_nonzero(buf + 50000, 150000);
+	if (nz >= 0)
+		fail("truncate: byte %lld reads 0x%02x after truncate down and up", 50000 + nz,
+		     buf[50000 + nz]);
+	/* Same after the cache is dropped (the file system must have cut the data). */
+	drop_cache(fd);
+	memset(buf, 0xAA, 300000);
+	CHECK_EQ(pread_all(fd, buf, 300000, 0), 200000);
+	CHECK_EQ(pattern_mismatch(buf, 50000, 7, 0), -1);
+	nz = first_nonzero(buf + 50000, 150000);
+	if (nz >= 0)
+		fail("truncate: byte %lld reads 0x%02x after drop cache", 50000 + nz,
+		     buf[50000 + nz]);
+	/* Truncate inside a block, then write beyond: the gap is zeros. */
+	CHECK(ftruncate(fd, 4097) == 0);
+	CHECK_EQ(pwrite(fd, "q", 1, 10000), 1);
+	drop_cache(fd);
+	CHECK_EQ(pread_all(fd, buf, 20000, 0), 10001);
+	CHECK_EQ(pattern_mismatch(buf, 4097, 7, 0), -1);
+	CHECK_EQ(first_nonzero(buf + 4097, 10000 - 4097), -1);
+	CHECK(ftruncate(fd, 0) == 0);
+	CHECK_EQ(pread(fd, buf, 10, 0), 0);
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_size, 0);
+	CHECK(close(fd) == 0);
+	CHECK_ERR(truncate("t", -1), EINVAL);
+	CHECK(unlink("t") == 0);
+	free(buf);
+	OK("truncate up and down");
+}
+
+static long long blocks_of(int fd)
+{
+	struct stat st;
+	CHECK(fsync(fd) == 0);
+	CHECK(fstat(fd, &st) == 0);
+	return (long long)st.st_blocks * 512;
+}
+
+static void test_fallocate(void)
+{
+	uint8_t *buf = malloc(2 * MiB);
+	CHECK(buf);
+	int fd = open("fa", O_RDWR | O_CREAT | O_EXCL, 0644);
+	CHECK(fd >= 0);
+	/* mode 0: extends the size, reads zeros, allocates. */
+	CHECK(fallocate(fd, 0, 0, MiB) == 0);
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_size, MiB);
+	memset(buf, 0xAA, MiB);
+	CHECK_EQ(pread_all(fd, buf, MiB, 0), MiB);
+	CHECK_EQ(first_nonzero(buf, MiB), -1);
+	long long used = blocks_of(fd);
+	if (used < MiB)
+		fail("fallocate mode 0 of 1 MiB: st_blocks shows %lld bytes allocated", used);
+	/* KEEP_SIZE: allocates beyond EOF without changing the size. */
+	CHECK(fallocate(fd, FALLOC_FL_KEEP_SIZE, MiB, MiB) == 0);
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_size, MiB);
+	CHECK_EQ(pread(fd, buf, 10, MiB), 0);
+	CHECK(ftruncate(fd, 0) == 0);
+
+	/* PUNCH_HOLE (with KEEP_SIZE, as Linux requires). */
+	fill_pattern(buf, 2 * MiB, 3, 0);
+	pwrite_all(fd, buf, 2 * MiB, 0);
+	long long before = blocks_of(fd);
+	CHECK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 256 * 1024, 512 * 1024) ==
+	      0);
+	CHECK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1000, 3000) == 0);
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_size, 2 * MiB);
+	for (int pass = 0; pass < 2; pass++) {
+		memset(buf, 0xEE, 2 * MiB);
+		CHECK_EQ(pread_all(fd, buf, 2 * MiB, 0), 2 * MiB);
+		CHECK_EQ(pattern_mismatch(buf, 1000, 3, 0), -1);
+		CHECK_EQ(first_nonzero(buf + 1000, 3000), -1);
+		CHECK_EQ(pattern_mismatch(buf + 4000, 256 * 1024 - 4000, 3, 4000), -1);
+		CHECK_EQ(first_nonzero(buf + 256 * 1024, 512 * 1024), -1);
+		CHECK_EQ(pattern_mismatch(buf + 768 * 1024, 2 * MiB - 768 * 1024, 3, 768 * 1024),
+			 -1);
+		drop_cache(fd);
+	}
+	long long after = blocks_of(fd);
+	if (after > before - 256 * 1024)
+		fail("punch hole of 512 KiB freed only %lld bytes (st_blocks %lld -> %lld bytes)",
+		     before - after, before, after);
+	CHECK(close(fd) == 0);
+	CHECK(unlink("fa") == 0);
+	free(buf);
+	OK("fallocate: mode 0, KEEP_SIZE, PUNCH_HOLE");
+}
+
+static void test_blocks(void)
+{
+	uint8_t *buf = malloc(4 * MiB);
+	CHECK(buf);
+	fill_pattern(buf, 4 * MiB, 5, 0);
+	int fd = open("dense", O_RDWR | O_CREAT | O_EXCL, 0644);
+	CHECK(fd >= 0);
+	pwrite_all(fd, buf, 4 * MiB, 0);
+	long long used = blocks_of(fd);
+	if (used < 4 * MiB || used > 5 * MiB)
+		fail("4 MiB dense file: st_blocks shows %lld bytes, expected 4..5 MiB", used);
+	CHECK(ftruncate(fd, MiB) == 0);
+	used = blocks_of(fd);
+	if (used < MiB || used > 2 * MiB)
+		fail("after truncate to 1 MiB: st_blocks shows %lld bytes, expected 1..2 MiB",
+		     used);
+	CHECK(close(fd) == 0);
+	CHECK(unlink("dense") == 0);
+	free(buf);
+	OK("st_blocks reflects allocation");
+}
+
+int main(int argc, char **argv)
+{
+	enter(argc, argv);
+	test_open_flags();
+	test_pread_pwrite();
+	test_sparse();
+	test_large();
+	test_truncate();
+	test_fallocate();
+	test_blocks();
+	return 0;
+}
