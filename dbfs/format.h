@@ -128,6 +128,7 @@ struct dbfs_inode {
 	uint64_t rdev;
 	uint64_t next_cookie;   /* directories: next dircook cookie */
 	uint64_t nentries;      /* directories: number of entries */
+	uint64_t parent;        /* directories: the parent directory (root: itself) */
 	uint32_t flags;         /* reserved, 0 */
 	uint32_t pad;
 };

@@ -1,0 +1,149 @@
+/*
+ * Group commit.
+ *
+ * LMDB allows one writer per environment and a synced commit costs hundreds
+ * of microseconds on a disk, so concurrent write operations share commits:
+ * each writer queues its operation; whoever finds no leader becomes the
+ * leader, takes every queued operation, runs them in one transaction,
+ * commits once and wakes their owners. Operations that arrive meanwhile
+ * form the next batch. No timer: a lone writer commits at once.
+ *
+ * An operation checks everything that can fail for a logical reason before
+ * its first change (see dbfs_write_fn); when one still fails after changing
+ * something (an LMDB error), the whole batch is aborted and every operation
+ * is run again alone, so one failure never leaks into another's commit.
+ * MDB_MAP_FULL aborts, grows the map and retries.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "dbfs/internal.h"
+
+#define BATCH_MAX 64
+
+struct dbfs_wop {
+	struct dbfs_wop *next;
+	dbfs_write_fn fn;
+	void *arg;
+	int rc;
+	int done;
+};
+
+static int grow_map(struct dbfs *fs, uint64_t seen)
+{
+	int rc = 0;
+	pthread_rwlock_wrlock(&fs->map_lock);
+	if (fs->map_size == seen) {
+		uint64_t next = seen < (1ull << 30) ? seen * 2 : seen + (1ull << 30);
+		rc = mdb_env_set_mapsize(fs->env, next);
+		if (!rc) {
+			MDB_envinfo info;
+			mdb_env_info(fs->env, &info);
+			fs->map_size = info.me_mapsize;
+			fs->cnt.map_grows++;
+		}
+	}
+	pthread_rwlock_unlock(&fs->map_lock);
+	return rc;
+}
+
+/* Run ops [0, n) in one transaction. Returns 0 when committed (each op's rc
+ * set), or the store error that aborted the batch. */
+static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
+{
+	for (;;) {
+		MDB_txn *txn;
+		pthread_rwlock_rdlock(&fs->map_lock);
+		uint64_t seen = fs->map_size;
+		int rc = mdb_txn_begin(fs->env, NULL, 0, &txn);
+		if (rc) {
+			pthread_rwlock_unlock(&fs->map_lock);
+			return rc;
+		}
+		int failed = 0;
+		for (int i = 0; i < n && !failed; i++) {
+			int r = ops[i]->fn(fs, txn, ops[i]->arg);
+			ops[i]->rc = r;
+			/* A logical refusal (negative errno) changed nothing; a store
+			 * error may have left partial changes. */
+			if (r && !(r < 0 && r > -4096))
+				failed = r;
+		}
+		if (failed) {
+			mdb_txn_abort(txn);
+			pthread_rwlock_unlock(&fs->map_lock);
+			if (failed == MDB_MAP_FULL) {
+				rc = grow_map(fs, seen);
+				if (rc)
+					return rc;
+				continue;
+			}
+			return failed;
+		}
+		rc = mdb_txn_commit(txn);
+		pthread_rwlock_unlock(&fs->map_lock);
+		if (rc == MDB_MAP_FULL) {
+			rc = grow_map(fs, seen);
+			if (rc)
+				return rc;
+			continue;
+		}
+		if (rc)
+			return rc;
+		fs->cnt.commits++;
+		if (n > 1)
+			fs->cnt.batched_ops += n;
+		return 0;
+	}
+}
+
+static void lead(struct dbfs *fs, struct dbfs_wop **ops, int n)
+{
+	int rc = run_batch(fs, ops, n);
+	if (rc && n > 1) {
+		for (int i = 0; i < n; i++) {
+			rc = run_batch(fs, &ops[i], 1);
+			if (rc)
+				ops[i]->rc = rc;
+		}
+	} else if (rc) {
+		ops[0]->rc = rc;
+	}
+}
+
+int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg)
+{
+	struct dbfs_wop op = {.fn = fn, .arg = arg};
+
+	if (fs->opt.read_only)
+		return -EROFS;
+	pthread_mutex_lock(&fs->wq_lock);
+	*fs->wq_tail = &op;
+	fs->wq_tail = &op.next;
+	while (!op.done) {
+		if (fs->wq_leader) {
+			pthread_cond_wait(&fs->wq_cond, &fs->wq_lock);
+			continue;
+		}
+		fs->wq_leader = 1;
+		struct dbfs_wop *batch[BATCH_MAX];
+		int n = 0;
+		while (fs->wq_head && n < BATCH_MAX) {
+			batch[n++] = fs->wq_head;
+			fs->wq_head = fs->wq_head->next;
+		}
+		if (!fs->wq_head)
+			fs->wq_tail = &fs->wq_head;
+		pthread_mutex_unlock(&fs->wq_lock);
+
+		lead(fs, batch, n);
+
+		pthread_mutex_lock(&fs->wq_lock);
+		for (int i = 0; i < n; i++)
+			batch[i]->done = 1;
+		fs->wq_leader = 0;
+		pthread_cond_broadcast(&fs->wq_cond);
+	}
+	pthread_mutex_unlock(&fs->wq_lock);
+	return op.rc;
+}

@@ -1,0 +1,308 @@
+/*
+ * File contents (table "data"): blocks of DBFS_BLOCK_SIZE keyed by
+ * (ino, block). A block's value may be shorter than a block: the rest reads
+ * as zeros. A missing block is a hole. The inode's alloc counts every value
+ * rounded up to DBFS_ALLOC_UNIT and the usage record follows it.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "dbfs/internal.h"
+
+static const unsigned char zeros[DBFS_BLOCK_SIZE];
+static __thread unsigned char scratch[DBFS_BLOCK_SIZE];
+
+static void data_key(unsigned char *kb, uint64_t ino, uint64_t blk, MDB_val *k)
+{
+	dbfs_put_be64(kb, ino);
+	dbfs_put_be64(kb + 8, blk);
+	k->mv_size = 16;
+	k->mv_data = kb;
+}
+
+static int block_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk, MDB_val *v)
+{
+	unsigned char kb[16];
+	MDB_val k;
+	data_key(kb, ino, blk, &k);
+	int rc = dbfs_get(txn, fs->db_data, &k, v);
+	if (rc == MDB_NOTFOUND) {
+		v->mv_size = 0;
+		v->mv_data = NULL;
+		return 0;
+	}
+	return rc;
+}
+
+/* Store a block's new value built from `old` (old_len bytes, may alias the
+ * map) with buf copied at boff. */
+static int block_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk,
+		     const void *old, size_t old_len, size_t boff, const void *buf, size_t n,
+		     int64_t *dalloc)
+{
+	unsigned char kb[16];
+	MDB_val k, v;
+	size_t new_len = boff + n > old_len ? boff + n : old_len;
+	data_key(kb, ino, blk, &k);
+	if (old_len && !(boff == 0 && n >= old_len)) {
+		/* The old value lives in the map and may be freed by the put. */
+		memcpy(scratch, old, old_len);
+		old = scratch;
+	}
+	v.mv_size = new_len;
+	int rc = dbfs_put(txn, fs->db_data, &k, &v, MDB_RESERVE);
+	if (rc)
+		return rc;
+	unsigned char *d = v.mv_data;
+	if (boff == 0 && n >= old_len) {
+		memcpy(d, buf, n);
+	} else {
+		memcpy(d, old, old_len);
+		if (boff > old_len)
+			memset(d + old_len, 0, boff - old_len);
+		memcpy(d + boff, buf, n);
+	}
+	*dalloc += (int64_t)dbfs_alloc_round(new_len) - (int64_t)dbfs_alloc_round(old_len);
+	return 0;
+}
+
+static int finish(struct dbfs *fs, MDB_txn *txn, struct dbfs_inode *in, int64_t dalloc)
+{
+	if (!dalloc)
+		return 0;
+	in->alloc += (uint64_t)dalloc;
+	return dbfs_usage_add(fs, txn, dalloc, 0);
+}
+
+int dbfs_data_write_cost(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, size_t len,
+			 uint64_t *cost)
+{
+	*cost = 0;
+	uint64_t end = off + len;
+	for (uint64_t blk = off >> DBFS_BLOCK_SHIFT; len && (blk << DBFS_BLOCK_SHIFT) < end;
+	     blk++) {
+		uint64_t bstart = blk << DBFS_BLOCK_SHIFT;
+		uint64_t hi = end - bstart > DBFS_BLOCK_SIZE ? DBFS_BLOCK_SIZE : end - bstart;
+		MDB_val v;
+		int rc = block_get(fs, txn, ino, blk, &v);
+		if (rc)
+			return rc;
+		if (hi > v.mv_size)
+			*cost += dbfs_alloc_round(hi) - dbfs_alloc_round(v.mv_size);
+	}
+	return 0;
+}
+
+int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		    uint64_t off, const void *buf, size_t len)
+{
+	int64_t dalloc = 0;
+	const unsigned char *p = buf;
+	while (len) {
+		uint64_t blk = off >> DBFS_BLOCK_SHIFT;
+		size_t boff = off & (DBFS_BLOCK_SIZE - 1);
+		size_t n = DBFS_BLOCK_SIZE - boff;
+		if (n > len)
+			n = len;
+		MDB_val old;
+		int rc = block_get(fs, txn, ino, blk, &old);
+		if (rc)
+			return rc;
+		rc = block_put(fs, txn, ino, blk, old.mv_data, old.mv_size, boff, p, n, &dalloc);
+		if (rc)
+			return rc;
+		p += n;
+		off += n;
+		len -= n;
+	}
+	if (off > in->size)
+		in->size = off;
+	return finish(fs, txn, in, dalloc);
+}
+
+/* Delete blocks [first, last] (last inclusive, UINT64_MAX for all). */
+static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first,
+			uint64_t last, int64_t *dalloc)
+{
+	unsigned char kb[16];
+	MDB_val k, v;
+	MDB_cursor *c;
+	data_key(kb, ino, first, &k);
+	int rc = mdb_cursor_open(txn, fs->db_data, &c);
+	if (rc)
+		return rc;
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	while (rc == 0) {
+		if (k.mv_size != 16 || dbfs_get_be64(k.mv_data) != ino ||
+		    dbfs_get_be64((unsigned char *)k.mv_data + 8) > last)
+			break;
+		*dalloc -= (int64_t)dbfs_alloc_round(v.mv_size);
+		rc = dbfs_cursor_del(c);
+		if (rc)
+			break;
+		/* After a delete, MDB_NEXT yields the item that followed. */
+		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int dbfs_data_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
+{
+	int64_t dalloc = 0;
+	return delete_range(fs, txn, ino, 0, UINT64_MAX, &dalloc);
+}
+
+/* Zero [from, to) inside one block, shrinking the value when the range
+ * reaches its end and deleting it when nothing is left. */
+static int zero_in_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk, size_t from,
+			 size_t to, int64_t *dalloc)
+{
+	MDB_val old;
+	int rc = block_get(fs, txn, ino, blk, &old);
+	if (rc || old.mv_size <= from)
+		return rc;
+	unsigned char kb[16];
+	MDB_val k, v;
+	data_key(kb, ino, blk, &k);
+	size_t old_len = old.mv_size;
+	size_t new_len = to >= old_len ? from : old_len;
+	if (new_len == 0) {
+		*dalloc -= (int64_t)dbfs_alloc_round(old_len);
+		return dbfs_del(txn, fs->db_data, &k, NULL);
+	}
+	memcpy(scratch, old.mv_data, old_len);
+	if (to < old_len)
+		memset(scratch + from, 0, to - from);
+	v.mv_size = new_len;
+	rc = dbfs_put(txn, fs->db_data, &k, &v, MDB_RESERVE);
+	if (rc)
+		return rc;
+	memcpy(v.mv_data, scratch, new_len);
+	*dalloc += (int64_t)dbfs_alloc_round(new_len) - (int64_t)dbfs_alloc_round(old_len);
+	return 0;
+}
+
+int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		       uint64_t size)
+{
+	int64_t dalloc = 0;
+	int rc = 0;
+	if (size < in->size) {
+		uint64_t first_whole = (size + DBFS_BLOCK_SIZE - 1) >> DBFS_BLOCK_SHIFT;
+		rc = delete_range(fs, txn, ino, first_whole, UINT64_MAX, &dalloc);
+		if (!rc && (size & (DBFS_BLOCK_SIZE - 1)))
+			rc = zero_in_block(fs, txn, ino, size >> DBFS_BLOCK_SHIFT,
+					   size & (DBFS_BLOCK_SIZE - 1), DBFS_BLOCK_SIZE,
+					   &dalloc);
+		if (rc)
+			return rc;
+	}
+	in->size = size;
+	return finish(fs, txn, in, dalloc);
+}
+
+int dbfs_data_punch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		    uint64_t off, uint64_t len)
+{
+	int64_t dalloc = 0;
+	uint64_t end = off + len;
+	if (end > in->size)
+		end = in->size;
+	while (off < end) {
+		uint64_t blk = off >> DBFS_BLOCK_SHIFT;
+		size_t boff = off & (DBFS_BLOCK_SIZE - 1);
+		uint64_t n = DBFS_BLOCK_SIZE - boff;
+		if (n > end - off)
+			n = end - off;
+		int rc;
+		if (boff == 0 && n == DBFS_BLOCK_SIZE) {
+			uint64_t last = (end >> DBFS_BLOCK_SHIFT) - 1;
+			rc = delete_range(fs, txn, ino, blk, last, &dalloc);
+			off = (last + 1) << DBFS_BLOCK_SHIFT;
+		} else {
+			rc = zero_in_block(fs, txn, ino, blk, boff, boff + n, &dalloc);
+			off += n;
+		}
+		if (rc)
+			return rc;
+	}
+	return finish(fs, txn, in, dalloc);
+}
+
+int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		       uint64_t off, uint64_t len)
+{
+	/* Materialise zeros over holes so that later writes in the range need
+	 * no new space. Bytes already stored are kept. */
+	int64_t dalloc = 0;
+	uint64_t end = off + len;
+	for (uint64_t blk = off >> DBFS_BLOCK_SHIFT; (blk << DBFS_BLOCK_SHIFT) < end; blk++) {
+		uint64_t bstart = blk << DBFS_BLOCK_SHIFT;
+		size_t hi = end - bstart > DBFS_BLOCK_SIZE ? DBFS_BLOCK_SIZE : end - bstart;
+		MDB_val old;
+		int rc = block_get(fs, txn, ino, blk, &old);
+		if (rc)
+			return rc;
+		if (old.mv_size >= hi)
+			continue;
+		rc = block_put(fs, txn, ino, blk, old.mv_data, old.mv_size, old.mv_size, zeros,
+			       hi - old.mv_size, &dalloc);
+		if (rc)
+			return rc;
+	}
+	return finish(fs, txn, in, dalloc);
+}
+
+int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got)
+{
+	int n = 0;
+	*got = 0;
+	if (off >= in->size)
+		return 0;
+	if (len > in->size - off)
+		len = in->size - off;
+	while (len && n < max) {
+		uint64_t blk = off >> DBFS_BLOCK_SHIFT;
+		size_t boff = off & (DBFS_BLOCK_SIZE - 1);
+		size_t want = DBFS_BLOCK_SIZE - boff;
+		if (want > len)
+			want = len;
+		MDB_val v;
+		int rc = block_get(fs, txn, ino, blk, &v);
+		if (rc)
+			return rc;
+		size_t have = v.mv_size > boff ? v.mv_size - boff : 0;
+		if (have > want)
+			have = want;
+		if (have) {
+			iov[n].iov_base = (char *)v.mv_data + boff;
+			iov[n].iov_len = have;
+			n++;
+		}
+		if (have < want) {
+			if (n == max) {
+				want = have;
+			} else {
+				/* merge with a preceding zero run */
+				if (n && iov[n - 1].iov_base >= (void *)zeros &&
+				    iov[n - 1].iov_base < (void *)(zeros + sizeof(zeros)) &&
+				    iov[n - 1].iov_len + (want - have) <= sizeof(zeros)) {
+					iov[n - 1].iov_len += want - have;
+				} else {
+					iov[n].iov_base = (void *)zeros;
+					iov[n].iov_len = want - have;
+					n++;
+				}
+			}
+		}
+		*got += want;
+		off += want;
+		len -= want;
+		if (!want)
+			break;
+	}
+	return n;
+}

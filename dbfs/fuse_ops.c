@@ -1,0 +1,882 @@
+/*
+ * The FUSE low-level adapter: decode a request, run the core operation in
+ * a read transaction or through the group committer, map the error, reply.
+ * Every handler ends in exactly one fuse_reply_* (or fuse_reply_none).
+ *
+ * Lookup counts: every reply that hands the kernel an entry (lookup,
+ * create, mknod, mkdir, symlink, link, readdirplus except . and ..) adds a
+ * reference in fs->nodes; forget drops them and reaps unlinked inodes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <fuse_lowlevel.h>
+
+#include "dbfs/internal.h"
+
+#define IOV_MAX_READ 64
+
+static struct dbfs *req_fs(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void reply_err(fuse_req_t req, int rc)
+{
+	struct dbfs *fs = req_fs(req);
+	int e = dbfs_errno(rc);
+	if (e)
+		fs->cnt.errors++;
+	fuse_reply_err(req, e);
+}
+
+static void fill_entry(struct dbfs *fs, struct fuse_entry_param *e, uint64_t ino,
+		       const struct dbfs_inode *in)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = ino;
+	e->attr_timeout = fs->opt.attr_timeout;
+	e->entry_timeout = fs->opt.entry_timeout;
+	dbfs_inode_to_stat(in, ino, &e->attr);
+}
+
+/* Reply with an entry and count the kernel's new reference. */
+static void reply_entry(fuse_req_t req, uint64_t ino, const struct dbfs_inode *in)
+{
+	struct dbfs *fs = req_fs(req);
+	struct fuse_entry_param e;
+	fill_entry(fs, &e, ino, in);
+	if (dbfs_nodes_ref(&fs->nodes, ino, 1)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (fuse_reply_entry(req, &e))
+		dbfs_nodes_unref(&fs->nodes, ino, 1); /* interrupted: kernel took nothing */
+}
+
+static struct dbfs_cred req_cred(fuse_req_t req)
+{
+	const struct fuse_ctx *c = fuse_req_ctx(req);
+	struct dbfs_cred cr = {c->uid, c->gid, c->umask};
+	return cr;
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	struct dbfs *fs = userdata;
+	if (fs->opt.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
+		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
+	if (conn->capable & FUSE_CAP_POSIX_ACL)
+		conn->want |= FUSE_CAP_POSIX_ACL;
+	if (conn->capable & FUSE_CAP_DONT_MASK)
+		conn->want |= FUSE_CAP_DONT_MASK;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS;
+	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
+		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
+	if (conn->capable & FUSE_CAP_ASYNC_DIO)
+		conn->want |= FUSE_CAP_ASYNC_DIO;
+	/* We are the only writer of the store: cached pages stay valid. */
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+	conn->max_write = 1u << 20;
+	conn->max_readahead = 1u << 20;
+	conn->time_gran = 1;
+}
+
+/* ---- lookups and attributes ---- */
+
+struct lookup_ctx {
+	uint64_t ino;
+	struct dbfs_inode in;
+};
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct dbfs *fs = req_fs(req);
+	MDB_txn *txn;
+	struct lookup_ctx l;
+	fs->cnt.ops++;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (!rc) {
+		rc = dbfs_op_lookup(fs, txn, parent, name, &l.ino, &l.in);
+		dbfs_read_end(fs, txn);
+	}
+	if (rc == -ENOENT && fs->opt.entry_timeout > 0) {
+		struct fuse_entry_param e;
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = fs->opt.entry_timeout;
+		fuse_reply_entry(req, &e); /* negative entry, cached */
+	} else if (rc) {
+		reply_err(req, rc);
+	} else {
+		reply_entry(req, l.ino, &l.in);
+	}
+}
+
+static int reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	return dbfs_op_reap(fs, txn, *(uint64_t *)arg);
+}
+
+static void forget_one(struct dbfs *fs, uint64_t ino, uint64_t n)
+{
+	if (dbfs_nodes_unref(&fs->nodes, ino, n) == 0 && ino != DBFS_ROOT_INO)
+		dbfs_write(fs, reap_fn, &ino);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	forget_one(req_fs(req), ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	for (size_t i = 0; i < count; i++)
+		forget_one(req_fs(req), f[i].ino, f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct dbfs *fs = req_fs(req);
+	struct dbfs_inode in;
+	MDB_txn *txn;
+	(void)fi;
+	fs->cnt.ops++;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (!rc) {
+		rc = dbfs_inode_get(fs, txn, ino, &in);
+		dbfs_read_end(fs, txn);
+	}
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	struct stat st;
+	dbfs_inode_to_stat(&in, ino, &st);
+	fuse_reply_attr(req, &st, fs->opt.attr_timeout);
+}
+
+struct setattr_ctx {
+	uint64_t ino;
+	struct stat st;
+	unsigned set;
+	struct dbfs_inode out;
+};
+
+static int setattr_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct setattr_ctx *c = arg;
+	return dbfs_op_setattr(fs, txn, c->ino, &c->st, c->set, &c->out);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct dbfs *fs = req_fs(req);
+	struct setattr_ctx c = {.ino = ino, .st = *attr};
+	(void)fi;
+	fs->cnt.ops++;
+	if (to_set & FUSE_SET_ATTR_MODE)
+		c.set |= DBFS_SET_MODE;
+	if (to_set & FUSE_SET_ATTR_UID)
+		c.set |= DBFS_SET_UID;
+	if (to_set & FUSE_SET_ATTR_GID)
+		c.set |= DBFS_SET_GID;
+	if (to_set & FUSE_SET_ATTR_SIZE)
+		c.set |= DBFS_SET_SIZE;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		c.set |= DBFS_SET_ATIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_ATIME)
+		c.set |= DBFS_SET_ATIME;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		c.set |= DBFS_SET_MTIME_NOW;
+	else if (to_set & FUSE_SET_ATTR_MTIME)
+		c.set |= DBFS_SET_MTIME;
+	if (to_set & FUSE_SET_ATTR_CTIME)
+		c.set |= DBFS_SET_CTIME;
+	int rc = dbfs_write(fs, setattr_fn, &c);
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	struct stat st;
+	dbfs_inode_to_stat(&c.out, ino, &st);
+	fuse_reply_attr(req, &st, fs->opt.attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct dbfs *fs = req_fs(req);
+	char buf[DBFS_SYMLINK_MAX + 1];
+	const char *t;
+	size_t len = 0;
+	MDB_txn *txn;
+	fs->cnt.ops++;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (!rc) {
+		rc = dbfs_inode_get_link(fs, txn, ino, &t, &len);
+		if (!rc) {
+			if (len > DBFS_SYMLINK_MAX)
+				len = DBFS_SYMLINK_MAX;
+			memcpy(buf, t, len);
+		}
+		dbfs_read_end(fs, txn);
+	}
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	buf[len] = '\0';
+	fuse_reply_readlink(req, buf);
+}
+
+/* ---- creating and removing names ---- */
+
+struct mknod_ctx {
+	struct dbfs_cred cr;
+	uint64_t parent;
+	const char *name;
+	uint32_t mode;
+	uint64_t rdev;
+	const char *link;
+	uint64_t ino;
+	struct dbfs_inode in;
+};
+
+static int mknod_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct mknod_ctx *c = arg;
+	return dbfs_op_mknod(fs, txn, &c->cr, c->parent, c->name, c->mode, c->rdev, c->link,
+			     &c->ino, &c->in);
+}
+
+static int do_mknod(fuse_req_t req, struct mknod_ctx *c)
+{
+	struct dbfs *fs = req_fs(req);
+	fs->cnt.ops++;
+	c->cr = req_cred(req);
+	return dbfs_write(fs, mknod_fn, c);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	struct mknod_ctx c = {.parent = parent, .name = name, .mode = mode, .rdev = rdev};
+	int rc = do_mknod(req, &c);
+	if (rc)
+		reply_err(req, rc);
+	else
+		reply_entry(req, c.ino, &c.in);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	op_mknod(req, parent, name, S_IFDIR | (mode & 07777), 0);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+	struct mknod_ctx c = {.parent = parent, .name = name, .mode = S_IFLNK | 0777,
+			      .link = link};
+	int rc = do_mknod(req, &c);
+	if (rc)
+		reply_err(req, rc);
+	else
+		reply_entry(req, c.ino, &c.in);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct dbfs *fs = req_fs(req);
+	struct mknod_ctx c = {.parent = parent, .name = name, .mode = S_IFREG | (mode & 07777)};
+	int rc = do_mknod(req, &c);
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	struct fuse_entry_param e;
+	fill_entry(fs, &e, c.ino, &c.in);
+	fi->keep_cache = 1;
+	if (dbfs_nodes_ref(&fs->nodes, c.ino, 1)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (fuse_reply_create(req, &e, fi))
+		forget_one(fs, c.ino, 1);
+}
+
+struct unlink_ctx {
+	uint64_t parent;
+	const char *name;
+	int dir;
+};
+
+static int unlink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct unlink_ctx *c = arg;
+	return dbfs_op_unlink(fs, txn, c->parent, c->name, c->dir);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct unlink_ctx c = {parent, name, 0};
+	req_fs(req)->cnt.ops++;
+	reply_err(req, dbfs_write(req_fs(req), unlink_fn, &c));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct unlink_ctx c = {parent, name, 1};
+	req_fs(req)->cnt.ops++;
+	reply_err(req, dbfs_write(req_fs(req), unlink_fn, &c));
+}
+
+struct rename_ctx {
+	uint64_t op, np;
+	const char *on, *nn;
+	unsigned flags;
+};
+
+static int rename_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct rename_ctx *c = arg;
+	return dbfs_op_rename(fs, txn, c->op, c->on, c->np, c->nn, c->flags);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct rename_ctx c = {parent, newparent, name, newname, flags};
+	req_fs(req)->cnt.ops++;
+	reply_err(req, dbfs_write(req_fs(req), rename_fn, &c));
+}
+
+struct link_ctx {
+	uint64_t ino, parent;
+	const char *name;
+	struct dbfs_inode in;
+};
+
+static int link_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct link_ctx *c = arg;
+	return dbfs_op_link(fs, txn, c->ino, c->parent, c->name, &c->in);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct link_ctx c = {.ino = ino, .parent = newparent, .name = newname};
+	req_fs(req)->cnt.ops++;
+	int rc = dbfs_write(req_fs(req), link_fn, &c);
+	if (rc)
+		reply_err(req, rc);
+	else
+		reply_entry(req, ino, &c.in);
+}
+
+/* ---- file I/O ---- */
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	req_fs(req)->cnt.ops++;
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+struct atime_ctx {
+	uint64_t ino;
+};
+
+static int atime_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct dbfs_inode in;
+	uint64_t ino = ((struct atime_ctx *)arg)->ino;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	dbfs_touch(&in, 1, 0, 0);
+	return dbfs_inode_put(fs, txn, ino, &in);
+}
+
+/* relatime: update atime when it is not newer than mtime/ctime or older
+ * than a day, so that reads rarely write. */
+static int atime_due(const struct dbfs_inode *in)
+{
+	int64_t s;
+	uint32_t ns;
+	if (in->atime_sec < in->mtime_sec ||
+	    (in->atime_sec == in->mtime_sec && in->atime_nsec <= in->mtime_nsec))
+		return 1;
+	if (in->atime_sec < in->ctime_sec ||
+	    (in->atime_sec == in->ctime_sec && in->atime_nsec <= in->ctime_nsec))
+		return 1;
+	dbfs_now(&s, &ns);
+	return s - in->atime_sec >= 86400;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct dbfs *fs = req_fs(req);
+	struct iovec iov[IOV_MAX_READ];
+	struct dbfs_inode in;
+	MDB_txn *txn;
+	size_t got = 0;
+	int due = 0;
+	(void)fi;
+	fs->cnt.ops++;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (!rc && S_ISDIR(in.mode))
+		rc = -EISDIR;
+	int n = 0;
+	if (!rc) {
+		n = dbfs_data_map(fs, txn, ino, &in, (uint64_t)off, size, iov, IOV_MAX_READ, &got);
+		if (n < 0)
+			rc = n;
+		due = atime_due(&in);
+	}
+	if (rc) {
+		dbfs_read_end(fs, txn);
+		reply_err(req, rc);
+		return;
+	}
+	/* The iovecs point into the map: reply before ending the transaction. */
+	fuse_reply_iov(req, iov, n);
+	dbfs_read_end(fs, txn);
+	fs->cnt.read_bytes += got;
+	if (due && !fs->opt.read_only) {
+		struct atime_ctx a = {ino};
+		dbfs_write(fs, atime_fn, &a);
+	}
+}
+
+struct write_ctx {
+	uint64_t ino, off;
+	const void *buf;
+	size_t len;
+};
+
+static int write_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct write_ctx *c = arg;
+	return dbfs_op_write(fs, txn, c->ino, c->off, c->buf, c->len);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct dbfs *fs = req_fs(req);
+	struct write_ctx c = {ino, (uint64_t)off, buf, size};
+	(void)fi;
+	fs->cnt.ops++;
+	int rc = off < 0 ? -EINVAL : dbfs_write(fs, write_fn, &c);
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	fs->cnt.write_bytes += size;
+	fuse_reply_write(req, size);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)datasync;
+	(void)fi;
+	req_fs(req)->cnt.ops++;
+	fuse_reply_err(req, -dbfs_sync(req_fs(req)));
+}
+
+struct falloc_ctx {
+	uint64_t ino;
+	int mode;
+	uint64_t off, len;
+};
+
+static int falloc_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct falloc_ctx *c = arg;
+	return dbfs_op_fallocate(fs, txn, c->ino, c->mode, c->off, c->len);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	struct falloc_ctx c = {ino, mode, (uint64_t)off, (uint64_t)len};
+	(void)fi;
+	req_fs(req)->cnt.ops++;
+	if (off < 0 || len <= 0)
+		reply_err(req, -EINVAL);
+	else
+		reply_err(req, dbfs_write(req_fs(req), falloc_fn, &c));
+}
+
+struct copy_ctx {
+	uint64_t ino_in, off_in, ino_out, off_out;
+	size_t len, copied;
+};
+
+static int copy_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct copy_ctx *c = arg;
+	return dbfs_op_copy_range(fs, txn, c->ino_in, c->off_in, c->ino_out, c->off_out, c->len,
+				  &c->copied);
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct copy_ctx c = {ino_in, (uint64_t)off_in, ino_out, (uint64_t)off_out, len, 0};
+	(void)fi_in;
+	(void)fi_out;
+	req_fs(req)->cnt.ops++;
+	int rc = flags ? -EINVAL : dbfs_write(req_fs(req), copy_fn, &c);
+	if (rc)
+		reply_err(req, rc);
+	else
+		fuse_reply_write(req, c.copied);
+}
+
+/* ---- directories ---- */
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	fi->cache_readdir = 0;
+	fuse_reply_open(req, fi);
+}
+
+struct rd_ctx {
+	fuse_req_t req;
+	struct dbfs *fs;
+	MDB_txn *txn;
+	char *buf;
+	size_t size, used;
+	int plus;
+	int err;
+};
+
+static int rd_add(struct rd_ctx *r, const char *name, uint64_t ino, uint32_t type,
+		  uint64_t next_off, int count_ref)
+{
+	size_t left = r->size - r->used;
+	size_t n;
+	if (r->plus) {
+		struct fuse_entry_param e;
+		struct dbfs_inode in;
+		int rc = dbfs_inode_get(r->fs, r->txn, ino, &in);
+		if (rc == -ENOENT)
+			return 0; /* raced with a delete in the store: skip */
+		if (rc) {
+			r->err = rc;
+			return 1;
+		}
+		fill_entry(r->fs, &e, ino, &in);
+		if (!count_ref)
+			e.ino = 0; /* . and ..: the kernel takes no reference */
+		n = fuse_add_direntry_plus(r->req, r->buf + r->used, left, name, &e,
+					   (off_t)next_off);
+		if (n > left)
+			return 1;
+		if (count_ref && dbfs_nodes_ref(&r->fs->nodes, ino, 1)) {
+			r->err = -ENOMEM;
+			return 1;
+		}
+	} else {
+		struct stat st;
+		memset(&st, 0, sizeof(st));
+		st.st_ino = ino;
+		st.st_mode = type;
+		n = fuse_add_direntry(r->req, r->buf + r->used, left, name, &st, (off_t)next_off);
+		if (n > left)
+			return 1;
+	}
+	r->used += n;
+	return 0;
+}
+
+static int rd_cb(void *arg, uint64_t cookie, uint64_t ino, uint32_t type, const char *name,
+		 size_t len)
+{
+	char nm[DBFS_NAME_MAX + 1];
+	memcpy(nm, name, len);
+	nm[len] = '\0';
+	return rd_add(arg, nm, ino, type, cookie, 1);
+}
+
+static __thread char rd_buf[64 * 1024];
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+{
+	struct dbfs *fs = req_fs(req);
+	struct dbfs_inode din;
+	struct rd_ctx r = {.req = req, .fs = fs, .size = size, .plus = plus};
+	fs->cnt.ops++;
+	r.buf = size <= sizeof(rd_buf) ? rd_buf : malloc(size);
+	if (!r.buf) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	int rc = dbfs_read_begin(fs, &r.txn);
+	if (!rc) {
+		rc = dbfs_inode_get(fs, r.txn, ino, &din);
+		if (!rc && !S_ISDIR(din.mode))
+			rc = -ENOTDIR;
+		uint64_t o = off < 0 ? 0 : (uint64_t)off;
+		if (!rc && o < DBFS_COOKIE_DOT && rd_add(&r, ".", ino, S_IFDIR, DBFS_COOKIE_DOT, 0))
+			o = UINT64_MAX;
+		if (!rc && o < DBFS_COOKIE_DOTDOT && o != UINT64_MAX &&
+		    rd_add(&r, "..", din.parent ? din.parent : ino, S_IFDIR, DBFS_COOKIE_DOTDOT, 0))
+			o = UINT64_MAX;
+		if (!rc && o != UINT64_MAX) {
+			uint64_t from = o + 1 > DBFS_COOKIE_FIRST ? o + 1 : DBFS_COOKIE_FIRST;
+			rc = dbfs_dir_iter(fs, r.txn, ino, from, rd_cb, &r);
+			if (rc == 1)
+				rc = 0;
+		}
+		if (!rc)
+			rc = r.err;
+		dbfs_read_end(fs, r.txn);
+	}
+	if (rc && !r.used)
+		reply_err(req, rc);
+	else
+		fuse_reply_buf(req, r.buf, r.used);
+	if (r.buf != rd_buf)
+		free(r.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	do_readdir(req, ino, size, off, 1);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	op_fsync(req, ino, datasync, fi);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct dbfs *fs = req_fs(req);
+	struct statvfs sv, out;
+	struct dbfs_usage_rec u = {0, 0};
+	MDB_txn *txn;
+	(void)ino;
+	fs->cnt.ops++;
+	if (statvfs(fs->dir, &sv) < 0)
+		memset(&sv, 0, sizeof(sv));
+	int rc = dbfs_read_begin(fs, &txn);
+	if (!rc) {
+		rc = dbfs_usage_get(fs, txn, &u);
+		dbfs_read_end(fs, txn);
+	}
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	memset(&out, 0, sizeof(out));
+	out.f_bsize = 4096;
+	out.f_frsize = 4096;
+	out.f_namemax = DBFS_NAME_MAX;
+	uint64_t used = u.bytes / 4096;
+	uint64_t avail = sv.f_frsize ? (uint64_t)sv.f_bavail * sv.f_frsize / 4096 : 0;
+	uint64_t freeb = sv.f_frsize ? (uint64_t)sv.f_bfree * sv.f_frsize / 4096 : 0;
+	uint64_t qb = fs->quota_bytes;
+	if (qb) {
+		uint64_t qblocks = qb / 4096;
+		uint64_t qfree = qblocks > used ? qblocks - used : 0;
+		out.f_blocks = qblocks;
+		out.f_bfree = qfree < freeb ? qfree : freeb;
+		out.f_bavail = qfree < avail ? qfree : avail;
+	} else {
+		out.f_blocks = used + freeb;
+		out.f_bfree = freeb;
+		out.f_bavail = avail;
+	}
+	uint64_t qi = fs->quota_inodes;
+	if (qi) {
+		out.f_files = qi;
+		out.f_ffree = out.f_favail = qi > u.inodes ? qi - u.inodes : 0;
+	} else {
+		/* No inode table to run out of: bounded by space (one 4 KiB
+		 * page per inode at worst). */
+		out.f_files = u.inodes + out.f_bfree;
+		out.f_ffree = out.f_favail = out.f_bfree;
+	}
+	fuse_reply_statfs(req, &out);
+}
+
+/* ---- extended attributes ---- */
+
+struct xattr_ctx {
+	uint64_t ino;
+	const char *name;
+	const void *val;
+	size_t len;
+	int flags;
+	int remove;
+};
+
+static int xattr_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct xattr_ctx *c = arg;
+	if (c->remove)
+		return dbfs_op_removexattr(fs, txn, c->ino, c->name);
+	return dbfs_op_setxattr(fs, txn, c->ino, c->name, c->val, c->len, c->flags);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct xattr_ctx c = {ino, name, value, size, flags, 0};
+	req_fs(req)->cnt.ops++;
+	reply_err(req, dbfs_write(req_fs(req), xattr_fn, &c));
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	struct xattr_ctx c = {ino, name, NULL, 0, 0, 1};
+	req_fs(req)->cnt.ops++;
+	reply_err(req, dbfs_write(req_fs(req), xattr_fn, &c));
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct dbfs *fs = req_fs(req);
+	struct dbfs_inode in;
+	MDB_txn *txn;
+	MDB_val v;
+	fs->cnt.ops++;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (rc) {
+		reply_err(req, rc);
+		return;
+	}
+	rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (!rc)
+		rc = dbfs_xattr_get(fs, txn, ino, name, &v);
+	if (!rc && size && v.mv_size > size)
+		rc = -ERANGE;
+	if (rc)
+		reply_err(req, rc);
+	else if (!size)
+		fuse_reply_xattr(req, v.mv_size);
+	else
+		fuse_reply_buf(req, v.mv_data, v.mv_size);
+	dbfs_read_end(fs, txn);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct dbfs *fs = req_fs(req);
+	struct dbfs_inode in;
+	MDB_txn *txn;
+	size_t need = 0;
+	char *buf = NULL;
+	fs->cnt.ops++;
+	if (size && !(buf = malloc(size))) {
+		reply_err(req, -ENOMEM);
+		return;
+	}
+	int rc = dbfs_read_begin(fs, &txn);
+	if (!rc) {
+		rc = dbfs_inode_get(fs, txn, ino, &in);
+		if (!rc)
+			rc = dbfs_xattr_list(fs, txn, ino, buf, size, &need,
+					     fuse_req_ctx(req)->uid == 0);
+		dbfs_read_end(fs, txn);
+	}
+	if (rc)
+		reply_err(req, rc);
+	else if (!size)
+		fuse_reply_xattr(req, need);
+	else
+		fuse_reply_buf(req, buf, need);
+	free(buf);
+}
+
+static const struct fuse_lowlevel_ops dbfs_ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.symlink = op_symlink,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.fsyncdir = op_fsyncdir,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.create = op_create,
+	.fallocate = op_fallocate,
+	.copy_file_range = op_copy_file_range,
+};
+
+const struct fuse_lowlevel_ops *dbfs_fuse_ops(void)
+{
+	return &dbfs_ops;
+}

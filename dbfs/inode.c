@@ -1,0 +1,168 @@
+/* Inode records (table "inode") and their life cycle (table "orphan"). */
+#include <errno.h>
+#include <string.h>
+
+#include "dbfs/internal.h"
+
+int dbfs_inode_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in)
+{
+	unsigned char kb[8];
+	dbfs_put_be64(kb, ino);
+	MDB_val k = {8, kb}, v;
+	int rc = dbfs_get(txn, fs->db_inode, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return -ENOENT;
+	if (rc)
+		return rc;
+	if (v.mv_size < sizeof(*in))
+		return -EIO;
+	memcpy(in, v.mv_data, sizeof(*in));
+	return 0;
+}
+
+int dbfs_inode_get_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char **target,
+			size_t *len)
+{
+	unsigned char kb[8];
+	dbfs_put_be64(kb, ino);
+	MDB_val k = {8, kb}, v;
+	int rc = dbfs_get(txn, fs->db_inode, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return -ENOENT;
+	if (rc)
+		return rc;
+	struct dbfs_inode in;
+	if (v.mv_size < sizeof(in))
+		return -EIO;
+	memcpy(&in, v.mv_data, sizeof(in));
+	if (!S_ISLNK(in.mode))
+		return -EINVAL;
+	*target = (const char *)v.mv_data + sizeof(in);
+	*len = v.mv_size - sizeof(in);
+	return 0;
+}
+
+int dbfs_inode_put_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+			const char *target, size_t len)
+{
+	unsigned char kb[8];
+	dbfs_put_be64(kb, ino);
+	MDB_val k = {8, kb}, v = {sizeof(*in) + len, NULL};
+	int rc = dbfs_put(txn, fs->db_inode, &k, &v, MDB_RESERVE);
+	if (rc)
+		return rc;
+	memcpy(v.mv_data, in, sizeof(*in));
+	if (len)
+		memcpy((char *)v.mv_data + sizeof(*in), target, len);
+	return 0;
+}
+
+int dbfs_inode_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in)
+{
+	if (S_ISLNK(in->mode)) {
+		/* Keep the target that follows the fixed part. */
+		unsigned char kb[8];
+		dbfs_put_be64(kb, ino);
+		MDB_val k = {8, kb}, v;
+		int rc = dbfs_get(txn, fs->db_inode, &k, &v);
+		if (rc == 0 && v.mv_size > sizeof(*in)) {
+			char tmp[DBFS_SYMLINK_MAX + 1];
+			size_t len = v.mv_size - sizeof(*in);
+			if (len > DBFS_SYMLINK_MAX)
+				return -EIO;
+			memcpy(tmp, (char *)v.mv_data + sizeof(*in), len);
+			return dbfs_inode_put_link(fs, txn, ino, in, tmp, len);
+		}
+	}
+	return dbfs_inode_put_link(fs, txn, ino, in, NULL, 0);
+}
+
+void dbfs_inode_to_stat(const struct dbfs_inode *in, uint64_t ino, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = ino;
+	st->st_mode = in->mode;
+	st->st_nlink = in->nlink;
+	st->st_uid = in->uid;
+	st->st_gid = in->gid;
+	st->st_rdev = in->rdev;
+	st->st_size = (off_t)in->size;
+	if (S_ISDIR(in->mode))
+		st->st_size = (off_t)((in->nentries + 2) * 32);
+	st->st_blksize = 65536;
+	st->st_blocks = (blkcnt_t)(in->alloc / 512);
+	st->st_atim.tv_sec = in->atime_sec;
+	st->st_atim.tv_nsec = in->atime_nsec;
+	st->st_mtim.tv_sec = in->mtime_sec;
+	st->st_mtim.tv_nsec = in->mtime_nsec;
+	st->st_ctim.tv_sec = in->ctime_sec;
+	st->st_ctim.tv_nsec = in->ctime_nsec;
+}
+
+static int orphan_key(uint64_t ino, unsigned char *kb, MDB_val *k)
+{
+	dbfs_put_be64(kb, ino);
+	k->mv_size = 8;
+	k->mv_data = kb;
+	return 0;
+}
+
+int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
+{
+	struct dbfs_inode in;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	if ((rc = dbfs_data_delete_all(fs, txn, ino)))
+		return rc;
+	if ((rc = dbfs_xattr_delete_all(fs, txn, ino)))
+		return rc;
+	unsigned char kb[8];
+	MDB_val k;
+	orphan_key(ino, kb, &k);
+	if ((rc = dbfs_del(txn, fs->db_inode, &k, NULL)))
+		return rc;
+	rc = dbfs_del(txn, fs->db_orphan, &k, NULL);
+	if (rc && rc != MDB_NOTFOUND)
+		return rc;
+	return dbfs_usage_add(fs, txn, -(int64_t)in.alloc, -1);
+}
+
+int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
+{
+	if (dbfs_nodes_count(&fs->nodes, ino) == 0)
+		return dbfs_inode_destroy(fs, txn, ino);
+	unsigned char kb[8];
+	MDB_val k, v = {0, NULL};
+	orphan_key(ino, kb, &k);
+	return dbfs_put(txn, fs->db_orphan, &k, &v, 0);
+}
+
+int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count)
+{
+	for (;;) {
+		MDB_cursor *c;
+		MDB_val k, v;
+		int rc = mdb_cursor_open(txn, fs->db_orphan, &c);
+		if (rc)
+			return rc;
+		rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+		uint64_t ino = rc == 0 && k.mv_size == 8 ? dbfs_get_be64(k.mv_data) : 0;
+		mdb_cursor_close(c);
+		if (rc == MDB_NOTFOUND)
+			return 0;
+		if (rc)
+			return rc;
+		if (!ino)
+			return -EIO;
+		if ((rc = dbfs_inode_destroy(fs, txn, ino)))
+			return rc;
+		/* destroy deletes the orphan key only if the inode existed */
+		unsigned char kb[8];
+		orphan_key(ino, kb, &k);
+		rc = dbfs_del(txn, fs->db_orphan, &k, NULL);
+		if (rc && rc != MDB_NOTFOUND)
+			return rc;
+		(*count)++;
+	}
+}

@@ -1,0 +1,249 @@
+/*
+ * libdbfs internals: the open store, transactions, and the core operations
+ * (no FUSE in here; dbfs/fuse_ops.c is the adapter).
+ *
+ * Error convention inside libdbfs: functions return 0, a negative errno
+ * (-ENOENT ...), or an LMDB return code (MDB_* codes, or a positive errno
+ * from the system). dbfs_errno() is the one place that turns any of those
+ * into the errno a caller sees.
+ */
+#ifndef DBFS_INTERNAL_H
+#define DBFS_INTERNAL_H
+
+#include <lmdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "dbfs/dbfs.h"
+#include "dbfs/format.h"
+#include "dbfs/nodes.h"
+
+struct dbfs_wop;
+
+struct dbfs {
+	char *dir;
+	MDB_env *env;
+	MDB_dbi db_super, db_inode, db_dirent, db_dircook, db_data, db_xattr, db_orphan;
+	int lock_fd;
+	struct dbfs_options opt;
+	uint64_t block_size;
+
+	/* Every transaction holds this for reading; growing the map takes it
+	 * for writing (mdb_env_set_mapsize needs no transaction active). */
+	pthread_rwlock_t map_lock;
+	uint64_t map_size;
+
+	/* Group commit: writers queue operations; one leader runs a batch in
+	 * one LMDB transaction while the next batch gathers. */
+	pthread_mutex_t wq_lock;
+	pthread_cond_t wq_cond;
+	struct dbfs_wop *wq_head, **wq_tail;
+	int wq_leader;
+
+	/* Periodic flush for DBFS_DURABLE_NONE. */
+	pthread_t flusher;
+	int flusher_running;
+	pthread_mutex_t flush_lock;
+	pthread_cond_t flush_cond;
+	int stopping;
+
+	struct dbfs_nodes nodes;   /* kernel lookup counts */
+
+	_Atomic uint64_t quota_bytes, quota_inodes;
+	struct {
+		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
+			errors;
+	} cnt;
+};
+
+/* A write operation run by dbfs_write(); it must check everything that can
+ * fail for a logical reason before its first change, so that a batch that
+ * fails can only fail for a store reason (then each operation is retried
+ * alone). */
+typedef int (*dbfs_write_fn)(struct dbfs *fs, MDB_txn *txn, void *arg);
+
+/* Run fn in a write transaction, batched with concurrent writers; returns
+ * fn's result, or the commit's error. Grows the map on MDB_MAP_FULL. */
+int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg);
+
+/* Read transactions. dbfs_read_begin takes the map lock shared; the
+ * transaction (and any pointer into the map) is valid until dbfs_read_end. */
+int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn);
+void dbfs_read_end(struct dbfs *fs, MDB_txn *txn);
+
+/* The errno boundary. */
+int dbfs_errno(int rc);
+
+/* Fault injection for tests: when > 0, the Nth following LMDB data call
+ * (get/put/del/cursor_put/cursor_del) made through the wrappers below fails
+ * with EIO. 0 disables. Not thread-safe; unit tests only. */
+extern long dbfs_fail_countdown;
+int dbfs_fail_check(void);
+
+static inline int dbfs_get(MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v)
+{
+	if (dbfs_fail_countdown && dbfs_fail_check())
+		return EIO;
+	return mdb_get(t, d, k, v);
+}
+
+static inline int dbfs_put(MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v, unsigned fl)
+{
+	if (dbfs_fail_countdown && dbfs_fail_check())
+		return EIO;
+	return mdb_put(t, d, k, v, fl);
+}
+
+static inline int dbfs_del(MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v)
+{
+	if (dbfs_fail_countdown && dbfs_fail_check())
+		return EIO;
+	return mdb_del(t, d, k, v);
+}
+
+static inline int dbfs_cursor_del(MDB_cursor *c)
+{
+	if (dbfs_fail_countdown && dbfs_fail_check())
+		return EIO;
+	return mdb_cursor_del(c, 0);
+}
+
+/* ---- time ---- */
+void dbfs_now(int64_t *sec, uint32_t *nsec);
+void dbfs_touch(struct dbfs_inode *in, int atime, int mtime, int ctime);
+
+/* ---- super / usage (super.c) ---- */
+int dbfs_format(struct dbfs *fs, MDB_txn *txn);
+int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen);
+int dbfs_alloc_ino(struct dbfs *fs, MDB_txn *txn, uint64_t *ino);
+int dbfs_usage_get(struct dbfs *fs, MDB_txn *txn, struct dbfs_usage_rec *u);
+int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes);
+
+/* ---- inodes (inode.c) ---- */
+int dbfs_inode_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in);
+/* Symlink target: returns a pointer into the map (valid with the txn). */
+int dbfs_inode_get_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char **target,
+			size_t *len);
+int dbfs_inode_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in);
+int dbfs_inode_put_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+			const char *target, size_t len);
+/* Delete an inode with its data and xattrs, fix usage, drop from orphans. */
+int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+/* The inode lost its last link: destroy it now, or park it in the orphan
+ * table while the kernel still knows it. */
+int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count);
+void dbfs_inode_to_stat(const struct dbfs_inode *in, uint64_t ino, struct stat *st);
+
+/* ---- directories (dir.c) ---- */
+int dbfs_dir_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
+		    struct dbfs_dirent_val *out);
+/* Add an entry; updates dir (in memory: nentries, next_cookie; the caller
+ * writes dir back). */
+int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
+		 const char *name, size_t len, uint64_t ino, uint32_t type);
+int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
+		    const char *name, size_t len, const struct dbfs_dirent_val *dv);
+/* Iterate entries with cookie >= from. cb returns non-zero to stop (that
+ * value is returned). Name pointers are into the map. */
+typedef int (*dbfs_dir_cb)(void *arg, uint64_t cookie, uint64_t ino, uint32_t type,
+			   const char *name, size_t len);
+int dbfs_dir_iter(struct dbfs *fs, MDB_txn *txn, uint64_t dir, uint64_t from, dbfs_dir_cb cb,
+		  void *arg);
+int dbfs_name_check(const char *name, size_t len);
+
+/* ---- file data (data.c) ---- */
+int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		    uint64_t off, const void *buf, size_t len);
+/* Bytes of new allocation a write would need (for quota checks). */
+int dbfs_data_write_cost(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, size_t len,
+			 uint64_t *cost);
+int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		       uint64_t size);
+int dbfs_data_punch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		    uint64_t off, uint64_t len);
+int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		       uint64_t off, uint64_t len);
+/* Describe [off, off+len) of a file as iovecs into the map (holes point at
+ * a static zero buffer). Returns the number of iovecs (<= max) and the byte
+ * count in *got; stops early when max is reached. */
+struct iovec;
+int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got);
+int dbfs_data_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+static inline uint64_t dbfs_alloc_round(uint64_t n)
+{
+	return (n + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;
+}
+
+/* ---- xattrs (xattr.c) ---- */
+int dbfs_xattr_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
+		   MDB_val *val);
+int dbfs_xattr_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
+		   const void *val, size_t len, int flags);
+int dbfs_xattr_remove(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name);
+/* List names as NUL-terminated strings into buf (size 0: only count).
+ * Returns the length needed in *need; -ERANGE if size too small. */
+int dbfs_xattr_list(struct dbfs *fs, MDB_txn *txn, uint64_t ino, char *buf, size_t size,
+		    size_t *need, int privileged);
+int dbfs_xattr_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+
+/* ---- POSIX ACLs (acl.c) ---- */
+#define DBFS_ACL_ACCESS  "system.posix_acl_access"
+#define DBFS_ACL_DEFAULT "system.posix_acl_default"
+/* Validate an ACL xattr value; -EINVAL if malformed. */
+int dbfs_acl_valid(const void *val, size_t len);
+/* An access ACL was set: derive the mode's permission bits from it. */
+void dbfs_acl_to_mode(const void *val, size_t len, uint32_t *mode);
+/* chmod: rewrite the access ACL's owner/mask-or-group/other entries. */
+int dbfs_acl_chmod(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint32_t mode);
+/* New node in a directory: apply the parent's default ACL (or the umask
+ * when it has none); updates *mode and stores the new node's ACLs. */
+int dbfs_acl_inherit(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint64_t ino,
+		     uint32_t *mode, uint32_t umask);
+int dbfs_acl_inherit_mode(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint32_t *mode,
+			  uint32_t umask, int *has_default);
+
+/* ---- core operations (ops.c) ---- */
+struct dbfs_cred {
+	uint32_t uid, gid, umask;
+};
+
+int dbfs_op_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name,
+		   uint64_t *ino, struct dbfs_inode *in);
+int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uint64_t parent,
+		  const char *name, uint32_t mode, uint64_t rdev, const char *link,
+		  uint64_t *ino, struct dbfs_inode *in);
+int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
+		 const char *name, struct dbfs_inode *in);
+int dbfs_op_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name, int dir);
+int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t oparent, const char *oname,
+		   uint64_t nparent, const char *nname, unsigned flags);
+
+/* setattr: which fields to change (bit set of DBFS_SET_*). */
+#define DBFS_SET_MODE      (1u << 0)
+#define DBFS_SET_UID       (1u << 1)
+#define DBFS_SET_GID       (1u << 2)
+#define DBFS_SET_SIZE      (1u << 3)
+#define DBFS_SET_ATIME     (1u << 4)
+#define DBFS_SET_MTIME     (1u << 5)
+#define DBFS_SET_ATIME_NOW (1u << 7)
+#define DBFS_SET_MTIME_NOW (1u << 8)
+#define DBFS_SET_CTIME     (1u << 10)
+int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct stat *st,
+		    unsigned set, struct dbfs_inode *out);
+int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, const void *buf,
+		  size_t len);
+int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uint64_t off,
+		      uint64_t len);
+int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
+		     const void *val, size_t len, int flags);
+int dbfs_op_removexattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name);
+int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t off_in,
+		       uint64_t ino_out, uint64_t off_out, size_t len, size_t *copied);
+/* The kernel forgot an inode: destroy it if it has no links left. */
+int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+
+#endif

@@ -1,0 +1,128 @@
+/* Kernel lookup counts: a chained hash table keyed by inode number. */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "dbfs/nodes.h"
+
+struct dbfs_node {
+	struct dbfs_node *next;
+	uint64_t ino;
+	uint64_t nlookup;
+};
+
+static uint64_t hash_ino(uint64_t ino)
+{
+	ino ^= ino >> 33;
+	ino *= 0xff51afd7ed558ccdull;
+	ino ^= ino >> 33;
+	return ino;
+}
+
+int dbfs_nodes_init(struct dbfs_nodes *t)
+{
+	t->nslots = 1024;
+	t->count = 0;
+	t->slots = calloc(t->nslots, sizeof(*t->slots));
+	if (!t->slots)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	return 0;
+}
+
+void dbfs_nodes_destroy(struct dbfs_nodes *t)
+{
+	for (uint64_t i = 0; i < t->nslots; i++) {
+		struct dbfs_node *n = t->slots[i];
+		while (n) {
+			struct dbfs_node *next = n->next;
+			free(n);
+			n = next;
+		}
+	}
+	free(t->slots);
+	t->slots = NULL;
+	pthread_mutex_destroy(&t->lock);
+}
+
+static void grow(struct dbfs_nodes *t)
+{
+	uint64_t ns = t->nslots * 2;
+	struct dbfs_node **s = calloc(ns, sizeof(*s));
+	if (!s)
+		return; /* keep the longer chains; correctness is unaffected */
+	for (uint64_t i = 0; i < t->nslots; i++) {
+		struct dbfs_node *n = t->slots[i];
+		while (n) {
+			struct dbfs_node *next = n->next;
+			uint64_t h = hash_ino(n->ino) & (ns - 1);
+			n->next = s[h];
+			s[h] = n;
+			n = next;
+		}
+	}
+	free(t->slots);
+	t->slots = s;
+	t->nslots = ns;
+}
+
+int dbfs_nodes_ref(struct dbfs_nodes *t, uint64_t ino, uint64_t n)
+{
+	int rc = 0;
+	pthread_mutex_lock(&t->lock);
+	struct dbfs_node **pp = &t->slots[hash_ino(ino) & (t->nslots - 1)];
+	for (struct dbfs_node *x = *pp; x; x = x->next) {
+		if (x->ino == ino) {
+			x->nlookup += n;
+			goto out;
+		}
+	}
+	struct dbfs_node *x = malloc(sizeof(*x));
+	if (!x) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	x->ino = ino;
+	x->nlookup = n;
+	x->next = *pp;
+	*pp = x;
+	if (++t->count > t->nslots * 2)
+		grow(t);
+out:
+	pthread_mutex_unlock(&t->lock);
+	return rc;
+}
+
+uint64_t dbfs_nodes_unref(struct dbfs_nodes *t, uint64_t ino, uint64_t n)
+{
+	uint64_t left = 0;
+	pthread_mutex_lock(&t->lock);
+	struct dbfs_node **pp = &t->slots[hash_ino(ino) & (t->nslots - 1)];
+	for (struct dbfs_node *x = *pp; x; pp = &x->next, x = x->next) {
+		if (x->ino != ino)
+			continue;
+		x->nlookup = x->nlookup > n ? x->nlookup - n : 0;
+		left = x->nlookup;
+		if (!left) {
+			*pp = x->next;
+			free(x);
+			t->count--;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&t->lock);
+	return left;
+}
+
+uint64_t dbfs_nodes_count(struct dbfs_nodes *t, uint64_t ino)
+{
+	uint64_t c = 0;
+	pthread_mutex_lock(&t->lock);
+	for (struct dbfs_node *x = t->slots[hash_ino(ino) & (t->nslots - 1)]; x; x = x->next) {
+		if (x->ino == ino) {
+			c = x->nlookup;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	return c;
+}

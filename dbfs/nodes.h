@@ -1,0 +1,35 @@
+/*
+ * Kernel lookup counts per inode.
+ *
+ * The kernel holds a reference for every entry we return from lookup,
+ * create, mknod, mkdir, symlink, link and readdirplus, and gives them back
+ * in forget. An inode whose last link is removed lives on while the kernel
+ * still holds references (an open file, a cwd); it is destroyed when the
+ * count drops to zero. The table is in memory only: after a restart the
+ * kernel holds nothing, and the orphan table reclaims what was left.
+ */
+#ifndef DBFS_NODES_H
+#define DBFS_NODES_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+struct dbfs_node;
+
+struct dbfs_nodes {
+	pthread_mutex_t lock;
+	struct dbfs_node **slots;
+	uint64_t nslots;   /* power of two */
+	uint64_t count;
+};
+
+int dbfs_nodes_init(struct dbfs_nodes *t);
+void dbfs_nodes_destroy(struct dbfs_nodes *t);
+/* Add n references to ino. Returns 0 or -ENOMEM. */
+int dbfs_nodes_ref(struct dbfs_nodes *t, uint64_t ino, uint64_t n);
+/* Drop n references; returns the count left (0: the kernel forgot it). */
+uint64_t dbfs_nodes_unref(struct dbfs_nodes *t, uint64_t ino, uint64_t n);
+/* Current count (0 if unknown). */
+uint64_t dbfs_nodes_count(struct dbfs_nodes *t, uint64_t ino);
+
+#endif

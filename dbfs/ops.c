@@ -1,0 +1,661 @@
+/*
+ * Core file-system operations on one transaction. No FUSE here.
+ *
+ * Write operations check every logical condition (existence, type, name,
+ * quota) before their first change, so a refused operation changes
+ * nothing even inside a shared batch (see commit.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <string.h>
+#include <sys/xattr.h>
+
+#include "dbfs/internal.h"
+
+#define DBFS_LINK_MAX 65000u
+#define COPY_MAX      (64u << 20)
+
+static int get_dir(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in)
+{
+	int rc = dbfs_inode_get(fs, txn, ino, in);
+	if (rc)
+		return rc;
+	if (!S_ISDIR(in->mode))
+		return -ENOTDIR;
+	if (in->nlink == 0)
+		return -ENOENT; /* removed directory (someone's cwd) */
+	return 0;
+}
+
+static int check_inode_quota(struct dbfs *fs, MDB_txn *txn)
+{
+	uint64_t q = fs->quota_inodes;
+	if (!q)
+		return 0;
+	struct dbfs_usage_rec u;
+	int rc = dbfs_usage_get(fs, txn, &u);
+	if (rc)
+		return rc;
+	return u.inodes >= q ? -EDQUOT : 0;
+}
+
+static int check_byte_quota(struct dbfs *fs, MDB_txn *txn, uint64_t cost)
+{
+	uint64_t q = fs->quota_bytes;
+	if (!q || !cost)
+		return 0;
+	struct dbfs_usage_rec u;
+	int rc = dbfs_usage_get(fs, txn, &u);
+	if (rc)
+		return rc;
+	return u.bytes + cost > q ? -EDQUOT : 0;
+}
+
+int dbfs_op_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name,
+		   uint64_t *ino, struct dbfs_inode *in)
+{
+	struct dbfs_inode pin;
+	size_t len = strlen(name);
+	int rc = get_dir(fs, txn, parent, &pin);
+	if (rc)
+		return rc;
+	if (len > DBFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if (!strcmp(name, ".")) {
+		*ino = parent;
+	} else if (!strcmp(name, "..")) {
+		*ino = pin.parent;
+	} else {
+		struct dbfs_dirent_val dv;
+		rc = dbfs_dir_lookup(fs, txn, parent, name, len, &dv);
+		if (rc)
+			return rc;
+		*ino = dv.ino;
+	}
+	return dbfs_inode_get(fs, txn, *ino, in);
+}
+
+int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uint64_t parent,
+		  const char *name, uint32_t mode, uint64_t rdev, const char *link,
+		  uint64_t *ino, struct dbfs_inode *in)
+{
+	struct dbfs_inode pin;
+	struct dbfs_dirent_val dv;
+	size_t len = strlen(name), llen = link ? strlen(link) : 0;
+	int rc, has_default;
+
+	if ((rc = dbfs_name_check(name, len)))
+		return rc;
+	if ((rc = get_dir(fs, txn, parent, &pin)))
+		return rc;
+	rc = dbfs_dir_lookup(fs, txn, parent, name, len, &dv);
+	if (rc == 0)
+		return -EEXIST;
+	if (rc != -ENOENT)
+		return rc;
+	if (link && (llen == 0 || llen > DBFS_SYMLINK_MAX))
+		return llen ? -ENAMETOOLONG : -ENOENT;
+	switch (mode & S_IFMT) {
+	case S_IFREG: case S_IFDIR: case S_IFLNK: case S_IFIFO: case S_IFSOCK:
+	case S_IFCHR: case S_IFBLK:
+		break;
+	default:
+		return -EINVAL;
+	}
+	if ((rc = check_inode_quota(fs, txn)))
+		return rc;
+	if (S_ISLNK(mode)) {
+		mode = S_IFLNK | 0777;
+	} else if ((rc = dbfs_acl_inherit_mode(fs, txn, parent, &mode, cr->umask,
+					       &has_default))) {
+		return rc;
+	}
+
+	memset(in, 0, sizeof(*in));
+	in->mode = mode;
+	in->uid = cr->uid;
+	in->gid = cr->gid;
+	if (pin.mode & S_ISGID) {
+		in->gid = pin.gid;
+		if (S_ISDIR(mode))
+			in->mode |= S_ISGID;
+	}
+	in->nlink = S_ISDIR(mode) ? 2 : 1;
+	in->size = llen;
+	in->rdev = rdev;
+	if (S_ISDIR(mode)) {
+		in->next_cookie = DBFS_COOKIE_FIRST;
+		in->parent = parent;
+	}
+	dbfs_touch(in, 1, 1, 1);
+	in->btime_sec = in->ctime_sec;
+	in->btime_nsec = in->ctime_nsec;
+
+	/* Changes start here. */
+	if ((rc = dbfs_alloc_ino(fs, txn, ino)))
+		return rc;
+	if (!S_ISLNK(mode) && (rc = dbfs_acl_inherit(fs, txn, parent, *ino, &in->mode, 0)))
+		return rc;
+	if ((rc = dbfs_inode_put_link(fs, txn, *ino, in, link, llen)))
+		return rc;
+	if ((rc = dbfs_dir_add(fs, txn, parent, &pin, name, len, *ino, mode & S_IFMT)))
+		return rc;
+	if (S_ISDIR(mode))
+		pin.nlink++;
+	dbfs_touch(&pin, 0, 1, 1);
+	if ((rc = dbfs_inode_put(fs, txn, parent, &pin)))
+		return rc;
+	return dbfs_usage_add(fs, txn, 0, 1);
+}
+
+int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
+		 const char *name, struct dbfs_inode *in)
+{
+	struct dbfs_inode pin;
+	struct dbfs_dirent_val dv;
+	size_t len = strlen(name);
+	int rc;
+
+	if ((rc = dbfs_name_check(name, len)))
+		return rc;
+	if ((rc = dbfs_inode_get(fs, txn, ino, in)))
+		return rc;
+	if (S_ISDIR(in->mode))
+		return -EPERM;
+	if (in->nlink == 0)
+		return -ENOENT;
+	if (in->nlink >= DBFS_LINK_MAX)
+		return -EMLINK;
+	if ((rc = get_dir(fs, txn, parent, &pin)))
+		return rc;
+	rc = dbfs_dir_lookup(fs, txn, parent, name, len, &dv);
+	if (rc == 0)
+		return -EEXIST;
+	if (rc != -ENOENT)
+		return rc;
+
+	if ((rc = dbfs_dir_add(fs, txn, parent, &pin, name, len, ino, in->mode & S_IFMT)))
+		return rc;
+	in->nlink++;
+	dbfs_touch(in, 0, 0, 1);
+	dbfs_touch(&pin, 0, 1, 1);
+	if ((rc = dbfs_inode_put(fs, txn, ino, in)))
+		return rc;
+	return dbfs_inode_put(fs, txn, parent, &pin);
+}
+
+int dbfs_op_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name, int dir)
+{
+	struct dbfs_inode pin, cin;
+	struct dbfs_dirent_val dv;
+	size_t len = strlen(name);
+	int rc;
+
+	if (len > DBFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if ((rc = get_dir(fs, txn, parent, &pin)))
+		return rc;
+	if (!strcmp(name, ".") || !strcmp(name, ".."))
+		return dir ? (name[1] ? -ENOTEMPTY : -EINVAL) : -EISDIR;
+	if ((rc = dbfs_dir_lookup(fs, txn, parent, name, len, &dv)))
+		return rc;
+	if ((rc = dbfs_inode_get(fs, txn, dv.ino, &cin)))
+		return rc;
+	if (dir && !S_ISDIR(cin.mode))
+		return -ENOTDIR;
+	if (!dir && S_ISDIR(cin.mode))
+		return -EISDIR;
+	if (dir && cin.nentries)
+		return -ENOTEMPTY;
+
+	if ((rc = dbfs_dir_remove(fs, txn, parent, &pin, name, len, &dv)))
+		return rc;
+	if (dir) {
+		pin.nlink--;
+		cin.nlink = 0;
+	} else {
+		cin.nlink--;
+	}
+	dbfs_touch(&cin, 0, 0, 1);
+	dbfs_touch(&pin, 0, 1, 1);
+	if ((rc = dbfs_inode_put(fs, txn, parent, &pin)))
+		return rc;
+	if ((rc = dbfs_inode_put(fs, txn, dv.ino, &cin)))
+		return rc;
+	return cin.nlink ? 0 : dbfs_inode_unlinked(fs, txn, dv.ino);
+}
+
+/* Is `dir` equal to or below `top`? Walks parent pointers up to the root. */
+static int is_within(struct dbfs *fs, MDB_txn *txn, uint64_t dir, uint64_t top)
+{
+	for (int depth = 0; depth < 100000; depth++) {
+		if (dir == top)
+			return 1;
+		if (dir == DBFS_ROOT_INO)
+			return 0;
+		struct dbfs_inode in;
+		int rc = dbfs_inode_get(fs, txn, dir, &in);
+		if (rc)
+			return rc;
+		dir = in.parent;
+	}
+	return -ELOOP;
+}
+
+static int set_dirent(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
+		      const struct dbfs_dirent_val *old, uint64_t ino, uint32_t type)
+{
+	unsigned char kb[8 + DBFS_NAME_MAX];
+	struct dbfs_dirent_val dv = *old;
+	dv.ino = ino;
+	dv.type = type;
+	dbfs_put_be64(kb, dir);
+	memcpy(kb + 8, name, len);
+	MDB_val k = {8 + len, kb}, v = {sizeof(dv), &dv};
+	int rc = dbfs_put(txn, fs->db_dirent, &k, &v, 0);
+	if (rc)
+		return rc;
+	unsigned char ck[16];
+	dbfs_put_be64(ck, dir);
+	dbfs_put_be64(ck + 8, dv.cookie);
+	k.mv_size = 16;
+	k.mv_data = ck;
+	v.mv_size = 12 + len;
+	rc = dbfs_put(txn, fs->db_dircook, &k, &v, MDB_RESERVE);
+	if (rc)
+		return rc;
+	memcpy(v.mv_data, &ino, 8);
+	memcpy((char *)v.mv_data + 8, &type, 4);
+	memcpy((char *)v.mv_data + 12, name, len);
+	return 0;
+}
+
+int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t op, const char *on, uint64_t np,
+		   const char *nn, unsigned flags)
+{
+	struct dbfs_inode opin, npin_s, *npin, sin, din;
+	struct dbfs_dirent_val sdv, ddv;
+	size_t olen = strlen(on), nlen = strlen(nn);
+	int rc, dst_exists;
+
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((flags & RENAME_NOREPLACE) && (flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	if ((rc = dbfs_name_check(nn, nlen)))
+		return rc;
+	if (olen > DBFS_NAME_MAX)
+		return -ENAMETOOLONG;
+	if ((rc = get_dir(fs, txn, op, &opin)))
+		return rc;
+	if (np == op) {
+		npin = &opin;
+	} else {
+		npin = &npin_s;
+		if ((rc = get_dir(fs, txn, np, npin)))
+			return rc;
+	}
+	if (!strcmp(on, ".") || !strcmp(on, "..") || !strcmp(nn, ".") || !strcmp(nn, ".."))
+		return -EBUSY;
+	if ((rc = dbfs_dir_lookup(fs, txn, op, on, olen, &sdv)))
+		return rc;
+	if ((rc = dbfs_inode_get(fs, txn, sdv.ino, &sin)))
+		return rc;
+	rc = dbfs_dir_lookup(fs, txn, np, nn, nlen, &ddv);
+	if (rc && rc != -ENOENT)
+		return rc;
+	dst_exists = rc == 0;
+	if ((flags & RENAME_EXCHANGE) && !dst_exists)
+		return -ENOENT;
+	if ((flags & RENAME_NOREPLACE) && dst_exists)
+		return -EEXIST;
+	if (dst_exists && ddv.ino == sdv.ino)
+		return 0; /* same inode: nothing to do (POSIX) */
+	if (dst_exists && (rc = dbfs_inode_get(fs, txn, ddv.ino, &din)))
+		return rc;
+	if (S_ISDIR(sin.mode) && op != np) {
+		rc = is_within(fs, txn, np, sdv.ino);
+		if (rc)
+			return rc > 0 ? -EINVAL : rc;
+	}
+	if ((flags & RENAME_EXCHANGE) && S_ISDIR(din.mode) && op != np) {
+		rc = is_within(fs, txn, op, ddv.ino);
+		if (rc)
+			return rc > 0 ? -EINVAL : rc;
+	}
+
+	if (flags & RENAME_EXCHANGE) {
+		if ((rc = set_dirent(fs, txn, op, on, olen, &sdv, ddv.ino, din.mode & S_IFMT)))
+			return rc;
+		if ((rc = set_dirent(fs, txn, np, nn, nlen, &ddv, sdv.ino, sin.mode & S_IFMT)))
+			return rc;
+		if (op != np) {
+			int sd = S_ISDIR(sin.mode), dd = S_ISDIR(din.mode);
+			opin.nlink += dd - sd;
+			npin->nlink += sd - dd;
+			if (sd)
+				sin.parent = np;
+			if (dd)
+				din.parent = op;
+		}
+		dbfs_touch(&sin, 0, 0, 1);
+		dbfs_touch(&din, 0, 0, 1);
+		if ((rc = dbfs_inode_put(fs, txn, sdv.ino, &sin)) ||
+		    (rc = dbfs_inode_put(fs, txn, ddv.ino, &din)))
+			return rc;
+	} else {
+		if (dst_exists) {
+			if (S_ISDIR(din.mode) && !S_ISDIR(sin.mode))
+				return -EISDIR;
+			if (!S_ISDIR(din.mode) && S_ISDIR(sin.mode))
+				return -ENOTDIR;
+			if (S_ISDIR(din.mode) && din.nentries)
+				return -ENOTEMPTY;
+			/* Changes start here. */
+			if ((rc = dbfs_dir_remove(fs, txn, np, npin, nn, nlen, &ddv)))
+				return rc;
+			if (S_ISDIR(din.mode)) {
+				din.nlink = 0;
+				npin->nlink--;
+			} else {
+				din.nlink--;
+			}
+			dbfs_touch(&din, 0, 0, 1);
+			if ((rc = dbfs_inode_put(fs, txn, ddv.ino, &din)))
+				return rc;
+			if (!din.nlink && (rc = dbfs_inode_unlinked(fs, txn, ddv.ino)))
+				return rc;
+		}
+		if ((rc = dbfs_dir_remove(fs, txn, op, &opin, on, olen, &sdv)))
+			return rc;
+		if ((rc = dbfs_dir_add(fs, txn, np, npin, nn, nlen, sdv.ino, sin.mode & S_IFMT)))
+			return rc;
+		if (S_ISDIR(sin.mode) && op != np) {
+			opin.nlink--;
+			npin->nlink++;
+			sin.parent = np;
+		}
+		dbfs_touch(&sin, 0, 0, 1);
+		if ((rc = dbfs_inode_put(fs, txn, sdv.ino, &sin)))
+			return rc;
+	}
+	dbfs_touch(&opin, 0, 1, 1);
+	if ((rc = dbfs_inode_put(fs, txn, op, &opin)))
+		return rc;
+	if (np != op) {
+		dbfs_touch(npin, 0, 1, 1);
+		if ((rc = dbfs_inode_put(fs, txn, np, npin)))
+			return rc;
+	}
+	return 0;
+}
+
+int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct stat *st,
+		    unsigned set, struct dbfs_inode *in)
+{
+	int rc = dbfs_inode_get(fs, txn, ino, in);
+	if (rc)
+		return rc;
+	if (set & DBFS_SET_SIZE) {
+		if (S_ISDIR(in->mode))
+			return -EISDIR;
+		if (!S_ISREG(in->mode))
+			return -EINVAL;
+		if (st->st_size < 0)
+			return -EINVAL;
+		if ((uint64_t)st->st_size > DBFS_MAX_FILE_SIZE)
+			return -EFBIG;
+	}
+	int64_t s;
+	uint32_t ns;
+	dbfs_now(&s, &ns);
+	if (set & DBFS_SET_SIZE) {
+		int changed = (uint64_t)st->st_size != in->size;
+		rc = dbfs_data_truncate(fs, txn, ino, in, (uint64_t)st->st_size);
+		if (rc)
+			return rc;
+		if (changed) {
+			in->mtime_sec = s;
+			in->mtime_nsec = ns;
+		}
+	}
+	if (set & DBFS_SET_MODE) {
+		in->mode = (in->mode & S_IFMT) | (st->st_mode & 07777);
+		if ((rc = dbfs_acl_chmod(fs, txn, ino, in->mode)))
+			return rc;
+	}
+	if (set & DBFS_SET_UID)
+		in->uid = st->st_uid;
+	if (set & DBFS_SET_GID)
+		in->gid = st->st_gid;
+	if (set & DBFS_SET_ATIME_NOW) {
+		in->atime_sec = s;
+		in->atime_nsec = ns;
+	} else if (set & DBFS_SET_ATIME) {
+		in->atime_sec = st->st_atim.tv_sec;
+		in->atime_nsec = (uint32_t)st->st_atim.tv_nsec;
+	}
+	if (set & DBFS_SET_MTIME_NOW) {
+		in->mtime_sec = s;
+		in->mtime_nsec = ns;
+	} else if (set & DBFS_SET_MTIME) {
+		in->mtime_sec = st->st_mtim.tv_sec;
+		in->mtime_nsec = (uint32_t)st->st_mtim.tv_nsec;
+	}
+	if (set & DBFS_SET_CTIME) {
+		in->ctime_sec = st->st_ctim.tv_sec;
+		in->ctime_nsec = (uint32_t)st->st_ctim.tv_nsec;
+	} else {
+		in->ctime_sec = s;
+		in->ctime_nsec = ns;
+	}
+	return dbfs_inode_put(fs, txn, ino, in);
+}
+
+int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, const void *buf,
+		  size_t len)
+{
+	struct dbfs_inode in;
+	uint64_t cost = 0;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc)
+		return rc;
+	if (S_ISDIR(in.mode))
+		return -EISDIR;
+	if (!S_ISREG(in.mode))
+		return -EINVAL;
+	if (off > DBFS_MAX_FILE_SIZE || len > DBFS_MAX_FILE_SIZE - off)
+		return -EFBIG;
+	if (!len)
+		return 0;
+	if (fs->quota_bytes) {
+		if ((rc = dbfs_data_write_cost(fs, txn, ino, off, len, &cost)))
+			return rc;
+		if ((rc = check_byte_quota(fs, txn, cost)))
+			return rc;
+	}
+	if ((rc = dbfs_data_write(fs, txn, ino, &in, off, buf, len)))
+		return rc;
+	dbfs_touch(&in, 0, 1, 1);
+	return dbfs_inode_put(fs, txn, ino, &in);
+}
+
+int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uint64_t off,
+		      uint64_t len)
+{
+	struct dbfs_inode in;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc)
+		return rc;
+	if (S_ISDIR(in.mode))
+		return -EISDIR;
+	if (!S_ISREG(in.mode))
+		return -ENODEV;
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
+		return -EOPNOTSUPP;
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
+		return -EOPNOTSUPP;
+	if (len == 0)
+		return -EINVAL;
+	if (off > DBFS_MAX_FILE_SIZE || len > DBFS_MAX_FILE_SIZE - off)
+		return -EFBIG;
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		rc = dbfs_data_punch(fs, txn, ino, &in, off, len);
+	} else {
+		uint64_t end = off + len, cost = 0;
+		if ((mode & FALLOC_FL_KEEP_SIZE) && end > in.size)
+			end = in.size;
+		if (end > off) {
+			if ((rc = dbfs_data_write_cost(fs, txn, ino, off, end - off, &cost)) ||
+			    (rc = check_byte_quota(fs, txn, cost)))
+				return rc;
+			rc = dbfs_data_allocate(fs, txn, ino, &in, off, end - off);
+		}
+		if (!rc && !(mode & FALLOC_FL_KEEP_SIZE) && off + len > in.size)
+			in.size = off + len;
+	}
+	if (rc)
+		return rc;
+	dbfs_touch(&in, 0, 1, 1);
+	return dbfs_inode_put(fs, txn, ino, &in);
+}
+
+static int xattr_ns_check(const struct dbfs_inode *in, const char *name)
+{
+	if (!strncmp(name, "user.", 5)) {
+		if (!S_ISREG(in->mode) && !S_ISDIR(in->mode))
+			return -EPERM;
+		return name[5] ? 0 : -EINVAL;
+	}
+	if (!strncmp(name, "trusted.", 8) || !strncmp(name, "security.", 9))
+		return 0;
+	if (!strcmp(name, DBFS_ACL_ACCESS) || !strcmp(name, DBFS_ACL_DEFAULT))
+		return 0;
+	return -EOPNOTSUPP;
+}
+
+int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
+		     const void *val, size_t len, int flags)
+{
+	struct dbfs_inode in;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc)
+		return rc;
+	if ((rc = xattr_ns_check(&in, name)))
+		return rc;
+	if (strlen(name) > DBFS_XATTR_NAME_MAX)
+		return -ERANGE;
+	if (len > DBFS_XATTR_MAX)
+		return -E2BIG;
+	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+		return -EINVAL;
+	int is_access = !strcmp(name, DBFS_ACL_ACCESS);
+	int is_default = !strcmp(name, DBFS_ACL_DEFAULT);
+	if (is_access || is_default) {
+		if ((rc = dbfs_acl_valid(val, len)))
+			return rc;
+		if (is_default && !S_ISDIR(in.mode))
+			return -EACCES;
+		if (is_access)
+			dbfs_acl_to_mode(val, len, &in.mode);
+		/* An ACL of only the three base entries is the mode itself. */
+		if (len <= 4 + 3 * 8 && !(is_default && len > 4)) {
+			rc = dbfs_xattr_remove(fs, txn, ino, name);
+			if (rc && rc != -ENODATA)
+				return rc;
+			rc = 0;
+		} else {
+			rc = dbfs_xattr_set(fs, txn, ino, name, val, len, flags);
+		}
+	} else {
+		rc = dbfs_xattr_set(fs, txn, ino, name, val, len, flags);
+	}
+	if (rc)
+		return rc;
+	dbfs_touch(&in, 0, 0, 1);
+	return dbfs_inode_put(fs, txn, ino, &in);
+}
+
+int dbfs_op_removexattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name)
+{
+	struct dbfs_inode in;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc)
+		return rc;
+	if ((rc = xattr_ns_check(&in, name)))
+		return rc;
+	if ((rc = dbfs_xattr_remove(fs, txn, ino, name)))
+		return rc;
+	dbfs_touch(&in, 0, 0, 1);
+	return dbfs_inode_put(fs, txn, ino, &in);
+}
+
+static __thread unsigned char copybuf[DBFS_BLOCK_SIZE];
+
+int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t off_in,
+		       uint64_t ino_out, uint64_t off_out, size_t len, size_t *copied)
+{
+	struct dbfs_inode src, dst;
+	int rc;
+	*copied = 0;
+	if ((rc = dbfs_inode_get(fs, txn, ino_in, &src)) ||
+	    (rc = dbfs_inode_get(fs, txn, ino_out, &dst)))
+		return rc;
+	if (!S_ISREG(src.mode) || !S_ISREG(dst.mode))
+		return S_ISDIR(src.mode) || S_ISDIR(dst.mode) ? -EISDIR : -EINVAL;
+	if (off_in >= src.size)
+		return 0;
+	if (len > src.size - off_in)
+		len = src.size - off_in;
+	if (len > COPY_MAX)
+		len = COPY_MAX;
+	if (off_out > DBFS_MAX_FILE_SIZE || len > DBFS_MAX_FILE_SIZE - off_out)
+		return -EFBIG;
+	if (ino_in == ino_out && off_in < off_out + len && off_out < off_in + len)
+		return -EINVAL;
+	if (fs->quota_bytes) {
+		uint64_t cost;
+		if ((rc = dbfs_data_write_cost(fs, txn, ino_out, off_out, len, &cost)) ||
+		    (rc = check_byte_quota(fs, txn, cost)))
+			return rc;
+	}
+	while (*copied < len) {
+		struct iovec iov[4];
+		size_t got, chunk = DBFS_BLOCK_SIZE - ((off_in + *copied) & (DBFS_BLOCK_SIZE - 1));
+		if (chunk > len - *copied)
+			chunk = len - *copied;
+		if ((rc = dbfs_inode_get(fs, txn, ino_in, &src)))
+			return rc;
+		int n = dbfs_data_map(fs, txn, ino_in, &src, off_in + *copied, chunk, iov, 4, &got);
+		if (n < 0)
+			return n;
+		size_t at = 0;
+		for (int i = 0; i < n; i++) {
+			memcpy(copybuf + at, iov[i].iov_base, iov[i].iov_len);
+			at += iov[i].iov_len;
+		}
+		if (!at)
+			break;
+		if (ino_in == ino_out)
+			dst = src;
+		if ((rc = dbfs_data_write(fs, txn, ino_out, &dst, off_out + *copied, copybuf, at)))
+			return rc;
+		if ((rc = dbfs_inode_put(fs, txn, ino_out, &dst)))
+			return rc;
+		*copied += at;
+	}
+	dbfs_touch(&dst, 0, 1, 1);
+	return dbfs_inode_put(fs, txn, ino_out, &dst);
+}
+
+int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
+{
+	struct dbfs_inode in;
+	if (dbfs_nodes_count(&fs->nodes, ino))
+		return 0;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	return in.nlink ? 0 : dbfs_inode_destroy(fs, txn, ino);
+}

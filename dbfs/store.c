@@ -1,0 +1,438 @@
+/* Opening and closing a store: the lock file, the LMDB environment, the
+ * named databases, format and orphan reclaim; the errno boundary. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dbfs/internal.h"
+
+long dbfs_fail_countdown;
+
+int dbfs_fail_check(void)
+{
+	return --dbfs_fail_countdown == 0;
+}
+
+int dbfs_errno(int rc)
+{
+	if (rc == 0)
+		return 0;
+	if (rc > 0)
+		return rc; /* system errno from LMDB */
+	if (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE) {
+		switch (rc) {
+		case MDB_KEYEXIST: return EEXIST;
+		case MDB_NOTFOUND: return ENOENT;
+		case MDB_MAP_FULL: return ENOSPC;
+		case MDB_TXN_FULL: return EFBIG;
+		case MDB_READERS_FULL: return EAGAIN;
+		case MDB_DBS_FULL: return ENOSPC;
+		case MDB_BAD_VALSIZE: return EINVAL;
+		default: return EIO;
+		}
+	}
+	return -rc;
+}
+
+void dbfs_now(int64_t *sec, uint32_t *nsec)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	*sec = ts.tv_sec;
+	*nsec = (uint32_t)ts.tv_nsec;
+}
+
+void dbfs_touch(struct dbfs_inode *in, int atime, int mtime, int ctime)
+{
+	int64_t s;
+	uint32_t ns;
+	dbfs_now(&s, &ns);
+	if (atime) {
+		in->atime_sec = s;
+		in->atime_nsec = ns;
+	}
+	if (mtime) {
+		in->mtime_sec = s;
+		in->mtime_nsec = ns;
+	}
+	if (ctime) {
+		in->ctime_sec = s;
+		in->ctime_nsec = ns;
+	}
+}
+
+int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn)
+{
+	pthread_rwlock_rdlock(&fs->map_lock);
+	int rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, txn);
+	if (rc == MDB_MAP_RESIZED) {
+		/* Another process grew the map (shared stores). */
+		pthread_rwlock_unlock(&fs->map_lock);
+		pthread_rwlock_wrlock(&fs->map_lock);
+		mdb_env_set_mapsize(fs->env, 0);
+		pthread_rwlock_unlock(&fs->map_lock);
+		pthread_rwlock_rdlock(&fs->map_lock);
+		rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, txn);
+	}
+	if (rc)
+		pthread_rwlock_unlock(&fs->map_lock);
+	return rc;
+}
+
+void dbfs_read_end(struct dbfs *fs, MDB_txn *txn)
+{
+	mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&fs->map_lock);
+}
+
+static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} dbs[] = {
+		{DBFS_DB_SUPER, offsetof(struct dbfs, db_super)},
+		{DBFS_DB_INODE, offsetof(struct dbfs, db_inode)},
+		{DBFS_DB_DIRENT, offsetof(struct dbfs, db_dirent)},
+		{DBFS_DB_DIRCOOK, offsetof(struct dbfs, db_dircook)},
+		{DBFS_DB_DATA, offsetof(struct dbfs, db_data)},
+		{DBFS_DB_XATTR, offsetof(struct dbfs, db_xattr)},
+		{DBFS_DB_ORPHAN, offsetof(struct dbfs, db_orphan)},
+	};
+	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
+		int rc = mdb_dbi_open(txn, dbs[i].name, flags,
+				      (MDB_dbi *)((char *)fs + dbs[i].off));
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int lock_store(struct dbfs *fs, char *err, size_t errlen)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/dbfs.lock", fs->dir);
+	fs->lock_fd = open(path, (fs->opt.read_only ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC,
+			   0600);
+	if (fs->lock_fd < 0) {
+		int e = errno;
+		if (e == ENOENT && fs->opt.read_only)
+			snprintf(err, errlen, "no DBFS store in %s", fs->dir);
+		else
+			snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+		return -e;
+	}
+	if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+		if (e == EWOULDBLOCK) {
+			snprintf(err, errlen, "store %s is in use (mounted by this or another process)",
+				 fs->dir);
+			return -EBUSY;
+		}
+		snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+static void *flusher_main(void *arg)
+{
+	struct dbfs *fs = arg;
+	pthread_mutex_lock(&fs->flush_lock);
+	while (!fs->stopping) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 2;
+		pthread_cond_timedwait(&fs->flush_cond, &fs->flush_lock, &ts);
+		pthread_mutex_unlock(&fs->flush_lock);
+		mdb_env_sync(fs->env, 1);
+		pthread_mutex_lock(&fs->flush_lock);
+	}
+	pthread_mutex_unlock(&fs->flush_lock);
+	return NULL;
+}
+
+static int reclaim(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	return dbfs_orphans_reclaim(fs, txn, arg);
+}
+
+/* Check the environment's data file against what its meta page claims, so
+ * that a truncated file is refused instead of faulting on access. */
+static int check_size(struct dbfs *fs, char *err, size_t errlen)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	struct stat sb;
+	char path[4200];
+	mdb_env_info(fs->env, &info);
+	mdb_env_stat(fs->env, &st);
+	snprintf(path, sizeof(path), "%s/data.mdb", fs->dir);
+	if (stat(path, &sb) < 0) {
+		snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+		return -errno;
+	}
+	if ((uint64_t)sb.st_size < ((uint64_t)info.me_last_pgno + 1) * st.ms_psize) {
+		snprintf(err, errlen, "store is damaged: %s is truncated (%lld bytes, needs %llu)",
+			 path, (long long)sb.st_size,
+			 (unsigned long long)((info.me_last_pgno + 1) * (uint64_t)st.ms_psize));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
+	      size_t errlen)
+{
+	char scratch[8];
+	struct stat sb;
+	int rc;
+	if (!err) {
+		err = scratch;
+		errlen = sizeof(scratch);
+	}
+	err[0] = '\0';
+
+	if (stat(dir, &sb) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+		return rc;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		snprintf(err, errlen, "%s is not a directory", dir);
+		return -ENOTDIR;
+	}
+
+	struct dbfs *fs = calloc(1, sizeof(*fs));
+	/* Absolute: the daemon changes directory when it detaches. */
+	if (!fs || !(fs->dir = realpath(dir, NULL))) {
+		free(fs);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	fs->opt = *o;
+	fs->lock_fd = -1;
+	fs->quota_bytes = o->quota_bytes;
+	fs->quota_inodes = o->quota_inodes;
+	pthread_rwlockattr_t rwa;
+	pthread_rwlockattr_init(&rwa);
+	pthread_rwlockattr_setkind_np(&rwa, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&fs->map_lock, &rwa);
+	pthread_rwlockattr_destroy(&rwa);
+	pthread_mutex_init(&fs->wq_lock, NULL);
+	pthread_cond_init(&fs->wq_cond, NULL);
+	fs->wq_tail = &fs->wq_head;
+	pthread_mutex_init(&fs->flush_lock, NULL);
+	pthread_cond_init(&fs->flush_cond, NULL);
+	if ((rc = dbfs_nodes_init(&fs->nodes))) {
+		snprintf(err, errlen, "out of memory");
+		goto fail_nodes;
+	}
+
+	if ((rc = lock_store(fs, err, errlen)))
+		goto fail_lock;
+
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	int exists = stat(path, &sb) == 0;
+	if (!exists && !o->create) {
+		snprintf(err, errlen, "no DBFS store in %s (use 'create' to make one)", dir);
+		rc = -ENOENT;
+		goto fail_env;
+	}
+	if (exists && sb.st_size == 0 && !o->create) {
+		snprintf(err, errlen, "store is damaged: %s is empty", path);
+		rc = -EINVAL;
+		goto fail_env;
+	}
+
+	if ((rc = mdb_env_create(&fs->env))) {
+		snprintf(err, errlen, "mdb_env_create: %s", mdb_strerror(rc));
+		goto fail_env;
+	}
+	uint64_t map = o->initial_map_size ? o->initial_map_size : 64ull << 20;
+	if (exists && (uint64_t)sb.st_size > map)
+		map = (uint64_t)sb.st_size;
+	map = (map + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+	fs->map_size = map;
+	mdb_env_set_mapsize(fs->env, map);
+	mdb_env_set_maxdbs(fs->env, 64);
+	mdb_env_set_maxreaders(fs->env, o->max_readers ? o->max_readers : 512);
+	unsigned flags = MDB_NOTLS;
+	if (o->read_only)
+		flags |= MDB_RDONLY;
+	if (o->durability == DBFS_DURABLE_NORMAL)
+		flags |= MDB_NOMETASYNC;
+	else if (o->durability == DBFS_DURABLE_NONE)
+		flags |= MDB_NOSYNC;
+	rc = mdb_env_open(fs->env, dir, flags, 0600);
+	if (rc) {
+		if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_PANIC)
+			snprintf(err, errlen, "store is damaged or not an LMDB store: %s",
+				 mdb_strerror(rc));
+		else if (rc == MDB_VERSION_MISMATCH)
+			snprintf(err, errlen, "store was written by an incompatible LMDB version");
+		else
+			snprintf(err, errlen, "cannot open store: %s", mdb_strerror(rc));
+		rc = rc > 0 ? -rc : -EINVAL;
+		goto fail_open;
+	}
+	if ((rc = check_size(fs, err, errlen)))
+		goto fail_open;
+	MDB_envinfo info;
+	mdb_env_info(fs->env, &info);
+	fs->map_size = info.me_mapsize;
+
+	/* Open (or create) the named databases and check the superblock. */
+	MDB_txn *txn;
+	rc = mdb_txn_begin(fs->env, NULL, o->read_only ? MDB_RDONLY : 0, &txn);
+	if (rc) {
+		snprintf(err, errlen, "cannot begin transaction: %s", mdb_strerror(rc));
+		rc = -dbfs_errno(rc);
+		goto fail_open;
+	}
+	rc = open_dbis(fs, txn, o->read_only ? 0 : MDB_CREATE);
+	if (rc) {
+		mdb_txn_abort(txn);
+		if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE)
+			snprintf(err, errlen, "not a DBFS store (missing tables)");
+		else
+			snprintf(err, errlen, "cannot open tables: %s", mdb_strerror(rc));
+		rc = rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? -EINVAL : -dbfs_errno(rc);
+		goto fail_open;
+	}
+	MDB_val k = {2, (void *)"sb"}, v;
+	int fresh = mdb_get(txn, fs->db_super, &k, &v) == MDB_NOTFOUND;
+	if (fresh && o->create) {
+		MDB_stat st;
+		mdb_stat(txn, fs->db_inode, &st);
+		if (st.ms_entries) {
+			mdb_txn_abort(txn);
+			snprintf(err, errlen, "not a DBFS store (no superblock but inodes)");
+			rc = -EINVAL;
+			goto fail_open;
+		}
+		rc = dbfs_format(fs, txn);
+		if (rc) {
+			mdb_txn_abort(txn);
+			snprintf(err, errlen, "cannot format store: %s", mdb_strerror(rc));
+			rc = -dbfs_errno(rc);
+			goto fail_open;
+		}
+	}
+	rc = dbfs_super_check(fs, txn, err, errlen);
+	if (rc) {
+		mdb_txn_abort(txn);
+		rc = rc < 0 && rc > -4096 ? rc : -dbfs_errno(rc);
+		goto fail_open;
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc) {
+		snprintf(err, errlen, "cannot commit: %s", mdb_strerror(rc));
+		rc = -dbfs_errno(rc);
+		goto fail_open;
+	}
+
+	if (!o->read_only) {
+		uint64_t n = 0;
+		rc = dbfs_write(fs, reclaim, &n);
+		if (rc) {
+			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(dbfs_errno(rc)));
+			rc = -dbfs_errno(rc);
+			goto fail_open;
+		}
+	}
+	if (o->durability == DBFS_DURABLE_NONE && !o->read_only &&
+	    pthread_create(&fs->flusher, NULL, flusher_main, fs) == 0)
+		fs->flusher_running = 1;
+	*out = fs;
+	return 0;
+
+fail_open:
+	mdb_env_close(fs->env);
+fail_env:
+	close(fs->lock_fd);
+fail_lock:
+	dbfs_nodes_destroy(&fs->nodes);
+fail_nodes:
+	free(fs->dir);
+	free(fs);
+	return rc;
+}
+
+void dbfs_close(struct dbfs *fs)
+{
+	if (!fs)
+		return;
+	if (fs->flusher_running) {
+		pthread_mutex_lock(&fs->flush_lock);
+		fs->stopping = 1;
+		pthread_cond_signal(&fs->flush_cond);
+		pthread_mutex_unlock(&fs->flush_lock);
+		pthread_join(fs->flusher, NULL);
+	}
+	if (!fs->opt.read_only)
+		mdb_env_sync(fs->env, 1);
+	mdb_env_close(fs->env);
+	close(fs->lock_fd);
+	dbfs_nodes_destroy(&fs->nodes);
+	pthread_rwlock_destroy(&fs->map_lock);
+	free(fs->dir);
+	free(fs);
+}
+
+int dbfs_sync(struct dbfs *fs)
+{
+	if (fs->opt.read_only)
+		return 0;
+	return -dbfs_errno(mdb_env_sync(fs->env, 1));
+}
+
+void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes)
+{
+	fs->quota_bytes = quota_bytes;
+	fs->quota_inodes = quota_inodes;
+}
+
+int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u)
+{
+	MDB_txn *txn;
+	struct dbfs_usage_rec r;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (rc)
+		return -dbfs_errno(rc);
+	rc = dbfs_usage_get(fs, txn, &r);
+	dbfs_read_end(fs, txn);
+	if (rc)
+		return -dbfs_errno(rc);
+	u->bytes = r.bytes;
+	u->inodes = r.inodes;
+	u->map_size = fs->map_size;
+	char path[4200];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%s/data.mdb", fs->dir);
+	u->file_size = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+	return 0;
+}
+
+void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c)
+{
+	c->ops = fs->cnt.ops;
+	c->read_bytes = fs->cnt.read_bytes;
+	c->write_bytes = fs->cnt.write_bytes;
+	c->commits = fs->cnt.commits;
+	c->batched_ops = fs->cnt.batched_ops;
+	c->map_grows = fs->cnt.map_grows;
+	c->errors = fs->cnt.errors;
+}
+
+const char *dbfs_dir(const struct dbfs *fs)
+{
+	return fs->dir;
+}

@@ -1,0 +1,133 @@
+/* The superblock and the usage counters (table "super"). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "dbfs/internal.h"
+
+static MDB_val key_sb = {2, (void *)"sb"};
+static MDB_val key_usage = {5, (void *)"usage"};
+
+int dbfs_format(struct dbfs *fs, MDB_txn *txn)
+{
+	struct dbfs_super sb;
+	memset(&sb, 0, sizeof(sb));
+	memcpy(sb.magic, DBFS_MAGIC, sizeof(DBFS_MAGIC));
+	sb.version = DBFS_FORMAT_VERSION;
+	sb.block_size = DBFS_BLOCK_SIZE;
+	sb.next_ino = DBFS_ROOT_INO + 1;
+	sb.created_sec = time(NULL);
+	sb.byte_order = 0x0102030405060708ull;
+	if (getrandom(sb.uuid, sizeof(sb.uuid), 0) != sizeof(sb.uuid))
+		memset(sb.uuid, 0x5a, sizeof(sb.uuid));
+	MDB_val v = {sizeof(sb), &sb};
+	int rc = dbfs_put(txn, fs->db_super, &key_sb, &v, MDB_NOOVERWRITE);
+	if (rc)
+		return rc;
+
+	struct dbfs_inode root;
+	memset(&root, 0, sizeof(root));
+	root.mode = S_IFDIR | 0755;
+	root.nlink = 2;
+	root.next_cookie = DBFS_COOKIE_FIRST;
+	root.parent = DBFS_ROOT_INO;
+	dbfs_touch(&root, 1, 1, 1);
+	root.btime_sec = root.ctime_sec;
+	root.btime_nsec = root.ctime_nsec;
+	rc = dbfs_inode_put(fs, txn, DBFS_ROOT_INO, &root);
+	if (rc)
+		return rc;
+	struct dbfs_usage_rec u = {0, 1};
+	v.mv_size = sizeof(u);
+	v.mv_data = &u;
+	return dbfs_put(txn, fs->db_super, &key_usage, &v, 0);
+}
+
+int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
+{
+	MDB_val v;
+	int rc = dbfs_get(txn, fs->db_super, &key_sb, &v);
+	if (rc == MDB_NOTFOUND) {
+		snprintf(err, errlen, "not a DBFS store (no superblock)");
+		return -EINVAL;
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot read superblock: %s", mdb_strerror(rc));
+		return rc;
+	}
+	struct dbfs_super sb;
+	if (v.mv_size != sizeof(sb)) {
+		snprintf(err, errlen, "damaged superblock (size %zu)", v.mv_size);
+		return -EINVAL;
+	}
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	if (memcmp(sb.magic, DBFS_MAGIC, sizeof(DBFS_MAGIC))) {
+		snprintf(err, errlen, "not a DBFS store (bad magic)");
+		return -EINVAL;
+	}
+	if (sb.byte_order != 0x0102030405060708ull) {
+		snprintf(err, errlen, "store was written on a machine of another byte order");
+		return -EINVAL;
+	}
+	if (sb.version != DBFS_FORMAT_VERSION) {
+		snprintf(err, errlen, "unsupported store format version %u (this build reads %u)",
+			 sb.version, DBFS_FORMAT_VERSION);
+		return -EINVAL;
+	}
+	if (sb.block_size != DBFS_BLOCK_SIZE) {
+		snprintf(err, errlen, "unsupported block size %u", sb.block_size);
+		return -EINVAL;
+	}
+	struct dbfs_inode root;
+	rc = dbfs_inode_get(fs, txn, DBFS_ROOT_INO, &root);
+	if (rc || !S_ISDIR(root.mode)) {
+		snprintf(err, errlen, "damaged store: root directory missing");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int dbfs_alloc_ino(struct dbfs *fs, MDB_txn *txn, uint64_t *ino)
+{
+	MDB_val v;
+	int rc = dbfs_get(txn, fs->db_super, &key_sb, &v);
+	if (rc)
+		return rc;
+	struct dbfs_super sb;
+	if (v.mv_size != sizeof(sb))
+		return -EIO;
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	*ino = sb.next_ino++;
+	v.mv_size = sizeof(sb);
+	v.mv_data = &sb;
+	return dbfs_put(txn, fs->db_super, &key_sb, &v, 0);
+}
+
+int dbfs_usage_get(struct dbfs *fs, MDB_txn *txn, struct dbfs_usage_rec *u)
+{
+	MDB_val v;
+	int rc = dbfs_get(txn, fs->db_super, &key_usage, &v);
+	if (rc)
+		return rc;
+	if (v.mv_size != sizeof(*u))
+		return -EIO;
+	memcpy(u, v.mv_data, sizeof(*u));
+	return 0;
+}
+
+int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes)
+{
+	if (!dbytes && !dinodes)
+		return 0;
+	struct dbfs_usage_rec u;
+	int rc = dbfs_usage_get(fs, txn, &u);
+	if (rc)
+		return rc;
+	u.bytes += (uint64_t)dbytes;
+	u.inodes += (uint64_t)dinodes;
+	MDB_val v = {sizeof(u), &u};
+	return dbfs_put(txn, fs->db_super, &key_usage, &v, 0);
+}
