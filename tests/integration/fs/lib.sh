@@ -208,3 +208,67 @@ as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 must_fail() {
 	if "$@" 2>/dev/null; then die "expected failure: $*"; fi
 }
+
+# A small tree exercising what archivers and copiers must keep: nested dirs,
+# binary and empty files, a sparse file, hard links, symlinks, a FIFO, odd
+# names, modes, times, user xattrs (and, as root, owners and trusted xattrs).
+make_tree() {
+	d=$1
+	mkdir -p "$d/a/b/c" "$d/empty dir" "$d/x"
+	head -c 200000 /dev/urandom >"$d/a/random.bin"
+	: >"$d/a/empty"
+	printf 'hello\n' >"$d/a/b/hello.txt"
+	printf 'name with spaces\n' >"$d/x/with space & 'quote'"
+	printf 'utf8\n' >"$d/x/caf$(printf '\303\251')"
+	truncate -s 5000000 "$d/a/sparse"
+	printf 'tail' >>"$d/a/sparse"
+	ln "$d/a/random.bin" "$d/a/b/c/hardlink.bin"
+	ln -s ../random.bin "$d/a/b/symlink"
+	ln -s /nonexistent/target "$d/x/dangling"
+	mkfifo "$d/x/fifo"
+	i=0
+	while [ $i -lt 50 ]; do
+		printf 'file %d\n' $i >"$d/x/f$i"
+		i=$((i + 1))
+	done
+	chmod 0600 "$d/a/empty"
+	chmod 0750 "$d/a/b"
+	chmod 1777 "$d/x"
+	setfattr -n user.comment -v "a comment" "$d/a/b/hello.txt"
+	setfattr -n user.bin -v 0x00010203ff "$d/a/random.bin"
+	setfattr -n user.dir -v dirval "$d/a/b/c"
+	if [ "$(id -u)" -eq 0 ]; then
+		chown 1234:5678 "$d/a/b/hello.txt"
+		chown -h 4321:8765 "$d/a/b/symlink"
+		setfattr -n trusted.t -v trustedval "$d/a/empty"
+	fi
+	touch -d '2010-01-02 03:04:05.123456789' "$d/a/b/hello.txt"
+	touch -h -d '2011-01-02 03:04:05' "$d/a/b/symlink"
+	touch -d '2012-01-02 03:04:05' "$d/a/b/c"
+}
+
+# What must be equal between two copies of a tree: names, types, modes,
+# owners, sizes, link counts, mtimes (seconds), link targets, contents, xattrs.
+tree_manifest() {
+	# (directory sizes are file-system specific: left out)
+	(cd "$1" && find . -printf '%p|%y|%m|%U|%G|%s|%n|%Ts|%l\n' |
+		awk -F'|' -v OFS='|' '$2 == "d" { $6 = "-" } { print }' | sort &&
+		find . -type f -exec sha256sum {} + | sort &&
+		find . -print0 | sort -z | xargs -0 getfattr -h -d -m - -e hex 2>/dev/null |
+		grep -v '^security\.selinux')
+}
+
+# Compare two trees; on a difference print it and fail.
+same_tree() {
+	tree_manifest "$1" >"$T/manifest.a"
+	tree_manifest "$2" >"$T/manifest.b"
+	if ! diff -u "$T/manifest.a" "$T/manifest.b" >&2; then
+		die "trees differ: $1 vs $2"
+	fi
+	diff -r --no-dereference -x fifo "$1" "$2" >&2 || die "diff -r: $1 vs $2 differ"
+}
+
+# Every ACL under a directory, in name order.
+acl_manifest() {
+	(cd "$1" && find . ! -type l -print0 | sort -z | xargs -0 getfacl -p 2>/dev/null)
+}

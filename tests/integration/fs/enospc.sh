@@ -1,0 +1,12 @@
+#!/bin/sh
+# A full disk: with the store on a 32 MiB tmpfs (FS_TARGET=tmpfs: the mount
+# itself is a 32 MiB tmpfs), writing until the space runs out gives ENOSPC,
+# earlier files stay intact, deleting files makes writes work again, and
+# (DBFS) the store still mounts and holds the same data afterwards.
+. "$(dirname "$0")/lib.sh"
+need_root
+STORE_SIZE=32m
+fs_mount
+"$1" "$MNT" "$OUT" bytes ENOSPC 64
+fs_remount
+"$1" "$MNT" "$OUT" verify
