@@ -1,0 +1,818 @@
+/*
+ * Unit tests of the DBFS core (no FUSE): every operation on a temporary
+ * LMDB store, its error paths, and a failing LMDB call injected at each step
+ * of multi-step operations (the store must be unchanged after each failure).
+ */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "dbfs/internal.h"
+
+static char dir[256];
+static struct dbfs *fs;
+static const struct dbfs_cred cred = {1000, 1000, 022};
+
+static void rm_store(void)
+{
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cannot remove %s\n", dir);
+}
+
+static void open_store(void)
+{
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	o.create = true;
+	o.durability = DBFS_DURABLE_NONE;
+	o.initial_map_size = 8 << 20;
+	int rc = dbfs_open(dir, &o, &fs, err, sizeof(err));
+	ck_assert_msg(rc == 0, "dbfs_open: %d %s", rc, err);
+}
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/dbfs-unit-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	open_store();
+}
+
+static void teardown(void)
+{
+	dbfs_close(fs);
+	fs = NULL;
+	rm_store();
+}
+
+static MDB_txn *txn_begin(void)
+{
+	MDB_txn *t;
+	ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, 0, &t), 0);
+	return t;
+}
+
+static int txn_end(MDB_txn *t, int rc)
+{
+	if (rc)
+		mdb_txn_abort(t);
+	else
+		ck_assert_int_eq(mdb_txn_commit(t), 0);
+	return rc;
+}
+
+/* Run a core call in its own write transaction; commit on success. */
+#define RUN(expr)                                                                          \
+	({                                                                                 \
+		MDB_txn *txn = txn_begin();                                                \
+		txn_end(txn, (expr));                                                      \
+	})
+
+static uint64_t mk(uint64_t parent, const char *name, uint32_t mode)
+{
+	uint64_t ino;
+	struct dbfs_inode in;
+	ck_assert_int_eq(RUN(dbfs_op_mknod(fs, txn, &cred, parent, name, mode, 0, NULL, &ino, &in)),
+			 0);
+	return ino;
+}
+
+static int lookup(uint64_t parent, const char *name, uint64_t *ino, struct dbfs_inode *in)
+{
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	int rc = dbfs_op_lookup(fs, t, parent, name, ino, in);
+	dbfs_read_end(fs, t);
+	return rc;
+}
+
+static struct dbfs_inode iget(uint64_t ino)
+{
+	struct dbfs_inode in;
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t, ino, &in), 0);
+	dbfs_read_end(fs, t);
+	return in;
+}
+
+static struct dbfs_usage_rec usage(void)
+{
+	struct dbfs_usage_rec u;
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_usage_get(fs, t, &u), 0);
+	dbfs_read_end(fs, t);
+	return u;
+}
+
+/* Read [off, off+len) into buf; returns bytes read. */
+static size_t rd(uint64_t ino, uint64_t off, void *buf, size_t len)
+{
+	struct iovec iov[64];
+	size_t got;
+	MDB_txn *t;
+	struct dbfs_inode in;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t, ino, &in), 0);
+	int n = dbfs_data_map(fs, t, ino, &in, off, len, iov, 64, &got);
+	ck_assert_int_ge(n, 0);
+	size_t at = 0;
+	for (int i = 0; i < n; i++) {
+		memcpy((char *)buf + at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	dbfs_read_end(fs, t);
+	ck_assert_uint_eq(at, got);
+	return got;
+}
+
+/* A hash of every record of every table: equal hashes, equal stores. */
+static uint64_t store_hash(void)
+{
+	MDB_dbi dbs[] = {fs->db_super, fs->db_inode, fs->db_dirent, fs->db_dircook,
+			 fs->db_data, fs->db_xattr, fs->db_orphan};
+	uint64_t h = 1469598103934665603ull;
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	for (size_t i = 0; i < sizeof(dbs) / sizeof(dbs[0]); i++) {
+		MDB_cursor *c;
+		MDB_val k, v;
+		ck_assert_int_eq(mdb_cursor_open(t, dbs[i], &c), 0);
+		while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0) {
+			for (size_t j = 0; j < k.mv_size; j++)
+				h = (h ^ ((unsigned char *)k.mv_data)[j]) * 1099511628211ull;
+			for (size_t j = 0; j < v.mv_size; j++)
+				h = (h ^ ((unsigned char *)v.mv_data)[j]) * 1099511628211ull;
+			h = (h ^ 0xff) * 1099511628211ull;
+		}
+		mdb_cursor_close(c);
+		h = (h ^ 0xfe) * 1099511628211ull;
+	}
+	dbfs_read_end(fs, t);
+	return h;
+}
+
+/* ---- store life cycle ---- */
+
+START_TEST(test_reopen_and_lock)
+{
+	uint64_t a = mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
+	struct dbfs *other;
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
+	ck_assert_ptr_nonnull(strstr(err, "in use"));
+	dbfs_close(fs);
+	open_store();
+	uint64_t ino;
+	struct dbfs_inode in;
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "a", &ino, &in), 0);
+	ck_assert_uint_eq(ino, a);
+	ck_assert(S_ISREG(in.mode));
+}
+END_TEST
+
+START_TEST(test_open_errors)
+{
+	struct dbfs *other;
+	struct dbfs_options o;
+	char err[256], d2[300];
+	dbfs_options_init(&o);
+	snprintf(d2, sizeof(d2), "%s/sub", dir);
+	ck_assert_int_eq(mkdir(d2, 0700), 0);
+	ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err, "create"));
+	snprintf(d2, sizeof(d2), "%s/missing", dir);
+	ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -ENOENT);
+
+	/* Wrong format version. */
+	MDB_txn *t = txn_begin();
+	MDB_val k = {2, (void *)"sb"}, v;
+	ck_assert_int_eq(mdb_get(t, fs->db_super, &k, &v), 0);
+	struct dbfs_super sb;
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	sb.version = 99;
+	v.mv_data = &sb;
+	ck_assert_int_eq(mdb_put(t, fs->db_super, &k, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	dbfs_close(fs);
+	fs = NULL;
+	o.create = true;
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "version 99"));
+
+	/* Truncated data file. */
+	char p[300];
+	snprintf(p, sizeof(p), "%s/data.mdb", dir);
+	ck_assert_int_eq(truncate(p, 8192), 0);
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "damaged"));
+
+	/* Garbage data file. */
+	int fd = open(p, O_WRONLY | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	char junk[16384];
+	memset(junk, 0xa5, sizeof(junk));
+	ck_assert_int_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "damaged"));
+	rm_store();
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	open_store();
+}
+END_TEST
+
+START_TEST(test_options)
+{
+	struct dbfs_options o;
+	char err[128];
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", "8M", err, sizeof(err)), 0);
+	ck_assert_uint_eq(o.quota_bytes, 8u << 20);
+	ck_assert_int_eq(dbfs_option_parse(&o, "durability", "full", err, sizeof(err)), 0);
+	ck_assert_int_eq(o.durability, DBFS_DURABLE_FULL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "durability", "sometimes", err, sizeof(err)),
+			 -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", "-1", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", "1Q", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "map_size", "99999999999999999999", err,
+					   sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "bogus", "1", err, sizeof(err)), -ENOENT);
+	ck_assert_int_eq(dbfs_option_parse(&o, "attr_timeout", "nan", err, sizeof(err)), -EINVAL);
+}
+END_TEST
+
+/* ---- names ---- */
+
+START_TEST(test_mknod_lookup_errors)
+{
+	uint64_t ino;
+	struct dbfs_inode in;
+	uint64_t d = mk(DBFS_ROOT_INO, "d", S_IFDIR | 0755);
+	uint64_t f = mk(d, "f", S_IFREG | 0666);
+	in = iget(f);
+	ck_assert_uint_eq(in.mode, S_IFREG | 0644); /* umask 022 applied */
+	ck_assert_uint_eq(in.uid, 1000);
+	ck_assert_uint_eq(iget(d).nlink, 2);
+	ck_assert_uint_eq(iget(DBFS_ROOT_INO).nlink, 3);
+	ck_assert_int_eq(RUN(dbfs_op_mknod(fs, txn, &cred, d, "f", S_IFREG | 0644, 0, NULL, &ino,
+					   &in)), -EEXIST);
+	ck_assert_int_eq(RUN(dbfs_op_mknod(fs, txn, &cred, f, "x", S_IFREG | 0644, 0, NULL, &ino,
+					   &in)), -ENOTDIR);
+	char longname[300];
+	memset(longname, 'n', 256);
+	longname[256] = '\0';
+	ck_assert_int_eq(RUN(dbfs_op_mknod(fs, txn, &cred, d, longname, S_IFREG | 0644, 0, NULL,
+					   &ino, &in)), -ENAMETOOLONG);
+	longname[255] = '\0';
+	ck_assert_int_eq(RUN(dbfs_op_mknod(fs, txn, &cred, d, longname, S_IFREG | 0644, 0, NULL,
+					   &ino, &in)), 0);
+	ck_assert_int_eq(lookup(d, "nope", &ino, &in), -ENOENT);
+	ck_assert_int_eq(lookup(f, "x", &ino, &in), -ENOTDIR);
+	ck_assert_int_eq(lookup(d, "..", &ino, &in), 0);
+	ck_assert_uint_eq(ino, DBFS_ROOT_INO);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "d", 0)), -EISDIR);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "d", 1)), -ENOTEMPTY);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, d, "f", 1)), -ENOTDIR);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, d, "missing", 0)), -ENOENT);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, d, "f", 0)), 0);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, d, longname, 0)), 0);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "d", 1)), 0);
+	ck_assert_uint_eq(iget(DBFS_ROOT_INO).nlink, 2);
+	ck_assert_uint_eq(iget(DBFS_ROOT_INO).nentries, 0);
+	struct dbfs_usage_rec u = usage();
+	ck_assert_uint_eq(u.inodes, 1);
+	/* A removed directory refuses new entries. */
+	ck_assert_int_eq(RUN(dbfs_op_mknod(fs, txn, &cred, d, "late", S_IFREG | 0644, 0, NULL,
+					   &ino, &in)), -ENOENT);
+}
+END_TEST
+
+START_TEST(test_symlink_and_link)
+{
+	uint64_t ino, f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	struct dbfs_inode in;
+	ck_assert_int_eq(RUN(dbfs_op_mknod(fs, txn, &cred, DBFS_ROOT_INO, "l", S_IFLNK | 0777, 0,
+					   "target/path", &ino, &in)), 0);
+	MDB_txn *t;
+	const char *tg;
+	size_t len;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get_link(fs, t, ino, &tg, &len), 0);
+	ck_assert_uint_eq(len, 11);
+	ck_assert(!memcmp(tg, "target/path", 11));
+	dbfs_read_end(fs, t);
+	/* Updating a symlink's inode keeps its target. */
+	struct stat st = {.st_uid = 5};
+	ck_assert_int_eq(RUN(dbfs_op_setattr(fs, txn, ino, &st, DBFS_SET_UID, &in)), 0);
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get_link(fs, t, ino, &tg, &len), 0);
+	ck_assert_uint_eq(len, 11);
+	dbfs_read_end(fs, t);
+
+	ck_assert_int_eq(RUN(dbfs_op_link(fs, txn, f, DBFS_ROOT_INO, "g", &in)), 0);
+	ck_assert_uint_eq(iget(f).nlink, 2);
+	ck_assert_int_eq(RUN(dbfs_op_link(fs, txn, f, DBFS_ROOT_INO, "g", &in)), -EEXIST);
+	ck_assert_int_eq(RUN(dbfs_op_link(fs, txn, DBFS_ROOT_INO, DBFS_ROOT_INO, "r", &in)),
+			 -EPERM);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "f", 0)), 0);
+	ck_assert_uint_eq(iget(f).nlink, 1);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "g", 0)), 0);
+	MDB_txn *t2;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t2), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t2, f, &in), -ENOENT);
+	dbfs_read_end(fs, t2);
+}
+END_TEST
+
+START_TEST(test_rename)
+{
+	uint64_t a = mk(DBFS_ROOT_INO, "a", S_IFDIR | 0755);
+	uint64_t b = mk(a, "b", S_IFDIR | 0755);
+	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	uint64_t g = mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
+	uint64_t ino;
+	struct dbfs_inode in;
+	/* Into its own subtree. */
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "a", b, "x", 0)), -EINVAL);
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "a", a, "x", 0)), -EINVAL);
+	/* Type mismatches. */
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "f", a, "b", 0)), -EISDIR);
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, a, "b", DBFS_ROOT_INO, "f", 0)), -ENOTDIR);
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "f", DBFS_ROOT_INO, "g",
+					    RENAME_NOREPLACE)), -EEXIST);
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "f", DBFS_ROOT_INO, "zz",
+					    RENAME_EXCHANGE)), -ENOENT);
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "nope", DBFS_ROOT_INO, "zz",
+					    0)), -ENOENT);
+	/* Over an existing file. */
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "f", DBFS_ROOT_INO, "g", 0)),
+			 0);
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "g", &ino, &in), 0);
+	ck_assert_uint_eq(ino, f);
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "f", &ino, &in), -ENOENT);
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t, g, &in), -ENOENT);
+	dbfs_read_end(fs, t);
+	/* A directory across directories: link counts and parent follow. */
+	uint64_t c = mk(DBFS_ROOT_INO, "c", S_IFDIR | 0755);
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, a, "b", c, "b2", 0)), 0);
+	ck_assert_uint_eq(iget(a).nlink, 2);
+	ck_assert_uint_eq(iget(c).nlink, 3);
+	ck_assert_uint_eq(iget(b).parent, c);
+	/* Over an empty directory, then refused over a non-empty one. */
+	mk(DBFS_ROOT_INO, "e", S_IFDIR | 0755);
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "e", DBFS_ROOT_INO, "c", 0)),
+			 -ENOTEMPTY);
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "a", DBFS_ROOT_INO, "e", 0)),
+			 0);
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "e", &ino, &in), 0);
+	ck_assert_uint_eq(ino, a);
+	/* Exchange a file and a directory in different parents. */
+	ck_assert_int_eq(RUN(dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "g", c, "b2",
+					    RENAME_EXCHANGE)), 0);
+	ck_assert_int_eq(lookup(c, "b2", &ino, &in), 0);
+	ck_assert_uint_eq(ino, f);
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "g", &ino, &in), 0);
+	ck_assert_uint_eq(ino, b);
+	ck_assert_uint_eq(iget(b).parent, DBFS_ROOT_INO);
+	ck_assert_uint_eq(iget(c).nlink, 2);
+	ck_assert_uint_eq(iget(DBFS_ROOT_INO).nlink, 2 + 3); /* e(a), c, g(b) */
+}
+END_TEST
+
+/* ---- data ---- */
+
+static int wr(uint64_t ino, uint64_t off, const void *buf, size_t len)
+{
+	return RUN(dbfs_op_write(fs, txn, ino, off, buf, len));
+}
+
+START_TEST(test_data)
+{
+	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	static unsigned char buf[300000], got[300000];
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(i * 7 + 3);
+	ck_assert_int_eq(wr(f, 100, buf, 200000), 0);
+	struct dbfs_inode in = iget(f);
+	ck_assert_uint_eq(in.size, 200100);
+	ck_assert_uint_eq(rd(f, 0, got, sizeof(got)), 200100);
+	for (int i = 0; i < 100; i++)
+		ck_assert_uint_eq(got[i], 0);
+	ck_assert(!memcmp(got + 100, buf, 200000));
+	ck_assert_uint_eq(in.alloc, usage().bytes);
+	ck_assert_uint_eq(in.alloc, 3 * 65536 + dbfs_alloc_round(200100 - 3 * 65536));
+
+	/* A hole far out: sparse, reads zeros. */
+	ck_assert_int_eq(wr(f, 5ull << 30, "xyz", 3), 0);
+	in = iget(f);
+	ck_assert_uint_eq(in.size, (5ull << 30) + 3);
+	ck_assert_uint_lt(in.alloc, 300000);
+	ck_assert_uint_eq(rd(f, (4ull << 30), got, 1000), 1000);
+	for (int i = 0; i < 1000; i++)
+		ck_assert_uint_eq(got[i], 0);
+	ck_assert_uint_eq(rd(f, (5ull << 30) + 1, got, 100), 2);
+	ck_assert(!memcmp(got, "yz", 2));
+
+	/* Truncate down into the middle of a block. */
+	struct stat st = {.st_size = 70000};
+	ck_assert_int_eq(RUN(dbfs_op_setattr(fs, txn, f, &st, DBFS_SET_SIZE, &in)), 0);
+	ck_assert_uint_eq(in.size, 70000);
+	ck_assert_uint_eq(in.alloc, 65536 + dbfs_alloc_round(70000 - 65536));
+	ck_assert_uint_eq(usage().bytes, in.alloc);
+	/* Up again: the cut bytes read as zeros. */
+	st.st_size = 80000;
+	ck_assert_int_eq(RUN(dbfs_op_setattr(fs, txn, f, &st, DBFS_SET_SIZE, &in)), 0);
+	ck_assert_uint_eq(rd(f, 69990, got, 100), 100);
+	ck_assert(!memcmp(got, buf + 69890, 10));
+	for (int i = 10; i < 100; i++)
+		ck_assert_uint_eq(got[i], 0);
+
+	/* Punch a hole across a block boundary. */
+	ck_assert_int_eq(RUN(dbfs_op_fallocate(fs, txn, f, FALLOC_FL_PUNCH_HOLE |
+					       FALLOC_FL_KEEP_SIZE, 1000, 65536)), 0);
+	ck_assert_uint_eq(rd(f, 0, got, 80000), 80000);
+	ck_assert(!memcmp(got + 100, buf, 900));
+	for (int i = 1000; i < 66536; i++)
+		ck_assert_uint_eq(got[i], 0);
+	ck_assert(!memcmp(got + 66536, buf + 66436, 70000 - 66536));
+	ck_assert_uint_eq(iget(f).alloc, usage().bytes);
+	ck_assert_int_eq(RUN(dbfs_op_fallocate(fs, txn, f, FALLOC_FL_PUNCH_HOLE, 0, 10)),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(RUN(dbfs_op_fallocate(fs, txn, f, FALLOC_FL_COLLAPSE_RANGE, 0, 65536)),
+			 -EOPNOTSUPP);
+
+	/* Allocate extends and materialises zeros. */
+	uint64_t a0 = iget(f).alloc;
+	ck_assert_int_eq(RUN(dbfs_op_fallocate(fs, txn, f, 0, 0, 1 << 20)), 0);
+	in = iget(f);
+	ck_assert_uint_eq(in.size, 1 << 20);
+	ck_assert_uint_eq(in.alloc, 1 << 20);
+	ck_assert_uint_gt(in.alloc, a0);
+	ck_assert_uint_eq(rd(f, 100, got, 10), 10);
+	ck_assert(!memcmp(got, buf, 10));
+
+	/* Limits. */
+	ck_assert_int_eq(wr(f, DBFS_MAX_FILE_SIZE, "a", 1), -EFBIG);
+	st.st_size = (off_t)DBFS_MAX_FILE_SIZE + 1;
+	ck_assert_int_eq(RUN(dbfs_op_setattr(fs, txn, f, &st, DBFS_SET_SIZE, &in)), -EFBIG);
+	ck_assert_int_eq(wr(DBFS_ROOT_INO, 0, "a", 1), -EISDIR);
+
+	/* Unlink frees everything. */
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "f", 0)), 0);
+	ck_assert_uint_eq(usage().bytes, 0);
+	ck_assert_uint_eq(usage().inodes, 1);
+}
+END_TEST
+
+START_TEST(test_copy_range)
+{
+	uint64_t a = mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
+	uint64_t b = mk(DBFS_ROOT_INO, "b", S_IFREG | 0644);
+	static unsigned char buf[200000], got[200000];
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (unsigned char)(i % 251);
+	ck_assert_int_eq(wr(a, 0, buf, sizeof(buf)), 0);
+	size_t copied;
+	ck_assert_int_eq(RUN(dbfs_op_copy_range(fs, txn, a, 1000, b, 5, 150000, &copied)), 0);
+	ck_assert_uint_eq(copied, 150000);
+	ck_assert_uint_eq(rd(b, 0, got, sizeof(got)), 150005);
+	ck_assert(!memcmp(got + 5, buf + 1000, 150000));
+	/* Overlapping ranges in one file are refused. */
+	ck_assert_int_eq(RUN(dbfs_op_copy_range(fs, txn, a, 0, a, 10, 100, &copied)), -EINVAL);
+	/* Past the end copies nothing. */
+	ck_assert_int_eq(RUN(dbfs_op_copy_range(fs, txn, a, 300000, b, 0, 100, &copied)), 0);
+	ck_assert_uint_eq(copied, 0);
+}
+END_TEST
+
+/* ---- xattrs and ACLs ---- */
+
+START_TEST(test_xattr)
+{
+	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	static char big[DBFS_XATTR_MAX + 1];
+	MDB_val v;
+	MDB_txn *t;
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "user.a", "1", 1, XATTR_REPLACE)),
+			 -ENODATA);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "user.a", "1", 1, XATTR_CREATE)), 0);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "user.a", "2", 1, XATTR_CREATE)),
+			 -EEXIST);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "user.a", "22", 2, XATTR_REPLACE)), 0);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "trusted.t", "x", 1, 0)), 0);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "user.big", big, DBFS_XATTR_MAX, 0)), 0);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "user.big", big, DBFS_XATTR_MAX + 1, 0)),
+			 -E2BIG);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "bogus.a", "1", 1, 0)), -EOPNOTSUPP);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, "system.other", "1", 1, 0)),
+			 -EOPNOTSUPP);
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_xattr_get(fs, t, f, "user.a", &v), 0);
+	ck_assert_uint_eq(v.mv_size, 2);
+	ck_assert_int_eq(dbfs_xattr_get(fs, t, f, "user.none", &v), -ENODATA);
+	char list[100];
+	size_t need;
+	ck_assert_int_eq(dbfs_xattr_list(fs, t, f, list, sizeof(list), &need, 1), 0);
+	ck_assert_uint_eq(need, sizeof("trusted.t") + sizeof("user.a") + sizeof("user.big"));
+	ck_assert_int_eq(dbfs_xattr_list(fs, t, f, list, sizeof(list), &need, 0), 0);
+	ck_assert_uint_eq(need, sizeof("user.a") + sizeof("user.big"));
+	ck_assert_int_eq(dbfs_xattr_list(fs, t, f, list, 3, &need, 1), -ERANGE);
+	dbfs_read_end(fs, t);
+	ck_assert_int_eq(RUN(dbfs_op_removexattr(fs, txn, f, "user.a")), 0);
+	ck_assert_int_eq(RUN(dbfs_op_removexattr(fs, txn, f, "user.a")), -ENODATA);
+	/* user.* is refused on special files. */
+	uint64_t p = mk(DBFS_ROOT_INO, "p", S_IFIFO | 0644);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, p, "user.a", "1", 1, 0)), -EPERM);
+	/* Unlinking drops them. */
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "f", 0)), 0);
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_xattr_get(fs, t, f, "user.big", &v), -ENODATA);
+	dbfs_read_end(fs, t);
+}
+END_TEST
+
+static size_t acl(unsigned char *b, const uint16_t (*e)[3], int n)
+{
+	uint32_t ver = 2;
+	memcpy(b, &ver, 4);
+	for (int i = 0; i < n; i++) {
+		uint16_t tag = e[i][0], perm = e[i][1];
+		uint32_t id = e[i][2];
+		memcpy(b + 4 + i * 8, &tag, 2);
+		memcpy(b + 6 + i * 8, &perm, 2);
+		memcpy(b + 8 + i * 8, &id, 4);
+	}
+	return 4 + (size_t)n * 8;
+}
+
+START_TEST(test_acl)
+{
+	uint64_t d = mk(DBFS_ROOT_INO, "d", S_IFDIR | 0755);
+	unsigned char b[128];
+	const uint16_t ent[][3] = {{1, 7, 0}, {2, 6, 1234}, {4, 5, 0}, {0x10, 5, 0}, {0x20, 0, 0}};
+	size_t len = acl(b, ent, 5);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, d, DBFS_ACL_DEFAULT, b, len, 0)), 0);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, d, DBFS_ACL_ACCESS, b, len, 0)), 0);
+	ck_assert_uint_eq(iget(d).mode & 0777, 0750);
+	/* A new file inherits the default ACL; the umask is not applied. */
+	uint64_t f = mk(d, "f", S_IFREG | 0666);
+	ck_assert_uint_eq(iget(f).mode & 0777, 0640);
+	MDB_txn *t;
+	MDB_val v;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_xattr_get(fs, t, f, DBFS_ACL_ACCESS, &v), 0);
+	ck_assert_uint_eq(v.mv_size, len);
+	ck_assert_int_eq(dbfs_xattr_get(fs, t, f, DBFS_ACL_DEFAULT, &v), -ENODATA);
+	dbfs_read_end(fs, t);
+	uint64_t sub = mk(d, "sub", S_IFDIR | 0777);
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_xattr_get(fs, t, sub, DBFS_ACL_DEFAULT, &v), 0);
+	dbfs_read_end(fs, t);
+	/* chmod rewrites the mask entry. */
+	struct stat st = {.st_mode = 0700};
+	struct dbfs_inode in;
+	ck_assert_int_eq(RUN(dbfs_op_setattr(fs, txn, f, &st, DBFS_SET_MODE, &in)), 0);
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_xattr_get(fs, t, f, DBFS_ACL_ACCESS, &v), 0);
+	uint16_t mask_perm;
+	memcpy(&mask_perm, (char *)v.mv_data + 4 + 3 * 8 + 2, 2);
+	ck_assert_uint_eq(mask_perm, 0);
+	dbfs_read_end(fs, t);
+	/* Malformed ACLs are refused. */
+	const uint16_t bad[][3] = {{1, 7, 0}, {2, 6, 1234}, {4, 5, 0}, {0x20, 0, 0}};
+	len = acl(b, bad, 4);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, DBFS_ACL_ACCESS, b, len, 0)), -EINVAL);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, DBFS_ACL_ACCESS, b, 5, 0)), -EINVAL);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, f, DBFS_ACL_DEFAULT, b, 4, 0)), -EACCES);
+}
+END_TEST
+
+/* ---- life cycle of unlinked inodes, quotas, map growth ---- */
+
+START_TEST(test_orphans)
+{
+	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	ck_assert_int_eq(wr(f, 0, "data", 4), 0);
+	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0); /* open in the kernel */
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "f", 0)), 0);
+	struct dbfs_inode in = iget(f); /* still readable */
+	ck_assert_uint_eq(in.nlink, 0);
+	ck_assert_uint_eq(usage().inodes, 2);
+	/* The daemon dies: reopening reclaims it. */
+	dbfs_close(fs);
+	open_store();
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), -ENOENT);
+	dbfs_read_end(fs, t);
+	ck_assert_uint_eq(usage().inodes, 1);
+	ck_assert_uint_eq(usage().bytes, 0);
+
+	/* Forget after unlink reaps. */
+	f = mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
+	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 2), 0);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "g", 0)), 0);
+	ck_assert_int_eq(RUN(dbfs_op_reap(fs, txn, f)), 0);
+	iget(f); /* still referenced */
+	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, f, 2), 0);
+	ck_assert_int_eq(RUN(dbfs_op_reap(fs, txn, f)), 0);
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), -ENOENT);
+	dbfs_read_end(fs, t);
+}
+END_TEST
+
+START_TEST(test_quota)
+{
+	uint64_t ino;
+	struct dbfs_inode in;
+	dbfs_set_quota(fs, 200000, 3);
+	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
+	ck_assert_int_eq(RUN(dbfs_op_mknod(fs, txn, &cred, DBFS_ROOT_INO, "h", S_IFREG | 0644, 0,
+					   NULL, &ino, &in)), -EDQUOT);
+	static char buf[300000];
+	ck_assert_int_eq(wr(f, 0, buf, 150000), 0);
+	ck_assert_int_eq(wr(f, 150000, buf, 100000), -EDQUOT);
+	ck_assert_uint_eq(iget(f).size, 150000);
+	/* Overwriting allocated bytes needs no new space. */
+	ck_assert_int_eq(wr(f, 0, buf, 100000), 0);
+	dbfs_set_quota(fs, 0, 0);
+	ck_assert_int_eq(wr(f, 150000, buf, 100000), 0);
+}
+END_TEST
+
+struct wa {
+	uint64_t ino, off;
+	const void *buf;
+	size_t len;
+};
+
+static int write_fn(struct dbfs *f, MDB_txn *txn, void *arg)
+{
+	struct wa *w = arg;
+	return dbfs_op_write(f, txn, w->ino, w->off, w->buf, w->len);
+}
+
+START_TEST(test_map_grows_commit)
+{
+	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	static char buf[1 << 20], got[1 << 20];
+	uint64_t before = fs->map_size;
+	for (int i = 0; i < 24; i++) {
+		memset(buf, 'a' + i, sizeof(buf));
+		struct wa w = {f, (uint64_t)i << 20, buf, sizeof(buf)};
+		ck_assert_int_eq(dbfs_write(fs, write_fn, &w), 0);
+	}
+	ck_assert_uint_gt(fs->map_size, before);
+	ck_assert_uint_gt(fs->cnt.map_grows, 0);
+	for (int i = 0; i < 24; i++) {
+		ck_assert_uint_eq(rd(f, (uint64_t)i << 20, got, sizeof(got)), sizeof(got));
+		ck_assert(got[0] == 'a' + i && got[sizeof(got) - 1] == 'a' + i);
+	}
+}
+END_TEST
+
+/* ---- fault injection: a failing LMDB call at each step ---- */
+
+typedef int (*scenario_fn)(MDB_txn *txn);
+static uint64_t s_dir, s_file, s_other;
+
+static void scenario_setup(void)
+{
+	static char buf[150000];
+	memset(buf, 'z', sizeof(buf));
+	s_dir = mk(DBFS_ROOT_INO, "dir", S_IFDIR | 0755);
+	s_file = mk(s_dir, "file", S_IFREG | 0644);
+	s_other = mk(DBFS_ROOT_INO, "other", S_IFREG | 0644);
+	ck_assert_int_eq(wr(s_file, 0, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(wr(s_other, 0, buf, 1000), 0);
+	ck_assert_int_eq(RUN(dbfs_op_setxattr(fs, txn, s_other, "user.k", "v", 1, 0)), 0);
+}
+
+static int sc_mknod(MDB_txn *txn)
+{
+	uint64_t ino;
+	struct dbfs_inode in;
+	return dbfs_op_mknod(fs, txn, &cred, s_dir, "new", S_IFDIR | 0755, 0, NULL, &ino, &in);
+}
+
+static int sc_rename_over(MDB_txn *txn)
+{
+	return dbfs_op_rename(fs, txn, s_dir, "file", DBFS_ROOT_INO, "other", 0);
+}
+
+static int sc_exchange(MDB_txn *txn)
+{
+	return dbfs_op_rename(fs, txn, DBFS_ROOT_INO, "dir", DBFS_ROOT_INO, "other",
+			      RENAME_EXCHANGE);
+}
+
+static int sc_unlink(MDB_txn *txn)
+{
+	return dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "other", 0);
+}
+
+static int sc_write(MDB_txn *txn)
+{
+	static char buf[200000];
+	return dbfs_op_write(fs, txn, s_file, 30000, buf, sizeof(buf));
+}
+
+static int sc_truncate(MDB_txn *txn)
+{
+	struct stat st = {.st_size = 1000};
+	struct dbfs_inode in;
+	return dbfs_op_setattr(fs, txn, s_file, &st, DBFS_SET_SIZE, &in);
+}
+
+static int sc_link(MDB_txn *txn)
+{
+	struct dbfs_inode in;
+	return dbfs_op_link(fs, txn, s_file, DBFS_ROOT_INO, "hard", &in);
+}
+
+static const struct {
+	const char *name;
+	scenario_fn fn;
+} scenarios[] = {
+	{"mknod", sc_mknod},     {"rename over", sc_rename_over}, {"exchange", sc_exchange},
+	{"unlink", sc_unlink},   {"write", sc_write},             {"truncate", sc_truncate},
+	{"link", sc_link},
+};
+
+START_TEST(test_fault_injection)
+{
+	const char *name = scenarios[_i].name;
+	scenario_setup();
+	int steps = 0;
+	for (long n = 1; n < 10000; n++) {
+		uint64_t before = store_hash();
+		MDB_txn *txn = txn_begin();
+		dbfs_fail_countdown = n;
+		int rc = scenarios[_i].fn(txn);
+		long left = dbfs_fail_countdown;
+		dbfs_fail_countdown = 0;
+		if (rc == 0 && left > 0) {
+			/* Ran to completion before the Nth call. */
+			ck_assert_int_eq(mdb_txn_commit(txn), 0);
+			ck_assert_msg(store_hash() != before, "%s changed nothing", name);
+			break;
+		}
+		mdb_txn_abort(txn);
+		ck_assert_msg(dbfs_errno(rc) == EIO, "%s: step %ld returned %d", name, n, rc);
+		ck_assert_msg(store_hash() == before, "%s: step %ld left a change", name, n);
+		steps++;
+	}
+	ck_assert_msg(steps >= 3, "%s: only %d injected steps", name, steps);
+}
+END_TEST
+
+static Suite *core_suite(void)
+{
+	Suite *s = suite_create("dbfs-core");
+	TCase *tc = tcase_create("core");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_reopen_and_lock);
+	tcase_add_test(tc, test_open_errors);
+	tcase_add_test(tc, test_options);
+	tcase_add_test(tc, test_mknod_lookup_errors);
+	tcase_add_test(tc, test_symlink_and_link);
+	tcase_add_test(tc, test_rename);
+	tcase_add_test(tc, test_data);
+	tcase_add_test(tc, test_copy_range);
+	tcase_add_test(tc, test_xattr);
+	tcase_add_test(tc, test_acl);
+	tcase_add_test(tc, test_orphans);
+	tcase_add_test(tc, test_quota);
+	tcase_add_test(tc, test_map_grows_commit);
+	tcase_add_loop_test(tc, test_fault_injection, 0,
+			    (int)(sizeof(scenarios) / sizeof(scenarios[0])));
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(core_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
