@@ -63,6 +63,8 @@
 		}                                                                            \
 	} while (0)
 
+/* Note: the CHECK macros clear errno before evaluating their arguments, so
+ * copy errno into a variable before checking it. */
 #define CHECK_EQ(a, b)                                                                       \
 	do {                                                                                 \
 		errno = 0;                                                                   \

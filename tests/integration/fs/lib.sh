@@ -46,10 +46,10 @@ is_mounted() { mountpoint -q "$1" 2>/dev/null; }
 
 # Poll until "$@" succeeds, at most POLLS times 0.1 s. Returns 1 on timeout.
 wait_for() {
-	i=0
+	_wf_i=0
 	while ! "$@"; do
-		i=$((i + 1))
-		[ "$i" -ge "$POLLS" ] && return 1
+		_wf_i=$((_wf_i + 1))
+		[ "$_wf_i" -ge "$POLLS" ] && return 1
 		sleep 0.1
 	done
 	return 0
@@ -72,16 +72,16 @@ mfs_start() {
 	[ -n "${1:-}" ] && opts="$opts,$1"
 	"$MFS_BIN" -f --dbfs "$STORE" -o "$opts" "$MNT" >>"$MFS_LOG" 2>&1 &
 	MFS_PID=$!
-	i=0
+	_ms_i=0
 	while ! is_mounted "$MNT"; do
 		if mfs_gone; then
-			wait "$MFS_PID" 2>/dev/null && rc=0 || rc=$?
+			wait "$MFS_PID" 2>/dev/null && _ms_rc=0 || _ms_rc=$?
 			MFS_PID=""
 			mfs_log_dump
-			die "mfs exited with status $rc before mounting $MNT"
+			die "mfs exited with status $_ms_rc before mounting $MNT"
 		fi
-		i=$((i + 1))
-		if [ "$i" -ge "$POLLS" ]; then
+		_ms_i=$((_ms_i + 1))
+		if [ "$_ms_i" -ge "$POLLS" ]; then
 			mfs_log_dump
 			die "mfs did not mount $MNT within 10 s"
 		fi
@@ -92,12 +92,12 @@ mfs_start() {
 # Unmount $MNT and wait for the mfs we started to exit. Never fails silently:
 # returns 1 if anything had to be forced.
 mfs_stop() {
-	rc=0
+	_stop_rc=0
 	if is_mounted "$MNT"; then
 		if ! wait_for fusermount3 -u "$MNT" 2>/dev/null; then
 			log "fusermount3 -u $MNT kept failing; lazy unmount"
 			fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
-			rc=1
+			_stop_rc=1
 		fi
 	fi
 	if [ -n "$MFS_PID" ]; then
@@ -107,16 +107,16 @@ mfs_stop() {
 			if ! wait_for mfs_gone; then
 				kill -KILL "$MFS_PID" 2>/dev/null || true
 			fi
-			rc=1
+			_stop_rc=1
 		fi
 		if wait "$MFS_PID" 2>/dev/null; then :; else
-			st=$?
-			log "mfs exited with status $st"
-			[ "$st" -ne 0 ] && rc=1
+			_stop_st=$?
+			log "mfs exited with status $_stop_st"
+			[ "$_stop_st" -ne 0 ] && _stop_rc=1
 		fi
 		MFS_PID=""
 	fi
-	return $rc
+	return $_stop_rc
 }
 
 # Kill the daemon with SIGKILL (a crash) and clear the dead mount.
@@ -173,11 +173,11 @@ fs_remount() {
 }
 
 fs_cleanup() {
-	rc=$?
+	_rc=$?
 	trap - EXIT INT TERM
 	set +e
 	cd /
-	[ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && mfs_log_dump
+	[ "$_rc" -ne 0 ] && [ "$_rc" -ne 77 ] && mfs_log_dump
 	if [ -n "$T" ]; then
 		case "$FS_TARGET" in
 		tmpfs)
@@ -186,7 +186,7 @@ fs_cleanup() {
 			fi
 			;;
 		dbfs)
-			mfs_stop || { [ "$rc" -eq 0 ] && rc=1; }
+			mfs_stop || { [ "$_rc" -eq 0 ] && _rc=1; }
 			;;
 		esac
 		if is_mounted "$STORE"; then
@@ -198,7 +198,7 @@ fs_cleanup() {
 			rm -rf "$T"
 		fi
 	fi
-	exit "$rc"
+	exit "$_rc"
 }
 
 # Run a command as an unprivileged user (uid/gid 65534, no groups).

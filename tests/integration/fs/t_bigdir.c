@@ -38,7 +38,8 @@ int main(int argc, char **argv)
 			fail("entry %ld listed twice", k);
 		count++;
 	}
-	CHECK_EQ(errno, 0);
+	int rd_err = errno;
+	CHECK_EQ(rd_err, 0);
 	CHECK(closedir(d) == 0);
 	CHECK_EQ(count, n);
 	OK("readdir lists every entry once");

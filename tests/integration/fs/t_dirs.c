@@ -86,7 +86,8 @@ static void test_readdir_types(void)
 			     (unsigned long long)e->d_ino,
 			     (unsigned long long)stat_of(path).st_ino);
 	}
-	CHECK_EQ(errno, 0);
+	int rd_err = errno;
+	CHECK_EQ(rd_err, 0);
 	CHECK(closedir(d) == 0);
 	for (int i = 0; i < 6; i++)
 		if (seen[i] != 1)
