@@ -1,0 +1,329 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The message cache: copies of contiguous ranges of subshards, filled by
+ * this process's committed enqueues (so subscribers that keep up never read
+ * the store) and by restores of subshards a subscriber reaches. When over
+ * its target size it evicts the entry whose earliest estimated access is
+ * latest: for each subscriber, distance to the entry divided by its
+ * dequeue rate for that shard; the tail subshard is accessed now by
+ * enqueues. The target comes from sizing.c and the process-wide budget;
+ * under memory pressure it is zero (store-only). Everything here runs under
+ * q->cache_lock; the store stays the truth.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int mq_cache_enabled(mq_queue *q)
+{
+	return !q->in_pressure && q->cache_target > 0 && mq_budget_bytes() > 0;
+}
+
+static struct mq_centry *entry_of(mq_queue *q, uint32_t s, uint64_t sub_first)
+{
+	for (struct mq_centry *e = q->shards[s].cache; e; e = e->next)
+		if (e->sub_first == sub_first)
+			return e;
+	return NULL;
+}
+
+struct mq_cmsg *mq_cache_find(mq_queue *q, uint32_t s, uint64_t seq, struct mq_centry **pin)
+{
+	for (struct mq_centry *e = q->shards[s].cache; e; e = e->next)
+		if (e->lo <= seq && seq < e->hi) {
+			e->pins++;
+			*pin = e;
+			return e->v[seq - e->lo];
+		}
+	return NULL;
+}
+
+void mq_cache_unpin(struct mq_centry **pin)
+{
+	if (*pin) {
+		(*pin)->pins--;
+		*pin = NULL;
+	}
+}
+
+static void entry_free(mq_queue *q, uint32_t s, struct mq_centry *e)
+{
+	struct mq_centry **pp;
+
+	for (pp = &q->shards[s].cache; *pp && *pp != e; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = e->next;
+	for (uint64_t i = 0; i < e->hi - e->lo; i++)
+		free(e->v[i]);
+	q->cache_bytes -= e->bytes;
+	mq_budget_add(-(int64_t)e->bytes);
+	free(e->v);
+	free(e);
+}
+
+/* Earliest estimated access time (seconds from now) of entry @e. */
+static double next_access(mq_queue *q, uint32_t s, const struct mq_centry *e, uint64_t now)
+{
+	double t = INFINITY;
+
+	if (e->sub_first == atomic_load(&q->shards[s].tail_first))
+		return 0; /* being appended to */
+	pthread_mutex_lock(&q->lock);
+	for (mq_sub *sb = q->subs; sb; sb = sb->next) {
+		uint64_t p = atomic_load(&sb->pos[s]);
+		double r, a;
+
+		if (p >= e->hi)
+			continue; /* passed */
+		if (p >= e->lo) {
+			t = 0;
+			break;
+		}
+		r = mq_rate_get(&sb->rate[s], now);
+		/* a stalled reader still comes some day: order by distance */
+		a = r > 0 ? (double)(e->lo - p) / r : 1e9 + (double)(e->lo - p);
+		if (a < t)
+			t = a;
+	}
+	pthread_mutex_unlock(&q->lock);
+	return t;
+}
+
+static int evict_one(mq_queue *q)
+{
+	uint64_t now = mq_now_us();
+	struct mq_centry *victim = NULL;
+	uint32_t vs = 0;
+	double worst = -1;
+
+	for (uint32_t s = 0; s < q->cfg.nshards; s++)
+		for (struct mq_centry *e = q->shards[s].cache; e; e = e->next) {
+			double t;
+
+			if (e->pins)
+				continue;
+			t = next_access(q, s, e, now);
+			if (t > worst) {
+				worst = t;
+				victim = e;
+				vs = s;
+			}
+		}
+	if (!victim)
+		return 0;
+	entry_free(q, vs, victim);
+	atomic_fetch_add(&q->c.evictions, 1);
+	return 1;
+}
+
+static int over(mq_queue *q, uint64_t add)
+{
+	return q->cache_bytes + add > q->cache_target || mq_budget_used() + add > mq_budget_bytes();
+}
+
+/* Room for @add bytes; evicts only when @may_evict (no pointers held). */
+static int admit(mq_queue *q, uint64_t add, int may_evict)
+{
+	if (!mq_cache_enabled(q))
+		return 0;
+	while (over(q, add))
+		if (!may_evict || !evict_one(q))
+			return 0;
+	return 1;
+}
+
+static struct mq_centry *entry_new(mq_queue *q, uint32_t s, uint64_t sub_first, uint64_t lo)
+{
+	struct mq_centry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->sub_first = sub_first;
+	e->lo = e->hi = lo;
+	e->next = q->shards[s].cache;
+	q->shards[s].cache = e;
+	return e;
+}
+
+static int entry_push(mq_queue *q, struct mq_centry *e, uint64_t seq,
+		      const struct mq_disk_msg *h, const void *data, size_t len)
+{
+	struct mq_cmsg *m;
+
+	if (e->hi - e->lo == e->cap) {
+		size_t nc = e->cap ? e->cap * 2 : 64;
+		struct mq_cmsg **nv = realloc(e->v, nc * sizeof(*nv));
+
+		if (!nv)
+			return ENOMEM;
+		e->v = nv;
+		e->cap = nc;
+	}
+	m = malloc(sizeof(*m) + len);
+	if (!m)
+		return ENOMEM;
+	m->seq = seq;
+	m->len = len;
+	m->h = *h;
+	if (len)
+		memcpy(m->data, data, len);
+	e->v[e->hi - e->lo] = m;
+	e->hi++;
+	e->bytes += sizeof(*m) + len;
+	q->cache_bytes += sizeof(*m) + len;
+	mq_budget_add((int64_t)(sizeof(*m) + len));
+	return 0;
+}
+
+void mq_cache_append(mq_queue *q, const struct mq_put *p, size_t n)
+{
+	pthread_mutex_lock(&q->cache_lock);
+	for (size_t i = 0; i < n; i++) {
+		struct mq_centry *e;
+		uint64_t sz = sizeof(struct mq_cmsg) + p[i].len;
+
+		if (!admit(q, sz, 1)) {
+			if (q->in_pressure)
+				atomic_fetch_add(&q->c.store_only, 1);
+			continue;
+		}
+		e = entry_of(q, p[i].shard, p[i].sub_first);
+		if (!e)
+			e = entry_new(q, p[i].shard, p[i].sub_first, p[i].seq);
+		if (!e || e->hi != p[i].seq)
+			continue; /* a gap (another writer): readers fill it from the store */
+		entry_push(q, e, p[i].seq, &p[i].h, p[i].data, p[i].len);
+	}
+	pthread_mutex_unlock(&q->cache_lock);
+}
+
+/*
+ * Load [pos, end) of subshard (s, sub_first) from cursor @c into the cache,
+ * as far as it fits without evicting (pointers may be held). 0 when pos
+ * is now cached; -1 when caching is off or there is no room.
+ */
+int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, uint64_t pos,
+		  uint64_t end, int restore)
+{
+	struct mq_centry *e;
+	unsigned char k[8];
+	MDB_val key = { sizeof(k), k }, val;
+	uint64_t loaded = 0;
+	int rc;
+
+	if (!mq_cache_enabled(q))
+		return -1;
+	e = entry_of(q, s, sub_first);
+	if (e && e->hi != pos) {
+		if (e->pins)
+			return -1;
+		entry_free(q, s, e);
+		e = NULL;
+	}
+	mq_be64_put(k, pos);
+	for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_KEY); !rc && pos < end;
+	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT), pos++) {
+		struct mq_disk_msg h;
+
+		if (mq_be64_get(key.mv_data) != pos || !admit(q, sizeof(struct mq_cmsg) + val.mv_size, 0))
+			break;
+		if (!e && !(e = entry_new(q, s, sub_first, pos)))
+			break;
+		memcpy(&h, val.mv_data, sizeof(h));
+		if (entry_push(q, e, pos, &h, (char *)val.mv_data + sizeof(h),
+			       val.mv_size - sizeof(h)))
+			break;
+		loaded++;
+	}
+	if (!loaded)
+		return -1;
+	atomic_fetch_add(&q->c.misses, 1);
+	if (restore)
+		atomic_fetch_add(&q->c.restores, 1);
+	return 0;
+}
+
+void mq_cache_shrink(mq_queue *q)
+{
+	pthread_mutex_lock(&q->cache_lock);
+	while (q->cache_bytes > q->cache_target || mq_budget_used() > mq_budget_bytes())
+		if (!evict_one(q))
+			break;
+	pthread_mutex_unlock(&q->cache_lock);
+}
+
+void mq_cache_free_all(mq_queue *q)
+{
+	if (!q->shards)
+		return;
+	for (uint32_t s = 0; s < q->cfg.nshards; s++)
+		while (q->shards[s].cache)
+			entry_free(q, s, q->shards[s].cache);
+}
+
+/* Re-derive the target size from the measured rates (every 100 ms). */
+void mq_cache_sizing(mq_queue *q, uint64_t now)
+{
+	uint32_t n = q->cfg.nshards;
+	int p;
+
+	pthread_mutex_lock(&q->cache_lock);
+	if (now < q->next_sizing_us) {
+		pthread_mutex_unlock(&q->cache_lock);
+		return;
+	}
+	q->next_sizing_us = now + MQ_SIZING_PERIOD_US;
+	p = mq_pressure_now();
+	if (p && !q->in_pressure)
+		atomic_fetch_add(&q->c.pressure_events, 1);
+	q->in_pressure = p;
+	if (p) {
+		q->cache_target = 0;
+	} else {
+		struct mq_size_shard *sh = calloc(n, sizeof(*sh));
+		struct mq_size_reader *rd;
+		unsigned nsubs = 0, k = 0;
+		double sub_bytes, tot_rate = 0;
+		uint64_t budget = mq_budget_bytes();
+
+		pthread_mutex_lock(&q->lock);
+		for (mq_sub *sb = q->subs; sb; sb = sb->next)
+			nsubs++;
+		rd = calloc((size_t)n * (nsubs ? nsubs : 1), sizeof(*rd));
+		for (uint32_t s = 0; sh && rd && s < n; s++) {
+			sh[s].enq_rate = mq_rate_get(&q->shards[s].enq, now);
+			sh[s].subshard_msgs = q->cfg.subshard_msgs;
+			sh[s].readers = &rd[k];
+			tot_rate += sh[s].enq_rate;
+			for (mq_sub *sb = q->subs; sb; sb = sb->next) {
+				rd[k].rate = mq_rate_get(&sb->rate[s], now);
+				rd[k].lag = sb->peak_lag[s];
+				tot_rate += rd[k].rate;
+				k++;
+				sh[s].nreaders++;
+			}
+		}
+		pthread_mutex_unlock(&q->lock);
+		sub_bytes = (q->avg_msg_bytes > 0 ? q->avg_msg_bytes : 256) * q->cfg.subshard_msgs;
+		if (sh && rd && tot_rate > 0 && sub_bytes > 0) {
+			double bsubs = (double)budget / sub_bytes;
+			unsigned b = bsubs < 1 ? 1 : bsubs > 100000 ? 100000 : (unsigned)bsubs;
+			unsigned cap = mq_sizing_choose(sh, n, b);
+
+			q->sizing_est = mq_sizing_overhead(sh, n, cap);
+			q->cache_target = (uint64_t)((double)cap * sub_bytes);
+			if (q->cache_target > budget)
+				q->cache_target = budget;
+		} else {
+			q->cache_target = budget; /* nothing measured yet */
+		}
+		free(sh);
+		free(rd);
+	}
+	pthread_mutex_unlock(&q->cache_lock);
+	mq_cache_shrink(q);
+}

@@ -1,0 +1,487 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Dequeue: a k-way merge of the shards' streams at the subscriber's
+ * positions, by delivery time (ties: lower shard first). Each shard's head
+ * comes from the message cache when it holds it, else from the store, where
+ * a subshard read may be restored into the cache (cache.c decides).
+ * Payloads are copied into the subscriber's buffer, so nothing points into
+ * the map or the cache once the call returns.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+#define MAX_EXPIRED 64
+
+struct src {
+	uint32_t shard;
+	int active, have;
+	uint64_t pos, end;
+	struct mq_disk_msg h;
+	const unsigned char *data;
+	size_t len;
+	struct mq_centry *pin; /* cache entry holding data, kept while have */
+	MDB_cursor *cur;
+	uint64_t sub_first, sub_end;
+};
+
+struct dq {
+	mq_sub *s;
+	MDB_txn *txn;
+	struct src *src;
+	uint64_t now;
+	uint32_t rs;  /* handle to resolve on MQ_RETRY */
+	uint64_t rid;
+	size_t nexp;
+	struct {
+		uint32_t shard;
+		uint64_t seq;
+	} exp[MAX_EXPIRED];
+	int progressed, lagged;
+	uint64_t *enq_delta;
+};
+
+static int src_from_store(struct dq *d, struct src *r)
+{
+	mq_queue *q = d->s->q;
+	MDB_val key, val;
+	unsigned char k[8];
+	int rc;
+
+	if (!r->cur || r->pos < r->sub_first || r->pos >= r->sub_end) {
+		uint64_t first, id, end;
+		MDB_dbi dbi;
+
+		if (r->cur)
+			mdb_cursor_close(r->cur);
+		r->cur = NULL;
+		rc = mq_subshard_locate(q, d->txn, r->shard, r->pos, &first, &id, &end);
+		if (rc)
+			return rc;
+		rc = mq_dbi_for(q, d->txn, r->shard, id, &dbi);
+		if (rc == MQ_RETRY) {
+			d->rs = r->shard;
+			d->rid = id;
+		}
+		if (rc)
+			return rc;
+		rc = mdb_cursor_open(d->txn, dbi, &r->cur);
+		if (rc)
+			return rc;
+		r->sub_first = first;
+		r->sub_end = end;
+		/* restore the rest of the subshard into the cache if it is wanted */
+		if (mq_cache_load(q, r->cur, r->shard, first, r->pos, end < r->end ? end : r->end,
+				  end != UINT64_MAX) == 0) {
+			struct mq_cmsg *cm = mq_cache_find(q, r->shard, r->pos, &r->pin);
+
+			if (cm) {
+				r->h = cm->h;
+				r->data = cm->data;
+				r->len = cm->len;
+				r->have = 1;
+				return 0;
+			}
+		}
+	}
+	mq_be64_put(k, r->pos);
+	key.mv_size = sizeof(k);
+	key.mv_data = k;
+	rc = mdb_cursor_get(r->cur, &key, &val, MDB_SET_KEY);
+	if (rc)
+		return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
+	atomic_fetch_add(&q->c.misses, 1);
+	memcpy(&r->h, val.mv_data, sizeof(r->h));
+	r->data = (const unsigned char *)val.mv_data + sizeof(r->h);
+	r->len = val.mv_size - sizeof(r->h);
+	r->have = 1;
+	return 0;
+}
+
+static int src_fill(struct dq *d, struct src *r)
+{
+	struct mq_cmsg *cm;
+
+	if (r->pos >= r->end) {
+		r->active = 0;
+		return 0;
+	}
+	cm = mq_cache_find(d->s->q, r->shard, r->pos, &r->pin);
+	if (cm) {
+		atomic_fetch_add(&d->s->q->c.hits, 1);
+		r->h = cm->h;
+		r->data = cm->data;
+		r->len = cm->len;
+		r->have = 1;
+		return 0;
+	}
+	return src_from_store(d, r);
+}
+
+static int buf_reserve(mq_sub *s, size_t add)
+{
+	if (s->buflen + add > s->bufcap) {
+		size_t nc = s->bufcap ? s->bufcap : 4096;
+		unsigned char *nb;
+
+		while (nc < s->buflen + add)
+			nc *= 2;
+		nb = realloc(s->buf, nc);
+		if (!nb)
+			return ENOMEM;
+		s->buf = nb;
+		s->bufcap = nc;
+	}
+	return 0;
+}
+
+/* The merge loop, under q->cache_lock. Offsets of payloads go to data. */
+static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
+{
+	uint32_t ns = d->s->q->cfg.nshards;
+	int rc = 0;
+
+	while (*n < max) {
+		struct src *best = NULL;
+
+		for (uint32_t i = 0; i < ns; i++) {
+			struct src *r = &d->src[i];
+
+			if (r->active && !r->have) {
+				rc = src_fill(d, r);
+				if (rc)
+					return rc;
+			}
+			if (r->active && r->have &&
+			    (!best || r->h.dlv_us < best->h.dlv_us))
+				best = r;
+		}
+		if (!best)
+			break;
+		best->have = 0;
+		uint64_t seq = best->pos++;
+		int expired = best->h.exp_us && best->h.exp_us <= d->now;
+
+		d->progressed = 1;
+		if (expired) {
+			mq_cache_unpin(&best->pin);
+			if (d->nexp == MAX_EXPIRED) {
+				best->pos--; /* next call */
+				break;
+			}
+			d->exp[d->nexp].shard = best->shard;
+			d->exp[d->nexp].seq = seq;
+			d->nexp++;
+			continue;
+		}
+		rc = buf_reserve(d->s, best->len);
+		if (rc)
+			return rc;
+		struct mq_msg *m = &out[*n];
+
+		m->shard = best->shard;
+		m->seq = seq;
+		m->enqueue_us = best->h.enq_us;
+		m->deliver_us = best->h.dlv_us;
+		m->expire_us = best->h.exp_us;
+		m->enqueuer = best->h.enqueuer;
+		m->prio = best->h.prio;
+		m->flags = best->h.flags;
+		m->len = best->len;
+		m->data = (void *)(uintptr_t)d->s->buflen; /* offset, fixed later */
+		memcpy(d->s->buf + d->s->buflen, best->data, best->len);
+		d->s->buflen += best->len;
+		mq_cache_unpin(&best->pin);
+		(*n)++;
+	}
+	return 0;
+}
+
+static int start(struct dq *d)
+{
+	mq_sub *s = d->s;
+	mq_queue *q = s->q;
+
+	for (uint32_t i = 0; i < q->cfg.nshards; i++) {
+		struct mq_disk_shard st;
+		struct src *r = &d->src[i];
+		int rc = mq_read_shard(q, d->txn, i, &st);
+
+		if (rc)
+			return rc;
+		atomic_store(&q->shards[i].min_due, st.min_due);
+		uint64_t old = atomic_exchange(&q->shards[i].next_seq, st.next_seq);
+
+		d->enq_delta[i] = old && st.next_seq > old ? st.next_seq - old : 0;
+		atomic_store(&q->shards[i].tail_first, st.tail_first);
+		r->shard = i;
+		r->pos = s->pos[i];
+		r->end = st.next_seq;
+		if (r->pos < st.head_first) {
+			/* retention dropped what this subscriber had not read */
+			d->lagged = 1;
+			r->pos = st.head_first;
+		}
+		r->active = r->pos < r->end;
+	}
+	return 0;
+}
+
+/* Record expired messages in the exception queue (own transaction). */
+static int expire(struct dq *d)
+{
+	mq_queue *q = d->s->q;
+	struct mq_wtx w;
+	int rc = mq_wtx_begin(q, NULL, 0, &w);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; !rc && i < d->nexp; i++) {
+		uint64_t first, id, end;
+		unsigned char k[8];
+		MDB_val key = { 8, k }, val;
+		MDB_dbi dbi;
+
+		rc = mq_subshard_locate(q, w.txn, d->exp[i].shard, d->exp[i].seq, &first, &id, &end);
+		if (rc == MDB_NOTFOUND) {
+			rc = 0; /* dropped meanwhile */
+			continue;
+		}
+		if (!rc)
+			rc = mq_wtx_subshard(q, &w, d->exp[i].shard, id, 0, &dbi);
+		if (rc)
+			break;
+		mq_be64_put(k, d->exp[i].seq);
+		rc = mdb_get(w.txn, dbi, &key, &val);
+		if (rc == MDB_NOTFOUND) {
+			rc = 0;
+			continue;
+		}
+		if (!rc) {
+			struct mq_disk_msg h;
+
+			memcpy(&h, val.mv_data, sizeof(h));
+			rc = mq_exception_put(q, w.txn, 's', d->exp[i].shard, d->exp[i].seq,
+					      MQ_REASON_EXPIRED, &h,
+					      (char *)val.mv_data + sizeof(h),
+					      val.mv_size - sizeof(h));
+		}
+	}
+	rc = mq_wtx_end(q, &w, rc);
+	if (!rc)
+		atomic_fetch_add(&q->c.expired, d->nexp);
+	return rc;
+}
+
+static void account(struct dq *d, const struct mq_msg *out, size_t n)
+{
+	mq_sub *s = d->s;
+	mq_queue *q = s->q;
+	uint32_t ns = q->cfg.nshards;
+
+	pthread_mutex_lock(&q->cache_lock);
+	for (size_t i = 0; i < n; i++) {
+		mq_rate_add(&s->rate[out[i].shard], 1, d->now);
+		q->avg_msg_bytes = q->avg_msg_bytes * 0.99 +
+				   0.01 * (double)(out[i].len + sizeof(struct mq_cmsg));
+	}
+	for (uint32_t i = 0; i < ns; i++)
+		if (d->enq_delta[i])
+			mq_rate_add(&q->shards[i].enq, (double)d->enq_delta[i], d->now);
+	for (uint32_t i = 0; i < ns; i++) {
+		double lag = (double)(d->src[i].end - d->src[i].pos);
+
+		/* a slowly decaying peak: what the cache must bridge */
+		s->peak_lag[i] = lag > s->peak_lag[i] ? lag : s->peak_lag[i] * 0.99 + lag * 0.01;
+	}
+	pthread_mutex_unlock(&q->cache_lock);
+}
+
+/* One attempt: 0 with *n >= 0, MQ_RETRY (resolve and call again), errors. */
+static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struct dq *d)
+{
+	mq_queue *q = s->q;
+	uint32_t ns = q->cfg.nshards;
+	int rc;
+
+	*n = 0;
+	s->buflen = 0;
+	d->now = mq_now_us();
+	memset(d->src, 0, ns * sizeof(*d->src));
+	pthread_rwlock_rdlock(&q->droplock);
+	rc = mdb_txn_begin(q->env, NULL, MDB_RDONLY, &d->txn);
+	if (!rc) {
+		rc = start(d);
+		if (!rc && !d->lagged) {
+			pthread_mutex_lock(&q->cache_lock);
+			rc = merge(d, out, max, n);
+			for (uint32_t i = 0; i < ns; i++)
+				mq_cache_unpin(&d->src[i].pin);
+			pthread_mutex_unlock(&q->cache_lock);
+		}
+		for (uint32_t i = 0; i < ns; i++)
+			if (d->src[i].cur)
+				mdb_cursor_close(d->src[i].cur);
+		mdb_txn_abort(d->txn);
+	}
+	pthread_rwlock_unlock(&q->droplock);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < *n; i++)
+		out[i].data = s->buf + (uintptr_t)out[i].data;
+	if (d->lagged) {
+		/* nothing was delivered: the lost range counts as acknowledged */
+		pthread_mutex_lock(&q->lock);
+		for (uint32_t i = 0; i < ns; i++)
+			if (s->acked[i] < d->src[i].pos)
+				s->acked[i] = d->src[i].pos;
+		pthread_mutex_unlock(&q->lock);
+	}
+	for (uint32_t i = 0; i < ns; i++)
+		s->pos[i] = d->src[i].pos;
+	account(d, out, *n);
+	mq_cache_shrink(q);
+	if (d->nexp) {
+		rc = expire(d);
+		d->nexp = 0;
+	}
+	return rc;
+}
+
+/* Apply the subscriber's rule; rejected messages are dropped from out[]. */
+static size_t apply_filter(mq_sub *s, struct mq_msg *out, size_t n)
+{
+	size_t k = 0;
+
+	if (!s->filter)
+		return n;
+	for (size_t i = 0; i < n; i++) {
+		if (s->filter(&out[i], s->arg))
+			out[k++] = out[i];
+		else
+			atomic_fetch_add(&s->q->c.filtered, 1);
+	}
+	return k;
+}
+
+static void wait_for(mq_queue *q, uint64_t gen, uint64_t until_us)
+{
+	uint64_t now = mq_now_us();
+	struct timespec ts;
+	uint64_t dt;
+
+	if (until_us <= now)
+		return;
+	dt = until_us - now;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(dt / 1000000u);
+	ts.tv_nsec += (long)(dt % 1000000u) * 1000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&q->lock);
+	while (q->gen == gen)
+		if (pthread_cond_timedwait(&q->cond, &q->lock, &ts))
+			break;
+	pthread_mutex_unlock(&q->lock);
+}
+
+static int housekeeping(mq_queue *q, uint64_t now)
+{
+	int rc = 0;
+
+	if (mq_delay_next_due(q) <= now)
+		rc = mq_delay_promote(q);
+	if (!rc && (atomic_load(&q->retention_due) || now >= atomic_load(&q->next_retention_us))) {
+		atomic_store(&q->next_retention_us, now + 100000);
+		rc = mq_retention(q);
+	}
+	mq_cache_sizing(q, now);
+	return rc;
+}
+
+int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout_ms)
+{
+	mq_queue *q = s->q;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
+					   : mq_now_us() + (uint64_t)timeout_ms * 1000u;
+	struct dq *d;
+	int rc;
+
+	*n = 0;
+	if (!max)
+		return EINVAL;
+	d = calloc(1, sizeof(*d));
+	if (d) {
+		d->src = calloc(q->cfg.nshards, sizeof(*d->src));
+		d->enq_delta = calloc(q->cfg.nshards, sizeof(*d->enq_delta));
+	}
+	if (!d || !d->src || !d->enq_delta) {
+		if (d) {
+			free(d->src);
+			free(d->enq_delta);
+		}
+		free(d);
+		return ENOMEM;
+	}
+	d->s = s;
+	for (;;) {
+		uint64_t gen, now = mq_now_us(), wake;
+
+		rc = housekeeping(q, now);
+		if (rc)
+			break;
+		pthread_mutex_lock(&q->lock);
+		gen = q->gen;
+		pthread_mutex_unlock(&q->lock);
+		d->progressed = 0;
+		d->lagged = 0;
+		rc = read_once(s, out, max, n, d);
+		if (rc == MQ_RETRY) {
+			MDB_dbi dbi;
+
+			rc = mq_dbi_get(q, d->rs, d->rid, &dbi);
+			if (rc)
+				break;
+			continue;
+		}
+		if (rc)
+			break;
+		if (d->lagged) {
+			s->lagging = 1;
+			*n = 0;
+			rc = MQ_LAGGED;
+			break;
+		}
+		*n = apply_filter(s, out, *n);
+		if (*n) {
+			atomic_fetch_add(&q->c.dequeued, *n);
+			break;
+		}
+		if (d->progressed)
+			continue;
+		now = mq_now_us();
+		if (timeout_ms == 0) {
+			rc = EAGAIN;
+			break;
+		}
+		if (now >= deadline) {
+			rc = ETIMEDOUT;
+			break;
+		}
+		wake = now + MQ_POLL_US;
+		if (mq_delay_next_due(q) < wake)
+			wake = mq_delay_next_due(q);
+		if (deadline < wake)
+			wake = deadline;
+		wait_for(q, gen, wake);
+	}
+	free(d->src);
+	free(d->enq_delta);
+	free(d);
+	return rc;
+}

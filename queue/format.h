@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * On-store layout of a queue. Every database of queue Q is named "Q/..."
+ * so several queues share an environment. Integers in keys are fixed-width
+ * big-endian so memcmp order is numeric order; values are host order (an
+ * LMDB file is not portable across byte orders anyway).
+ *
+ * Q/m  meta database
+ *
+ *   config (written once, at creation)
+ *   +-----+                     +----------------------------+
+ *   | 'C' |                 ->  | struct mq_disk_config      |
+ *   +-----+                     +----------------------------+
+ *
+ *   shard state, one per shard, rewritten by every enqueue to the shard
+ *   +-----+-----------+         +----------------------------+
+ *   | 'S' | shard u32 |     ->  | struct mq_disk_shard       |
+ *   +-----+-----------+         +----------------------------+
+ *
+ *   subshard index: one row per live subshard, by its first seq; the value
+ *   is the id naming its database
+ *   +-----+-----------+---------------+      +--------+
+ *   | 'B' | shard u32 | first_seq u64 |  ->  | id u64 |
+ *   +-----+-----------+---------------+      +--------+
+ *
+ *   durable subscriber
+ *   +-----+---------------------+        +---------------------------------+
+ *   | 'U' | name (1..48 bytes)  |   ->   | struct mq_disk_sub | acked[nshards] u64 |
+ *   +-----+---------------------+        +---------------------------------+
+ *
+ * Q/s/<shard>/<id as 16 hex digits>   one subshard. Ids are never reused.
+ *   A spare subshard is created ahead by the queue's own transactions, so
+ *   that an enqueue inside a caller's transaction never has to create one.
+ *   +-------------+        +------------------------+---------+
+ *   | seq u64     |   ->   | struct mq_disk_msg     | payload |
+ *   +-------------+        +------------------------+---------+
+ *
+ * Q/d/<shard>   the delay shard: bucket shards are key ranges, a bucket
+ *   spanning [bucket * bucket_us, (bucket + 1) * bucket_us); within a
+ *   bucket messages are in enqueue order (dseq from the shard state).
+ *   +-------------+-----------+        +--------------------+---------+
+ *   | bucket u64  | dseq u64  |   ->   | struct mq_disk_msg | payload |
+ *   +-------------+-----------+        +--------------------+---------+
+ *
+ * Q/x   exception queue (expired messages)
+ *   +-------------+-----------+---------+      +-----------+-------------+---------+
+ *   | origin u8   | shard u32 | seq u64 |  ->  | reason u8 | pad[7]      | mq_disk_msg | payload
+ *   | 's' stream  |           | or dseq |      +-----------+-------------+---------+
+ *   | 'd' delay   |           |         |
+ *   +-------------+-----------+---------+
+ */
+#ifndef MQ_FORMAT_H
+#define MQ_FORMAT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define MQ_FORMAT_VERSION 1
+
+struct mq_disk_config {
+	uint32_t version;
+	uint32_t nshards;
+	uint32_t subshard_msgs;
+	uint32_t retain_max;
+	uint64_t subshard_bytes;
+	uint64_t bucket_us;
+	uint32_t max_payload;
+	uint32_t pad;
+};
+
+struct mq_disk_shard {
+	uint64_t next_seq;   /* next stream sequence number (first is 1) */
+	uint64_t head_first; /* first seq of the oldest live subshard */
+	uint64_t tail_first; /* first seq of the subshard being filled */
+	uint64_t tail_count; /* messages in it */
+	uint64_t tail_bytes; /* payload bytes in it */
+	uint64_t last_us;    /* last enqueue time: stream times never go back */
+	uint64_t next_dseq;  /* next delay sequence number */
+	uint64_t delay_pending; /* messages in the delay shard */
+	uint64_t min_due;    /* lower bound of the earliest due time; UINT64_MAX: none */
+	uint64_t nlive;      /* live subshards */
+	uint64_t tail_id;    /* database id of the subshard being filled */
+	uint64_t next_id;    /* next subshard database id */
+	uint64_t spare_id;   /* created ahead, not yet in use; 0: none */
+};
+
+#define MQ_SUB_F_LAGGING 0x1
+
+struct mq_disk_sub {
+	uint32_t flags;
+	uint32_t nshards;
+	uint64_t lost; /* messages skipped because of lagging */
+	/* followed by uint64_t acked[nshards]: next seq not yet acknowledged */
+};
+
+struct mq_disk_msg {
+	uint64_t enq_us;
+	uint64_t dlv_us;
+	uint64_t exp_us;
+	uint64_t enqueuer;
+	uint8_t prio;
+	uint8_t flags;
+	uint8_t pad[6];
+};
+
+static inline void mq_be64_put(unsigned char *p, uint64_t v)
+{
+	for (int i = 7; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static inline uint64_t mq_be64_get(const unsigned char *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static inline void mq_be32_put(unsigned char *p, uint32_t v)
+{
+	for (int i = 3; i >= 0; i--, v >>= 8)
+		p[i] = (unsigned char)v;
+}
+
+static inline uint32_t mq_be32_get(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+#endif /* MQ_FORMAT_H */

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/* Private structures of libmfsq, shared by its files. */
+#ifndef MQ_INTERNAL_H
+#define MQ_INTERNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdatomic.h>
+
+#include "mfsq.h"
+#include "format.h"
+
+#define MQ_POLL_US 1000           /* cross-process poll while waiting */
+#define MQ_PROMOTE_BATCH 1024     /* delayed messages promoted per transaction */
+#define MQ_SIZING_PERIOD_US 100000
+
+/* rate.c: an event rate estimate (exponentially weighted over 100 ms windows). */
+struct mq_rate {
+	uint64_t t0_us;
+	double count;
+	double rate;
+};
+void mq_rate_add(struct mq_rate *r, double n, uint64_t now);
+double mq_rate_get(const struct mq_rate *r, uint64_t now);
+
+/* A cached message: header and payload in one allocation. */
+struct mq_cmsg {
+	uint64_t seq;
+	size_t len;
+	struct mq_disk_msg h;
+	unsigned char data[];
+};
+
+/* A cached contiguous range [lo, hi) of one subshard. */
+struct mq_centry {
+	uint64_t sub_first;
+	uint64_t lo, hi;
+	struct mq_cmsg **v;
+	size_t cap;
+	uint64_t bytes;
+	int pins; /* readers holding pointers into it */
+	struct mq_centry *next;
+};
+
+struct mq_dbi_slot {
+	uint64_t first;
+	MDB_dbi dbi;
+};
+
+/* Per-shard runtime state of this process. */
+struct mq_shard_rt {
+	MDB_dbi delay;
+	struct mq_dbi_slot *dbis; /* committed subshard handles, sorted by first */
+	unsigned ndbis, capdbis;
+	_Atomic uint64_t min_due;  /* last seen in the store */
+	_Atomic uint64_t tail_first;
+	_Atomic uint64_t next_seq;
+	struct mq_rate enq;        /* under q->cache_lock */
+	struct mq_centry *cache;   /* under q->cache_lock */
+};
+
+struct mq_counters {
+	_Atomic uint64_t enqueued, dequeued, acked, batches;
+	_Atomic uint64_t sub_created, sub_dropped;
+	_Atomic uint64_t delayed_enqueued, delayed_promoted;
+	_Atomic uint64_t lateness_max, late_hist[64];
+	_Atomic uint64_t expired, filtered, lagging;
+	_Atomic uint64_t hits, misses, restores, evictions;
+	_Atomic uint64_t store_only, pressure_events;
+};
+
+struct mq_queue {
+	MDB_env *env;
+	char name[MQ_NAME_MAX + 1];
+	struct mq_config cfg;
+	MDB_dbi meta, exc;
+	struct mq_shard_rt *shards;
+
+	/* Readers of subshard databases hold it shared; a drop holds it
+	 * exclusively (mdb_drop closes the handle at once). Taken only after
+	 * the LMDB write lock. */
+	pthread_rwlock_t droplock;
+	pthread_mutex_t dbi_lock; /* the shards' dbis arrays */
+
+	pthread_mutex_t lock; /* subs list, wait generation */
+	pthread_cond_t cond;
+	uint64_t gen;
+	struct mq_sub *subs;
+
+	pthread_mutex_t cache_lock; /* cache entries, rates, sizing */
+	uint64_t cache_bytes, cache_target;
+	uint64_t next_sizing_us;
+	double avg_msg_bytes;
+	double sizing_est;
+	int in_pressure;
+
+	_Atomic uint64_t next_retention_us;
+	_Atomic int retention_due;
+	struct mq_counters c;
+};
+
+struct mq_sub {
+	mq_queue *q;
+	char name[MQ_NAME_MAX + 1];
+	unsigned flags;
+	mq_filter_fn *filter;
+	void *arg;
+	_Atomic uint64_t *pos; /* next seq to read, per shard */
+	uint64_t *acked;       /* next seq not acknowledged, per shard */
+	struct mq_rate *rate;  /* dequeue rate per shard (under q->cache_lock) */
+	double *peak_lag;      /* per shard (under q->cache_lock) */
+	int lagging;
+	unsigned char *buf;    /* payload copies of the last dequeue */
+	size_t buflen, bufcap;
+	struct mq_sub *next;
+};
+
+/* queue.c */
+uint64_t mq_now_us(void);
+int mq_lmdb_err(int rc);
+void mq_wake(mq_queue *q);
+int mq_read_shard(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st);
+int mq_write_shard(mq_queue *q, MDB_txn *txn, uint32_t s, const struct mq_disk_shard *st);
+void mq_shard_key(unsigned char k[5], uint32_t s);
+void mq_late_record(mq_queue *q, uint64_t late_us);
+
+/* Internal: restart the transaction (a handle is newer than it). */
+#define MQ_RETRY (-30601)
+
+/* dbi.c */
+extern pthread_mutex_t mq_dbi_global;
+struct mq_wtx {
+	MDB_txn *txn;
+	int own, maint, glocked;
+	struct {
+		uint32_t s;
+		uint64_t id;
+		MDB_dbi dbi;
+	} *pend;
+	unsigned npend, cappend;
+};
+void mq_subshard_name(const mq_queue *q, uint32_t s, uint64_t id, char *buf, size_t len);
+void mq_subshard_remember(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi dbi);
+void mq_subshard_forget(mq_queue *q, uint32_t s, uint64_t id);
+int mq_dbi_get(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi *dbi);
+int mq_dbi_for(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t id, MDB_dbi *dbi);
+int mq_wtx_begin(mq_queue *q, MDB_txn *caller, int maint, struct mq_wtx *w);
+int mq_wtx_subshard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t id, int create,
+		    MDB_dbi *dbi);
+int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc);
+
+/* subshard.c */
+int mq_subshard_spare(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st);
+int mq_subshard_roll(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st);
+int mq_subshard_locate(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint64_t *first,
+		       uint64_t *id, uint64_t *end);
+int mq_subshard_index_put(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id);
+int mq_retention(mq_queue *q);
+
+/* shard.c */
+struct mq_put {
+	uint32_t shard;
+	uint64_t seq;
+	uint64_t sub_first;
+	struct mq_disk_msg h;
+	const void *data;
+	size_t len;
+};
+int mq_stream_put(mq_queue *q, struct mq_wtx *w, struct mq_disk_shard *st, struct mq_put *p);
+
+/* delay.c */
+int mq_delay_put(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st,
+		 const struct mq_disk_msg *h, const void *data, size_t len);
+int mq_delay_promote(mq_queue *q);
+uint64_t mq_delay_next_due(mq_queue *q);
+
+/* exception.c */
+int mq_exception_put(mq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq,
+		     int reason, const struct mq_disk_msg *h, const void *data, size_t len);
+
+/* cache.c (all under q->cache_lock unless said) */
+void mq_cache_append(mq_queue *q, const struct mq_put *p, size_t n); /* takes the lock */
+struct mq_cmsg *mq_cache_find(mq_queue *q, uint32_t s, uint64_t seq, struct mq_centry **pin);
+void mq_cache_unpin(struct mq_centry **pin);
+int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, uint64_t pos,
+		  uint64_t end, int restore);
+void mq_cache_shrink(mq_queue *q); /* takes the lock */
+void mq_cache_free_all(mq_queue *q);
+void mq_cache_sizing(mq_queue *q, uint64_t now);
+int mq_cache_enabled(mq_queue *q);
+
+/* pressure.c */
+uint64_t mq_budget_bytes(void);
+void mq_budget_add(int64_t delta);
+uint64_t mq_budget_used(void);
+
+#endif /* MQ_INTERNAL_H */

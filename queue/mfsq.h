@@ -1,0 +1,423 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libmfsq — a sharded, persistent message queue on LMDB.
+ *
+ * The header is the manual (like lmdb.h): every function lists its
+ * parameters, its return value, every error it returns and the thread
+ * context it may be called from.
+ *
+ * Model
+ * -----
+ * A queue lives in an LMDB environment the caller opened; several queues may
+ * share one environment (each is a set of named databases prefixed by the
+ * queue's name). A queue has N shards. Each message is enqueued by an
+ * "enqueuer" (a 64-bit id chosen by the caller); all messages of one enqueuer
+ * go to one shard (mq_shard_of()), so every subscriber sees one enqueuer's
+ * messages in the order they were committed. Within a shard a message is
+ * named by its sequence number (1, 2, ...), never reused.
+ *
+ * A shard is a sequence of subshards; each subshard is its own named LMDB
+ * database holding a bounded number of messages. A subshard that every
+ * durable (and live ephemeral) subscriber has acknowledged is dropped whole
+ * (mdb_drop), never message by message.
+ *
+ * Each shard has a paired delay shard (one LMDB database) divided into
+ * time-span buckets; a delayed message is promoted into its shard's stream
+ * when due, earliest-due first, lower priority value first among messages
+ * due together. Nothing about pending delayed messages is kept in memory.
+ *
+ * Recent subshards are cached in memory (a copy), sized and evicted from
+ * measured enqueue and dequeue rates; under memory pressure enqueues go to
+ * the store only and caches shrink. The store is always the truth: caching
+ * never changes what is delivered or in which order.
+ *
+ * Delivery is at-least-once: mq_ack() acknowledges cumulatively per shard;
+ * a durable subscriber reopened after a restart or crash resumes after its
+ * last acknowledged message of every shard.
+ *
+ * Environment requirements
+ * ------------------------
+ * - mdb_env_set_maxdbs() at least mq_dbs_needed() for every queue opened in
+ *   the environment, plus what the caller needs itself.
+ * - Open the environment with MDB_NOTLS: the queue opens short read
+ *   transactions of its own, possibly on a thread that already holds one of
+ *   the caller's read transactions.
+ * - The queue opens named databases with mdb_dbi_open() under a mutex of
+ *   its own; the caller must not call mdb_dbi_open()/mdb_dbi_close() on the
+ *   same environment concurrently with a queue call (open the caller's
+ *   databases before, or serialise).
+ * - Two processes may use one queue (LMDB is multi-process safe). Each
+ *   process should enqueue with its own enqueuer ids; a durable subscriber
+ *   name must be used by one process at a time.
+ *
+ * Times are microseconds since the Unix epoch (CLOCK_REALTIME), so they
+ * survive restarts and are shared between processes.
+ *
+ * Errors are LMDB-style int return codes: 0 on success, a positive errno
+ * value, or one of the MQ_ codes below. MDB_MAP_FULL and MDB_TXN_FULL are
+ * returned as ENOSPC (for an own transaction the queue is left unchanged).
+ * Other LMDB codes (negative, see lmdb.h) are returned as they are.
+ *
+ * Caveats
+ * -------
+ * - Never use an mq_sub from two threads at once; an mq_queue is
+ *   thread-safe.
+ * - Never call a queue function that takes its own write transaction
+ *   (txn == NULL) from a thread that holds a write transaction on the same
+ *   environment: LMDB would deadlock. Pass that transaction instead.
+ * - Do not close a queue while another thread is inside a call on it.
+ */
+#ifndef MFSQ_H
+#define MFSQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <lmdb.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The subscriber fell behind the retention hard limit: messages were lost.
+ *  Returned once by mq_dequeue(); the subscriber then continues from the
+ *  oldest retained message. */
+#define MQ_LAGGED (-30600)
+
+/** Largest queue name, subscriber name (bytes, without the NUL). */
+#define MQ_NAME_MAX 48
+/** Largest payload accepted by default; mq_config.max_payload may raise it. */
+#define MQ_PAYLOAD_MAX_DEFAULT (4u << 20)
+#define MQ_PRIO_MAX 9
+
+/* Message flags (mq_msg_in.flags and mq_msg.flags). */
+#define MQ_MSG_DELAYED 0x01 /**< set on delivery: came through the delay shard */
+
+/* mq_open() flags */
+#define MQ_CREATE 0x1 /**< create the queue if it does not exist */
+
+/* mq_subscribe() flags */
+#define MQ_SUB_DURABLE 0x1    /**< named, position survives restarts */
+#define MQ_SUB_FROM_START 0x2 /**< new subscriber starts at the oldest retained message */
+
+/** Exception reasons (mq_exception_read()). */
+enum mq_reason {
+	MQ_REASON_EXPIRED = 1,         /**< expired in the stream before delivery */
+	MQ_REASON_EXPIRED_DELAYED = 2, /**< expired while waiting in the delay shard */
+};
+
+/** Queue configuration; fixed when the queue is created (stored with it). */
+struct mq_config {
+	uint32_t nshards;        /**< shards (1..1024), default 4 */
+	uint32_t subshard_msgs;  /**< messages per subshard, default 4096 */
+	uint64_t subshard_bytes; /**< payload bytes per subshard, default 16 MiB */
+	uint32_t retain_max;     /**< hard limit of live subshards per shard, default 64:
+	                              older ones are dropped and subscribers still
+	                              there are marked lagging */
+	uint32_t max_payload;    /**< default MQ_PAYLOAD_MAX_DEFAULT */
+	uint64_t bucket_us;      /**< delay bucket span, default 10 ms */
+};
+
+/** A message to enqueue. */
+struct mq_msg_in {
+	const void *data;  /**< payload (may be NULL when len is 0) */
+	size_t len;        /**< payload length, up to mq_config.max_payload */
+	uint64_t enqueuer; /**< enqueuer id: selects the shard */
+	uint64_t deliver_us; /**< absolute delivery time; 0 or <= now: at once */
+	uint64_t expire_us;  /**< absolute expiry time; 0: never */
+	uint8_t prio;        /**< 0..9, lower first among messages due together */
+};
+
+/** A delivered message. Pointers stay valid until the next dequeue on the
+ *  same subscriber or until the subscriber is closed. */
+struct mq_msg {
+	uint32_t shard;
+	uint64_t seq;        /**< sequence number in the shard */
+	uint64_t enqueue_us; /**< commit time of the enqueue */
+	uint64_t deliver_us; /**< requested delivery time (enqueue time if not delayed) */
+	uint64_t expire_us;  /**< 0: never */
+	uint64_t enqueuer;
+	uint8_t prio;
+	uint8_t flags;       /**< MQ_MSG_* */
+	const void *data;
+	size_t len;
+};
+
+/** A rule for rule-based subscribers: return non-zero to receive the message.
+ *  Called on the dequeuing thread with no queue lock held; it must not call
+ *  queue functions on the same subscriber. Messages it rejects are skipped
+ *  (and count as acknowledged by the next mq_ack()). */
+typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
+
+/** Statistics, a snapshot (mq_stats()). Counters are for this process. */
+struct mq_stats {
+	uint64_t enqueued, dequeued, acked, batches;
+	uint64_t subshards_created, subshards_dropped, subshards_live;
+	uint64_t delayed_enqueued, delayed_promoted, delayed_pending;
+	uint64_t lateness_max_us, lateness_p50_us, lateness_p99_us;
+	uint64_t expired;          /**< moved to the exception queue */
+	uint64_t filtered;         /**< skipped by rule-based subscribers */
+	uint64_t lagging;          /**< subscribers marked lagging */
+	uint64_t cache_hits, cache_misses, cache_restores, cache_evictions;
+	uint64_t cache_bytes, cache_target_bytes;
+	uint64_t store_only_enqueues; /**< enqueues not cached because of pressure */
+	uint64_t pressure_events;     /**< transitions into memory pressure */
+	double enqueue_rate;          /**< messages/s, sum over shards (estimate) */
+	double dequeue_rate;          /**< messages/s, sum over subscriber-shard pairs */
+	uint64_t sizing_restores_est_milli; /**< estimated restores/s x1000 at target size */
+};
+
+typedef struct mq_queue mq_queue;
+typedef struct mq_sub mq_sub;
+
+/**
+ * Fill @p cfg with the defaults.
+ * Thread context: any.
+ */
+void mq_config_default(struct mq_config *cfg);
+
+/**
+ * Number of named databases a queue with configuration @p cfg may hold open
+ * at once: a meta and an exception database, one delay database per shard
+ * and up to retain_max + 2 subshards per shard. Add it to the caller's own
+ * needs for mdb_env_set_maxdbs().
+ * @param cfg configuration, or NULL for the defaults.
+ * Thread context: any.
+ */
+unsigned mq_dbs_needed(const struct mq_config *cfg);
+
+/**
+ * Open (or create) the queue @p name in @p env.
+ * @param env an open environment (see "Environment requirements").
+ * @param name 1..MQ_NAME_MAX bytes, no '/'.
+ * @param cfg configuration used when the queue is created; ignored (the
+ *        stored one is used) when it exists. NULL: defaults.
+ * @param flags MQ_CREATE or 0.
+ * @param out receives the queue.
+ * @return 0, or
+ *   EINVAL   bad name or configuration;
+ *   ENOENT   the queue does not exist and MQ_CREATE was not given;
+ *   ENOMEM   out of memory;
+ *   MDB_DBS_FULL  mdb_env_set_maxdbs() too small;
+ *   ENOSPC   the map is full;
+ *   any LMDB error of mdb_txn_begin()/mdb_dbi_open().
+ * Thread context: any thread not holding a write transaction on @p env.
+ */
+int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigned flags,
+	    mq_queue **out);
+
+/**
+ * Close the queue: frees its memory and caches. Subscribers must have been
+ * closed. The environment stays open.
+ * Thread context: any; no other call on @p q may be running.
+ */
+void mq_close(mq_queue *q);
+
+/** The configuration the queue runs with. Thread context: any. */
+void mq_get_config(const mq_queue *q, struct mq_config *cfg);
+
+/** Shard of enqueuer @p enqueuer (stable for the life of the queue). */
+uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer);
+
+/**
+ * Enqueue one message.
+ * @param txn the caller's write transaction to join (the message commits or
+ *        aborts with it; call mq_notify() after committing to wake waiting
+ *        subscribers at once), or NULL to run in a transaction of its own,
+ *        committed before returning.
+ * @param m the message.
+ * @param seq if not NULL, receives the sequence number in the shard (for
+ *        a delayed message: 0, its stream number is given when promoted).
+ * @return 0, or
+ *   EINVAL   m->prio > 9, m->data NULL with len > 0;
+ *   EMSGSIZE m->len above the queue's max_payload;
+ *   ENOSPC   the map is full (own txn: nothing changed; caller txn: LMDB
+ *            marks it failed, the caller must abort it);
+ *   ENOMEM, MDB_DBS_FULL, other LMDB errors.
+ * Thread context: any. With txn == NULL the thread must not hold a write
+ * transaction on the environment.
+ */
+int mq_enqueue(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, uint64_t *seq);
+
+/**
+ * Enqueue @p n messages in one transaction (the caller's or one of its own).
+ * Either all are enqueued or (own transaction) none. Errors as mq_enqueue();
+ * @p seqs (may be NULL) receives n sequence numbers.
+ */
+int mq_enqueue_batch(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
+		     uint64_t *seqs);
+
+/**
+ * Wake subscribers waiting in mq_dequeue() in this process, e.g. after the
+ * caller committed a transaction it passed to mq_enqueue(). Waiters also
+ * poll the store, so without it they wake after at most the poll interval.
+ * Thread context: any.
+ */
+void mq_notify(mq_queue *q);
+
+/**
+ * Promote due delayed messages and apply retention. Dequeue does this
+ * itself; an application without subscribers in this process may call it
+ * to keep retention running.
+ * @return 0, ENOSPC, LMDB errors.
+ * Thread context: any thread not holding a write transaction on the env.
+ */
+int mq_tick(mq_queue *q);
+
+/**
+ * Subscribe.
+ * @param name NULL for an ephemeral subscriber (this process only, starts at
+ *        the end or, with MQ_SUB_FROM_START, at the oldest retained message;
+ *        its position is lost on close), or the name (1..MQ_NAME_MAX bytes) of a
+ *        durable subscriber: created on first use, resumed afterwards.
+ * @param flags MQ_SUB_DURABLE (required with a name), MQ_SUB_FROM_START.
+ * @param filter NULL, or a rule: only messages it accepts are delivered.
+ * @param arg passed to @p filter.
+ * @param out receives the subscriber.
+ * @return 0, or
+ *   EINVAL   bad name or flags;
+ *   EBUSY    this durable subscriber is already open in this process;
+ *   ENOMEM, ENOSPC, LMDB errors.
+ * Thread context: any thread not holding a write transaction on the env.
+ */
+int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *filter, void *arg,
+		 mq_sub **out);
+
+/**
+ * Close a subscriber. A durable subscriber keeps its acknowledged position
+ * in the store; unacknowledged messages will be delivered again.
+ * Thread context: the thread that uses @p s.
+ */
+void mq_unsubscribe(mq_sub *s);
+
+/**
+ * Remove a durable subscriber from the store (it no longer holds messages).
+ * @return 0, ENOENT unknown subscriber, EBUSY open in this process, LMDB
+ *   errors. Thread context: as mq_subscribe().
+ */
+int mq_subscriber_delete(mq_queue *q, const char *name);
+
+/**
+ * Dequeue up to @p max messages (merged over the shards by delivery time;
+ * one shard's messages always in sequence order).
+ * @param out array of @p max messages; data pointers stay valid until the
+ *        next dequeue on @p s or mq_unsubscribe(s).
+ * @param n receives the number delivered (>= 1 on success).
+ * @param timeout_ms 0: do not wait; < 0: wait for ever; else wait up to it.
+ * @return 0, or
+ *   EAGAIN    nothing available and timeout_ms == 0;
+ *   ETIMEDOUT nothing arrived in time;
+ *   MQ_LAGGED the subscriber fell behind the retention limit and lost
+ *             messages; it now continues at the oldest retained one (call
+ *             again);
+ *   ENOMEM, ENOSPC (promoting delayed messages), LMDB errors.
+ * Thread context: the thread that uses @p s, not holding a write
+ * transaction on the environment.
+ */
+int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout_ms);
+
+/**
+ * Acknowledge @p m and, cumulatively, every message delivered before it from
+ * the same shard. NULL: acknowledge everything delivered so far.
+ * @param txn write transaction to join (durable subscribers write their
+ *        position), or NULL for an own one.
+ * @return 0, or EINVAL (@p m not delivered to @p s), ENOSPC, LMDB errors.
+ * Thread context: as mq_dequeue(); with txn, the thread owning it.
+ */
+int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m);
+
+/**
+ * Move the subscriber of shard @p shard to sequence number @p seq (the next
+ * message it will receive there). Unacknowledged delivered messages of that
+ * shard will be delivered again if seq is before them.
+ * @return 0, or
+ *   EINVAL  shard out of range;
+ *   ERANGE  seq beyond the end of the shard (more than next sequence number);
+ *   ENOENT  seq no longer retained (dropped);
+ *   LMDB errors.
+ * Thread context: as mq_dequeue().
+ */
+int mq_seek_seq(mq_sub *s, uint32_t shard, uint64_t seq);
+
+/**
+ * Move the subscriber, in every shard, to the first retained message whose
+ * delivery time is >= @p t_us (the end of the shard if none).
+ * @return 0 or LMDB errors. Thread context: as mq_dequeue().
+ */
+int mq_seek_time(mq_sub *s, uint64_t t_us);
+
+/** Whether the subscriber was marked lagging (fell behind the hard limit). */
+int mq_sub_lagging(const mq_sub *s);
+
+/**
+ * Read the exception queue: the first exception whose key is after
+ * @p *cursor (0: from the start); advances @p *cursor.
+ * @param m receives the message; its data points into @p buf (copied, up to
+ *        @p buflen bytes; m->len is the full length).
+ * @param reason receives an enum mq_reason.
+ * @return 0, ENOENT (no more), LMDB errors. Thread context: any.
+ */
+int mq_exception_next(mq_queue *q, uint64_t *cursor, struct mq_msg *m, int *reason, void *buf,
+		      size_t buflen);
+
+/** Statistics snapshot. Thread context: any. */
+void mq_stats(mq_queue *q, struct mq_stats *st);
+
+/** Text for an MQ_ code, errno value or LMDB code. Thread context: any. */
+const char *mq_strerror(int rc);
+
+/* ---- memory: process-wide cache budget and pressure (pressure.c) ---- */
+
+enum mq_pressure_mode {
+	MQ_PRESSURE_AUTO = 0, /**< /proc/pressure/memory and MemAvailable */
+	MQ_PRESSURE_ON = 1,   /**< force pressure (tests, operators) */
+	MQ_PRESSURE_OFF = 2,  /**< never under pressure */
+};
+
+/**
+ * Set the memory budget shared by every queue cache of the process (bytes,
+ * default 64 MiB; 0 disables caching).
+ * Thread context: any.
+ */
+void mq_memory_budget(uint64_t bytes);
+
+/** Set how pressure is decided. Thread context: any. */
+void mq_pressure_mode(enum mq_pressure_mode mode);
+
+/** Whether the process is under memory pressure now (re-evaluated at most
+ *  every 250 ms in AUTO mode). Thread context: any. */
+int mq_pressure_now(void);
+
+/* ---- cache sizing model (sizing.c), public so it can be tested ---- */
+
+/** One reader of a shard, as seen by the sizing model. */
+struct mq_size_reader {
+	double rate; /**< messages/s it dequeues from the shard */
+	double lag;  /**< messages behind the shard's tail (peak) */
+};
+
+/** One shard, as seen by the sizing model. */
+struct mq_size_shard {
+	double enq_rate;      /**< messages/s enqueued */
+	double subshard_msgs; /**< messages per subshard */
+	unsigned nreaders;
+	const struct mq_size_reader *readers;
+};
+
+/**
+ * Estimated restore overhead (subshard loads from the store per second) of a
+ * cache of @p cap subshards managed by earliest-estimated-access eviction.
+ * Thread context: any (pure function).
+ */
+double mq_sizing_overhead(const struct mq_size_shard *shards, unsigned n, unsigned cap);
+
+/**
+ * Preferred cache size in subshards, at most @p budget: the smallest size
+ * whose estimated overhead is within noise of the best under the budget
+ * (where extra memory stops paying). Thread context: any (pure function).
+ */
+unsigned mq_sizing_choose(const struct mq_size_shard *shards, unsigned n, unsigned budget);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MFSQ_H */

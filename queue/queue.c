@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/* Queue lifetime, configuration, shard state records, statistics. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+uint64_t mq_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* The one place LMDB codes become queue codes. */
+int mq_lmdb_err(int rc)
+{
+	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
+		return ENOSPC;
+	return rc;
+}
+
+void mq_config_default(struct mq_config *cfg)
+{
+	cfg->nshards = 4;
+	cfg->subshard_msgs = 4096;
+	cfg->subshard_bytes = 16u << 20;
+	cfg->retain_max = 64;
+	cfg->max_payload = MQ_PAYLOAD_MAX_DEFAULT;
+	cfg->bucket_us = 10000;
+}
+
+unsigned mq_dbs_needed(const struct mq_config *cfg)
+{
+	struct mq_config d;
+
+	if (!cfg) {
+		mq_config_default(&d);
+		cfg = &d;
+	}
+	return 2 + cfg->nshards * (cfg->retain_max + 3);
+}
+
+static int config_valid(const struct mq_config *c)
+{
+	return c->nshards >= 1 && c->nshards <= 1024 && c->subshard_msgs >= 1 &&
+	       c->subshard_bytes >= 1 && c->retain_max >= 2 && c->max_payload >= 1 &&
+	       c->bucket_us >= 1;
+}
+
+void mq_shard_key(unsigned char k[5], uint32_t s)
+{
+	k[0] = 'S';
+	mq_be32_put(k + 1, s);
+}
+
+int mq_read_shard(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st)
+{
+	unsigned char k[5];
+	MDB_val key = { sizeof(k), k }, val;
+	int rc;
+
+	mq_shard_key(k, s);
+	rc = mdb_get(txn, q->meta, &key, &val);
+	if (rc)
+		return rc;
+	if (val.mv_size != sizeof(*st))
+		return MDB_CORRUPTED;
+	memcpy(st, val.mv_data, sizeof(*st));
+	return 0;
+}
+
+int mq_write_shard(mq_queue *q, MDB_txn *txn, uint32_t s, const struct mq_disk_shard *st)
+{
+	unsigned char k[5];
+	MDB_val key = { sizeof(k), k }, val = { sizeof(*st), (void *)st };
+
+	mq_shard_key(k, s);
+	return mdb_put(txn, q->meta, &key, &val, 0);
+}
+
+static int create_layout(mq_queue *q, struct mq_wtx *w)
+{
+	MDB_txn *txn = w->txn;
+	struct mq_disk_config dc = {
+		.version = MQ_FORMAT_VERSION,
+		.nshards = q->cfg.nshards,
+		.subshard_msgs = q->cfg.subshard_msgs,
+		.retain_max = q->cfg.retain_max,
+		.subshard_bytes = q->cfg.subshard_bytes,
+		.bucket_us = q->cfg.bucket_us,
+		.max_payload = q->cfg.max_payload,
+	};
+	MDB_val key = { 1, "C" }, val = { sizeof(dc), &dc };
+	int rc = mdb_put(txn, q->meta, &key, &val, MDB_NOOVERWRITE);
+
+	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++) {
+		struct mq_disk_shard st = {
+			.next_seq = 1, .head_first = 1, .min_due = UINT64_MAX, .next_id = 1,
+		};
+
+		rc = mq_subshard_roll(q, w, s, &st);
+		if (!rc)
+			rc = mq_subshard_spare(q, w, s, &st);
+		if (!rc)
+			rc = mq_write_shard(q, txn, s, &st);
+	}
+	return rc;
+}
+
+static int load_config(mq_queue *q, struct mq_wtx *w, unsigned flags)
+{
+	MDB_txn *txn = w->txn;
+	MDB_val key = { 1, "C" }, val;
+	struct mq_disk_config dc;
+	int rc = mdb_get(txn, q->meta, &key, &val);
+
+	if (rc == MDB_NOTFOUND)
+		return (flags & MQ_CREATE) ? create_layout(q, w) : ENOENT;
+	if (rc)
+		return rc;
+	if (val.mv_size != sizeof(dc))
+		return MDB_CORRUPTED;
+	memcpy(&dc, val.mv_data, sizeof(dc));
+	if (dc.version != MQ_FORMAT_VERSION)
+		return MDB_VERSION_MISMATCH;
+	q->cfg.nshards = dc.nshards;
+	q->cfg.subshard_msgs = dc.subshard_msgs;
+	q->cfg.retain_max = dc.retain_max;
+	q->cfg.subshard_bytes = dc.subshard_bytes;
+	q->cfg.bucket_us = dc.bucket_us;
+	q->cfg.max_payload = dc.max_payload;
+	return 0;
+}
+
+static int open_dbs(mq_queue *q, struct mq_wtx *w, unsigned flags)
+{
+	MDB_txn *txn = w->txn;
+	char nm[MQ_NAME_MAX + 32];
+	unsigned cf = (flags & MQ_CREATE) ? MDB_CREATE : 0;
+	int rc;
+
+	snprintf(nm, sizeof(nm), "%s/m", q->name);
+	rc = mdb_dbi_open(txn, nm, cf, &q->meta);
+	if (rc == MDB_NOTFOUND)
+		return ENOENT;
+	if (rc)
+		return rc;
+	/* the configuration decides the shard count: read it first */
+	{
+		MDB_val key = { 1, "C" }, val;
+		struct mq_disk_config dc;
+
+		rc = mdb_get(txn, q->meta, &key, &val);
+		if (!rc && val.mv_size == sizeof(dc)) {
+			memcpy(&dc, val.mv_data, sizeof(dc));
+			q->cfg.nshards = dc.nshards;
+		}
+	}
+	q->shards = calloc(q->cfg.nshards, sizeof(*q->shards));
+	if (!q->shards)
+		return ENOMEM;
+	rc = load_config(q, w, flags);
+	if (!rc) {
+		snprintf(nm, sizeof(nm), "%s/x", q->name);
+		rc = mdb_dbi_open(txn, nm, MDB_CREATE, &q->exc);
+	}
+	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++) {
+		struct mq_disk_shard st;
+
+		MDB_dbi dbi;
+
+		snprintf(nm, sizeof(nm), "%s/d/%u", q->name, s);
+		rc = mdb_dbi_open(txn, nm, MDB_CREATE, &q->shards[s].delay);
+		if (!rc)
+			rc = mq_read_shard(q, txn, s, &st);
+		/* shared handles for the tail and the spare: enqueues inside
+		 * callers' transactions then never need to open one */
+		if (!rc)
+			rc = mq_wtx_subshard(q, w, s, st.tail_id, 0, &dbi);
+		if (!rc && st.spare_id)
+			rc = mq_wtx_subshard(q, w, s, st.spare_id, 0, &dbi);
+		if (!rc) {
+			q->shards[s].min_due = st.min_due;
+			q->shards[s].tail_first = st.tail_first;
+			q->shards[s].next_seq = st.next_seq;
+		}
+	}
+	return rc;
+}
+
+int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigned flags,
+	    mq_queue **out)
+{
+	mq_queue *q;
+	struct mq_wtx w;
+	size_t nl = name ? strlen(name) : 0;
+	int rc;
+
+	*out = NULL;
+	if (!env || nl == 0 || nl > MQ_NAME_MAX || strchr(name, '/'))
+		return EINVAL;
+	q = calloc(1, sizeof(*q));
+	if (!q)
+		return ENOMEM;
+	memcpy(q->name, name, nl);
+	if (cfg)
+		q->cfg = *cfg;
+	else
+		mq_config_default(&q->cfg);
+	if (!config_valid(&q->cfg)) {
+		free(q);
+		return EINVAL;
+	}
+	q->env = env;
+	pthread_rwlock_init(&q->droplock, NULL);
+	pthread_mutex_init(&q->dbi_lock, NULL);
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_mutex_init(&q->cache_lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&q->cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
+	q->cache_target = mq_budget_bytes();
+
+	rc = mq_wtx_begin(q, NULL, 1, &w);
+	if (!rc)
+		rc = mq_wtx_end(q, &w, open_dbs(q, &w, flags));
+	if (rc) {
+		mq_close(q);
+		return mq_lmdb_err(rc);
+	}
+	*out = q;
+	return 0;
+}
+
+void mq_close(mq_queue *q)
+{
+	if (!q)
+		return;
+	mq_cache_free_all(q);
+	if (q->shards) {
+		for (uint32_t s = 0; s < q->cfg.nshards; s++)
+			free(q->shards[s].dbis);
+		free(q->shards);
+	}
+	pthread_rwlock_destroy(&q->droplock);
+	pthread_mutex_destroy(&q->dbi_lock);
+	pthread_mutex_destroy(&q->lock);
+	pthread_mutex_destroy(&q->cache_lock);
+	pthread_cond_destroy(&q->cond);
+	free(q);
+}
+
+void mq_get_config(const mq_queue *q, struct mq_config *cfg)
+{
+	*cfg = q->cfg;
+}
+
+uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer)
+{
+	/* splitmix64 finaliser: neighbouring ids spread over the shards */
+	uint64_t z = enqueuer + 0x9e3779b97f4a7c15ull;
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	z ^= z >> 31;
+	return (uint32_t)(z % q->cfg.nshards);
+}
+
+void mq_wake(mq_queue *q)
+{
+	pthread_mutex_lock(&q->lock);
+	q->gen++;
+	pthread_cond_broadcast(&q->cond);
+	pthread_mutex_unlock(&q->lock);
+}
+
+void mq_notify(mq_queue *q)
+{
+	mq_wake(q);
+}
+
+int mq_tick(mq_queue *q)
+{
+	int rc = mq_delay_promote(q);
+
+	if (!rc)
+		rc = mq_retention(q);
+	return rc;
+}
+
+void mq_late_record(mq_queue *q, uint64_t late_us)
+{
+	unsigned b = 0;
+
+	while (b < 63 && (1ull << b) <= late_us)
+		b++;
+	atomic_fetch_add(&q->c.late_hist[b], 1);
+	uint64_t m = atomic_load(&q->c.lateness_max);
+	while (late_us > m && !atomic_compare_exchange_weak(&q->c.lateness_max, &m, late_us))
+		;
+}
+
+static uint64_t late_pct(mq_queue *q, double p)
+{
+	uint64_t tot = 0, acc = 0;
+
+	for (int b = 0; b < 64; b++)
+		tot += atomic_load(&q->c.late_hist[b]);
+	if (!tot)
+		return 0;
+	for (int b = 0; b < 64; b++) {
+		acc += atomic_load(&q->c.late_hist[b]);
+		if ((double)acc >= p * (double)tot)
+			return b ? (1ull << b) - 1 : 0; /* bucket's upper bound */
+	}
+	return atomic_load(&q->c.lateness_max);
+}
+
+void mq_stats(mq_queue *q, struct mq_stats *st)
+{
+	uint64_t now = mq_now_us();
+	MDB_txn *txn;
+
+	memset(st, 0, sizeof(*st));
+	st->enqueued = q->c.enqueued;
+	st->dequeued = q->c.dequeued;
+	st->acked = q->c.acked;
+	st->batches = q->c.batches;
+	st->subshards_created = q->c.sub_created;
+	st->subshards_dropped = q->c.sub_dropped;
+	st->delayed_enqueued = q->c.delayed_enqueued;
+	st->delayed_promoted = q->c.delayed_promoted;
+	st->lateness_max_us = q->c.lateness_max;
+	st->lateness_p50_us = late_pct(q, 0.5);
+	st->lateness_p99_us = late_pct(q, 0.99);
+	st->expired = q->c.expired;
+	st->filtered = q->c.filtered;
+	st->lagging = q->c.lagging;
+	st->cache_hits = q->c.hits;
+	st->cache_misses = q->c.misses;
+	st->cache_restores = q->c.restores;
+	st->cache_evictions = q->c.evictions;
+	st->store_only_enqueues = q->c.store_only;
+	st->pressure_events = 0;
+	if (!mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn)) {
+		for (uint32_t s = 0; s < q->cfg.nshards; s++) {
+			struct mq_disk_shard ds;
+
+			if (!mq_read_shard(q, txn, s, &ds)) {
+				st->subshards_live += ds.nlive;
+				st->delayed_pending += ds.delay_pending;
+			}
+		}
+		mdb_txn_abort(txn);
+	}
+	pthread_mutex_lock(&q->cache_lock);
+	st->cache_bytes = q->cache_bytes;
+	st->cache_target_bytes = q->cache_target;
+	st->pressure_events = q->c.pressure_events;
+	st->sizing_restores_est_milli = (uint64_t)(q->sizing_est * 1000.0);
+	for (uint32_t s = 0; s < q->cfg.nshards; s++)
+		st->enqueue_rate += mq_rate_get(&q->shards[s].enq, now);
+	pthread_mutex_lock(&q->lock);
+	for (mq_sub *sb = q->subs; sb; sb = sb->next)
+		for (uint32_t s = 0; s < q->cfg.nshards; s++)
+			st->dequeue_rate += mq_rate_get(&sb->rate[s], now);
+	pthread_mutex_unlock(&q->lock);
+	pthread_mutex_unlock(&q->cache_lock);
+}
+
+const char *mq_strerror(int rc)
+{
+	if (rc == MQ_LAGGED)
+		return "MQ_LAGGED: subscriber fell behind the retention limit";
+	if (rc < 0)
+		return mdb_strerror(rc);
+	return strerror(rc);
+}

@@ -1,0 +1,401 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Subscribers: durable (named, acknowledged positions in the store, one per
+ * shard) and ephemeral (this process only). A subscriber reads at pos[]
+ * and acknowledges up to acked[]; reopening resumes at acked[], so every
+ * unacknowledged message is delivered again (at-least-once).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void sub_key(const mq_sub *s, unsigned char *k, MDB_val *key)
+{
+	size_t nl = strlen(s->name);
+
+	k[0] = 'U';
+	memcpy(k + 1, s->name, nl);
+	key->mv_size = nl + 1;
+	key->mv_data = k;
+}
+
+/* Write the durable record: acked[] raised to what the store already has
+ * (retention may have moved a lagging subscriber forward). */
+static int sub_store(mq_sub *s, MDB_txn *txn, int force)
+{
+	uint32_t n = s->q->cfg.nshards;
+	unsigned char k[MQ_NAME_MAX + 1];
+	size_t vl = sizeof(struct mq_disk_sub) + n * sizeof(uint64_t);
+	unsigned char *buf = malloc(vl);
+	struct mq_disk_sub ds = { .nshards = n };
+	MDB_val key, val;
+	int rc;
+
+	if (!buf)
+		return ENOMEM;
+	sub_key(s, k, &key);
+	rc = mdb_get(txn, s->q->meta, &key, &val);
+	if (!rc && val.mv_size == vl) {
+		const uint64_t *old = (const uint64_t *)((char *)val.mv_data + sizeof(ds));
+
+		memcpy(&ds, val.mv_data, sizeof(ds));
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t o;
+
+			memcpy(&o, &old[i], sizeof(o));
+			if (!force && o > s->acked[i])
+				s->acked[i] = o;
+		}
+	} else if (rc && rc != MDB_NOTFOUND) {
+		free(buf);
+		return rc;
+	}
+	memcpy(buf, &ds, sizeof(ds));
+	memcpy(buf + sizeof(ds), s->acked, n * sizeof(uint64_t));
+	val.mv_size = vl;
+	val.mv_data = buf;
+	rc = mdb_put(txn, s->q->meta, &key, &val, 0);
+	free(buf);
+	return rc;
+}
+
+static int sub_load(mq_sub *s, MDB_txn *txn, int *found)
+{
+	uint32_t n = s->q->cfg.nshards;
+	unsigned char k[MQ_NAME_MAX + 1];
+	struct mq_disk_sub ds;
+	MDB_val key, val;
+	int rc;
+
+	sub_key(s, k, &key);
+	rc = mdb_get(txn, s->q->meta, &key, &val);
+	*found = !rc;
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (val.mv_size != sizeof(ds) + n * sizeof(uint64_t))
+		return MDB_CORRUPTED;
+	memcpy(&ds, val.mv_data, sizeof(ds));
+	memcpy(s->acked, (char *)val.mv_data + sizeof(ds), n * sizeof(uint64_t));
+	s->lagging = !!(ds.flags & MQ_SUB_F_LAGGING);
+	return 0;
+}
+
+static void sub_free(mq_sub *s)
+{
+	free((void *)s->pos);
+	free(s->acked);
+	free(s->rate);
+	free(s->peak_lag);
+	free(s->buf);
+	free(s);
+}
+
+static int start_positions(mq_sub *s, MDB_txn *txn)
+{
+	for (uint32_t i = 0; i < s->q->cfg.nshards; i++) {
+		struct mq_disk_shard st;
+		int rc = mq_read_shard(s->q, txn, i, &st);
+
+		if (rc)
+			return rc;
+		s->acked[i] = (s->flags & MQ_SUB_FROM_START) ? st.head_first : st.next_seq;
+	}
+	return 0;
+}
+
+int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *filter, void *arg,
+		 mq_sub **out)
+{
+	uint32_t n = q->cfg.nshards;
+	size_t nl = name ? strlen(name) : 0;
+	struct mq_wtx w;
+	mq_sub *s;
+	int rc, found = 0;
+
+	*out = NULL;
+	if ((name && (nl == 0 || nl > MQ_NAME_MAX || !(flags & MQ_SUB_DURABLE))) ||
+	    (!name && (flags & MQ_SUB_DURABLE)) || (flags & ~(MQ_SUB_DURABLE | MQ_SUB_FROM_START)))
+		return EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return ENOMEM;
+	s->q = q;
+	s->flags = flags;
+	s->filter = filter;
+	s->arg = arg;
+	if (name)
+		memcpy(s->name, name, nl);
+	s->pos = calloc(n, sizeof(*s->pos));
+	s->acked = calloc(n, sizeof(*s->acked));
+	s->rate = calloc(n, sizeof(*s->rate));
+	s->peak_lag = calloc(n, sizeof(*s->peak_lag));
+	if (!s->pos || !s->acked || !s->rate || !s->peak_lag) {
+		sub_free(s);
+		return ENOMEM;
+	}
+	if (name) {
+		pthread_mutex_lock(&q->lock);
+		for (mq_sub *o = q->subs; o; o = o->next)
+			if ((o->flags & MQ_SUB_DURABLE) && !strcmp(o->name, s->name))
+				found = 1;
+		pthread_mutex_unlock(&q->lock);
+		if (found) {
+			sub_free(s);
+			return EBUSY;
+		}
+	}
+	rc = mq_wtx_begin(q, NULL, 0, &w);
+	if (!rc && name)
+		rc = sub_load(s, w.txn, &found);
+	if (!rc && !found)
+		rc = start_positions(s, w.txn);
+	if (!rc && name && !found)
+		rc = sub_store(s, w.txn, 1);
+	rc = rc ? mq_wtx_end(q, &w, rc) : mq_wtx_end(q, &w, 0);
+	if (rc) {
+		sub_free(s);
+		return mq_lmdb_err(rc);
+	}
+	for (uint32_t i = 0; i < n; i++)
+		s->pos[i] = s->acked[i];
+	pthread_mutex_lock(&q->lock);
+	s->next = q->subs;
+	q->subs = s;
+	pthread_mutex_unlock(&q->lock);
+	*out = s;
+	return 0;
+}
+
+void mq_unsubscribe(mq_sub *s)
+{
+	mq_queue *q;
+
+	if (!s)
+		return;
+	q = s->q;
+	pthread_mutex_lock(&q->cache_lock); /* eviction reads subscribers */
+	pthread_mutex_lock(&q->lock);
+	for (mq_sub **pp = &q->subs; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&q->lock);
+	pthread_mutex_unlock(&q->cache_lock);
+	sub_free(s);
+}
+
+int mq_subscriber_delete(mq_queue *q, const char *name)
+{
+	unsigned char k[MQ_NAME_MAX + 1];
+	size_t nl = name ? strlen(name) : 0;
+	MDB_val key = { nl + 1, k };
+	struct mq_wtx w;
+	int rc, busy = 0;
+
+	if (nl == 0 || nl > MQ_NAME_MAX)
+		return EINVAL;
+	pthread_mutex_lock(&q->lock);
+	for (mq_sub *o = q->subs; o; o = o->next)
+		if ((o->flags & MQ_SUB_DURABLE) && !strcmp(o->name, name))
+			busy = 1;
+	pthread_mutex_unlock(&q->lock);
+	if (busy)
+		return EBUSY;
+	k[0] = 'U';
+	memcpy(k + 1, name, nl);
+	rc = mq_wtx_begin(q, NULL, 0, &w);
+	if (rc)
+		return mq_lmdb_err(rc);
+	rc = mdb_del(w.txn, q->meta, &key, NULL);
+	rc = mq_wtx_end(q, &w, rc);
+	if (rc == MDB_NOTFOUND)
+		return ENOENT;
+	if (!rc)
+		atomic_store(&q->retention_due, 1);
+	return mq_lmdb_err(rc);
+}
+
+/* Persist acked[] of a durable subscriber in @txn or an own transaction. */
+static int persist(mq_sub *s, MDB_txn *txn, int force)
+{
+	struct mq_wtx w;
+	int rc;
+
+	if (!(s->flags & MQ_SUB_DURABLE))
+		return 0;
+	rc = mq_wtx_begin(s->q, txn, 0, &w);
+	if (rc)
+		return mq_lmdb_err(rc);
+	rc = sub_store(s, w.txn, force);
+	return mq_lmdb_err(mq_wtx_end(s->q, &w, rc));
+}
+
+int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m)
+{
+	uint32_t n = s->q->cfg.nshards;
+	uint64_t *na = malloc(n * sizeof(*na)), *old = malloc(n * sizeof(*old)), delta = 0;
+	int rc;
+
+	if (!na || !old) {
+		free(na);
+		free(old);
+		return ENOMEM;
+	}
+	memcpy(old, s->acked, n * sizeof(*old));
+	memcpy(na, s->acked, n * sizeof(*na));
+	if (m) {
+		if (m->shard >= n || m->seq >= s->pos[m->shard] || !m->seq) {
+			free(na);
+			free(old);
+			return EINVAL;
+		}
+		if (m->seq + 1 > na[m->shard])
+			na[m->shard] = m->seq + 1;
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			if (s->pos[i] > na[i])
+				na[i] = s->pos[i];
+	}
+	pthread_mutex_lock(&s->q->lock);
+	memcpy(s->acked, na, n * sizeof(*na));
+	pthread_mutex_unlock(&s->q->lock);
+	rc = persist(s, txn, 0);
+	if (rc) {
+		pthread_mutex_lock(&s->q->lock);
+		memcpy(s->acked, old, n * sizeof(*old));
+		pthread_mutex_unlock(&s->q->lock);
+	} else {
+		for (uint32_t i = 0; i < n; i++)
+			delta += na[i] - old[i];
+		atomic_fetch_add(&s->q->c.acked, delta);
+	}
+	free(na);
+	free(old);
+	return rc;
+}
+
+static int set_position(mq_sub *s, uint32_t shard, uint64_t seq)
+{
+	s->pos[shard] = seq;
+	pthread_mutex_lock(&s->q->lock);
+	s->acked[shard] = seq;
+	pthread_mutex_unlock(&s->q->lock);
+	return 0;
+}
+
+int mq_seek_seq(mq_sub *s, uint32_t shard, uint64_t seq)
+{
+	struct mq_disk_shard st;
+	MDB_txn *txn;
+	int rc;
+
+	if (shard >= s->q->cfg.nshards)
+		return EINVAL;
+	rc = mdb_txn_begin(s->q->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return rc;
+	rc = mq_read_shard(s->q, txn, shard, &st);
+	mdb_txn_abort(txn);
+	if (rc)
+		return rc;
+	if (seq > st.next_seq)
+		return ERANGE;
+	if (seq < st.head_first)
+		return ENOENT;
+	set_position(s, shard, seq);
+	return persist(s, NULL, 1);
+}
+
+/* First seq of shard @sh whose delivery time is >= t (stream times are
+ * nearly ordered: promotion may be late, so scan a subshard fully). */
+static int find_time(mq_queue *q, MDB_txn *txn, uint32_t sh, uint64_t t, uint64_t *out,
+		     uint64_t *rid)
+{
+	struct mq_disk_shard st;
+	uint64_t at;
+	int rc = mq_read_shard(q, txn, sh, &st);
+
+	if (rc)
+		return rc;
+	*out = st.next_seq;
+	for (at = st.head_first; at < st.next_seq;) {
+		uint64_t first, id, end;
+		MDB_cursor *c;
+		MDB_val key, val;
+		MDB_dbi dbi;
+
+		rc = mq_subshard_locate(q, txn, sh, at, &first, &id, &end);
+		if (rc)
+			return rc;
+		rc = mq_dbi_for(q, txn, sh, id, &dbi);
+		if (rc == MQ_RETRY) {
+			*rid = id;
+			return rc;
+		}
+		if (rc)
+			return rc;
+		rc = mdb_cursor_open(txn, dbi, &c);
+		if (rc)
+			return rc;
+		for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); !rc;
+		     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+			struct mq_disk_msg h;
+
+			memcpy(&h, val.mv_data, sizeof(h));
+			if (h.dlv_us >= t) {
+				*out = mq_be64_get(key.mv_data);
+				mdb_cursor_close(c);
+				return 0;
+			}
+		}
+		mdb_cursor_close(c);
+		if (rc != MDB_NOTFOUND)
+			return rc;
+		at = end;
+	}
+	return 0;
+}
+
+int mq_seek_time(mq_sub *s, uint64_t t_us)
+{
+	uint32_t n = s->q->cfg.nshards;
+	uint64_t *to = malloc(n * sizeof(*to));
+	MDB_txn *txn = NULL;
+	int rc;
+
+	if (!to)
+		return ENOMEM;
+	for (;;) {
+		uint32_t i = 0;
+		uint64_t rid = 0;
+		MDB_dbi dbi;
+
+		pthread_rwlock_rdlock(&s->q->droplock);
+		rc = mdb_txn_begin(s->q->env, NULL, MDB_RDONLY, &txn);
+		for (; !rc && i < n; i++)
+			rc = find_time(s->q, txn, i, t_us, &to[i], &rid);
+		if (txn)
+			mdb_txn_abort(txn);
+		txn = NULL;
+		pthread_rwlock_unlock(&s->q->droplock);
+		if (rc != MQ_RETRY)
+			break;
+		rc = mq_dbi_get(s->q, i - 1, rid, &dbi); /* outside the lock */
+		if (rc)
+			break;
+	}
+	for (uint32_t i = 0; !rc && i < n; i++)
+		set_position(s, i, to[i]);
+	free(to);
+	return rc ? rc : persist(s, NULL, 1);
+}
+
+int mq_sub_lagging(const mq_sub *s)
+{
+	return s->lagging;
+}

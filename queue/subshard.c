@@ -1,0 +1,298 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Subshards: the bounded databases a shard's stream is cut into. A new
+ * subshard is always the spare created ahead by a maintenance transaction,
+ * so enqueues never create databases. A subshard every subscriber passed
+ * (or beyond the hard retention limit) is dropped whole with mdb_drop().
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void index_key(unsigned char k[13], uint32_t s, uint64_t first)
+{
+	k[0] = 'B';
+	mq_be32_put(k + 1, s);
+	mq_be64_put(k + 5, first);
+}
+
+int mq_subshard_index_put(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id)
+{
+	unsigned char k[13];
+	MDB_val key = { sizeof(k), k }, val = { sizeof(id), &id };
+
+	index_key(k, s, first);
+	return mdb_put(txn, q->meta, &key, &val, 0);
+}
+
+/* Create the spare subshard if there is none (maintenance transactions). */
+int mq_subshard_spare(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st)
+{
+	MDB_dbi dbi;
+	int rc;
+
+	if (st->spare_id || !w->maint)
+		return 0;
+	if (!st->next_id)
+		st->next_id = 1;
+	rc = mq_wtx_subshard(q, w, s, st->next_id, 1, &dbi);
+	if (rc)
+		return rc;
+	st->spare_id = st->next_id++;
+	atomic_fetch_add(&q->c.sub_created, 1);
+	return 0;
+}
+
+/* Start a new subshard at st->next_seq: the spare becomes the tail. */
+int mq_subshard_roll(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st)
+{
+	MDB_dbi dbi;
+	int rc = mq_subshard_spare(q, w, s, st);
+
+	if (rc)
+		return rc;
+	if (!st->spare_id)
+		return MQ_RETRY;
+	rc = mq_wtx_subshard(q, w, s, st->spare_id, 0, &dbi);
+	if (rc)
+		return rc;
+	rc = mq_subshard_index_put(q, w->txn, s, st->next_seq, st->spare_id);
+	if (rc)
+		return rc;
+	st->tail_first = st->next_seq;
+	st->tail_id = st->spare_id;
+	st->tail_count = 0;
+	st->tail_bytes = 0;
+	st->spare_id = 0;
+	st->nlive++;
+	atomic_store(&q->retention_due, 1);
+	return 0;
+}
+
+/*
+ * Find the subshard holding @seq of shard @s: its first seq, its database
+ * id, and the first seq of the next subshard (UINT64_MAX for the tail).
+ * MDB_NOTFOUND: @seq is older than every live subshard.
+ */
+int mq_subshard_locate(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint64_t *first,
+		       uint64_t *id, uint64_t *end)
+{
+	unsigned char k[13];
+	MDB_val key = { sizeof(k), k }, val;
+	MDB_cursor *c;
+	int rc;
+
+	rc = mdb_cursor_open(txn, q->meta, &c);
+	if (rc)
+		return rc;
+	index_key(k, s, seq);
+	*end = UINT64_MAX;
+	rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
+	if (!rc && key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
+	    mq_be32_get((unsigned char *)key.mv_data + 1) == s) {
+		uint64_t f = mq_be64_get((unsigned char *)key.mv_data + 5);
+
+		if (f == seq) {
+			*first = f;
+			memcpy(id, val.mv_data, sizeof(*id));
+			rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
+			if (!rc && key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
+			    mq_be32_get((unsigned char *)key.mv_data + 1) == s)
+				*end = mq_be64_get((unsigned char *)key.mv_data + 5);
+			mdb_cursor_close(c);
+			return 0;
+		}
+		*end = f;
+		rc = mdb_cursor_get(c, &key, &val, MDB_PREV);
+	} else if (rc == MDB_NOTFOUND || !rc) {
+		rc = mdb_cursor_get(c, &key, &val, rc ? MDB_LAST : MDB_PREV);
+	}
+	if (!rc) {
+		if (key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
+		    mq_be32_get((unsigned char *)key.mv_data + 1) == s) {
+			*first = mq_be64_get((unsigned char *)key.mv_data + 5);
+			memcpy(id, val.mv_data, sizeof(*id));
+		} else {
+			rc = MDB_NOTFOUND;
+		}
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+/*
+ * Lowest acknowledged position per shard over the durable subscribers in
+ * the store and the ephemeral ones of this process; subscribers older than
+ * @cut[s] are moved to it and marked lagging.
+ */
+static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint64_t *cut)
+{
+	uint32_t n = q->cfg.nshards;
+	MDB_val key = { 1, "U" }, val;
+	MDB_cursor *c;
+	int rc;
+
+	for (uint32_t s = 0; s < n; s++)
+		minpos[s] = UINT64_MAX;
+	pthread_mutex_lock(&q->lock);
+	for (mq_sub *sb = q->subs; sb; sb = sb->next)
+		if (!(sb->flags & MQ_SUB_DURABLE))
+			for (uint32_t s = 0; s < n; s++)
+				if (sb->acked[s] < minpos[s])
+					minpos[s] = sb->acked[s] < cut[s] ? cut[s] : sb->acked[s];
+	pthread_mutex_unlock(&q->lock);
+
+	rc = mdb_cursor_open(txn, q->meta, &c);
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); !rc;
+	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
+		struct mq_disk_sub ds;
+		uint64_t *acked;
+		int changed = 0;
+
+		if (((char *)key.mv_data)[0] != 'U')
+			break;
+		if (val.mv_size != sizeof(ds) + n * sizeof(uint64_t)) {
+			rc = MDB_CORRUPTED;
+			break;
+		}
+		memcpy(&ds, val.mv_data, sizeof(ds));
+		acked = malloc(n * sizeof(*acked));
+		if (!acked) {
+			rc = ENOMEM;
+			break;
+		}
+		memcpy(acked, (char *)val.mv_data + sizeof(ds), n * sizeof(*acked));
+		for (uint32_t s = 0; s < n; s++) {
+			if (acked[s] < cut[s]) {
+				ds.lost += cut[s] - acked[s];
+				acked[s] = cut[s];
+				changed = 1;
+			}
+			if (acked[s] < minpos[s])
+				minpos[s] = acked[s];
+		}
+		if (changed) {
+			unsigned char buf[sizeof(ds) + 1024 * sizeof(uint64_t)];
+			MDB_val nv = { val.mv_size, buf };
+
+			if (!(ds.flags & MQ_SUB_F_LAGGING))
+				atomic_fetch_add(&q->c.lagging, 1);
+			ds.flags |= MQ_SUB_F_LAGGING;
+			memcpy(buf, &ds, sizeof(ds));
+			memcpy(buf + sizeof(ds), acked, n * sizeof(*acked));
+			rc = mdb_cursor_put(c, &key, &nv, MDB_CURRENT);
+		}
+		free(acked);
+		if (rc)
+			break;
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int drop_one(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t first, uint64_t id,
+		    int *wrlocked)
+{
+	unsigned char k[13];
+	MDB_val key = { sizeof(k), k };
+	MDB_dbi dbi;
+	int rc;
+
+	if (!*wrlocked) {
+		pthread_rwlock_wrlock(&q->droplock);
+		*wrlocked = 1;
+	}
+	rc = mq_wtx_subshard(q, w, s, id, 0, &dbi);
+	if (!rc) {
+		mq_subshard_forget(q, s, id);
+		rc = mdb_drop(w->txn, dbi, 1);
+	} else if (rc == MDB_NOTFOUND) {
+		rc = 0; /* already gone */
+	}
+	if (rc)
+		return rc;
+	index_key(k, s, first);
+	rc = mdb_del(w->txn, q->meta, &key, NULL);
+	if (!rc)
+		atomic_fetch_add(&q->c.sub_dropped, 1);
+	return rc;
+}
+
+/*
+ * Maintenance: keep a spare per shard, start a new subshard where enqueues in
+ * callers' transactions overfilled the tail, drop passed subshards and
+ * enforce the hard limit (marking subscribers left behind as lagging).
+ */
+int mq_retention(mq_queue *q)
+{
+	uint32_t n = q->cfg.nshards;
+	uint64_t *minpos = calloc(n, 2 * sizeof(uint64_t)), *cut;
+	struct mq_wtx w;
+	int wrlocked = 0, rc;
+
+	if (!minpos)
+		return ENOMEM;
+	cut = minpos + n;
+	atomic_store(&q->retention_due, 0);
+	rc = mq_wtx_begin(q, NULL, 1, &w);
+	if (rc) {
+		free(minpos);
+		return mq_lmdb_err(rc);
+	}
+	/* The hard limit first: where each shard's head must move to. */
+	for (uint32_t s = 0; !rc && s < n; s++) {
+		struct mq_disk_shard st;
+		uint64_t first, id, next;
+
+		rc = mq_read_shard(q, w.txn, s, &st);
+		if (!rc)
+			rc = mq_subshard_spare(q, &w, s, &st);
+		if (!rc && st.tail_count >= q->cfg.subshard_msgs)
+			rc = mq_subshard_roll(q, &w, s, &st);
+		if (!rc)
+			rc = mq_subshard_spare(q, &w, s, &st);
+		if (!rc)
+			rc = mq_write_shard(q, w.txn, s, &st);
+		cut[s] = 0;
+		if (rc || st.nlive <= q->cfg.retain_max)
+			continue;
+		/* the first seq of the subshard that becomes the head */
+		uint64_t drop = st.nlive - q->cfg.retain_max;
+		uint64_t at = st.head_first;
+
+		while (!rc && drop--) {
+			rc = mq_subshard_locate(q, w.txn, s, at, &first, &id, &next);
+			at = next;
+		}
+		cut[s] = at;
+	}
+	if (!rc)
+		rc = min_positions(q, w.txn, minpos, cut);
+	for (uint32_t s = 0; !rc && s < n; s++) {
+		struct mq_disk_shard st;
+		uint64_t first, id, next;
+
+		rc = mq_read_shard(q, w.txn, s, &st);
+		while (!rc && st.nlive > 1) {
+			rc = mq_subshard_locate(q, w.txn, s, st.head_first, &first, &id, &next);
+			if (rc || next == UINT64_MAX || next > minpos[s])
+				break;
+			rc = drop_one(q, &w, s, first, id, &wrlocked);
+			if (!rc) {
+				st.head_first = next;
+				st.nlive--;
+			}
+		}
+		if (!rc)
+			rc = mq_write_shard(q, w.txn, s, &st);
+	}
+	rc = mq_wtx_end(q, &w, rc);
+	if (wrlocked)
+		pthread_rwlock_unlock(&q->droplock);
+	free(minpos);
+	return mq_lmdb_err(rc);
+}

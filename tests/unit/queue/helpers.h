@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* Test helpers: a temporary LMDB environment per test. */
+#ifndef MQ_TEST_HELPERS_H
+#define MQ_TEST_HELPERS_H
+
+#include <check.h>
+#include <lmdb.h>
+#include <stdint.h>
+
+#include "mfsq.h"
+
+struct tenv {
+	char dir[256];
+	MDB_env *env;
+	size_t mapsize;
+};
+
+/* Create a fresh directory and open an environment in it. */
+void tenv_open(struct tenv *t, size_t mapsize);
+/* Reopen the same environment (simulates a restart of the process). */
+void tenv_reopen(struct tenv *t);
+void tenv_close(struct tenv *t);
+void tenv_destroy(struct tenv *t);
+
+/* A small test configuration. */
+void small_cfg(struct mq_config *c, uint32_t nshards, uint32_t subshard_msgs);
+
+/* Enqueue one message whose payload is the text of (enqueuer, n). */
+int put_msg(mq_queue *q, MDB_txn *txn, uint64_t enqueuer, uint64_t n, uint64_t *seq);
+/* Parse the payload written by put_msg. */
+int parse_msg(const struct mq_msg *m, uint64_t *enqueuer, uint64_t *n);
+/* Dequeue exactly one message waiting up to 10 s; fails the test if none. */
+void get_one(mq_sub *s, struct mq_msg *m);
+
+Suite *suite_api(void);
+Suite *suite_delay(void);
+Suite *suite_cache(void);
+Suite *suite_sizing(void);
+Suite *suite_multi(void);
+
+#endif

@@ -1,0 +1,569 @@
+/* SPDX-License-Identifier: MIT */
+/* The queue API: open, enqueue, subscribers, ack, redelivery, seek, errors. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+
+static struct tenv T;
+static mq_queue *Q;
+
+static void setup(void)
+{
+	struct mq_config c;
+
+	tenv_open(&T, 0);
+	small_cfg(&c, 4, 8);
+	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &Q), 0);
+}
+
+static void teardown(void)
+{
+	mq_close(Q);
+	Q = NULL;
+	tenv_destroy(&T);
+}
+
+START_TEST(open_errors)
+{
+	mq_queue *q;
+	struct mq_config c;
+
+	ck_assert_int_eq(mq_open(T.env, "", NULL, MQ_CREATE, &q), EINVAL);
+	ck_assert_int_eq(mq_open(T.env, "a/b", NULL, MQ_CREATE, &q), EINVAL);
+	ck_assert_int_eq(mq_open(T.env, "nosuch", NULL, 0, &q), ENOENT);
+	mq_config_default(&c);
+	c.nshards = 0;
+	ck_assert_int_eq(mq_open(T.env, "bad", &c, MQ_CREATE, &q), EINVAL);
+	/* the stored configuration wins over the one passed */
+	mq_config_default(&c);
+	c.nshards = 9;
+	ck_assert_int_eq(mq_open(T.env, "q", &c, 0, &q), 0);
+	mq_get_config(q, &c);
+	ck_assert_uint_eq(c.nshards, 4);
+	mq_close(q);
+	ck_assert_uint_eq(mq_dbs_needed(NULL), 2 + 4 * (64 + 3));
+}
+END_TEST
+
+START_TEST(maxdbs_too_small)
+{
+	struct tenv t;
+	MDB_env *env;
+	mq_queue *q;
+
+	tenv_open(&t, 0);
+	tenv_close(&t);
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, 3), 0);
+	ck_assert_int_eq(mdb_env_open(env, t.dir, MDB_NOTLS, 0644), 0);
+	ck_assert_int_eq(mq_open(env, "q", NULL, MQ_CREATE, &q), MDB_DBS_FULL);
+	mdb_env_close(env);
+	tenv_destroy(&t);
+}
+END_TEST
+
+START_TEST(attributes)
+{
+	mq_sub *s;
+	struct mq_msg m;
+	struct mq_msg_in in = { .data = "hello", .len = 5, .enqueuer = 42, .prio = 3 };
+	uint64_t seq, before = 0;
+	size_t n;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	in.expire_us = UINT64_MAX - 1;
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
+	ck_assert_uint_eq(seq, 1);
+	get_one(s, &m);
+	ck_assert_uint_eq(m.shard, mq_shard_of(Q, 42));
+	ck_assert_uint_eq(m.seq, 1);
+	ck_assert_uint_eq(m.enqueuer, 42);
+	ck_assert_uint_eq(m.prio, 3);
+	ck_assert_uint_eq(m.expire_us, UINT64_MAX - 1);
+	ck_assert_uint_gt(m.enqueue_us, before);
+	ck_assert_uint_eq(m.deliver_us, m.enqueue_us);
+	ck_assert_uint_eq(m.len, 5);
+	ck_assert_mem_eq(m.data, "hello", 5);
+	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+START_TEST(bad_input)
+{
+	struct mq_msg_in in = { .data = "x", .len = 1, .prio = 10 };
+	struct mq_config c;
+	mq_sub *s;
+
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), EINVAL);
+	in.prio = 0;
+	in.data = NULL;
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), EINVAL);
+	mq_get_config(Q, &c);
+	in.data = "x";
+	in.len = (size_t)c.max_payload + 1;
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), EMSGSIZE);
+	ck_assert_int_eq(mq_subscribe(Q, "x", 0, NULL, NULL, &s), EINVAL);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, MQ_SUB_DURABLE, NULL, NULL, &s), EINVAL);
+	ck_assert_int_eq(mq_subscriber_delete(Q, "nobody"), ENOENT);
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	{
+		mq_sub *s2;
+
+		ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s2), EBUSY);
+		ck_assert_int_eq(mq_subscriber_delete(Q, "d"), EBUSY);
+	}
+	{
+		struct mq_msg m = { .shard = 0, .seq = 5 };
+
+		ck_assert_int_eq(mq_ack(s, NULL, &m), EINVAL); /* never delivered */
+		m.shard = 99;
+		ck_assert_int_eq(mq_ack(s, NULL, &m), EINVAL);
+	}
+	ck_assert_int_eq(mq_seek_seq(s, 99, 1), EINVAL);
+	ck_assert_int_eq(mq_seek_seq(s, 0, 1000), ERANGE);
+	mq_unsubscribe(s);
+	ck_assert_int_eq(mq_subscriber_delete(Q, "d"), 0);
+}
+END_TEST
+
+START_TEST(large_payload)
+{
+	size_t len = (size_t)1 << 20;
+	unsigned char *p = malloc(len);
+	struct mq_msg_in in = { .len = len, .enqueuer = 1 };
+	struct mq_msg m;
+	mq_sub *s;
+
+	for (size_t i = 0; i < len; i++)
+		p[i] = (unsigned char)(i * 7 + 3);
+	in.data = p;
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+	for (int i = 0; i < 3; i++) {
+		get_one(s, &m);
+		ck_assert_uint_eq(m.len, len);
+		ck_assert_int_eq(memcmp(m.data, p, len), 0);
+	}
+	mq_unsubscribe(s);
+	free(p);
+}
+END_TEST
+
+START_TEST(caller_txn)
+{
+	MDB_txn *txn;
+	mq_sub *s;
+	struct mq_msg m;
+	MDB_dbi mine;
+	size_t n;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	/* aborted with the caller's data: no message */
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(put_msg(Q, txn, 7, 1, NULL), 0);
+	mdb_txn_abort(txn);
+	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	/* committed with the caller's own record: both visible */
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "app", MDB_CREATE, &mine), 0);
+	{
+		MDB_val k = { 1, "k" }, v = { 1, "v" };
+
+		ck_assert_int_eq(mdb_put(txn, mine, &k, &v, 0), 0);
+	}
+	for (int i = 0; i < 20; i++) /* crosses subshards (8 per subshard) */
+		ck_assert_int_eq(put_msg(Q, txn, 7, (uint64_t)i, NULL), 0);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	mq_notify(Q);
+	for (int i = 0; i < 20; i++) {
+		uint64_t e, k;
+
+		get_one(s, &m);
+		ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
+		ck_assert_uint_eq(k, (uint64_t)i);
+	}
+	mq_unsubscribe(s);
+}
+END_TEST
+
+START_TEST(batch)
+{
+	struct mq_msg_in in[300];
+	uint64_t seqs[300];
+	struct mq_msg out[64];
+	mq_sub *s;
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	for (int i = 0; i < 300; i++)
+		in[i] = (struct mq_msg_in){ .data = &i, .len = sizeof(i), .enqueuer = 5 };
+	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 300, seqs), 0);
+	for (int i = 1; i < 300; i++)
+		ck_assert_uint_eq(seqs[i], seqs[i - 1] + 1);
+	while (got < 300) {
+		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		for (size_t i = 0; i < n; i++, got++)
+			ck_assert_uint_eq(out[i].seq, seqs[got]);
+	}
+	ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 0), EAGAIN);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+/* Many enqueuers over 4 shards: every enqueuer's order holds. */
+START_TEST(enqueuer_order)
+{
+	enum { E = 13, N = 20 };
+	uint64_t next[E] = { 0 };
+	struct mq_msg out[32];
+	mq_sub *s;
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	for (int k = 0; k < N; k++)
+		for (uint64_t e = 0; e < E; e++)
+			ck_assert_int_eq(put_msg(Q, NULL, e, (uint64_t)k, NULL), 0);
+	while (got < E * N) {
+		ck_assert_int_eq(mq_dequeue(s, out, 32, &n, 10000), 0);
+		for (size_t i = 0; i < n; i++, got++) {
+			uint64_t e, k;
+
+			ck_assert_int_eq(parse_msg(&out[i], &e, &k), 0);
+			ck_assert_uint_eq(out[i].shard, mq_shard_of(Q, e));
+			ck_assert_uint_eq(k, next[e]);
+			next[e]++;
+		}
+	}
+	mq_unsubscribe(s);
+}
+END_TEST
+
+struct producer {
+	mq_queue *q;
+	int n;
+};
+
+static void *produce(void *arg)
+{
+	struct producer *p = arg;
+
+	for (int i = 0; i < p->n; i++)
+		if (put_msg(p->q, NULL, 99, (uint64_t)i, NULL))
+			return (void *)1;
+	return NULL;
+}
+
+START_TEST(blocking)
+{
+	struct producer p = { Q, 100 };
+	pthread_t th;
+	struct mq_msg m;
+	mq_sub *s;
+	size_t n;
+	void *ret;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 1), ETIMEDOUT);
+	ck_assert_int_eq(pthread_create(&th, NULL, produce, &p), 0);
+	for (int i = 0; i < 100; i++) {
+		uint64_t e, k;
+
+		get_one(s, &m);
+		ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
+		ck_assert_uint_eq(k, (uint64_t)i);
+	}
+	pthread_join(th, &ret);
+	ck_assert_ptr_null(ret);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+START_TEST(durable_redelivery)
+{
+	struct mq_msg m;
+	mq_sub *s;
+	uint64_t e, k;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
+	for (int i = 0; i < 4; i++)
+		get_one(s, &m);
+	ck_assert_int_eq(mq_ack(s, NULL, &m), 0); /* 0..3 acked */
+	get_one(s, &m);                           /* 4 delivered, not acked */
+	mq_unsubscribe(s);
+	/* a restart of the process */
+	mq_close(Q);
+	tenv_reopen(&T);
+	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (int i = 4; i < 10; i++) {
+		get_one(s, &m);
+		ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
+		ck_assert_uint_eq(k, (uint64_t)i);
+	}
+	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	mq_unsubscribe(s);
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	{
+		size_t n;
+
+		ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	}
+	mq_unsubscribe(s);
+}
+END_TEST
+
+START_TEST(ack_in_caller_txn)
+{
+	struct mq_msg m;
+	MDB_txn *txn;
+	mq_sub *s;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(put_msg(Q, NULL, 1, 0, NULL), 0);
+	get_one(s, &m);
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mq_ack(s, txn, &m), 0);
+	mdb_txn_abort(txn); /* the ack did not happen */
+	mq_unsubscribe(s);
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	get_one(s, &m);
+	ck_assert_uint_eq(m.seq, 1);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+START_TEST(ephemeral_start)
+{
+	struct mq_msg m;
+	mq_sub *a, *b;
+	size_t n;
+
+	ck_assert_int_eq(put_msg(Q, NULL, 1, 0, NULL), 0);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &a), 0);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, MQ_SUB_FROM_START, NULL, NULL, &b), 0);
+	ck_assert_int_eq(mq_dequeue(a, &m, 1, &n, 0), EAGAIN);
+	get_one(b, &m);
+	ck_assert_uint_eq(m.seq, 1);
+	mq_unsubscribe(a);
+	mq_unsubscribe(b);
+}
+END_TEST
+
+START_TEST(seek)
+{
+	struct mq_msg m;
+	mq_sub *s;
+	uint64_t t_mid = 0, seqs[20];
+	uint32_t sh = mq_shard_of(Q, 3);
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (int i = 0; i < 20; i++) {
+		ck_assert_int_eq(put_msg(Q, NULL, 3, (uint64_t)i, &seqs[i]), 0);
+		if (i == 9)
+			t_mid = 0;
+	}
+	for (int i = 0; i < 20; i++) {
+		get_one(s, &m);
+		if (i == 10)
+			t_mid = m.deliver_us;
+	}
+	ck_assert_int_eq(mq_seek_seq(s, sh, seqs[5]), 0);
+	get_one(s, &m);
+	ck_assert_uint_eq(m.seq, seqs[5]);
+	ck_assert_int_eq(mq_seek_seq(s, sh, seqs[19] + 1), 0); /* the end is fine */
+	ck_assert_int_eq(mq_seek_seq(s, sh, seqs[19] + 2), ERANGE);
+	ck_assert_int_eq(mq_seek_time(s, t_mid), 0);
+	get_one(s, &m);
+	ck_assert_uint_le(m.seq, seqs[10]);
+	ck_assert_uint_ge(m.deliver_us, t_mid);
+	/* seek persists for a durable subscriber */
+	ck_assert_int_eq(mq_seek_seq(s, sh, seqs[2]), 0);
+	mq_unsubscribe(s);
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	get_one(s, &m);
+	ck_assert_uint_eq(m.seq, seqs[2]);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+static int only_odd(const struct mq_msg *m, void *arg)
+{
+	uint64_t e, k;
+
+	(void)arg;
+	return parse_msg(m, &e, &k) == 0 && (k & 1);
+}
+
+START_TEST(rule_filter)
+{
+	struct mq_msg m;
+	mq_sub *s;
+	struct mq_stats st;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, only_odd, NULL, &s), 0);
+	for (int i = 0; i < 10; i++)
+		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
+	for (int i = 1; i < 10; i += 2) {
+		uint64_t e, k;
+
+		get_one(s, &m);
+		ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
+		ck_assert_uint_eq(k, (uint64_t)i);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_ge(st.filtered, 4);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+START_TEST(expiry)
+{
+	struct mq_msg_in in = { .data = "old", .len = 3, .enqueuer = 1, .expire_us = 1 };
+	struct mq_msg m;
+	mq_sub *s;
+	uint64_t cur = 0, e, k;
+	int reason;
+	char buf[16];
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+	ck_assert_int_eq(put_msg(Q, NULL, 1, 1, NULL), 0);
+	get_one(s, &m); /* the expired one is skipped */
+	ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
+	ck_assert_uint_eq(k, 1);
+	ck_assert_int_eq(mq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(reason, MQ_REASON_EXPIRED);
+	ck_assert_uint_eq(m.len, 3);
+	ck_assert_mem_eq(buf, "old", 3);
+	ck_assert_int_eq(mq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), ENOENT);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+/* Subshards are dropped whole once every durable subscriber passed them. */
+START_TEST(subshard_drop)
+{
+	struct mq_stats st;
+	struct mq_msg out[16];
+	mq_sub *s;
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (int i = 0; i < 64; i++)
+		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
+	ck_assert_int_eq(mq_tick(Q), 0);
+	mq_stats(Q, &st);
+	ck_assert_uint_ge(st.subshards_live, 8 + 3); /* 64 / 8 in one shard, tails */
+	while (got < 64) {
+		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 10000), 0);
+		got += n;
+	}
+	ck_assert_int_eq(mq_tick(Q), 0);
+	mq_stats(Q, &st);
+	ck_assert_uint_ge(st.subshards_live, 8); /* not acked: kept */
+	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	ck_assert_int_eq(mq_tick(Q), 0);
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.subshards_live, 4); /* one tail per shard */
+	ck_assert_uint_ge(st.subshards_dropped, 7);
+	/* a passed subshard cannot be sought to */
+	ck_assert_int_eq(mq_seek_seq(s, mq_shard_of(Q, 1), 1), ENOENT);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+/* A subscriber beyond the hard limit is marked lagging, not kept forever. */
+START_TEST(lagging)
+{
+	struct mq_stats st;
+	struct mq_msg m;
+	mq_sub *s, *fast;
+	size_t n;
+	int rc;
+
+	ck_assert_int_eq(mq_subscribe(Q, "slow", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &fast), 0);
+	for (int i = 0; i < 8 * 20; i++)
+		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
+	ck_assert_int_eq(mq_tick(Q), 0);
+	mq_stats(Q, &st);
+	ck_assert_uint_le(st.subshards_live, 16 + 3);
+	ck_assert_uint_ge(st.lagging, 1);
+	rc = mq_dequeue(s, &m, 1, &n, 0);
+	ck_assert_int_eq(rc, MQ_LAGGED);
+	ck_assert(mq_sub_lagging(s));
+	get_one(s, &m); /* continues at the oldest retained message */
+	ck_assert_uint_gt(m.seq, 8);
+	mq_unsubscribe(s);
+	mq_unsubscribe(fast);
+}
+END_TEST
+
+/* A full map: ENOSPC, and the queue keeps everything committed before. */
+START_TEST(map_full)
+{
+	struct tenv t;
+	mq_queue *q;
+	mq_sub *s;
+	struct mq_msg m;
+	struct mq_config c;
+	char big[4000];
+	struct mq_msg_in in = { .data = big, .len = sizeof(big), .enqueuer = 1 };
+	int rc = 0, ok = 0;
+	size_t n;
+
+	memset(big, 'x', sizeof(big));
+	tenv_open(&t, (size_t)1 << 20);
+	small_cfg(&c, 1, 16);
+	ck_assert_int_eq(mq_open(t.env, "q", &c, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	while (ok < 10000 && (rc = mq_enqueue(q, NULL, &in, NULL)) == 0)
+		ok++;
+	ck_assert_int_eq(rc, ENOSPC);
+	ck_assert_int_gt(ok, 10);
+	for (int i = 0; i < ok; i++) {
+		get_one(s, &m);
+		ck_assert_uint_eq(m.seq, (uint64_t)i + 1);
+	}
+	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	mq_unsubscribe(s);
+	mq_close(q);
+	tenv_destroy(&t);
+}
+END_TEST
+
+Suite *suite_api(void)
+{
+	Suite *s = suite_create("api");
+	TCase *tc = tcase_create("api");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, open_errors);
+	tcase_add_test(tc, maxdbs_too_small);
+	tcase_add_test(tc, attributes);
+	tcase_add_test(tc, bad_input);
+	tcase_add_test(tc, large_payload);
+	tcase_add_test(tc, caller_txn);
+	tcase_add_test(tc, batch);
+	tcase_add_test(tc, enqueuer_order);
+	tcase_add_test(tc, blocking);
+	tcase_add_test(tc, durable_redelivery);
+	tcase_add_test(tc, ack_in_caller_txn);
+	tcase_add_test(tc, ephemeral_start);
+	tcase_add_test(tc, seek);
+	tcase_add_test(tc, rule_filter);
+	tcase_add_test(tc, expiry);
+	tcase_add_test(tc, subshard_drop);
+	tcase_add_test(tc, lagging);
+	tcase_add_test(tc, map_full);
+	suite_add_tcase(s, tc);
+	return s;
+}
