@@ -16,6 +16,9 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "dbfs/internal.h"
 
@@ -47,10 +50,80 @@ static int grow_map(struct dbfs *fs, uint64_t seen)
 	return rc;
 }
 
+/* LMDB reports a short write of its pages as EIO; when the store's file
+ * system is out of space, that is ENOSPC to the writer. */
+static int commit_error(struct dbfs *fs, int rc)
+{
+	struct statvfs sv;
+	if (rc == EIO && statvfs(fs->dir, &sv) == 0 &&
+	    (uint64_t)sv.f_bavail * sv.f_frsize < (16u << 20))
+		return ENOSPC;
+	return rc;
+}
+
+/*
+ * Space reserve. LMDB extends its file by writing pages past the end, and a
+ * full file system turns that into a failed commit; worse, even a delete
+ * needs fresh pages (copy-on-write), so a store that filled its disk could
+ * not free anything. We keep DBFS_RESERVE bytes allocated past the last
+ * page LMDB uses; when the reserve cannot be restored, operations that
+ * need space fail with ENOSPC before they change anything (see
+ * dbfs_space_check) while deletes proceed inside the reserve.
+ */
+#define DBFS_RESERVE (8u << 20)
+#define DBFS_PREALLOC (32u << 20)
+
+/* Bytes in LMDB's free list (pages that deletes gave back). */
+static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
+{
+	MDB_txn *t;
+	MDB_cursor *c;
+	MDB_val k, v;
+	uint64_t pages = 0;
+	if (dbfs_read_begin(fs, &t))
+		return 0;
+	if (mdb_cursor_open(t, 0 /* FREE_DBI */, &c) == 0) {
+		while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0)
+			if (v.mv_size >= sizeof(size_t))
+				pages += *(size_t *)v.mv_data;
+		mdb_cursor_close(c);
+	}
+	dbfs_read_end(fs, t);
+	return pages * psize;
+}
+
+static void space_refresh(struct dbfs *fs)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	struct stat sb;
+	int fd;
+	if (mdb_env_get_fd(fs->env, &fd) || fstat(fd, &sb))
+		return;
+	mdb_env_info(fs->env, &info);
+	mdb_env_stat(fs->env, &st);
+	uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+	uint64_t have = (uint64_t)sb.st_size > used ? (uint64_t)sb.st_size - used : 0;
+	if (have >= DBFS_RESERVE) {
+		fs->space_low = 0;
+		return;
+	}
+	if (fallocate(fd, 0, sb.st_size, DBFS_PREALLOC) == 0 ||
+	    fallocate(fd, 0, sb.st_size, DBFS_RESERVE - have) == 0) {
+		fs->space_low = 0;
+		return;
+	}
+	if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
+		fs->space_low = free_bytes(fs, st.ms_psize) < 2 * DBFS_RESERVE;
+	/* EOPNOTSUPP and friends: no reserve on this file system; the EIO to
+	 * ENOSPC mapping at commit is all we have. */
+}
+
 /* Run ops [0, n) in one transaction. Returns 0 when committed (each op's rc
  * set), or the store error that aborted the batch. */
 static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 {
+	space_refresh(fs);
 	for (;;) {
 		MDB_txn *txn;
 		pthread_rwlock_rdlock(&fs->map_lock);
@@ -89,7 +162,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			continue;
 		}
 		if (rc)
-			return rc;
+			return commit_error(fs, rc);
 		fs->cnt.commits++;
 		if (n > 1)
 			fs->cnt.batched_ops += n;

@@ -15,6 +15,7 @@
 #include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <errno.h>
 
 #include "dbfs/dbfs.h"
 #include "dbfs/format.h"
@@ -50,6 +51,7 @@ struct dbfs {
 	int stopping;
 
 	struct dbfs_nodes nodes;   /* kernel lookup counts */
+	int space_low;             /* the space reserve is gone (commit.c) */
 
 	_Atomic uint64_t quota_bytes, quota_inodes;
 	struct {
@@ -67,6 +69,13 @@ typedef int (*dbfs_write_fn)(struct dbfs *fs, MDB_txn *txn, void *arg);
 /* Run fn in a write transaction, batched with concurrent writers; returns
  * fn's result, or the commit's error. Grows the map on MDB_MAP_FULL. */
 int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg);
+
+/* -ENOSPC when the store's file system has no room left for growth; an
+ * operation that adds data calls it before its first change. */
+static inline int dbfs_space_check(struct dbfs *fs)
+{
+	return fs->space_low ? -ENOSPC : 0;
+}
 
 /* Read transactions. dbfs_read_begin takes the map lock shared; the
  * transaction (and any pointer into the map) is valid until dbfs_read_end. */

@@ -103,7 +103,7 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 	default:
 		return -EINVAL;
 	}
-	if ((rc = check_inode_quota(fs, txn)))
+	if ((rc = check_inode_quota(fs, txn)) || (rc = dbfs_space_check(fs)))
 		return rc;
 	if (S_ISLNK(mode)) {
 		mode = S_IFLNK | 0777;
@@ -167,6 +167,8 @@ int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
 		return -ENOENT;
 	if (in->nlink >= DBFS_LINK_MAX)
 		return -EMLINK;
+	if ((rc = dbfs_space_check(fs)))
+		return rc;
 	if ((rc = get_dir(fs, txn, parent, &pin)))
 		return rc;
 	rc = dbfs_dir_lookup(fs, txn, parent, name, len, &dv);
@@ -469,6 +471,8 @@ int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, con
 		return -EFBIG;
 	if (!len)
 		return 0;
+	if ((rc = dbfs_space_check(fs)))
+		return rc;
 	if (fs->quota_bytes) {
 		if ((rc = dbfs_data_write_cost(fs, txn, ino, off, len, &cost)))
 			return rc;
@@ -507,7 +511,8 @@ int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uin
 		if ((mode & FALLOC_FL_KEEP_SIZE) && end > in.size)
 			end = in.size;
 		if (end > off) {
-			if ((rc = dbfs_data_write_cost(fs, txn, ino, off, end - off, &cost)) ||
+			if ((rc = dbfs_space_check(fs)) ||
+			    (rc = dbfs_data_write_cost(fs, txn, ino, off, end - off, &cost)) ||
 			    (rc = check_byte_quota(fs, txn, cost)))
 				return rc;
 			rc = dbfs_data_allocate(fs, txn, ino, &in, off, end - off);
@@ -550,6 +555,8 @@ int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *na
 		return -E2BIG;
 	if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
 		return -EINVAL;
+	if ((rc = dbfs_space_check(fs)))
+		return rc;
 	int is_access = !strcmp(name, DBFS_ACL_ACCESS);
 	int is_default = !strcmp(name, DBFS_ACL_DEFAULT);
 	if (is_access || is_default) {
@@ -614,6 +621,8 @@ int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t 
 		return -EFBIG;
 	if (ino_in == ino_out && off_in < off_out + len && off_out < off_in + len)
 		return -EINVAL;
+	if ((rc = dbfs_space_check(fs)))
+		return rc;
 	if (fs->quota_bytes) {
 		uint64_t cost;
 		if ((rc = dbfs_data_write_cost(fs, txn, ino_out, off_out, len, &cost)) ||
