@@ -65,13 +65,21 @@ static int commit_error(struct dbfs *fs, int rc)
  * Space reserve. LMDB extends its file by writing pages past the end, and a
  * full file system turns that into a failed commit; worse, even a delete
  * needs fresh pages (copy-on-write), so a store that filled its disk could
- * not free anything. We keep DBFS_RESERVE bytes allocated past the last
+ * not free anything. We keep a reserve (reserve_for) allocated past the last
  * page LMDB uses; when the reserve cannot be restored, operations that
  * need space fail with ENOSPC before they change anything (see
  * dbfs_space_check) while deletes proceed inside the reserve.
  */
-#define DBFS_RESERVE (8u << 20)
-#define DBFS_PREALLOC (32u << 20)
+#define RESERVE_MIN (256u << 10)
+#define RESERVE_MAX (8u << 20)
+
+/* The reserve scales with the store, so that a thousand small stores do
+ * not pin gigabytes, and a large one can still delete. */
+static uint64_t reserve_for(uint64_t used)
+{
+	uint64_t r = used / 8;
+	return r < RESERVE_MIN ? RESERVE_MIN : r > RESERVE_MAX ? RESERVE_MAX : r;
+}
 
 /* Bytes in LMDB's free list (pages that deletes gave back). */
 static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
@@ -104,17 +112,20 @@ static void space_refresh(struct dbfs *fs)
 	mdb_env_stat(fs->env, &st);
 	uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
 	uint64_t have = (uint64_t)sb.st_size > used ? (uint64_t)sb.st_size - used : 0;
-	if (have >= DBFS_RESERVE) {
+	uint64_t want = reserve_for(used);
+	if (have >= want) {
 		fs->space_low = 0;
 		return;
 	}
-	if (fallocate(fd, 0, sb.st_size, DBFS_PREALLOC) == 0 ||
-	    fallocate(fd, 0, sb.st_size, DBFS_RESERVE - have) == 0) {
+	/* Allocate twice the shortfall so this runs once per reserve's worth
+	 * of growth, not at every commit. */
+	if (fallocate(fd, 0, sb.st_size, (off_t)(2 * want - have)) == 0 ||
+	    fallocate(fd, 0, sb.st_size, (off_t)(want - have)) == 0) {
 		fs->space_low = 0;
 		return;
 	}
 	if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
-		fs->space_low = free_bytes(fs, st.ms_psize) < 2 * DBFS_RESERVE;
+		fs->space_low = free_bytes(fs, st.ms_psize) < 2 * want;
 	/* EOPNOTSUPP and friends: no reserve on this file system; the EIO to
 	 * ENOSPC mapping at commit is all we have. */
 }
