@@ -23,7 +23,6 @@
 
 #define CHECK(expr)                                                                          \
 	do {                                                                                 \
-		errno = 0;                                                                   \
 		if (!(expr)) {                                                               \
 			int e_ = errno;                                                      \
 			fprintf(stderr, "%s:%d: CHECK failed: %s (errno %d: %s)\n", __FILE__, \
@@ -63,11 +62,10 @@
 		}                                                                            \
 	} while (0)
 
-/* Note: the CHECK macros clear errno before evaluating their arguments, so
- * copy errno into a variable before checking it. */
+/* CHECK and CHECK_EQ report errno as it is after evaluating their arguments
+ * (usually set by the failed call just before); CHECK_ERR clears it first. */
 #define CHECK_EQ(a, b)                                                                       \
 	do {                                                                                 \
-		errno = 0;                                                                   \
 		long long a_ = (long long)(a), b_ = (long long)(b);                          \
 		if (a_ != b_) {                                                              \
 			int e_ = errno;                                                      \

@@ -4,9 +4,10 @@
 # earlier files stay intact, deleting files makes writes work again, and
 # (DBFS) the store still mounts and holds the same data afterwards.
 . "$(dirname "$0")/lib.sh"
+FILL=$(realpath "$1") # meson may pass a path relative to the build dir
 need_root
 STORE_SIZE=32m
 fs_mount
-"$1" "$MNT" "$OUT" bytes ENOSPC 64
+"$FILL" "$MNT" "$OUT" bytes ENOSPC 64
 fs_remount
-"$1" "$MNT" "$OUT" verify
+"$FILL" "$MNT" "$OUT" verify

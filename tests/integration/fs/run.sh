@@ -3,7 +3,7 @@
 # Mount a fresh file system and run PROGRAM MOUNT_DIR OUTSIDE_DIR [ARGS...].
 # PROGRAM exits 0 (pass), 1 (fail) or 77 (skip).
 . "$(dirname "$0")/lib.sh"
-prog=$1
+prog=$(realpath "$1") # meson may pass a path relative to the build dir
 shift
 fs_mount
 rc=0

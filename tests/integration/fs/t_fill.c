@@ -68,24 +68,27 @@ static long fill(const char *name, int want, long max_mib)
 	CHECK(fd >= 0);
 	long mib;
 	int err = 0;
+	const char *call = "";
 	for (mib = 0; mib <= max_mib; mib++) {
 		fill_pattern(buf, MiB, 7, (uint64_t)mib * MiB);
 		ssize_t n = pwrite(fd, buf, MiB, (off_t)mib * MiB);
 		if (n < 0) {
 			err = errno;
+			call = "write";
 			break;
 		}
 		if (n < MiB) /* a short write: the next one gives the error */
 			continue;
 		if (fsync(fd) != 0) {
 			err = errno;
+			call = "fsync";
 			break;
 		}
 	}
 	if (err == 0)
 		fail("%s: still no error after writing %ld MiB", name, max_mib);
 	if (err != want)
-		fail("%s: writing failed after %ld MiB with errno %d (%s), expected %s", name,
+		fail("%s: %s failed after %ld MiB with errno %d (%s), expected %s", name, call,
 		     mib, err, strerror(err), strerror(want));
 	/* close may report the same error again; anything else is wrong. */
 	if (close(fd) != 0 && errno != want)
