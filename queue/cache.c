@@ -179,9 +179,26 @@ static int entry_push(mq_queue *q, struct mq_centry *e, uint64_t seq,
 	return 0;
 }
 
+/* Follow the pressure state (mq_pressure_now() rate-limits the probing). */
+static void pressure_update(mq_queue *q)
+{
+	int p = mq_pressure_now();
+
+	if (p && !q->in_pressure) {
+		atomic_fetch_add(&q->c.pressure_events, 1);
+		q->cache_target = 0;
+	}
+	if (!p && q->in_pressure) {
+		q->cache_target = mq_budget_bytes(); /* until sizing measured again */
+		q->next_sizing_us = 0;
+	}
+	q->in_pressure = p;
+}
+
 void mq_cache_append(mq_queue *q, const struct mq_put *p, size_t n)
 {
 	pthread_mutex_lock(&q->cache_lock);
+	pressure_update(q);
 	for (size_t i = 0; i < n; i++) {
 		struct mq_centry *e;
 		uint64_t sz = sizeof(struct mq_cmsg) + p[i].len;
@@ -272,15 +289,14 @@ void mq_cache_sizing(mq_queue *q, uint64_t now)
 	int p;
 
 	pthread_mutex_lock(&q->cache_lock);
-	if (now < q->next_sizing_us) {
+	pressure_update(q);
+	p = q->in_pressure;
+	if (!p && now < q->next_sizing_us) {
 		pthread_mutex_unlock(&q->cache_lock);
+		mq_cache_shrink(q);
 		return;
 	}
 	q->next_sizing_us = now + MQ_SIZING_PERIOD_US;
-	p = mq_pressure_now();
-	if (p && !q->in_pressure)
-		atomic_fetch_add(&q->c.pressure_events, 1);
-	q->in_pressure = p;
 	if (p) {
 		q->cache_target = 0;
 	} else {

@@ -45,7 +45,11 @@ int mq_exception_next(mq_queue *q, uint64_t *cursor, struct mq_msg *m, int *reas
 	if (rc)
 		return rc;
 	rc = mdb_cursor_open(txn, q->exc, &c);
-	for (rc = rc ? rc : mdb_cursor_get(c, &key, &val, MDB_FIRST); !rc && i < *cursor;
+	if (rc) {
+		mdb_txn_abort(txn);
+		return rc;
+	}
+	for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); !rc && i < *cursor;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT))
 		i++;
 	if (!rc) {
@@ -70,6 +74,7 @@ int mq_exception_next(mq_queue *q, uint64_t *cursor, struct mq_msg *m, int *reas
 		*reason = *(unsigned char *)val.mv_data;
 		(*cursor)++;
 	}
+	mdb_cursor_close(c);
 	mdb_txn_abort(txn);
 	return rc == MDB_NOTFOUND ? ENOENT : rc;
 }

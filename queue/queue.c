@@ -320,8 +320,12 @@ static uint64_t late_pct(mq_queue *q, double p)
 		return 0;
 	for (int b = 0; b < 64; b++) {
 		acc += atomic_load(&q->c.late_hist[b]);
-		if ((double)acc >= p * (double)tot)
-			return b ? (1ull << b) - 1 : 0; /* bucket's upper bound */
+		if ((double)acc >= p * (double)tot) {
+			uint64_t ub = b ? (1ull << b) - 1 : 0; /* bucket's upper bound */
+			uint64_t mx = atomic_load(&q->c.lateness_max);
+
+			return ub < mx ? ub : mx;
+		}
 	}
 	return atomic_load(&q->c.lateness_max);
 }

@@ -194,6 +194,7 @@ END_TEST
 
 START_TEST(batch)
 {
+	static int vals[300];
 	struct mq_msg_in in[300];
 	uint64_t seqs[300];
 	struct mq_msg out[64];
@@ -201,15 +202,19 @@ START_TEST(batch)
 	size_t n, got = 0;
 
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	for (int i = 0; i < 300; i++)
-		in[i] = (struct mq_msg_in){ .data = &i, .len = sizeof(i), .enqueuer = 5 };
+	for (int i = 0; i < 300; i++) {
+		vals[i] = i;
+		in[i] = (struct mq_msg_in){ .data = &vals[i], .len = sizeof(int), .enqueuer = 5 };
+	}
 	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 300, seqs), 0);
 	for (int i = 1; i < 300; i++)
 		ck_assert_uint_eq(seqs[i], seqs[i - 1] + 1);
 	while (got < 300) {
 		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
-		for (size_t i = 0; i < n; i++, got++)
+		for (size_t i = 0; i < n; i++, got++) {
 			ck_assert_uint_eq(out[i].seq, seqs[got]);
+			ck_assert_int_eq(*(const int *)out[i].data, (int)got);
+		}
 	}
 	ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 0), EAGAIN);
 	mq_unsubscribe(s);
