@@ -276,6 +276,57 @@ static void test_dot_dotdot(void)
 	OK(". and .. after renames");
 }
 
+/* Names are byte strings: every byte but NUL and '/' is allowed and comes
+ * back unchanged; deep nesting works; fsync of a directory succeeds. */
+static void test_names_depth(void)
+{
+	char name[256];
+	int n = 0;
+	for (int c = 1; c < 256; c++)
+		if (c != '/')
+			name[n++] = (char)c;
+	name[n] = 0; /* 254 bytes */
+	write_file(name, "odd", 3, 0644);
+	DIR *d = opendir(".");
+	CHECK(d != NULL);
+	struct dirent *e;
+	int seen = 0;
+	while ((e = readdir(d)) != NULL)
+		if (memcmp(e->d_name, name, (size_t)n + 1) == 0)
+			seen++;
+	CHECK(closedir(d) == 0);
+	CHECK_EQ(seen, 1);
+	CHECK(unlink(name) == 0);
+	/* Names differing only in case or by a trailing byte are distinct. */
+	write_file("Case", "1", 1, 0644);
+	write_file("case", "2", 1, 0644);
+	write_file("case.", "3", 1, 0644);
+	CHECK(stat_of("Case").st_ino != stat_of("case").st_ino);
+	CHECK(stat_of("case.").st_ino != stat_of("case").st_ino);
+	CHECK(unlink("Case") == 0 && unlink("case") == 0 && unlink("case.") == 0);
+
+	for (int i = 0; i < 100; i++) {
+		CHECK(mkdir("deep", 0755) == 0);
+		CHECK(chdir("deep") == 0);
+	}
+	write_file("bottom", "b", 1, 0644);
+	for (int i = 0; i < 100; i++)
+		CHECK(chdir("..") == 0);
+	char path[700] = "";
+	for (int i = 0; i < 100; i++)
+		strcat(path, "deep/");
+	strcat(path, "bottom");
+	CHECK(S_ISREG(stat_of(path).st_mode));
+
+	int fd = open(".", O_RDONLY | O_DIRECTORY);
+	CHECK(fd >= 0);
+	CHECK(fsync(fd) == 0);
+	CHECK(fdatasync(fd) == 0);
+	CHECK(syncfs(fd) == 0);
+	CHECK(close(fd) == 0);
+	OK("byte-string names, deep nesting, directory fsync");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
@@ -283,5 +334,6 @@ int main(int argc, char **argv)
 	test_readdir_types();
 	test_readdir_concurrent();
 	test_dot_dotdot();
+	test_names_depth();
 	return 0;
 }

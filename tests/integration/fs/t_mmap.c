@@ -130,10 +130,29 @@ static void test_copy_file_range(void)
 	OK("copy_file_range");
 }
 
+static void test_private_mmap(void)
+{
+	write_file("p", "private-original", 16, 0644);
+	int fd = open("p", O_RDWR);
+	CHECK(fd >= 0);
+	char *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	CHECK(map != MAP_FAILED);
+	memcpy(map, "PRIVATE", 7);
+	CHECK(munmap(map, 4096) == 0);
+	CHECK(close(fd) == 0);
+	size_t len;
+	char *s = read_file("p", &len);
+	CHECK(len == 16 && memcmp(s, "private-original", 16) == 0);
+	free(s);
+	CHECK(unlink("p") == 0);
+	OK("private mmap does not change the file");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
 	test_shared_mmap();
+	test_private_mmap();
 	test_copy_file_range();
 	return 0;
 }
