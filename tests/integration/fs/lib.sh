@@ -93,6 +93,10 @@ mfs_start() {
 # returns 1 if anything had to be forced.
 mfs_stop() {
 	_stop_rc=0
+	if ! is_mounted "$MNT" && mfs_alive; then
+		# Never mounted, or the mount went away: nothing will make it exit.
+		kill -TERM "$MFS_PID" 2>/dev/null || true
+	fi
 	if is_mounted "$MNT"; then
 		if ! wait_for fusermount3 -u "$MNT" 2>/dev/null; then
 			log "fusermount3 -u $MNT kept failing; lazy unmount"
