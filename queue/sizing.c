@@ -2,16 +2,21 @@
 /*
  * Cache sizing model. In a shard, readers sorted by lag cut the stream
  * behind the tail into gaps: gap i lies between reader i-1 (or the tail)
- * and reader i. With earliest-estimated-access eviction a subshard stays
- * cached from its creation until the next reader needs it only if the
- * whole gap fits: a partly cached gap is evicted from its far end, which is
- * exactly what the reader will need, so reader i then restores every
- * subshard it reads (rate_i / subshard_msgs per second) and holds one.
- * The policy covers gaps in order of their time to be crossed
- * (gap / rate_i): the threshold on next access time. Memory:
+ * and reader i, c_i = gap / subshard_msgs subshards long on average.
  *
- *   shards (tails) + sum over covered gaps of ceil(gap / msgs)
- *                  + one per uncovered reader
+ * - Uncovered, reader i restores each subshard it enters that is not the
+ *   one reader i-1 still shares with it: saving_i * min(1, c_i) restores/s
+ *   (saving_i = rate_i / subshard_msgs), holding u_i = min(1, c_i) subshards.
+ * - Covered, the gap costs c_i subshards and no restore: each subshard is
+ *   kept from its creation until reader i has read it.
+ * - Earliest-estimated-access eviction covers gaps in order of the time
+ *   reader i needs to cross them (gap / rate_i): a threshold on next access
+ *   time. The gap at the threshold is partly covered: the readers find the
+ *   subshards nearest to them cached, a fraction (memory given / memory
+ *   needed) of the time, which the brute-force simulation confirms.
+ *
+ * Memory: shards (one tail each) + sum u_i + what covering adds. Below that
+ * the cache thrashes and every subshard a reader enters is a restore.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,8 +24,7 @@
 #include "mfsq.h"
 
 struct gap {
-	double tau, saving;
-	unsigned cost;
+	double tau, saving, c;
 };
 
 static int gap_cmp(const void *a, const void *b)
@@ -58,7 +62,7 @@ static size_t gaps_of(const struct mq_size_shard *sh, unsigned n, struct gap *g)
 			prev = r[i].lag > prev ? r[i].lag : prev;
 			if (r[i].rate <= 0)
 				continue; /* reads nothing: costs nothing */
-			g[k].cost = (unsigned)ceil(gap / m);
+			g[k].c = gap / m;
 			g[k].saving = r[i].rate / m;
 			g[k].tau = gap / r[i].rate;
 			k++;
@@ -70,20 +74,27 @@ static size_t gaps_of(const struct mq_size_shard *sh, unsigned n, struct gap *g)
 
 static double overhead(const struct gap *g, size_t k, unsigned nshards, unsigned cap)
 {
-	double mem = nshards + (double)k, over = 0;
-	size_t i = 0;
+	double mem = nshards, over = 0, all = 0;
 
-	for (size_t j = 0; j < k; j++)
-		over += g[j].saving;
+	for (size_t j = 0; j < k; j++) {
+		double u = g[j].c < 1 ? g[j].c : 1;
+
+		mem += u;
+		over += g[j].saving * u;
+		all += g[j].saving;
+	}
 	if (mem > cap)
-		return over;
-	for (; i < k; i++) {
-		double add = (double)g[i].cost - 1;
+		return all; /* thrashing */
+	for (size_t j = 0; j < k; j++) {
+		double u = g[j].c < 1 ? g[j].c : 1, need = g[j].c - u;
 
-		if (mem + add > cap)
-			break;
-		mem += add;
-		over -= g[i].saving;
+		if (mem + need <= cap) {
+			mem += need;
+			over -= g[j].saving * u;
+			continue;
+		}
+		over -= g[j].saving * u * (cap - mem) / need;
+		break;
 	}
 	return over < 0 ? 0 : over;
 }
@@ -112,6 +123,25 @@ double mq_sizing_overhead(const struct mq_size_shard *sh, unsigned n, unsigned c
 	return o;
 }
 
+/* Gaps the size covers (their subshard counts vary by one as readers move). */
+static unsigned covered(const struct gap *g, size_t k, unsigned nshards, unsigned cap)
+{
+	double mem = nshards;
+	unsigned n = 0;
+
+	for (size_t j = 0; j < k; j++)
+		mem += g[j].c < 1 ? g[j].c : 1;
+	for (size_t j = 0; j < k && mem <= cap; j++) {
+		double need = g[j].c < 1 ? 0 : g[j].c - 1;
+
+		if (mem + need > cap)
+			break;
+		mem += need;
+		n += need > 0;
+	}
+	return n;
+}
+
 unsigned mq_sizing_choose(const struct mq_size_shard *sh, unsigned n, unsigned budget)
 {
 	struct gap *g;
@@ -125,6 +155,8 @@ unsigned mq_sizing_choose(const struct mq_size_shard *sh, unsigned n, unsigned b
 	for (cap = 1; cap < budget; cap++)
 		if (overhead(g, k, n, cap) <= best * 1.02 + 1e-9)
 			break;
+	/* headroom: a covered gap spans one subshard more part of the time */
+	cap += covered(g, k, n, cap);
 	free(g);
-	return cap;
+	return cap < budget ? cap : budget;
 }
