@@ -23,6 +23,9 @@ setfacl -m u:65534:rx,g:65534:r d/e/text
 setfacl -d -m u:65534:rwx d/e/f
 touch -h -d '2001-02-03 04:05:06.789' d/e/sym
 touch -d '1999-12-31 23:59:59.123456789' d/e/text
+# A directory moved to another parent: its ".." must follow after remount.
+mkdir -p m1/m2/m3
+mv m1/m2 d/e/moved
 cd /
 manifest() {
 	(cd "$MNT" && find . -printf '%p %y %m %U %G %s %n %T@ %l\n' | sort &&
@@ -40,4 +43,9 @@ diff -u "$OUT/before" "$OUT/after" || die "the tree changed across unmount and m
 	die "hard links no longer share an inode"
 [ "$FS_TARGET" != dbfs ] || [ "$(stat -c %i "$MNT/d/data")" = "$ino1" ] ||
 	die "inode number changed across remount"
+[ "$(stat -c %i "$MNT/d/e/moved/..")" = "$(stat -c %i "$MNT/d/e")" ] ||
+	die "'..' of a moved directory is wrong after remount"
+[ "$(stat -c %i "$MNT/d/e/moved/m3/..")" = "$(stat -c %i "$MNT/d/e/moved")" ] ||
+	die "'..' below a moved directory is wrong after remount"
+[ "$(ls -a "$MNT/m1" | tr '\n' ' ')" = ". .. " ] || die "m1 is not empty after remount"
 grep -q 'user::rwx' "$OUT/after" || die "getfacl output missing (manifest broken)"
