@@ -361,11 +361,56 @@ static void test_blocks(void)
 	OK("st_blocks reflects allocation");
 }
 
+/* One 16 MiB write and read (split into many FUSE requests), and thousands
+ * of one-byte appends (merged or not by the cache). */
+static void test_big_and_tiny_io(void)
+{
+	const size_t size = 16 * MiB;
+	uint8_t *buf;
+	CHECK(posix_memalign((void **)&buf, 4096, size) == 0);
+	fill_pattern(buf, size, 41, 0);
+	int fd = open("bigio", O_RDWR | O_CREAT | O_EXCL, 0644);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, buf, size), size);
+	CHECK(close(fd) == 0);
+	fd = open("bigio", O_RDONLY | O_DIRECT);
+	CHECK(fd >= 0);
+	memset(buf, 0, size);
+	size_t got = 0;
+	while (got < size) {
+		ssize_t n = read(fd, buf + got, size - got);
+		CHECK(n > 0);
+		got += (size_t)n;
+	}
+	CHECK_EQ(pattern_mismatch(buf, size, 41, 0), -1);
+	CHECK(close(fd) == 0);
+	CHECK(unlink("bigio") == 0);
+
+	fd = open("tiny", O_WRONLY | O_CREAT | O_EXCL | O_APPEND, 0644);
+	CHECK(fd >= 0);
+	for (int i = 0; i < 5000; i++) {
+		uint8_t c = pattern_byte(42, (uint64_t)i);
+		CHECK_EQ(write(fd, &c, 1), 1);
+	}
+	drop_cache(fd);
+	CHECK(close(fd) == 0);
+	fd = open("tiny", O_RDONLY);
+	CHECK(fd >= 0);
+	drop_cache(fd);
+	CHECK_EQ(pread_all(fd, buf, 10000, 0), 5000);
+	CHECK_EQ(pattern_mismatch(buf, 5000, 42, 0), -1);
+	CHECK(close(fd) == 0);
+	CHECK(unlink("tiny") == 0);
+	free(buf);
+	OK("16 MiB single write/read, 5000 one-byte appends");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
 	test_open_flags();
 	test_pread_pwrite();
+	test_big_and_tiny_io();
 	test_sparse();
 	test_large();
 	test_truncate();
