@@ -41,6 +41,20 @@ struct mq_cmsg *mq_cache_find(mq_queue *q, uint32_t s, uint64_t seq, struct mq_c
 	return NULL;
 }
 
+int mq_cache_has(mq_queue *q, uint32_t s, uint64_t seq)
+{
+	struct mq_centry *pin = NULL;
+	int has;
+
+	if (s >= q->cfg.nshards)
+		return 0;
+	pthread_mutex_lock(&q->cache_lock);
+	has = mq_cache_find(q, s, seq, &pin) != NULL;
+	mq_cache_unpin(&pin);
+	pthread_mutex_unlock(&q->cache_lock);
+	return has;
+}
+
 void mq_cache_unpin(struct mq_centry **pin)
 {
 	if (*pin) {

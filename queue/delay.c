@@ -108,21 +108,14 @@ static int collect(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct d
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-static int promote_shard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t now, struct due *d,
-			 unsigned char **buf, size_t *bufcap, int *moved)
+/* Promote the due messages of shard @s whose state @stp is loaded in @w. */
+static int promote_st(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *stp,
+		      uint64_t now, struct due *d, unsigned char **buf, size_t *bufcap, int *moved)
 {
-	struct mq_disk_shard st;
+	struct mq_disk_shard st = *stp;
 	size_t nd;
 	uint64_t rest;
-	int rc = mq_read_shard(q, w->txn, s, &st);
-
-	if (rc)
-		return rc;
-	if (st.min_due > now) {
-		atomic_store(&q->shards[s].min_due, st.min_due);
-		return 0;
-	}
-	rc = collect(q, w->txn, s, now, d, &nd, &rest);
+	int rc = collect(q, w->txn, s, now, d, &nd, &rest);
 	if (rc)
 		return rc;
 	qsort(d, nd, sizeof(*d), due_cmp);
@@ -172,9 +165,47 @@ static int promote_shard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t now
 	st.min_due = nd == MQ_PROMOTE_BATCH && rest > now ? now : rest;
 	if (now > st.last_us)
 		st.last_us = now;
-	rc = mq_write_shard(q, w->txn, s, &st);
+	*stp = st;
+	return 0;
+}
+
+static int promote_shard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t now, struct due *d,
+			 unsigned char **buf, size_t *bufcap, int *moved)
+{
+	struct mq_disk_shard st;
+	int rc = mq_read_shard(q, w->txn, s, &st);
+
+	if (rc)
+		return rc;
+	if (st.min_due <= now) {
+		rc = promote_st(q, w, s, &st, now, d, buf, bufcap, moved);
+		if (!rc)
+			rc = mq_write_shard(q, w->txn, s, &st);
+	}
 	if (!rc)
 		atomic_store(&q->shards[s].min_due, st.min_due);
+	return rc;
+}
+
+/*
+ * Inside an enqueue: promote what is due before appending, so a message
+ * enqueued for "now" never overtakes a delayed one that was due earlier.
+ */
+int mq_delay_promote_loaded(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st,
+			    uint64_t now)
+{
+	struct due *d = malloc(MQ_PROMOTE_BATCH * sizeof(*d));
+	unsigned char *buf = NULL;
+	size_t bufcap = 0;
+	int moved = 0, rc;
+
+	if (!d)
+		return ENOMEM;
+	rc = promote_st(q, w, s, st, now, d, &buf, &bufcap, &moved);
+	free(d);
+	free(buf);
+	if (!rc && moved)
+		atomic_fetch_add(&q->c.delayed_promoted, (uint64_t)moved);
 	return rc;
 }
 

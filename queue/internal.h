@@ -172,6 +172,8 @@ int mq_stream_put(mq_queue *q, struct mq_wtx *w, struct mq_disk_shard *st, struc
 int mq_delay_put(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st,
 		 const struct mq_disk_msg *h, const void *data, size_t len);
 int mq_delay_promote(mq_queue *q);
+int mq_delay_promote_loaded(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st,
+			    uint64_t now);
 uint64_t mq_delay_next_due(mq_queue *q);
 
 /* exception.c */

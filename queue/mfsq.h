@@ -359,6 +359,12 @@ int mq_sub_lagging(const mq_sub *s);
 int mq_exception_next(mq_queue *q, uint64_t *cursor, struct mq_msg *m, int *reason, void *buf,
 		      size_t buflen);
 
+/**
+ * Whether message (@p shard, @p seq) is in this process's message cache now
+ * (diagnostics and tests). Thread context: any.
+ */
+int mq_cache_has(mq_queue *q, uint32_t shard, uint64_t seq);
+
 /** Statistics snapshot. Thread context: any. */
 void mq_stats(mq_queue *q, struct mq_stats *st);
 

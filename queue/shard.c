@@ -71,6 +71,8 @@ static int put_all(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, siz
 
 		if (!ls[s].loaded) {
 			rc = mq_read_shard(q, w->txn, s, st);
+			if (!rc && st->min_due <= now)
+				rc = mq_delay_promote_loaded(q, w, s, st, now);
 			if (rc)
 				break;
 			ls[s].loaded = 1;

@@ -1,7 +1,236 @@
 /* SPDX-License-Identifier: MIT */
+/* The message cache: hits for readers that keep up, restores, earliest-access
+ * eviction, the process budget, and the memory-pressure fallback. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "helpers.h"
+
+static struct tenv T;
+static mq_queue *Q;
+
+static void setup(void)
+{
+	struct mq_config c;
+
+	mq_pressure_mode(MQ_PRESSURE_OFF);
+	tenv_open(&T, 0);
+	small_cfg(&c, 2, 64);
+	c.retain_max = 64;
+	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &Q), 0);
+}
+
+static void teardown(void)
+{
+	mq_close(Q);
+	Q = NULL;
+	tenv_destroy(&T);
+}
+
+/* Enqueue one message of @len bytes tagged with @tag. */
+static void put_sized(uint64_t enq, uint64_t tag, size_t len)
+{
+	static unsigned char buf[8192];
+	struct mq_msg_in in = { .data = buf, .len = len, .enqueuer = enq };
+
+	ck_assert_uint_ge(len, 8);
+	memcpy(buf, &tag, 8);
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+}
+
+static uint64_t tag_of(const struct mq_msg *m)
+{
+	uint64_t t;
+
+	memcpy(&t, m->data, 8);
+	return t;
+}
+
+START_TEST(keep_up_never_reads_store)
+{
+	struct mq_stats st;
+	struct mq_msg m;
+	mq_sub *s;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	for (uint64_t i = 0; i < 1000; i++) {
+		put_sized(i % 5, i, 64);
+		get_one(s, &m);
+		ck_assert_uint_eq(tag_of(&m), i);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.cache_misses, 0);
+	ck_assert_uint_eq(st.cache_restores, 0);
+	ck_assert_uint_ge(st.cache_hits, 1000);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+/* The entry a stalled reader sits in is kept; the ones it reaches later go
+ * first (FIFO or LRU would evict the oldest, the one it needs now). */
+START_TEST(earliest_access_eviction)
+{
+	struct mq_stats st;
+	struct mq_msg out[64];
+	mq_sub *a;
+	uint32_t sh = mq_shard_of(Q, 1);
+	size_t n, got = 0;
+
+	/* 4 KiB messages, 64 per subshard: about 2.5 subshards fit */
+	mq_memory_budget(650u << 10);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, MQ_SUB_FROM_START, NULL, NULL, &a), 0);
+	for (uint64_t i = 0; i < 64 * 4 + 10; i++)
+		put_sized(1, i, 4096);
+	mq_stats(Q, &st);
+	ck_assert_uint_le(st.cache_bytes, 650u << 10);
+	ck_assert_uint_gt(st.cache_evictions, 0);
+	ck_assert(mq_cache_has(Q, sh, 1));           /* where the reader is */
+	ck_assert(mq_cache_has(Q, sh, 64 * 4 + 10)); /* the tail */
+	ck_assert(!mq_cache_has(Q, sh, 64 * 2 + 1)); /* reached later */
+	while (got < 64) {
+		ck_assert_int_eq(mq_dequeue(a, out, 64 - got, &n, 0), 0);
+		for (size_t i = 0; i < n; i++, got++)
+			ck_assert_uint_eq(tag_of(&out[i]), got);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.cache_restores, 0);
+	ck_assert_uint_eq(st.cache_misses, 0);
+	mq_unsubscribe(a);
+}
+END_TEST
+
+START_TEST(restore_after_eviction)
+{
+	struct mq_stats st;
+	struct mq_msg out[32];
+	mq_sub *s, *tick;
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (uint64_t i = 0; i < 64 * 5; i++)
+		put_sized(1, i, 100);
+	mq_stats(Q, &st);
+	ck_assert_uint_gt(st.cache_bytes, 0);
+	/* pressure empties the cache at the next housekeeping */
+	mq_pressure_mode(MQ_PRESSURE_ON);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &tick), 0);
+	ck_assert_int_eq(mq_dequeue(tick, out, 1, &n, 0), EAGAIN);
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.cache_bytes, 0);
+	ck_assert_uint_ge(st.pressure_events, 1);
+	mq_pressure_mode(MQ_PRESSURE_OFF);
+	while (got < 64 * 5) {
+		ck_assert_int_eq(mq_dequeue(s, out, 32, &n, 0), 0);
+		for (size_t i = 0; i < n; i++, got++)
+			ck_assert_uint_eq(tag_of(&out[i]), got);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_ge(st.cache_restores, 4);
+	ck_assert_uint_gt(st.cache_hits, 64 * 4);
+	mq_unsubscribe(s);
+	mq_unsubscribe(tick);
+}
+END_TEST
+
+START_TEST(budget_respected)
+{
+	struct mq_stats st;
+	struct mq_msg out[16];
+	mq_sub *s;
+	size_t n, got = 0;
+
+	mq_memory_budget(256u << 10);
+	ck_assert_int_eq(mq_subscribe(Q, "slow", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (uint64_t i = 0; i < 1000; i++) {
+		put_sized(i % 3, i, 4096);
+		mq_stats(Q, &st);
+		ck_assert_uint_le(st.cache_bytes, 256u << 10);
+	}
+	while (got < 1000) {
+		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 0), 0);
+		got += n;
+		mq_stats(Q, &st);
+		ck_assert_uint_le(st.cache_bytes, 256u << 10);
+	}
+	mq_unsubscribe(s);
+}
+END_TEST
+
+/* Switching in and out of pressure loses and reorders nothing. */
+START_TEST(pressure_switch)
+{
+	enum { E = 4, N = 1200 };
+	uint64_t next[E] = { 0 };
+	struct mq_stats st;
+	struct mq_msg out[8];
+	mq_sub *s;
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (uint64_t i = 0; i < N; i++) {
+		if (i % 100 == 0)
+			mq_pressure_mode(i % 200 ? MQ_PRESSURE_ON : MQ_PRESSURE_OFF);
+		put_sized(i % E, i / E, 32);
+		if (i % 3 == 0 && mq_dequeue(s, out, 8, &n, 0) == 0) {
+			for (size_t k = 0; k < n; k++, got++) {
+				uint64_t e = out[k].enqueuer;
+
+				ck_assert_uint_eq(tag_of(&out[k]), next[e]++);
+			}
+			ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+			if (i % 200 >= 100) { /* under pressure: nothing cached */
+				mq_stats(Q, &st);
+				ck_assert_uint_eq(st.cache_bytes, 0);
+			}
+		}
+	}
+	while (got < N) {
+		ck_assert_int_eq(mq_dequeue(s, out, 8, &n, 0), 0);
+		for (size_t k = 0; k < n; k++, got++)
+			ck_assert_uint_eq(tag_of(&out[k]), next[out[k].enqueuer]++);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_gt(st.store_only_enqueues, 0);
+	ck_assert_uint_ge(st.pressure_events, 5);
+	ck_assert_uint_gt(st.cache_hits, 0);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+START_TEST(no_budget_no_cache)
+{
+	struct mq_stats st;
+	struct mq_msg m;
+	mq_sub *s;
+
+	mq_memory_budget(0);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	for (uint64_t i = 0; i < 50; i++) {
+		put_sized(1, i, 16);
+		get_one(s, &m);
+		ck_assert_uint_eq(tag_of(&m), i);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.cache_bytes, 0);
+	ck_assert_uint_eq(st.cache_hits, 0);
+	ck_assert_uint_ge(st.cache_misses, 50);
+	mq_unsubscribe(s);
+}
+END_TEST
 
 Suite *suite_cache(void)
 {
-	return suite_create("cache");
+	Suite *s = suite_create("cache");
+	TCase *tc = tcase_create("cache");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, keep_up_never_reads_store);
+	tcase_add_test(tc, earliest_access_eviction);
+	tcase_add_test(tc, restore_after_eviction);
+	tcase_add_test(tc, budget_respected);
+	tcase_add_test(tc, pressure_switch);
+	tcase_add_test(tc, no_budget_no_cache);
+	suite_add_tcase(s, tc);
+	return s;
 }

@@ -238,6 +238,7 @@ START_TEST(memory_flat)
 	ck_assert_int_lt(after - before, 1024);
 #else
 	(void)before;
+	(void)after;
 #endif
 	mq_unsubscribe(s);
 }
