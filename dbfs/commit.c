@@ -84,6 +84,11 @@ static uint64_t reserve_for(uint64_t used)
 /* Bytes in LMDB's free list (pages that deletes gave back). */
 static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
 {
+	if (!psize) {
+		MDB_stat st;
+		mdb_env_stat(fs->env, &st);
+		psize = st.ms_psize;
+	}
 	MDB_txn *t;
 	MDB_cursor *c;
 	MDB_val k, v;
@@ -98,6 +103,21 @@ static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
 	}
 	dbfs_read_end(fs, t);
 	return pages * psize;
+}
+
+uint64_t dbfs_slack_bytes(struct dbfs *fs)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	struct stat sb;
+	int fd;
+	if (mdb_env_get_fd(fs->env, &fd) || fstat(fd, &sb))
+		return 0;
+	mdb_env_info(fs->env, &info);
+	mdb_env_stat(fs->env, &st);
+	uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+	uint64_t tail = (uint64_t)sb.st_size > used ? (uint64_t)sb.st_size - used : 0;
+	return tail + free_bytes(fs, st.ms_psize);
 }
 
 static void space_refresh(struct dbfs *fs)

@@ -46,7 +46,7 @@ struct dbfs_options {
 	uint64_t quota_inodes;       /* 0: none */
 	double attr_timeout;         /* seconds the kernel may cache attributes */
 	double entry_timeout;        /* seconds the kernel may cache names */
-	bool writeback_cache;        /* let the kernel buffer writes */
+	bool writeback_cache;        /* let the kernel buffer writes (default off: see README) */
 };
 
 /* Fill `o` with the defaults documented in struct dbfs_options. */

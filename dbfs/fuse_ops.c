@@ -80,6 +80,18 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
 	if (conn->capable & FUSE_CAP_ASYNC_DIO)
 		conn->want |= FUSE_CAP_ASYNC_DIO;
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	/* Opening holds no state here: without open/opendir handlers the
+	 * kernel skips open, release, opendir and releasedir requests and
+	 * keeps its page and readdir caches (FOPEN_KEEP_CACHE, CACHE_DIR). */
+	if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)
+		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
+	if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT)
+		conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+	/* With no open handler the kernel never tells us about O_TRUNC:
+	 * let it send a setattr instead. */
+	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
 	/* We are the only writer of the store: cached pages stay valid. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_write = 1u << 20;
@@ -383,14 +395,6 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 /* ---- file I/O ---- */
 
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	req_fs(req)->cnt.ops++;
-	fi->keep_cache = 1;
-	fuse_reply_open(req, fi);
-}
-
 struct atime_ctx {
 	uint64_t ino;
 };
@@ -491,20 +495,6 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	fuse_reply_write(req, size);
 }
 
-static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
-}
-
-static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
-}
-
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -566,13 +556,6 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 }
 
 /* ---- directories ---- */
-
-static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	fi->cache_readdir = 0;
-	fuse_reply_open(req, fi);
-}
 
 struct rd_ctx {
 	fuse_req_t req;
@@ -688,13 +671,6 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 	do_readdir(req, ino, size, off, 1);
 }
 
-static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
-{
-	(void)ino;
-	(void)fi;
-	fuse_reply_err(req, 0);
-}
-
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
 	op_fsync(req, ino, datasync, fi);
@@ -724,8 +700,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	out.f_frsize = 4096;
 	out.f_namemax = DBFS_NAME_MAX;
 	uint64_t used = u.bytes / 4096;
-	uint64_t avail = sv.f_frsize ? (uint64_t)sv.f_bavail * sv.f_frsize / 4096 : 0;
-	uint64_t freeb = sv.f_frsize ? (uint64_t)sv.f_bfree * sv.f_frsize / 4096 : 0;
+	uint64_t slack = dbfs_slack_bytes(fs) / 4096;
+	uint64_t avail = (sv.f_frsize ? (uint64_t)sv.f_bavail * sv.f_frsize / 4096 : 0) + slack;
+	uint64_t freeb = (sv.f_frsize ? (uint64_t)sv.f_bfree * sv.f_frsize / 4096 : 0) + slack;
 	uint64_t qb = fs->quota_bytes;
 	if (qb) {
 		uint64_t qblocks = qb / 4096;
@@ -855,16 +832,11 @@ static const struct fuse_lowlevel_ops dbfs_ops = {
 	.rmdir = op_rmdir,
 	.rename = op_rename,
 	.link = op_link,
-	.open = op_open,
 	.read = op_read,
 	.write = op_write,
-	.flush = op_flush,
-	.release = op_release,
 	.fsync = op_fsync,
-	.opendir = op_opendir,
 	.readdir = op_readdir,
 	.readdirplus = op_readdirplus,
-	.releasedir = op_releasedir,
 	.fsyncdir = op_fsyncdir,
 	.statfs = op_statfs,
 	.setxattr = op_setxattr,

@@ -36,6 +36,12 @@ struct dbfs {
 	pthread_rwlock_t map_lock;
 	uint64_t map_size;
 
+	/* Reset read transactions ready for mdb_txn_renew. */
+#define DBFS_RPOOL 32
+	pthread_mutex_t rpool_lock;
+	MDB_txn *rpool[DBFS_RPOOL];
+	int rpool_n;
+
 	/* Group commit: writers queue operations; one leader runs a batch in
 	 * one LMDB transaction while the next batch gathers. */
 	pthread_mutex_t wq_lock;
@@ -76,6 +82,10 @@ static inline int dbfs_space_check(struct dbfs *fs)
 {
 	return fs->space_low ? -ENOSPC : 0;
 }
+
+/* Bytes inside the store's file that LMDB can reuse (free list and the
+ * preallocated tail): free space that statfs must count. */
+uint64_t dbfs_slack_bytes(struct dbfs *fs);
 
 /* Read transactions. dbfs_read_begin takes the map lock shared; the
  * transaction (and any pointer into the map) is valid until dbfs_read_end. */

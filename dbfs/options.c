@@ -14,7 +14,7 @@ void dbfs_options_init(struct dbfs_options *o)
 	o->initial_map_size = 64ull << 20;
 	o->attr_timeout = 86400.0;
 	o->entry_timeout = 86400.0;
-	o->writeback_cache = true;
+	o->writeback_cache = false;
 }
 
 static int parse_u64(const char *v, uint64_t *out, int sizes)

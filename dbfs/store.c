@@ -67,9 +67,23 @@ void dbfs_touch(struct dbfs_inode *in, int atime, int mtime, int ctime)
 	}
 }
 
+/* Read transactions are reset and kept in a small pool rather than freed:
+ * renewing keeps the LMDB reader slot and skips an allocation. */
 int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn)
 {
+	MDB_txn *t = NULL;
 	pthread_rwlock_rdlock(&fs->map_lock);
+	pthread_mutex_lock(&fs->rpool_lock);
+	if (fs->rpool_n)
+		t = fs->rpool[--fs->rpool_n];
+	pthread_mutex_unlock(&fs->rpool_lock);
+	if (t) {
+		if (mdb_txn_renew(t) == 0) {
+			*txn = t;
+			return 0;
+		}
+		mdb_txn_abort(t);
+	}
 	int rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, txn);
 	if (rc == MDB_MAP_RESIZED) {
 		/* Another process grew the map (shared stores). */
@@ -87,7 +101,15 @@ int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn)
 
 void dbfs_read_end(struct dbfs *fs, MDB_txn *txn)
 {
-	mdb_txn_abort(txn);
+	mdb_txn_reset(txn);
+	pthread_mutex_lock(&fs->rpool_lock);
+	if (fs->rpool_n < DBFS_RPOOL) {
+		fs->rpool[fs->rpool_n++] = txn;
+		txn = NULL;
+	}
+	pthread_mutex_unlock(&fs->rpool_lock);
+	if (txn)
+		mdb_txn_abort(txn);
 	pthread_rwlock_unlock(&fs->map_lock);
 }
 
@@ -226,6 +248,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	pthread_rwlock_init(&fs->map_lock, &rwa);
 	pthread_rwlockattr_destroy(&rwa);
 	pthread_mutex_init(&fs->wq_lock, NULL);
+	pthread_mutex_init(&fs->rpool_lock, NULL);
 	pthread_cond_init(&fs->wq_cond, NULL);
 	fs->wq_tail = &fs->wq_head;
 	pthread_mutex_init(&fs->flush_lock, NULL);
@@ -377,6 +400,8 @@ void dbfs_close(struct dbfs *fs)
 		pthread_mutex_unlock(&fs->flush_lock);
 		pthread_join(fs->flusher, NULL);
 	}
+	while (fs->rpool_n)
+		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
 	if (!fs->opt.read_only)
 		mdb_env_sync(fs->env, 1);
 	mdb_env_close(fs->env);
