@@ -276,3 +276,27 @@ same_tree() {
 acl_manifest() {
 	(cd "$1" && find . ! -type l -print0 | sort -z | xargs -0 getfacl -p 2>/dev/null)
 }
+
+# mfs_refuses WHAT [-o options]: starting mfs on $STORE must fail cleanly:
+# exit non-zero (not by a signal) within 10 s with a message, never mount.
+mfs_refuses() {
+	_what=$1
+	_opts=${2:-create}
+	"$MFS_BIN" -f --dbfs "$STORE" -o "$_opts" "$MNT" >"$T/refused.log" 2>&1 &
+	MFS_PID=$!
+	wait_for sh -c "! kill -0 $MFS_PID 2>/dev/null || mountpoint -q '$MNT'" || true
+	if is_mounted "$MNT"; then
+		mfs_stop || true
+		die "mfs mounted a store that is $_what"
+	fi
+	if mfs_alive; then
+		mfs_stop || true
+		die "mfs neither mounted nor exited within 10 s for a store that is $_what"
+	fi
+	wait "$MFS_PID" && _rf_rc=0 || _rf_rc=$?
+	MFS_PID=""
+	[ "$_rf_rc" -ne 0 ] || die "mfs exited 0 for a store that is $_what"
+	[ "$_rf_rc" -lt 128 ] || { cat "$T/refused.log" >&2; die "mfs died of signal $((_rf_rc - 128)) for a store that is $_what"; }
+	[ -s "$T/refused.log" ] || die "mfs gave no message for a store that is $_what"
+	log "refused ($_what), exit $_rf_rc: $(head -c 300 "$T/refused.log" | tr '\n' ' ')"
+}
