@@ -1,7 +1,148 @@
 /* SPDX-License-Identifier: MIT */
+/* Two processes on one environment: each enqueues into its own shards and
+ * each sees the other's messages, in order, through its subscriber. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "helpers.h"
+
+#define N 400
+#define E 4
+
+static struct tenv T;
+
+static MDB_env *open_env(const char *dir)
+{
+	MDB_env *env;
+
+	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
+	    mdb_env_set_mapsize(env, (size_t)256 << 20) ||
+	    mdb_env_open(env, dir, MDB_NOTLS | MDB_NOSYNC, 0644))
+		return NULL;
+	return env;
+}
+
+/* Enqueue N messages for enqueuers base..base+E-1, every 7th inside a
+ * transaction of our own making (retried on EAGAIN as documented). */
+static int produce(MDB_env *env, mq_queue *q, uint64_t base)
+{
+	for (uint64_t i = 0; i < N; i++) {
+		uint64_t e = base + i % E, k = i / E;
+		int rc;
+
+		if (i % 7 == 0) {
+			MDB_txn *txn;
+
+			do {
+				if (mdb_txn_begin(env, NULL, 0, &txn))
+					return -1;
+				rc = put_msg(q, txn, e, k, NULL);
+				if (rc)
+					mdb_txn_abort(txn);
+				else
+					rc = mdb_txn_commit(txn);
+			} while (rc == EAGAIN);
+			mq_notify(q);
+		} else {
+			rc = put_msg(q, NULL, e, k, NULL);
+		}
+		if (rc)
+			return -1;
+	}
+	return 0;
+}
+
+/* Receive the other side's N messages (enqueuers other..other+E-1) in order. */
+static int consume(mq_sub *s, uint64_t other)
+{
+	uint64_t next[E] = { 0 }, got = 0;
+	struct mq_msg out[32];
+	size_t n;
+
+	while (got < N) {
+		int rc = mq_dequeue(s, out, 32, &n, 20000);
+
+		if (rc)
+			return rc;
+		for (size_t i = 0; i < n; i++) {
+			uint64_t e, k;
+
+			if (parse_msg(&out[i], &e, &k))
+				return -2;
+			if (e < other || e >= other + E)
+				continue;
+			if (k != next[e - other])
+				return -3;
+			next[e - other]++;
+			got++;
+		}
+		if (mq_ack(s, NULL, NULL))
+			return -4;
+	}
+	return 0;
+}
+
+static int child(const char *dir)
+{
+	MDB_env *env = open_env(dir);
+	mq_queue *q;
+	mq_sub *s;
+	int rc;
+
+	if (!env || mq_open(env, "q", NULL, 0, &q))
+		return 10;
+	if (mq_subscribe(q, "child", MQ_SUB_DURABLE, NULL, NULL, &s))
+		return 11;
+	if (produce(env, q, 1000))
+		return 12;
+	rc = consume(s, 0);
+	mq_unsubscribe(s);
+	mq_close(q);
+	mdb_env_close(env);
+	return rc ? 20 - rc : 0;
+}
+
+START_TEST(two_processes)
+{
+	struct mq_config c;
+	mq_queue *q;
+	mq_sub *s, *cs;
+	pid_t pid;
+	int st = 0;
+
+	tenv_open(&T, 0);
+	small_cfg(&c, 4, 16);
+	c.retain_max = 256;
+	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mq_subscribe(q, "parent", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mq_subscribe(q, "child", MQ_SUB_DURABLE, NULL, NULL, &cs), 0);
+	mq_unsubscribe(cs);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(child(T.dir));
+	ck_assert_int_eq(produce(T.env, q, 0), 0);
+	ck_assert_int_eq(consume(s, 1000), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	mq_unsubscribe(s);
+	mq_close(q);
+	tenv_destroy(&T);
+}
+END_TEST
 
 Suite *suite_multi(void)
 {
-	return suite_create("multi");
+	Suite *s = suite_create("multi");
+	TCase *tc = tcase_create("multi");
+
+	tcase_set_timeout(tc, 100);
+	tcase_add_test(tc, two_processes);
+	suite_add_tcase(s, tc);
+	return s;
 }
