@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Crash test for libmfsq: SIGKILL a worker process many times in the middle
+ * of batches of enqueues and dequeues, restart it, and check at the end:
+ *
+ * - no committed message is missing: the enqueuer thread commits, in ONE
+ *   transaction, a batch of messages and its own per-enqueuer counters
+ *   (the transactional outbox), so the counters say what was committed;
+ * - none is delivered after its acknowledgement: the dequeuer thread acks
+ *   inside a transaction that also records the last acknowledged number
+ *   per enqueuer; every delivery must be exactly the next one (after a
+ *   restart, the one after the last acknowledged) — checked live;
+ * - order per enqueuer holds (the same check).
+ *
+ * Usage: crash_queue ITERATIONS        (exit 0 on success)
+ *        crash_queue worker DIR        (internal)
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mfsq.h"
+
+#define E 6 /* enqueuers */
+
+static void crash_cfg(struct mq_config *c)
+{
+	mq_config_default(c);
+	c->nshards = 3;
+	c->subshard_msgs = 256;
+	c->retain_max = 1024; /* the dequeuer may fall behind over many kills */
+}
+
+static MDB_env *open_env(const char *dir)
+{
+	struct mq_config c;
+	MDB_env *env;
+
+	crash_cfg(&c);
+	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, mq_dbs_needed(&c) + 8) ||
+	    mdb_env_set_mapsize(env, (size_t)1 << 30) ||
+	    mdb_env_open(env, dir, MDB_NOTLS | MDB_NOSYNC, 0644)) {
+		fprintf(stderr, "cannot open env %s\n", dir);
+		exit(2);
+	}
+	return env;
+}
+
+struct app {
+	MDB_env *env;
+	mq_queue *q;
+	MDB_dbi db;
+};
+
+/* The application's own table: 'e'+i -> next number to enqueue for
+ * enqueuer i, 'a'+i -> next number expected (after the last acked). */
+static uint64_t get_ctr(MDB_txn *txn, MDB_dbi db, char kind, int i)
+{
+	char k[2] = { kind, (char)i };
+	MDB_val key = { 2, k }, val;
+	uint64_t v = 0;
+
+	if (!mdb_get(txn, db, &key, &val))
+		memcpy(&v, val.mv_data, sizeof(v));
+	return v;
+}
+
+static int put_ctr(MDB_txn *txn, MDB_dbi db, char kind, int i, uint64_t v)
+{
+	char k[2] = { kind, (char)i };
+	MDB_val key = { 2, k }, val = { sizeof(v), &v };
+
+	return mdb_put(txn, db, &key, &val, 0);
+}
+
+static void die(const char *what, int rc)
+{
+	fprintf(stderr, "worker: %s: %s\n", what, mq_strerror(rc));
+	exit(3);
+}
+
+static void *enqueuer(void *arg)
+{
+	struct app *a = arg;
+	unsigned seed = (unsigned)getpid();
+
+	for (;;) {
+		struct mq_msg_in in[64];
+		uint64_t vals[64][2], next[E];
+		MDB_txn *txn;
+		int n = 1 + rand_r(&seed) % 64, rc;
+
+		rc = mdb_txn_begin(a->env, NULL, 0, &txn);
+		if (rc)
+			die("txn", rc);
+		for (int i = 0; i < E; i++)
+			next[i] = get_ctr(txn, a->db, 'e', i);
+		for (int j = 0; j < n; j++) {
+			int e = rand_r(&seed) % E;
+
+			vals[j][0] = (uint64_t)e;
+			vals[j][1] = next[e]++;
+			in[j] = (struct mq_msg_in){ .data = vals[j], .len = sizeof(vals[j]),
+						    .enqueuer = (uint64_t)e };
+		}
+		rc = mq_enqueue_batch(a->q, txn, in, (size_t)n, NULL);
+		for (int i = 0; !rc && i < E; i++)
+			rc = put_ctr(txn, a->db, 'e', i, next[i]);
+		if (rc) {
+			mdb_txn_abort(txn);
+			if (rc == EAGAIN)
+				continue;
+			die("enqueue", rc);
+		}
+		rc = mdb_txn_commit(txn);
+		if (rc)
+			die("commit", rc);
+		mq_notify(a->q);
+	}
+	return NULL;
+}
+
+static void *dequeuer(void *arg)
+{
+	struct app *a = arg;
+	mq_sub *s;
+	uint64_t expect[E];
+	MDB_txn *txn;
+	int rc = mq_subscribe(a->q, "crash", MQ_SUB_DURABLE, NULL, NULL, &s);
+
+	if (rc)
+		die("subscribe", rc);
+	if ((rc = mdb_txn_begin(a->env, NULL, MDB_RDONLY, &txn)))
+		die("txn", rc);
+	for (int i = 0; i < E; i++)
+		expect[i] = get_ctr(txn, a->db, 'a', i);
+	mdb_txn_abort(txn);
+	for (;;) {
+		struct mq_msg out[32];
+		size_t n;
+
+		rc = mq_dequeue(s, out, 32, &n, 1000);
+		if (rc == ETIMEDOUT)
+			continue;
+		if (rc)
+			die("dequeue", rc);
+		for (size_t j = 0; j < n; j++) {
+			uint64_t v[2];
+
+			memcpy(v, out[j].data, sizeof(v));
+			if (v[0] >= E || v[1] != expect[v[0]]) {
+				fprintf(stderr, "VIOLATION: enqueuer %" PRIu64 " got %" PRIu64
+						" expected %" PRIu64 "\n",
+					v[0], v[1], v[0] < E ? expect[v[0]] : 0);
+				exit(4);
+			}
+			expect[v[0]]++;
+		}
+		if ((rc = mdb_txn_begin(a->env, NULL, 0, &txn)))
+			die("txn", rc);
+		rc = mq_ack(s, txn, NULL);
+		for (int i = 0; !rc && i < E; i++)
+			rc = put_ctr(txn, a->db, 'a', i, expect[i]);
+		if (rc) {
+			mdb_txn_abort(txn);
+			die("ack", rc);
+		}
+		if ((rc = mdb_txn_commit(txn)))
+			die("ack commit", rc);
+	}
+	return NULL;
+}
+
+static void app_open(struct app *a, const char *dir)
+{
+	struct mq_config c;
+	MDB_txn *txn;
+	int rc;
+
+	a->env = open_env(dir);
+	crash_cfg(&c);
+	rc = mq_open(a->env, "crashq", &c, MQ_CREATE, &a->q);
+	if (rc)
+		die("open", rc);
+	if ((rc = mdb_txn_begin(a->env, NULL, 0, &txn)) ||
+	    (rc = mdb_dbi_open(txn, "app", MDB_CREATE, &a->db)) || (rc = mdb_txn_commit(txn)))
+		die("app db", rc);
+}
+
+static int worker(const char *dir)
+{
+	struct app a;
+	pthread_t t1, t2;
+
+	app_open(&a, dir);
+	pthread_create(&t2, NULL, dequeuer, &a);
+	pthread_create(&t1, NULL, enqueuer, &a);
+	pthread_join(t1, NULL); /* never returns: killed */
+	return 1;
+}
+
+/* After the last kill: everything committed and not acknowledged is there,
+ * exactly once, in order; nothing else. */
+static int verify(const char *dir)
+{
+	struct app a;
+	uint64_t enq[E], expect[E], total = 0;
+	MDB_txn *txn;
+	mq_sub *s;
+	int rc;
+
+	app_open(&a, dir);
+	if ((rc = mdb_txn_begin(a.env, NULL, MDB_RDONLY, &txn)))
+		die("txn", rc);
+	for (int i = 0; i < E; i++) {
+		enq[i] = get_ctr(txn, a.db, 'e', i);
+		expect[i] = get_ctr(txn, a.db, 'a', i);
+		total += enq[i];
+	}
+	mdb_txn_abort(txn);
+	if ((rc = mq_subscribe(a.q, "crash", MQ_SUB_DURABLE, NULL, NULL, &s)))
+		die("subscribe", rc);
+	for (;;) {
+		struct mq_msg out[64];
+		size_t n;
+
+		rc = mq_dequeue(s, out, 64, &n, 0);
+		if (rc == EAGAIN)
+			break;
+		if (rc)
+			die("dequeue", rc);
+		for (size_t j = 0; j < n; j++) {
+			uint64_t v[2];
+
+			memcpy(v, out[j].data, sizeof(v));
+			if (v[0] >= E || v[1] != expect[v[0]]) {
+				fprintf(stderr, "VIOLATION at verify: enqueuer %" PRIu64 " got %" PRIu64
+						"\n", v[0], v[1]);
+				return 1;
+			}
+			expect[v[0]]++;
+		}
+	}
+	for (int i = 0; i < E; i++)
+		if (expect[i] != enq[i]) {
+			fprintf(stderr, "MISSING: enqueuer %d committed %" PRIu64
+					" delivered up to %" PRIu64 "\n", i, enq[i], expect[i]);
+			return 1;
+		}
+	printf("verified: %" PRIu64 " messages committed over all runs\n", total);
+	mq_unsubscribe(s);
+	mq_close(a.q);
+	mdb_env_close(a.env);
+	return total > 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	char dir[256];
+	const char *base = getenv("TMPDIR");
+	int iters, rc;
+	unsigned seed = (unsigned)time(NULL);
+
+	if (argc == 3 && !strcmp(argv[1], "worker"))
+		return worker(argv[2]);
+	if (argc != 2 || (iters = atoi(argv[1])) <= 0) {
+		fprintf(stderr, "usage: crash_queue ITERATIONS\n");
+		return 2;
+	}
+	snprintf(dir, sizeof(dir), "%s/mfsq-crash-XXXXXX", base ? base : "/tmp");
+	if (!mkdtemp(dir))
+		return 2;
+	for (int i = 0; i < iters; i++) {
+		struct timespec ts = { 0, (long)(5 + rand_r(&seed) % 80) * 1000000L };
+		int st;
+		pid_t pid = fork();
+
+		if (pid < 0)
+			return 2;
+		if (pid == 0) {
+			execl("/proc/self/exe", argv[0], "worker", dir, (char *)NULL);
+			_exit(2);
+		}
+		/* not a wait for a condition: the kill lands at a random point */
+		nanosleep(&ts, NULL);
+		kill(pid, SIGKILL);
+		if (waitpid(pid, &st, 0) != pid)
+			return 2;
+		if (!WIFSIGNALED(st)) {
+			fprintf(stderr, "worker run %d exited on its own (status %d)\n", i,
+				WEXITSTATUS(st));
+			return 1;
+		}
+	}
+	rc = verify(dir);
+	if (rc == 0) {
+		char cmd[300];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+		if (system(cmd))
+			fprintf(stderr, "could not remove %s\n", dir);
+	} else {
+		fprintf(stderr, "store kept in %s\n", dir);
+	}
+	return rc;
+}
