@@ -42,7 +42,10 @@ need_prog() {
 	done
 }
 
-is_mounted() { mountpoint -q "$1" 2>/dev/null; }
+# From the mount table, not stat(): a mount whose daemon died fails stat()
+# with ENOTCONN but is still there and must still be unmounted.
+is_mounted() { awk -v p="$1" '$5 == p { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+mount_gone() { ! is_mounted "$MNT"; }
 
 # Poll until "$@" succeeds, at most POLLS times 0.1 s. Returns 1 on timeout.
 wait_for() {
@@ -97,6 +100,12 @@ mfs_stop() {
 		# Never mounted, or the mount went away: nothing will make it exit.
 		kill -TERM "$MFS_PID" 2>/dev/null || true
 	fi
+	if is_mounted "$MNT" && ! mfs_alive; then
+		log "the file system's daemon is gone; clearing its dead mount"
+		fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null ||
+			umount -l "$MNT" 2>/dev/null || true
+		_stop_rc=1
+	fi
 	if is_mounted "$MNT"; then
 		if ! wait_for fusermount3 -u "$MNT" 2>/dev/null; then
 			log "fusermount3 -u $MNT kept failing; lazy unmount"
@@ -131,7 +140,7 @@ mfs_crash() {
 	MFS_PID=""
 	fusermount3 -u "$MNT" 2>/dev/null || fusermount3 -u -z "$MNT" 2>/dev/null ||
 		umount -l "$MNT" 2>/dev/null || true
-	wait_for sh -c "! mountpoint -q '$MNT'" || die "could not clear the dead mount $MNT"
+	wait_for mount_gone || die "could not clear the dead mount $MNT"
 }
 
 # fs_mount [mfs -o options]: create $T, mount the target at $MNT.
@@ -277,6 +286,8 @@ acl_manifest() {
 	(cd "$1" && find . ! -type l -print0 | sort -z | xargs -0 getfacl -p 2>/dev/null)
 }
 
+refuse_settled() { mfs_gone || is_mounted "$MNT"; }
+
 # mfs_refuses WHAT [-o options]: starting mfs on $STORE must fail cleanly:
 # exit non-zero (not by a signal) within 10 s with a message, never mount.
 mfs_refuses() {
@@ -284,7 +295,7 @@ mfs_refuses() {
 	_opts=${2:-create}
 	"$MFS_BIN" -f --dbfs "$STORE" -o "$_opts" "$MNT" >"$T/refused.log" 2>&1 &
 	MFS_PID=$!
-	wait_for sh -c "! kill -0 $MFS_PID 2>/dev/null || mountpoint -q '$MNT'" || true
+	wait_for refuse_settled || true
 	if is_mounted "$MNT"; then
 		mfs_stop || true
 		die "mfs mounted a store that is $_what"
