@@ -64,7 +64,6 @@ START_TEST(not_before_due)
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	ck_assert_int_eq(mq_enqueue(Q, NULL, &(struct mq_msg_in){ .data = "d", .len = 1,
 							       .deliver_us = due }, &seq), 0);
-	ck_assert_uint_eq(seq, 0);
 	rc = mq_dequeue(s, &m, 1, &n, 0);
 	if (rc == 0) /* only if the machine stalled past the due time */
 		ck_assert_uint_ge(now_us(), due);
@@ -73,6 +72,10 @@ START_TEST(not_before_due)
 	if (rc)
 		get_one(s, &m);
 	ck_assert_uint_ge(now_us(), due);
+	if (seq != 0) { /* the machine stalled: it was due at enqueue */
+		mq_unsubscribe(s);
+		return;
+	}
 	ck_assert_uint_eq(m.deliver_us, due);
 	ck_assert(m.flags & MQ_MSG_DELAYED);
 	ck_assert_uint_lt(m.enqueue_us, due);
@@ -116,10 +119,19 @@ START_TEST(priority_among_due)
 	struct mq_msg m;
 	mq_sub *s;
 
+	uint64_t tags[3] = { 5, 1, 3 }, seqs[3];
+	struct mq_msg_in in[3];
+
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	ck_assert_int_eq(put_delayed(1, 5, due, 0, 5), 0);
-	ck_assert_int_eq(put_delayed(1, 1, due, 0, 1), 0);
-	ck_assert_int_eq(put_delayed(1, 3, due, 0, 3), 0);
+	for (int i = 0; i < 3; i++)
+		in[i] = (struct mq_msg_in){ .data = &tags[i], .len = 8, .enqueuer = 1,
+					    .deliver_us = due, .prio = (uint8_t)tags[i] };
+	/* one batch: all three are delayed, or (stalled machine) none */
+	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 3, seqs), 0);
+	if (seqs[0] != 0) {
+		mq_unsubscribe(s);
+		return;
+	}
 	get_one(s, &m);
 	ck_assert_uint_eq(tag_of(&m), 1);
 	ck_assert_uint_eq(m.prio, 1);
@@ -147,7 +159,8 @@ START_TEST(restart_pending)
 	for (uint64_t i = 0; i < N; i++)
 		ck_assert_int_eq(put_delayed(i, i, due + i * 100, 0, 0), 0);
 	mq_stats(Q, &st);
-	ck_assert_uint_eq(st.delayed_pending, N);
+	/* a loaded machine may already have promoted the first ones */
+	ck_assert_uint_eq(st.delayed_pending + st.delayed_promoted, N);
 	mq_close(Q);
 	tenv_reopen(&T);
 	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
@@ -176,13 +189,18 @@ START_TEST(expired_while_delayed)
 	int reason;
 	char buf[16];
 
+	uint64_t tag = 1, seq;
+	struct mq_msg_in in = { .data = &tag, .len = 8, .enqueuer = 1, .deliver_us = t0 + 10000,
+				.expire_us = t0 + 5000 };
+
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	ck_assert_int_eq(put_delayed(1, 1, t0 + 10000, t0 + 5000, 0), 0);
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
 	ck_assert_int_eq(put_delayed(1, 2, t0 + 20000, 0, 0), 0);
 	get_one(s, &m);
 	ck_assert_uint_eq(tag_of(&m), 2);
 	ck_assert_int_eq(mq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), 0);
-	ck_assert_int_eq(reason, MQ_REASON_EXPIRED_DELAYED);
+	/* seq 0: it waited in the delay shard (else the machine stalled) */
+	ck_assert_int_eq(reason, seq == 0 ? MQ_REASON_EXPIRED_DELAYED : MQ_REASON_EXPIRED);
 	ck_assert_uint_eq(m.len, 8);
 	mq_unsubscribe(s);
 }
