@@ -269,8 +269,11 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		rc = -ENOENT;
 		goto fail_env;
 	}
-	if (exists && sb.st_size == 0 && !o->create) {
-		snprintf(err, errlen, "store is damaged: %s is empty", path);
+	/* Never format over an existing file, even an empty one: it was a
+	 * store that someone truncated. */
+	if (exists && sb.st_size == 0) {
+		snprintf(err, errlen, "store is damaged: %s is empty (remove it to make a new store)",
+			 path);
 		rc = -EINVAL;
 		goto fail_env;
 	}
