@@ -19,6 +19,8 @@ chmod 4751 d/e/text
 chown 1234:5678 d/e/f
 setfattr -n user.one -v 1 d/data
 setfattr -n trusted.two -v 0x00ff00 d/e
+# A 64 KiB value (base64 on the command line: hex would exceed 128 KiB).
+setfattr -n user.big -v "0s$(head -c 65536 /dev/urandom | base64 -w0)" d/data
 setfacl -m u:65534:rx,g:65534:r d/e/text
 setfacl -d -m u:65534:rwx d/e/f
 touch -h -d '2001-02-03 04:05:06.789' d/e/sym

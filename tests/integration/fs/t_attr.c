@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 #include <time.h>
 
 static struct timespec now(void)
@@ -347,12 +348,84 @@ static void test_suid_clear(void)
 	OK("setuid/setgid cleared on write, truncate and chown by non-root");
 }
 
+/* Wait (bounded) until the kernel's coarse clock has passed path's ctime, so
+ * that any later change of ctime is visible as a strictly larger value. */
+static struct timespec settle(const char *path)
+{
+	struct timespec c = stat_of(path).st_ctim, t;
+	for (int i = 0; i < 2000; i++) {
+		CHECK(clock_gettime(CLOCK_REALTIME_COARSE, &t) == 0);
+		if (!ts_le(t, c))
+			return c;
+		usleep(1000);
+	}
+	fail("the clock did not pass the ctime of %s within 2 s", path);
+}
+
+static void ctime_advanced(const char *what, const char *path, struct timespec before)
+{
+	struct timespec c = stat_of(path).st_ctim;
+	if (ts_le(c, before))
+		fail("ctime of %s did not change on %s (still %lld.%09ld)", path, what,
+		     (long long)c.tv_sec, c.tv_nsec);
+}
+
+static void ctime_same(const char *what, const char *path, struct timespec before)
+{
+	struct timespec c = stat_of(path).st_ctim;
+	if (c.tv_sec != before.tv_sec || c.tv_nsec != before.tv_nsec)
+		fail("ctime of %s changed on %s", path, what);
+}
+
+static void test_ctime_strict(void)
+{
+	struct timespec c;
+	CHECK(mkdir("ct", 0755) == 0);
+	write_file("ct/f", "0123456789", 10, 0644);
+	int fd = open("ct/f", O_RDWR);
+	CHECK(fd >= 0);
+	c = settle("ct/f");
+	CHECK_EQ(pwrite(fd, "x", 1, 0), 1);
+	CHECK(fsync(fd) == 0);
+	ctime_advanced("write", "ct/f", c);
+	c = settle("ct/f");
+	CHECK(ftruncate(fd, 5) == 0);
+	ctime_advanced("ftruncate", "ct/f", c);
+	c = settle("ct/f");
+	CHECK(fchmod(fd, 0600) == 0);
+	ctime_advanced("chmod", "ct/f", c);
+	c = settle("ct/f");
+	CHECK(fsetxattr(fd, "user.c", "1", 1, 0) == 0);
+	ctime_advanced("setxattr", "ct/f", c);
+	c = settle("ct/f");
+	CHECK(link("ct/f", "ct/g") == 0);
+	ctime_advanced("link", "ct/f", c);
+	c = settle("ct/f");
+	CHECK(unlink("ct/g") == 0);
+	ctime_advanced("unlink of another link", "ct/f", c);
+	c = settle("ct/f");
+	CHECK(rename("ct/f", "ct/h") == 0);
+	ctime_advanced("rename", "ct/h", c);
+	struct timespec d = settle("ct");
+	write_file("ct/new", "", 0, 0644);
+	ctime_advanced("create in it", "ct", d);
+	/* Reading, stat and a failed operation change nothing. */
+	c = settle("ct/h");
+	char buf[4];
+	CHECK(pread(fd, buf, 4, 0) >= 0);
+	CHECK_ERR(link("ct/h", "ct/new"), EEXIST);
+	ctime_same("read and a refused link", "ct/h", c);
+	CHECK(close(fd) == 0);
+	OK("ctime strictly advances on write, truncate, chmod, setxattr, link, unlink, rename");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
 	test_chmod_chown();
 	test_utimensat();
 	test_time_updates();
+	test_ctime_strict();
 	test_umask_sgid_dir();
 	test_suid_clear();
 	return 0;
