@@ -1,106 +1,431 @@
 /*
- * mfs — minimal single-DBFS runner (the manager replaces this; the
- * `--dbfs STORE MOUNTPOINT` form stays supported).
+ * mfs — the manager daemon.
  *
- *   mfs [-f] --dbfs STORE [-o opt,...] MOUNTPOINT
+ *   mfs [-f] [-d] [-o state=DIR,allow_other,threads=N,...] [SOURCE] MOUNTPOINT
+ *       serve the manager mount at MOUNTPOINT and every DBFS it manages
+ *       (SOURCE is ignored: it is what mount(8) and fstab pass).
+ *   mfs [-f] --dbfs STORE [-o create,durability=...,threads=N] MOUNTPOINT
+ *       serve exactly one DBFS, no manager mount.
+ *
+ * Set-up order (unwound in reverse): daemonize, signals, registry, loop,
+ * manager mount, then the control loop on this thread.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <fuse_lowlevel.h>
 
-#include "dbfs/dbfs.h"
+#include "conf.h"
+#include "control.h"
+#include "kv.h"
+#include "log.h"
+#include "loop.h"
+#include "manager.h"
+#include "manager_fs.h"
+#include "mount.h"
+#include "registry.h"
+
+#define DEFAULT_THREADS 8
+
+struct cli {
+	bool foreground;
+	bool debug;
+	bool allow_other;
+	unsigned threads;
+	const char *dbfs_store;
+	const char *mountpoint;
+	char state_dir[PATH_MAX];
+	char dbfs_opts[MFS_OPTS_MAX]; /* --dbfs: options for the store */
+	bool create;
+};
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mfs [-f] --dbfs STORE [-o opt[,opt...]] MOUNTPOINT\n");
+	fprintf(f,
+		"usage: mfs [-f] [-d] [-o state=DIR,allow_other,threads=N] [SOURCE] MOUNTPOINT\n"
+		"       mfs [-f] --dbfs STORE [-o create,durability=MODE,...] MOUNTPOINT\n"
+		"       mfs --help | --version\n"
+		"\n"
+		"The first form serves the manager mount point MOUNTPOINT: control it with\n"
+		"setfattr/getfattr on its root or with mfsctl(8). The second serves one DBFS.\n"
+		"\n"
+		"  -f            stay in the foreground (log to stderr)\n"
+		"  -d            debug logging\n"
+		"  -o state=DIR  state directory (registry), default /var/lib/mfs for root,\n"
+		"                else $XDG_STATE_HOME/mfs or ~/.local/state/mfs\n"
+		"  -o threads=N  worker threads shared by every mount (default %d)\n"
+		"  -o allow_other  let other users read status and manage their own DBFSs\n"
+		"See mfs(8).\n",
+		DEFAULT_THREADS);
 }
 
-static int parse_opts(struct dbfs_options *o, char *s)
+/* Options mount(8) and mount.fuse3 may pass that mean nothing to mfs. */
+static bool generic_mount_option(const char *k)
 {
+	static const char *const names[] = {
+		"rw",	 "dev",	  "nodev",  "suid",	"nosuid",  "exec",    "noexec",
+		"atime", "noatime", "relatime", "strictatime", "nodiratime", "diratime",
+		"async", "sync",	  "auto",	"noauto",	"user",	   "nouser",  "users",
+		"defaults", "_netdev", "nofail", "lazytime", "default_permissions",
+	};
+	if (!strncmp(k, "x-", 2) || !strncmp(k, "comment", 7))
+		return true;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(k, names[i]))
+			return true;
+	return false;
+}
+
+static int parse_o(struct cli *c, const char *s)
+{
+	struct mfs_kvlist l;
 	char err[256];
-	for (char *tok = strtok(s, ","); tok; tok = strtok(NULL, ",")) {
-		char *eq = strchr(tok, '=');
-		if (eq)
-			*eq++ = '\0';
-		int rc = dbfs_option_parse(o, tok, eq, err, sizeof(err));
-		if (rc == -ENOENT) {
-			fprintf(stderr, "mfs: unknown option '%s'\n", tok);
+	int rc;
+
+	if (!*s)
+		return 0;
+	rc = mfs_kv_parse(s, strlen(s), 0, &l, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "mfs: -o %s: %s\n", s, err);
+		return -1;
+	}
+	for (size_t i = 0; i < l.n && !rc; i++) {
+		const char *k = l.items[i].key, *v = l.items[i].value;
+		if (!strcmp(k, "threads")) {
+			char *end;
+			unsigned long n = v ? strtoul(v, &end, 10) : 0;
+			if (!v || *end || n < 1 || n > 1024) {
+				fprintf(stderr, "mfs: threads must be 1..1024\n");
+				rc = -1;
+			}
+			c->threads = (unsigned)n;
+		} else if (!strcmp(k, "state") && !c->dbfs_store) {
+			if (!v || v[0] != '/' || strlen(v) >= sizeof(c->state_dir)) {
+				fprintf(stderr, "mfs: state= needs an absolute path\n");
+				rc = -1;
+			} else {
+				strcpy(c->state_dir, v);
+			}
+		} else if (!strcmp(k, "allow_other")) {
+			c->allow_other = true;
+		} else if (!strcmp(k, "debug")) {
+			c->debug = true;
+		} else if (!strcmp(k, "mem") && !c->dbfs_store) {
+			uint64_t sz;
+			if (!v || mfs_parse_size(v, &sz)) {
+				fprintf(stderr, "mfs: bad mem= size\n");
+				rc = -1;
+			}
+		} else if (generic_mount_option(k) ||
+			   (!strcmp(k, "ro") && !c->dbfs_store)) {
+			continue;
+		} else if (c->dbfs_store) {
+			if (!strcmp(k, "create")) {
+				c->create = true;
+				continue;
+			}
+			rc = mfs_conf_check(k, v, err, sizeof(err));
+			if (rc) {
+				fprintf(stderr, "mfs: %s\n", err);
+				rc = -1;
+			} else if (mfs_conf_set(c->dbfs_opts, sizeof(c->dbfs_opts), k, v)) {
+				fprintf(stderr, "mfs: options too long\n");
+				rc = -1;
+			}
+		} else {
+			fprintf(stderr, "mfs: unknown option '%s'\n", k);
+			rc = -1;
+		}
+	}
+	mfs_kv_free(&l);
+	return rc;
+}
+
+/* Parse argv. Returns -1 on error, 1 when done (help/version), 0 to run. */
+static int parse_args(struct cli *c, int argc, char **argv)
+{
+	const char *pos[2] = {NULL, NULL};
+	int npos = 0;
+	/* -o of the single form is parsed once the form is known */
+	const char *opts[64];
+	int nopts = 0;
+
+	c->threads = DEFAULT_THREADS;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			usage(stdout);
+			return 1;
+		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+			printf("mfs %s\n", MFS_VERSION);
+			return 1;
+		} else if (!strcmp(a, "-f")) {
+			c->foreground = true;
+		} else if (!strcmp(a, "-d")) {
+			c->debug = true;
+			c->foreground = true;
+		} else if (!strcmp(a, "--dbfs") && i + 1 < argc) {
+			c->dbfs_store = argv[++i];
+		} else if (!strncmp(a, "--dbfs=", 7)) {
+			c->dbfs_store = a + 7;
+		} else if (!strcmp(a, "-o") && i + 1 < argc) {
+			if (nopts == 64)
+				return -1;
+			opts[nopts++] = argv[++i];
+		} else if (!strncmp(a, "-o", 2) && a[2]) {
+			if (nopts == 64)
+				return -1;
+			opts[nopts++] = a + 2;
+		} else if (a[0] != '-' && npos < 2) {
+			pos[npos++] = a;
+		} else {
+			fprintf(stderr, "mfs: unexpected argument '%s'\n", a);
 			return -1;
 		}
-		if (rc) {
-			fprintf(stderr, "mfs: %s\n", err);
+	}
+	for (int i = 0; i < nopts; i++)
+		if (parse_o(c, opts[i]))
+			return -1;
+	if (npos == 0) {
+		fprintf(stderr, "mfs: missing MOUNTPOINT\n");
+		return -1;
+	}
+	if (npos == 2 && c->dbfs_store) {
+		fprintf(stderr, "mfs: --dbfs takes one MOUNTPOINT\n");
+		return -1;
+	}
+	c->mountpoint = pos[npos - 1];
+	if (!c->dbfs_store && !c->state_dir[0]) {
+		const char *xdg = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+		if (geteuid() == 0)
+			snprintf(c->state_dir, sizeof(c->state_dir), "/var/lib/mfs");
+		else if (xdg && xdg[0] == '/')
+			snprintf(c->state_dir, sizeof(c->state_dir), "%s/mfs", xdg);
+		else if (home && home[0] == '/')
+			snprintf(c->state_dir, sizeof(c->state_dir), "%s/.local/state/mfs", home);
+		else {
+			fprintf(stderr, "mfs: give -o state=DIR\n");
 			return -1;
 		}
 	}
 	return 0;
 }
 
+/* Daemonizing: the parent waits until the child reports that it serves its
+ * mounts (one status byte), so `mfs /mnt/mfs && ls /mnt/mfs` works. */
+static int ready_fd = -1;
+
+static int daemon_start(void)
+{
+	int p[2];
+
+	if (pipe(p) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid > 0) {
+		unsigned char st = 1;
+		close(p[1]);
+		if (read(p[0], &st, 1) != 1)
+			st = 1;
+		_exit(st);
+	}
+	close(p[0]);
+	ready_fd = p[1];
+	setsid();
+	return 0;
+}
+
+static void daemon_ready(int status)
+{
+	if (ready_fd < 0)
+		return;
+	if (status == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		if (fd >= 0) {
+			dup2(fd, 0);
+			dup2(fd, 1);
+			dup2(fd, 2);
+			if (fd > 2)
+				close(fd);
+		}
+		if (chdir("/") < 0)
+			status = 1;
+	}
+	unsigned char st = (unsigned char)status;
+	if (write(ready_fd, &st, 1) != 1)
+		mfs_warn("cannot report readiness");
+	close(ready_fd);
+	ready_fd = -1;
+}
+
+static sigset_t stop_signals;
+
+/* libfuse's handlers know one session; this thread reaches all of them
+ * through the control thread. */
+static void *signal_main(void *arg)
+{
+	for (;;) {
+		int sig;
+		if (sigwait(&stop_signals, &sig))
+			continue;
+		mfs_info("signal %d (%s): stopping", sig, strsignal(sig));
+		mfs_control_stop();
+	}
+	return NULL;
+}
+
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+static int serve_single(struct mfs_manager *mgr, const struct cli *c)
+{
+	struct mfs_dbfs *d = calloc(1, sizeof(*d));
+	char err[512] = "";
+
+	if (!d)
+		return 1;
+	snprintf(d->conf.name, sizeof(d->conf.name), "dbfs");
+	snprintf(d->conf.store, sizeof(d->conf.store), "%s", c->dbfs_store);
+	snprintf(d->conf.mountpoint, sizeof(d->conf.mountpoint), "%s", c->mountpoint);
+	snprintf(d->conf.opts, sizeof(d->conf.opts), "%s", c->dbfs_opts);
+	d->conf.owner = getuid();
+	d->id = 1;
+	int rc = mfs_control_mount_now(d, c->create, err, sizeof(err));
+	if (rc) {
+		mfs_err("%s: %s", c->dbfs_store, err[0] ? err : strerror(-rc));
+		free(d);
+		return 1;
+	}
+	return 0;
+}
+
+static int serve_manager(struct mfs_manager *mgr, const struct cli *c)
+{
+	char err[512] = "";
+	char opts[256];
+	int rc;
+
+	rc = mfs_registry_open(mgr->state_dir, &mgr->reg, err, sizeof(err));
+	if (rc) {
+		mfs_err("%s", err);
+		return 1;
+	}
+	mfs_clean_stale(mgr->mountpoint);
+	snprintf(opts, sizeof(opts), "fsname=mfs,subtype=mfs,nodev,nosuid%s",
+		 c->allow_other ? ",allow_other" : "");
+	rc = mfs_mount_session(mfs_manager_fs_ops(), mgr, mgr->mountpoint, opts, &mgr->se, err,
+			       sizeof(err));
+	if (rc) {
+		mfs_err("%s", err);
+		return 1;
+	}
+	if (mfs_mount_lookup(mgr->mountpoint, &mgr->dev, NULL, 0))
+		mfs_warn("manager mount not found in mountinfo");
+	rc = mfs_loop_add(mgr->loop, mgr->se, "manager", mfs_control_manager_ended, mgr,
+			  &mgr->sess);
+	if (rc) {
+		mfs_err("cannot serve the manager mount: %s", strerror(-rc));
+		mfs_unmount_path(mgr->mountpoint, true);
+		fuse_session_destroy(mgr->se);
+		mgr->se = NULL;
+		return 1;
+	}
+	rc = mfs_control_load();
+	if (rc)
+		mfs_err("registry: %s", strerror(-rc));
+	mfs_info("manager mounted at %s (state %s, %u workers)", mgr->mountpoint,
+		 mgr->state_dir, mfs_loop_workers(mgr->loop));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *store = NULL, *mnt = NULL;
-	struct dbfs_options o;
-	int foreground = 0;
-	char err[512];
+	struct cli c;
+	static struct mfs_manager mgr;
+	pthread_t sig_thread;
+	int rc;
 
-	dbfs_options_init(&o);
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "-f")) {
-			foreground = 1;
-		} else if (!strcmp(argv[i], "--dbfs") && i + 1 < argc) {
-			store = argv[++i];
-		} else if (!strcmp(argv[i], "-o") && i + 1 < argc) {
-			if (parse_opts(&o, argv[++i]))
-				return 2;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage(stdout);
-			return 0;
-		} else if (argv[i][0] != '-' && !mnt) {
-			mnt = argv[i];
-		} else {
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (!store || !mnt) {
-		usage(stderr);
-		return 2;
-	}
-
-	struct dbfs *fs;
-	int rc = dbfs_open(store, &o, &fs, err, sizeof(err));
+	memset(&c, 0, sizeof(c));
+	rc = parse_args(&c, argc, argv);
 	if (rc) {
-		fprintf(stderr, "mfs: %s: %s\n", store, err);
+		if (rc < 0)
+			usage(stderr);
+		return rc < 0 ? 2 : 0;
+	}
+	if (c.debug)
+		mfs_log_set_level(MFS_LOG_DEBUG);
+	if (!realpath(c.mountpoint, mgr.mountpoint)) {
+		/* a stale mount still resolves by name */
+		if (errno != ENOTCONN || strlen(c.mountpoint) >= sizeof(mgr.mountpoint)) {
+			fprintf(stderr, "mfs: %s: %s\n", c.mountpoint, strerror(errno));
+			return 1;
+		}
+		snprintf(mgr.mountpoint, sizeof(mgr.mountpoint), "%s", c.mountpoint);
+	}
+	if (!c.foreground) {
+		if (daemon_start() < 0) {
+			fprintf(stderr, "mfs: cannot daemonize: %s\n", strerror(errno));
+			return 1;
+		}
+		mfs_log_to_syslog();
+	}
+	raise_nofile();
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&stop_signals);
+	sigaddset(&stop_signals, SIGINT);
+	sigaddset(&stop_signals, SIGTERM);
+	sigaddset(&stop_signals, SIGHUP);
+	sigaddset(&stop_signals, SIGQUIT);
+	pthread_sigmask(SIG_BLOCK, &stop_signals, NULL); /* inherited by every thread */
+
+	pthread_mutex_init(&mgr.lock, NULL);
+	mgr.uid = getuid();
+	mgr.allow_other = c.allow_other;
+	mgr.started_at = (uint64_t)time(NULL);
+	mgr.single = c.dbfs_store != NULL;
+	snprintf(mgr.state_dir, sizeof(mgr.state_dir), "%s", c.state_dir);
+	mfs_control_init(&mgr);
+
+	rc = mfs_loop_create(c.threads, &mgr.loop);
+	if (rc) {
+		mfs_err("cannot start %u workers: %s", c.threads, strerror(-rc));
+		daemon_ready(1);
 		return 1;
 	}
-	char optstr[4200];
-	snprintf(optstr, sizeof(optstr), "-odefault_permissions,fsname=dbfs:%s,subtype=dbfs%s%s",
-		 store, getuid() == 0 ? ",allow_other" : "", o.read_only ? ",ro" : "");
-	char *fargv[] = {argv[0], optstr, NULL};
-	struct fuse_args args = FUSE_ARGS_INIT(2, fargv);
-	struct fuse_session *se = fuse_session_new(&args, dbfs_fuse_ops(),
-						   sizeof(struct fuse_lowlevel_ops), fs);
-	if (!se) {
-		dbfs_close(fs);
+	rc = mgr.single ? serve_single(&mgr, &c) : serve_manager(&mgr, &c);
+	if (rc) {
+		mfs_loop_destroy(mgr.loop);
+		mfs_registry_close(mgr.reg);
+		daemon_ready(1);
 		return 1;
 	}
-	if (fuse_set_signal_handlers(se) || fuse_session_mount(se, mnt)) {
-		fuse_session_destroy(se);
-		dbfs_close(fs);
-		return 1;
-	}
-	if (fuse_daemonize(foreground) != 0)
-		return 1;
-	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-	fuse_loop_cfg_set_max_threads(cfg, 16);
-	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	rc = fuse_session_loop_mt(se, cfg);
-	fuse_loop_cfg_destroy(cfg);
-	fuse_session_unmount(se);
-	fuse_remove_signal_handlers(se);
-	fuse_session_destroy(se);
-	dbfs_close(fs);
-	return rc ? 1 : 0;
+	if (pthread_create(&sig_thread, NULL, signal_main, NULL))
+		mfs_warn("no signal thread: stop mfs by unmounting it");
+	daemon_ready(0);
+
+	mfs_control_run();
+
+	mfs_loop_destroy(mgr.loop);
+	mfs_registry_close(mgr.reg);
+	mfs_info("stopped");
+	return 0;
 }

@@ -1,0 +1,56 @@
+/*
+ * The governor: pure decisions on how many workers a session may use and
+ * whether its token buckets allow another request. No locks, no clocks of its
+ * own: the loop calls these under its lock with a monotonic time in ns.
+ *
+ * Fair share: when `busy` sessions have work queued or in flight, each may
+ * hold at most ceil(workers / busy) workers; when other sessions exist at all,
+ * one worker stays free for them, so a quiet DBFS never waits for a noisy one
+ * to finish a request. An idle session costs nothing.
+ */
+#ifndef MFS_GOVERNOR_H
+#define MFS_GOVERNOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Per-DBFS limits; 0 everywhere means "none". */
+struct mfs_limits {
+	unsigned max_concurrent; /* requests in flight at once */
+	uint64_t iops;           /* requests per second */
+	uint64_t bandwidth;      /* read+write bytes per second */
+};
+
+/* A token bucket. rate 0: unlimited. Tokens may go negative (debt): a large
+ * write is admitted and the session then waits until the debt is repaid. */
+struct mfs_bucket {
+	double rate;   /* tokens per second */
+	double burst;  /* bucket size */
+	double tokens;
+	uint64_t last_ns;
+};
+
+/* (Re)configure; a full bucket of `burst` (0: rate/10, at least `min_burst`). */
+void mfs_bucket_set(struct mfs_bucket *b, uint64_t rate, double min_burst, uint64_t now_ns);
+
+/* Add what accrued since the last refill, up to the burst. */
+void mfs_bucket_refill(struct mfs_bucket *b, uint64_t now_ns);
+
+/* Spend n tokens (may go into debt). */
+void mfs_bucket_take(struct mfs_bucket *b, double n);
+
+/* True when the bucket is unlimited or not in debt. */
+bool mfs_bucket_ok(const struct mfs_bucket *b);
+
+/* Nanoseconds until the bucket is out of debt (0 when ok). */
+uint64_t mfs_bucket_wait_ns(const struct mfs_bucket *b);
+
+/*
+ * How many requests a session may have in flight.
+ * workers: pool size; sessions: sessions served; busy: sessions with work
+ * queued or in flight (counting this one); cap: its max_concurrent (0: none).
+ * Always at least 1.
+ */
+unsigned mfs_fair_limit(unsigned workers, unsigned sessions, unsigned busy, unsigned cap);
+
+#endif

@@ -1,0 +1,374 @@
+/* Dispatcher, sessions and admission (see loop.h and loop_private.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <fuse_lowlevel.h>
+
+#include "log.h"
+#include "loop_private.h"
+
+/* While a session is throttled the dispatcher wakes this often to refill. */
+#define THROTTLE_TICK_MS 2
+
+uint64_t mfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void mfs_session_update_busy(struct mfs_session *s)
+{
+	bool busy = s->queued || s->inflight > 0;
+
+	if (busy != s->busy) {
+		s->busy = busy;
+		if (busy)
+			s->loop->busy++;
+		else
+			s->loop->busy--;
+	}
+}
+
+static void set_throttled(struct mfs_session *s, bool on)
+{
+	struct mfs_loop *loop = s->loop;
+
+	if (s->throttled == on)
+		return;
+	s->throttled = on;
+	if (on) {
+		s->st.throttled++;
+		if (loop->throttled++ == 0) {
+			uint64_t one = 1;
+			if (write(loop->evfd, &one, sizeof(one)) < 0)
+				mfs_warn("loop: eventfd write: %s", strerror(errno));
+		}
+	} else {
+		loop->throttled--;
+	}
+}
+
+bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
+{
+	struct mfs_loop *loop = s->loop;
+
+	if (s->ended || s->armed || s->queued)
+		return false;
+	mfs_bucket_refill(&s->iops, now_ns);
+	mfs_bucket_refill(&s->bw, now_ns);
+	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw)) {
+		s->held = true;
+		set_throttled(s, true);
+		return false;
+	}
+	set_throttled(s, false);
+	unsigned limit = mfs_fair_limit(loop->nworkers, loop->nsessions,
+					loop->busy + (s->busy ? 0 : 1), s->limits.max_concurrent);
+	if (s->inflight >= limit) {
+		if (!s->held)
+			s->st.capped++;
+		s->held = true;
+		return false;
+	}
+	s->held = false;
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = s};
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0) {
+		mfs_err("%s: epoll_ctl: %s", s->name, strerror(errno));
+		return false;
+	}
+	s->armed = true;
+	return true;
+}
+
+bool mfs_session_end_due(struct mfs_session *s)
+{
+	if (!s->ended || s->inflight || s->queued || s->end_reported)
+		return false;
+	s->end_reported = true;
+	return true;
+}
+
+static void *dispatcher_main(void *arg)
+{
+	struct mfs_loop *loop = arg;
+	struct epoll_event evs[64];
+
+	for (;;) {
+		pthread_mutex_lock(&loop->lock);
+		int timeout = loop->throttled ? THROTTLE_TICK_MS : -1;
+		bool stop = loop->stopping;
+		uint64_t gen = ++loop->gen;
+		pthread_mutex_unlock(&loop->lock);
+		if (stop)
+			break;
+
+		int n = epoll_wait(loop->epfd, evs, 64, timeout);
+		if (n < 0 && errno != EINTR) {
+			mfs_err("loop: epoll_wait: %s", strerror(errno));
+			break;
+		}
+		uint64_t now = mfs_now_ns();
+		pthread_mutex_lock(&loop->lock);
+		for (int i = 0; i < n; i++) {
+			struct mfs_session *s = evs[i].data.ptr;
+			if (!s) {
+				uint64_t v;
+				if (read(loop->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+					mfs_warn("loop: eventfd read: %s", strerror(errno));
+				continue;
+			}
+			if (s->removed)
+				continue;
+			s->armed = false;
+			if (s->ended || s->queued)
+				continue;
+			s->queued = true;
+			s->ready_next = NULL;
+			if (loop->ready_tail)
+				loop->ready_tail->ready_next = s;
+			else
+				loop->ready_head = s;
+			loop->ready_tail = s;
+			mfs_session_update_busy(s);
+			pthread_cond_signal(&loop->work);
+		}
+		if (loop->throttled) {
+			for (struct mfs_session *s = loop->sessions; s; s = s->next)
+				if (s->throttled)
+					mfs_session_admit(s, now);
+		}
+		for (struct mfs_session **pp = &loop->grave; *pp;) {
+			struct mfs_session *g = *pp;
+			if (g->removed_gen < gen) {
+				*pp = g->grave_next;
+				free(g);
+			} else {
+				pp = &g->grave_next;
+			}
+		}
+		pthread_mutex_unlock(&loop->lock);
+	}
+	return NULL;
+}
+
+int mfs_loop_create(unsigned workers, struct mfs_loop **out)
+{
+	if (workers < 1 || workers > 1024)
+		return -EINVAL;
+	struct mfs_loop *loop = calloc(1, sizeof(*loop));
+	if (!loop)
+		return -ENOMEM;
+	int rc;
+	loop->nworkers = workers;
+	loop->epfd = loop->evfd = -1;
+	pthread_mutex_init(&loop->lock, NULL);
+	pthread_cond_init(&loop->work, NULL);
+	loop->workers = calloc(workers, sizeof(*loop->workers));
+	if (!loop->workers) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+	loop->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (loop->epfd < 0 || loop->evfd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->evfd, &ev) < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	rc = -pthread_create(&loop->dispatcher, NULL, dispatcher_main, loop);
+	if (rc)
+		goto fail;
+	loop->dispatcher_started = true;
+	for (unsigned i = 0; i < workers; i++) {
+		rc = -pthread_create(&loop->workers[i], NULL, mfs_pool_worker, loop);
+		if (rc) {
+			loop->nworkers = i;
+			mfs_loop_destroy(loop);
+			return rc;
+		}
+	}
+	*out = loop;
+	return 0;
+fail:
+	if (loop->epfd >= 0)
+		close(loop->epfd);
+	if (loop->evfd >= 0)
+		close(loop->evfd);
+	free(loop->workers);
+	free(loop);
+	return rc;
+}
+
+void mfs_loop_destroy(struct mfs_loop *loop)
+{
+	pthread_mutex_lock(&loop->lock);
+	loop->stopping = true;
+	pthread_cond_broadcast(&loop->work);
+	pthread_mutex_unlock(&loop->lock);
+	uint64_t one = 1;
+	if (write(loop->evfd, &one, sizeof(one)) < 0)
+		mfs_warn("loop: eventfd write: %s", strerror(errno));
+	for (unsigned i = 0; i < loop->nworkers; i++)
+		pthread_join(loop->workers[i], NULL);
+	if (loop->dispatcher_started)
+		pthread_join(loop->dispatcher, NULL);
+	while (loop->grave) {
+		struct mfs_session *g = loop->grave;
+		loop->grave = g->grave_next;
+		free(g);
+	}
+	close(loop->epfd);
+	close(loop->evfd);
+	pthread_cond_destroy(&loop->work);
+	pthread_mutex_destroy(&loop->lock);
+	free(loop->workers);
+	free(loop);
+}
+
+unsigned mfs_loop_workers(const struct mfs_loop *loop)
+{
+	return loop->nworkers;
+}
+
+int mfs_loop_add(struct mfs_loop *loop, struct fuse_session *se, const char *name,
+		 void (*on_end)(void *arg), void *arg, struct mfs_session **out)
+{
+	struct mfs_session *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->loop = loop;
+	s->se = se;
+	s->fd = fuse_session_fd(se);
+	s->on_end = on_end;
+	s->arg = arg;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	int fl = fcntl(s->fd, F_GETFL);
+	if (fl < 0 || fcntl(s->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		int rc = -errno;
+		free(s);
+		return rc;
+	}
+	struct epoll_event ev = {.events = EPOLLONESHOT, .data.ptr = s};
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, s->fd, &ev) < 0) {
+		int rc = -errno;
+		free(s);
+		return rc;
+	}
+	uint64_t now = mfs_now_ns();
+	pthread_mutex_lock(&loop->lock);
+	s->next = loop->sessions;
+	if (s->next)
+		s->next->prev = s;
+	loop->sessions = s;
+	loop->nsessions++;
+	mfs_session_admit(s, now);
+	pthread_mutex_unlock(&loop->lock);
+	*out = s;
+	return 0;
+}
+
+void mfs_loop_abort(struct mfs_session *s)
+{
+	struct mfs_loop *loop = s->loop;
+
+	pthread_mutex_lock(&loop->lock);
+	s->ended = true;
+	if (s->queued) {
+		struct mfs_session **pp = &loop->ready_head, *prev = NULL;
+		while (*pp && *pp != s) {
+			prev = *pp;
+			pp = &(*pp)->ready_next;
+		}
+		if (*pp) {
+			*pp = s->ready_next;
+			if (loop->ready_tail == s)
+				loop->ready_tail = prev;
+		}
+		s->queued = false;
+		mfs_session_update_busy(s);
+	}
+	set_throttled(s, false);
+	bool due = mfs_session_end_due(s);
+	pthread_mutex_unlock(&loop->lock);
+	if (due)
+		s->on_end(s->arg);
+}
+
+void mfs_loop_remove(struct mfs_session *s)
+{
+	struct mfs_loop *loop = s->loop;
+
+	pthread_mutex_lock(&loop->lock);
+	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		loop->sessions = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	loop->nsessions--;
+	set_throttled(s, false);
+	if (s->busy)
+		loop->busy--;
+	s->removed = true;
+	s->removed_gen = loop->gen;
+	s->grave_next = loop->grave;
+	loop->grave = s;
+	pthread_mutex_unlock(&loop->lock);
+	uint64_t one = 1;
+	if (write(loop->evfd, &one, sizeof(one)) < 0)
+		mfs_warn("loop: eventfd write: %s", strerror(errno));
+}
+
+void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l)
+{
+	uint64_t now = mfs_now_ns();
+
+	pthread_mutex_lock(&s->loop->lock);
+	s->limits = *l;
+	mfs_bucket_set(&s->iops, l->iops, 1, now);
+	/* a bucket must hold at least one maximal request (1 MiB + header) */
+	mfs_bucket_set(&s->bw, l->bandwidth, 1 << 20, now);
+	if (s->held)
+		mfs_session_admit(s, now);
+	pthread_mutex_unlock(&s->loop->lock);
+}
+
+void mfs_loop_stats(struct mfs_session *s, struct mfs_session_stats *st)
+{
+	pthread_mutex_lock(&s->loop->lock);
+	*st = s->st;
+	st->inflight = s->inflight;
+	pthread_mutex_unlock(&s->loop->lock);
+}
+
+uint64_t mfs_lat_percentile(const struct mfs_session_stats *st, double pct)
+{
+	uint64_t total = 0, seen = 0;
+
+	for (int i = 0; i < MFS_LAT_BUCKETS; i++)
+		total += st->lat_hist[i];
+	if (!total)
+		return 0;
+	uint64_t want = (uint64_t)((double)total * pct / 100.0);
+	if (want < 1)
+		want = 1;
+	for (int i = 0; i < MFS_LAT_BUCKETS; i++) {
+		seen += st->lat_hist[i];
+		if (seen >= want)
+			return (uint64_t)1 << (i + 1);
+	}
+	return st->lat_max_ns;
+}

@@ -1,0 +1,101 @@
+/*
+ * The session loop: one epoll dispatcher thread watching the non-blocking
+ * /dev/fuse fd of every session, and one fixed pool of worker threads that
+ * receive and process requests (fuse_session_receive_buf /
+ * fuse_session_process_buf). The number of threads never depends on the
+ * number of sessions.
+ *
+ * Flow of one request:
+ *
+ *   fd readable -> dispatcher appends the session to the ready queue (FIFO)
+ *   -> a worker pops it, reads one request, re-arms the fd if the governor
+ *   allows the session another request in flight, processes it, and re-arms
+ *   on completion if it was held back.
+ *
+ * Fds are registered EPOLLONESHOT, so a session is in the ready queue at most
+ * once: sessions with pending work take turns (round robin), which is the
+ * fair share of governor.h.
+ *
+ * A session ends when its connection goes away (unmount or abort: the read
+ * gives ENODEV). Once it has ended and no request is in flight, the loop calls
+ * its on_end callback exactly once; the owner then calls mfs_loop_remove and
+ * fuse_session_destroy (in that order).
+ */
+#ifndef MFS_LOOP_H
+#define MFS_LOOP_H
+
+#include <stdint.h>
+
+#include "governor.h"
+
+struct fuse_session;
+struct mfs_loop;
+struct mfs_session;
+
+/* Latency histogram buckets: bucket i counts requests taking [2^i, 2^(i+1)) ns. */
+#define MFS_LAT_BUCKETS 40
+
+struct mfs_session_stats {
+	uint64_t ops;
+	uint64_t read_bytes;    /* asked by FUSE_READ requests */
+	uint64_t write_bytes;   /* carried by FUSE_WRITE requests */
+	uint64_t throttled;     /* times held back by an IOPS or bandwidth bucket */
+	uint64_t capped;        /* times held back by the concurrency limit */
+	uint64_t lat_sum_ns;
+	uint64_t lat_max_ns;
+	uint64_t lat_hist[MFS_LAT_BUCKETS];
+	unsigned inflight;
+	unsigned peak_inflight;
+};
+
+/*
+ * Start the dispatcher and `workers` worker threads (1..1024).
+ * Errors: -EINVAL (workers out of range), -ENOMEM, -EMFILE/-ENFILE (epoll,
+ * eventfd), -EAGAIN (threads). Call before any session is added.
+ */
+int mfs_loop_create(unsigned workers, struct mfs_loop **out);
+
+/*
+ * Stop every thread and free the loop. Every session must have been removed.
+ * Must not be called from a loop thread.
+ */
+void mfs_loop_destroy(struct mfs_loop *loop);
+
+/* Number of worker threads. */
+unsigned mfs_loop_workers(const struct mfs_loop *loop);
+
+/*
+ * Serve `se` (already mounted: its fd is set). Makes the fd non-blocking and
+ * watches it. `on_end(arg)` is called once, from a worker or from
+ * mfs_loop_abort's caller, with no loop lock held, after the session ended and
+ * its last request finished; it must not block (post to another thread).
+ * `name` is copied (for logs). Errors: -ENOMEM, -errno of fcntl/epoll_ctl.
+ * Any thread.
+ */
+int mfs_loop_add(struct mfs_loop *loop, struct fuse_session *se, const char *name,
+		 void (*on_end)(void *arg), void *arg, struct mfs_session **out);
+
+/*
+ * Stop serving `s` as if its connection had gone: no new request is read;
+ * on_end follows once requests in flight finish. The caller then closes the
+ * session (fuse_session_destroy), which aborts the kernel connection.
+ * Idempotent. Any thread except from inside a request of `s`.
+ */
+void mfs_loop_abort(struct mfs_session *s);
+
+/* Forget `s` (after on_end was called) and free it. Any thread. */
+void mfs_loop_remove(struct mfs_session *s);
+
+/* Change the governor's limits of `s`; takes effect at the next request. */
+void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l);
+
+/* A consistent copy of the counters of `s`. */
+void mfs_loop_stats(struct mfs_session *s, struct mfs_session_stats *st);
+
+/* Latency (ns) below which `pct` percent of requests of `st` finished. */
+uint64_t mfs_lat_percentile(const struct mfs_session_stats *st, double pct);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t mfs_now_ns(void);
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * Internals shared by loop.c (dispatcher, sessions, admission) and pool.c
+ * (worker threads). Everything marked "lock" is protected by loop->lock.
+ */
+#ifndef MFS_LOOP_PRIVATE_H
+#define MFS_LOOP_PRIVATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "loop.h"
+
+struct mfs_session {
+	struct mfs_loop *loop;
+	struct fuse_session *se;
+	int fd;
+	char name[80];
+	void (*on_end)(void *arg);
+	void *arg;
+
+	/* lock */
+	bool armed;        /* registered in epoll, waiting for readability */
+	bool queued;       /* in the ready queue */
+	bool held;         /* not armed because the governor said no */
+	bool throttled;    /* held by a token bucket (the timer re-checks it) */
+	bool ended;        /* connection gone or aborted: never arm again */
+	bool end_reported; /* on_end was (being) called */
+	bool busy;         /* queued or inflight (counted in loop->busy) */
+	unsigned inflight;
+	struct mfs_limits limits;
+	struct mfs_bucket iops;
+	struct mfs_bucket bw;
+	struct mfs_session_stats st;
+	struct mfs_session *ready_next;
+	struct mfs_session *prev, *next; /* every session */
+	bool removed;                    /* in the graveyard */
+	uint64_t removed_gen;            /* loop->gen when removed */
+	struct mfs_session *grave_next;
+};
+
+struct mfs_loop {
+	pthread_mutex_t lock;
+	pthread_cond_t work; /* ready queue not empty, or stopping */
+	int epfd;
+	int evfd; /* wakes the dispatcher (stop, new throttled session) */
+
+	/* lock */
+	struct mfs_session *ready_head, *ready_tail;
+	struct mfs_session *sessions;
+	unsigned nsessions;
+	unsigned busy;
+	unsigned throttled;
+	bool stopping;
+	/* Removed sessions wait here until no epoll_wait that may still return
+	 * them is being processed: freed by the dispatcher once a wait that
+	 * started after the removal (gen > removed_gen) has been handled. */
+	struct mfs_session *grave;
+	uint64_t gen; /* epoll_wait calls started */
+
+	unsigned nworkers;
+	pthread_t *workers;
+	pthread_t dispatcher;
+	bool dispatcher_started;
+};
+
+/* Worker thread body (pool.c). */
+void *mfs_pool_worker(void *arg);
+
+/* lock held: let the session read another request if the governor allows
+ * (arm its fd), else mark it held. Returns true when it armed. */
+bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns);
+
+/* lock held: recompute s->busy and loop->busy. */
+void mfs_session_update_busy(struct mfs_session *s);
+
+/* lock held: if s ended with nothing in flight and not yet reported, mark it
+ * reported and return true (the caller then calls on_end unlocked). */
+bool mfs_session_end_due(struct mfs_session *s);
+
+#endif

@@ -1,0 +1,98 @@
+/*
+ * The manager's state: every DBFS it knows (registered or being mounted),
+ * shared by the control thread (the only writer of lifecycle state), the
+ * manager file system's handlers (readers) and the loop's end callbacks.
+ *
+ * Locking: mgr->lock protects the list and every field marked "lock". It is
+ * never held across a mount, an unmount, dbfs_open/dbfs_close or any call that
+ * may wait on a FUSE request.
+ */
+#ifndef MFS_MANAGER_H
+#define MFS_MANAGER_H
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "dbfs/dbfs.h"
+#include "governor.h"
+
+struct fuse_session;
+struct mfs_loop;
+struct mfs_session;
+struct mfs_registry;
+
+#define MFS_NAME_MAX 64
+#define MFS_OPTS_MAX 4096
+
+enum mfs_state {
+	MFS_UNMOUNTED = 0,
+	MFS_MOUNTING,
+	MFS_MOUNTED,
+	MFS_UNMOUNTING,
+	MFS_FAILED,
+};
+
+/* A DBFS's configuration: what the registry stores. */
+struct mfs_conf {
+	char name[MFS_NAME_MAX + 1];
+	char store[PATH_MAX];
+	char mountpoint[PATH_MAX];
+	uid_t owner;
+	bool want_mounted;
+	/* options other than name/store/mountpoint/create, canonical
+	 * `key=value,...` text, re-parsed at each mount */
+	char opts[MFS_OPTS_MAX];
+};
+
+struct mfs_dbfs {
+	struct mfs_conf conf;
+	uint32_t id;          /* stable: inode numbers in the manager fs */
+	/* lock */
+	enum mfs_state state;
+	char reason[256];     /* why it failed or was unmounted */
+	bool session_ended;   /* the loop called on_end */
+	struct dbfs *fs;      /* MOUNTED or UNMOUNTING */
+	struct mfs_session *sess;
+	struct fuse_session *se;
+	unsigned conn;        /* kernel connection id (/sys/fs/fuse/connections) */
+	dev_t dev;            /* st_dev of the mount */
+	struct mfs_limits limits;
+	uint64_t quota_bytes;  /* as last applied (0: none) */
+	uint64_t quota_inodes;
+	uint64_t mounted_at;  /* CLOCK_REALTIME seconds */
+	struct mfs_dbfs *next;
+};
+
+struct mfs_manager {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;     /* session_ended, manager_ended changes */
+	struct mfs_dbfs *list;   /* lock */
+	uint32_t next_id;        /* lock */
+
+	struct mfs_loop *loop;
+	struct mfs_registry *reg; /* NULL in single-DBFS mode */
+	char mountpoint[PATH_MAX];
+	char state_dir[PATH_MAX];
+	dev_t dev;               /* st_dev of the manager mount */
+	uid_t uid;               /* who started mfs */
+	bool allow_other;
+	uint64_t started_at;     /* CLOCK_REALTIME seconds */
+	struct fuse_session *se; /* the manager session (NULL in single mode) */
+	struct mfs_session *sess;
+	bool manager_ended;      /* lock */
+	bool single;             /* serve one DBFS, no manager mount */
+};
+
+/* Find a DBFS by name; lock held. NULL when unknown. */
+struct mfs_dbfs *mfs_find(struct mfs_manager *mgr, const char *name);
+
+/* Find by id; lock held. */
+struct mfs_dbfs *mfs_find_id(struct mfs_manager *mgr, uint32_t id);
+
+/* Text of a state ("mounted", ...). */
+const char *mfs_state_name(enum mfs_state st);
+
+#endif

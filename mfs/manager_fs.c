@@ -1,0 +1,442 @@
+/* The manager mount's FUSE operations (see manager_fs.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <fuse_lowlevel.h>
+
+#include "buf.h"
+#include "control.h"
+#include "log.h"
+#include "loop.h"
+#include "manager_fs.h"
+#include "render.h"
+#include "verbs.h"
+
+#define ROOT_INO 1
+#define DIR_INO(id) (16 + 4 * (fuse_ino_t)(id))
+
+static struct mfs_manager *mgr_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+/* What an inode is: the root, a DBFS folder, or one of its files. */
+struct node {
+	int kind; /* 0 root, 1 folder, 2 file */
+	uint32_t id;
+	enum mfs_file file;
+};
+
+static int decode(fuse_ino_t ino, struct node *n)
+{
+	if (ino == ROOT_INO) {
+		n->kind = 0;
+		return 0;
+	}
+	if (ino < 16)
+		return -ENOENT;
+	n->id = (uint32_t)((ino - 16) / 4);
+	unsigned k = (unsigned)((ino - 16) % 4);
+	n->kind = k ? 2 : 1;
+	n->file = k ? (enum mfs_file)(k - 1) : MFS_FILE_STATUS;
+	return 0;
+}
+
+/* Fill st for ino; -ENOENT when it no longer exists. */
+static int stat_node(struct mfs_manager *mgr, fuse_ino_t ino, struct stat *st)
+{
+	struct node n;
+
+	memset(st, 0, sizeof(*st));
+	if (decode(ino, &n))
+		return -ENOENT;
+	st->st_ino = ino;
+	st->st_atime = st->st_mtime = st->st_ctime = (time_t)mgr->started_at;
+	if (n.kind == 0) {
+		st->st_mode = S_IFDIR | 0755;
+		st->st_nlink = 2;
+		st->st_uid = mgr->uid;
+		st->st_gid = getegid();
+		return 0;
+	}
+	int rc = 0;
+	pthread_mutex_lock(&mgr->lock);
+	struct mfs_dbfs *d = mfs_find_id(mgr, n.id);
+	if (!d) {
+		rc = -ENOENT;
+	} else {
+		st->st_uid = d->conf.owner;
+		st->st_gid = getegid();
+		if (n.kind == 1) {
+			st->st_mode = S_IFDIR | 0555;
+			st->st_nlink = 2;
+		} else {
+			st->st_mode = S_IFREG | 0444;
+			st->st_nlink = 1;
+		}
+	}
+	pthread_mutex_unlock(&mgr->lock);
+	return rc;
+}
+
+static void reply_entry(fuse_req_t req, fuse_ino_t ino)
+{
+	struct fuse_entry_param e;
+
+	memset(&e, 0, sizeof(e));
+	int rc = stat_node(mgr_of(req), ino, &e.attr);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	e.ino = ino;
+	fuse_reply_entry(req, &e);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct mfs_manager *mgr = mgr_of(req);
+	struct node n = {0};
+	fuse_ino_t ino = 0;
+
+	if (decode(parent, &n) || n.kind == 2) {
+		fuse_reply_err(req, n.kind == 2 ? ENOTDIR : ENOENT);
+		return;
+	}
+	if (n.kind == 0) {
+		pthread_mutex_lock(&mgr->lock);
+		struct mfs_dbfs *d = mfs_find(mgr, name);
+		if (d)
+			ino = DIR_INO(d->id);
+		pthread_mutex_unlock(&mgr->lock);
+	} else {
+		for (int f = 0; f < MFS_NFILES; f++)
+			if (!strcmp(name, mfs_file_names[f]))
+				ino = parent + 1 + (fuse_ino_t)f;
+	}
+	if (!ino) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	reply_entry(req, ino);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct stat st;
+	int rc = stat_node(mgr_of(req), ino, &st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, 0);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	fuse_reply_err(req, EROFS);
+}
+
+/* A directory listing snapshot, taken at opendir. */
+struct listing {
+	struct mfs_buf buf; /* entries added with fuse_add_direntry */
+};
+
+static void add_entry(fuse_req_t req, struct mfs_buf *b, const char *name, fuse_ino_t ino,
+		      mode_t mode)
+{
+	struct stat st = {.st_ino = ino, .st_mode = mode};
+	size_t need = fuse_add_direntry(req, NULL, 0, name, NULL, 0);
+
+	if (!mfs_buf_reserve(b, need))
+		return;
+	b->len += fuse_add_direntry(req, b->p + b->len, need, name, &st, (off_t)(b->len + need));
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mfs_manager *mgr = mgr_of(req);
+	struct listing *l = calloc(1, sizeof(*l));
+	struct node n;
+
+	if (!l || decode(ino, &n) || n.kind == 2) {
+		free(l);
+		fuse_reply_err(req, l ? ENOTDIR : ENOMEM);
+		return;
+	}
+	add_entry(req, &l->buf, ".", ino, S_IFDIR);
+	add_entry(req, &l->buf, "..", ROOT_INO, S_IFDIR);
+	if (n.kind == 0) {
+		pthread_mutex_lock(&mgr->lock);
+		for (struct mfs_dbfs *d = mgr->list; d; d = d->next)
+			add_entry(req, &l->buf, d->conf.name, DIR_INO(d->id), S_IFDIR);
+		pthread_mutex_unlock(&mgr->lock);
+	} else {
+		for (int f = 0; f < MFS_NFILES; f++)
+			add_entry(req, &l->buf, mfs_file_names[f], ino + 1 + (fuse_ino_t)f,
+				  S_IFREG);
+	}
+	if (l->buf.oom) {
+		mfs_buf_free(&l->buf);
+		free(l);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)l;
+	fuse_reply_open(req, fi);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	struct listing *l = (struct listing *)(uintptr_t)fi->fh;
+
+	if ((size_t)off >= l->buf.len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	/* entries are whole: cut at the last one that fits */
+	size_t end = (size_t)off, len = l->buf.len;
+	while (end < len) {
+		const struct fuse_dirent {
+			uint64_t ino, off;
+			uint32_t namelen, type;
+		} *de = (const void *)(l->buf.p + end);
+		size_t rec = (24 + de->namelen + 7) & ~(size_t)7;
+		if (end + rec - (size_t)off > size)
+			break;
+		end += rec;
+	}
+	fuse_reply_buf(req, l->buf.p + off, end - (size_t)off);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct listing *l = (struct listing *)(uintptr_t)fi->fh;
+
+	mfs_buf_free(&l->buf);
+	free(l);
+	fuse_reply_err(req, 0);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct node n;
+	struct mfs_buf *b;
+
+	if (decode(ino, &n) || n.kind != 2) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
+		fuse_reply_err(req, EACCES);
+		return;
+	}
+	b = calloc(1, sizeof(*b));
+	if (!b) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	int rc = mfs_render_file(mgr_of(req), n.id, n.file, b);
+	if (rc || b->oom) {
+		mfs_buf_free(b);
+		free(b);
+		fuse_reply_err(req, rc ? -rc : ENOMEM);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)b;
+	fi->direct_io = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct mfs_buf *b = (struct mfs_buf *)(uintptr_t)fi->fh;
+
+	if (off < 0 || (size_t)off >= b->len) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	size_t n = b->len - (size_t)off;
+	fuse_reply_buf(req, b->p + off, n < size ? n : size);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct mfs_buf *b = (struct mfs_buf *)(uintptr_t)fi->fh;
+
+	mfs_buf_free(b);
+	free(b);
+	fuse_reply_err(req, 0);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct mfs_cmd *cmd;
+	char err[512] = "";
+	const struct mfs_verb *v;
+	int rc;
+
+	if (ino != ROOT_INO) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	cmd = calloc(1, sizeof(*cmd));
+	if (!cmd) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	mfs_caller_from_req(req, &cmd->who);
+	v = mfs_verb_find(name);
+	if (!v) {
+		snprintf(err, sizeof(err), "'%.80s' is not a command attribute", name);
+		rc = -EINVAL;
+	} else {
+		cmd->kind = v->kind;
+		rc = v->parse(value, size, cmd, err, sizeof(err));
+	}
+	if (rc) {
+		mfs_error_record(&cmd->who, -rc, err);
+		mfs_log(MFS_LOG_WARN, "refused %s from uid %u: %s", name, (unsigned)cmd->who.uid,
+			err);
+		free(cmd);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	cmd->req = req;
+	mfs_control_submit(cmd); /* answers req when done */
+}
+
+/*
+ * getfattr asks for the size first, then for the value: both calls of one
+ * process must see the same text, so the first call's rendering is kept
+ * briefly for the second.
+ */
+#define SNAP_SLOTS 16
+#define SNAP_NS 2000000000ull
+
+static struct snap {
+	pid_t pid;
+	char name[96];
+	uint64_t at;
+	struct mfs_buf text;
+} snaps[SNAP_SLOTS];
+static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void snap_put(pid_t pid, const char *name, struct mfs_buf *text)
+{
+	pthread_mutex_lock(&snap_lock);
+	struct snap *s = &snaps[0];
+	for (int i = 0; i < SNAP_SLOTS; i++)
+		if (snaps[i].at < s->at)
+			s = &snaps[i];
+	mfs_buf_free(&s->text);
+	s->pid = pid;
+	snprintf(s->name, sizeof(s->name), "%s", name);
+	s->at = mfs_now_ns();
+	s->text = *text;
+	memset(text, 0, sizeof(*text));
+	pthread_mutex_unlock(&snap_lock);
+}
+
+static bool snap_take(pid_t pid, const char *name, struct mfs_buf *text)
+{
+	bool found = false;
+	uint64_t now = mfs_now_ns();
+
+	pthread_mutex_lock(&snap_lock);
+	for (int i = 0; i < SNAP_SLOTS && !found; i++) {
+		struct snap *s = &snaps[i];
+		if (s->at && s->pid == pid && now - s->at < SNAP_NS && !strcmp(s->name, name)) {
+			*text = s->text;
+			memset(&s->text, 0, sizeof(s->text));
+			s->at = 0;
+			found = true;
+		}
+	}
+	pthread_mutex_unlock(&snap_lock);
+	return found;
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	struct mfs_caller who;
+	struct mfs_buf text = {0};
+	int rc = 0;
+
+	if (ino != ROOT_INO) {
+		fuse_reply_err(req, ENODATA);
+		return;
+	}
+	mfs_caller_from_req(req, &who);
+	if (!snap_take(who.pid, name, &text))
+		rc = mfs_render_attr(mgr_of(req), name, &who, &text);
+	if (!rc && text.oom)
+		rc = -ENOMEM;
+	if (rc) {
+		mfs_buf_free(&text);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (size == 0) {
+		size_t len = text.len;
+		snap_put(who.pid, name, &text);
+		fuse_reply_xattr(req, len);
+	} else if (text.len > size) {
+		fuse_reply_err(req, ERANGE);
+	} else {
+		fuse_reply_buf(req, text.p, text.len);
+	}
+	mfs_buf_free(&text);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	struct mfs_buf names = {0};
+
+	if (ino == ROOT_INO)
+		mfs_render_names(mgr_of(req), &names);
+	if (names.oom)
+		fuse_reply_err(req, ENOMEM);
+	else if (size == 0)
+		fuse_reply_xattr(req, names.len);
+	else if (names.len > size)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, names.p, names.len);
+	mfs_buf_free(&names);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	fuse_reply_err(req, ino == ROOT_INO ? EPERM : ENOTSUP);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.releasedir = op_releasedir,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+};
+
+const struct fuse_lowlevel_ops *mfs_manager_fs_ops(void)
+{
+	return &ops;
+}

@@ -1,0 +1,57 @@
+/*
+ * Mount mechanics: FUSE sessions, unmounting, stale mounts, connection abort.
+ * Every function here may block (it runs fusermount3, waits for the kernel)
+ * and must run on the control thread (fuse_session_mount is not
+ * thread-safe) — never on a loop worker.
+ */
+#ifndef MFS_MOUNT_H
+#define MFS_MOUNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+struct fuse_lowlevel_ops;
+struct fuse_session;
+
+/*
+ * Create a session for `ops`/`userdata` with the mount options `fuse_opts`
+ * (comma-separated, libfuse syntax) and mount it at `mnt`.
+ * Errors: -EINVAL (bad options), -EIO (the mount failed; reason in err).
+ */
+int mfs_mount_session(const struct fuse_lowlevel_ops *ops, void *userdata, const char *mnt,
+		      const char *fuse_opts, struct fuse_session **out, char *err, size_t errlen);
+
+/*
+ * Unmount `mnt`: lazily (MNT_DETACH) when `lazy`, else failing with -EBUSY
+ * while it is in use. Root uses umount2(2), others fusermount3.
+ * Errors: -EBUSY, -EINVAL (not a mount point), -EPERM, -EIO.
+ */
+int mfs_unmount_path(const char *mnt, bool lazy);
+
+/*
+ * The mount at exactly `mnt` from /proc/self/mountinfo: its device (the
+ * FUSE connection id is its minor number) and file system type.
+ * Returns 0, -ENOENT when nothing is mounted there.
+ */
+int mfs_mount_lookup(const char *mnt, dev_t *dev, char *fstype, size_t fstypelen);
+
+/*
+ * Abort FUSE connection `conn` through /sys/fs/fuse/connections/N/abort
+ * (mounting fusectl there first if needed, root only). After it, every
+ * request of the connection fails and its reads give ENODEV.
+ * Errors: -ENOENT (no such connection / no fusectl), -errno of the write.
+ */
+int mfs_conn_abort(unsigned conn);
+
+/*
+ * If `mnt` is a dead FUSE mount ("transport endpoint is not connected"),
+ * lazily unmount it. Returns 1 when it cleaned one, 0 when nothing was
+ * stale, -errno when the unmount failed.
+ */
+int mfs_clean_stale(const char *mnt);
+
+/* Escape `s` for a libfuse option value (`,` and `\`) into out. */
+void mfs_fuse_opt_escape(char *out, size_t outlen, const char *s);
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * The control verbs: one row per command attribute `user.mfs.VERB` on the
+ * manager root, in a static table. A verb's parser validates the value
+ * completely (syntax, keys, option values, names, path shapes) without
+ * touching any state; what needs the file system or the manager's state
+ * (paths exist, names free, permissions) is checked by the control thread
+ * before it changes anything.
+ */
+#ifndef MFS_VERBS_H
+#define MFS_VERBS_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "caller.h"
+#include "manager.h"
+
+enum mfs_cmd_kind {
+	MFS_CMD_MOUNT,
+	MFS_CMD_UNMOUNT,
+	MFS_CMD_CONFIG,
+	MFS_CMD_FORGET,
+};
+
+/* A parsed command, handed to the control thread. */
+struct mfs_cmd {
+	enum mfs_cmd_kind kind;
+	struct mfs_caller who;
+	char name[MFS_NAME_MAX + 1];
+	char store[PATH_MAX];      /* mount: "" when not given */
+	char mountpoint[PATH_MAX]; /* mount: "" when not given */
+	bool create;               /* mount */
+	bool force;                /* unmount */
+	/* mount: the DBFS options given; config: the settings to change;
+	 * canonical `key=value,...` text */
+	char opts[MFS_OPTS_MAX];
+	void *req;                 /* fuse_req_t to answer, or NULL */
+};
+
+struct mfs_verb {
+	const char *name; /* attribute is "user.mfs." name */
+	enum mfs_cmd_kind kind;
+	/* Parse and validate `len` bytes of value into cmd. 0 or -errno with a
+	 * one-line reason in err. Pure: any thread. */
+	int (*parse)(const char *value, size_t len, struct mfs_cmd *cmd, char *err,
+		     size_t errlen);
+	const char *usage; /* what reading the attribute returns */
+};
+
+extern const struct mfs_verb mfs_verbs[];
+extern const size_t mfs_nverbs;
+
+/* The verb for a full attribute name ("user.mfs.mount"), or NULL. */
+const struct mfs_verb *mfs_verb_find(const char *attr);
+
+/* Longest accepted value (the kernel's own limit is 64 KiB). */
+#define MFS_VALUE_MAX 16384
+
+#endif

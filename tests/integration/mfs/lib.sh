@@ -1,0 +1,126 @@
+# Shared helpers of the mfs integration tests (sourced, POSIX sh).
+#
+# Every test: runs in its own temporary directory ($T), waits for conditions
+# with a bound (wait_for), starts daemons only through start_* (their pids are
+# remembered) and, on every exit path, unmounts what it mounted under $T and
+# kills only the processes it started.
+#
+# Usage: . lib.sh; needs MFS (path of the mfs binary) in the environment or
+# as $1 of the test.
+
+set -u
+MFS=${MFS:-${1:-}}
+[ -x "$MFS" ] || { echo "usage: $0 PATH-TO-mfs" >&2; exit 2; }
+MFSCTL=${MFSCTL:-$(dirname "$MFS")/../tools/mfsctl/mfsctl}
+if [ "$(id -u)" != 0 ] || [ ! -c /dev/fuse ]; then
+	echo "SKIP: needs root and /dev/fuse"
+	exit 77
+fi
+T=$(mktemp -d "${TMPDIR:-/tmp}/mfs-test.XXXXXX")
+PIDS=""
+FAILS=0
+
+cleanup() {
+	rc=$?
+	# unmount everything under $T, deepest first
+	for m in $(awk -v t="$T" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
+	done
+	for p in $PIDS; do
+		kill -TERM "$p" 2>/dev/null
+	done
+	for p in $PIDS; do
+		i=0
+		while ! is_dead "$p" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+		kill -KILL "$p" 2>/dev/null
+	done
+	rm -rf "$T"
+	[ $FAILS -gt 0 ] && rc=1
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+fail() {
+	echo "FAIL: $*" >&2
+	FAILS=$((FAILS + 1))
+}
+
+ok() {
+	echo "ok: $*"
+}
+
+# wait_for SECONDS COMMAND...: poll until COMMAND succeeds; false after the bound
+wait_for() {
+	limit=$(($1 * 20))
+	shift
+	i=0
+	while ! "$@" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -ge $limit ] && return 1
+		sleep 0.05
+	done
+	return 0
+}
+
+is_mounted() {
+	awk -v m="$1" '$5 == m { found = 1 } END { exit !found }' /proc/self/mountinfo
+}
+
+not_mounted() {
+	! is_mounted "$1"
+}
+
+# a child that exited stays a zombie until waited for: count it as dead
+is_dead() {
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+	[ -z "$st" ] || [ "$st" = Z ]
+}
+
+# start_manager MOUNTPOINT [extra -o options]: foreground manager, log in $T
+start_manager() {
+	mkdir -p "$1"
+	o="state=$T/state"
+	[ -n "${2:-}" ] && o="$o,$2"
+	"$MFS" -f -o "$o" "$1" >>"$T/mfs.log" 2>&1 &
+	MPID=$!
+	PIDS="$PIDS $MPID"
+	wait_for 10 is_mounted "$1" || { cat "$T/mfs.log" >&2; fail "manager did not mount"; exit 1; }
+}
+
+# stop_pid PID: SIGTERM, bounded wait, return its exit status
+stop_pid() {
+	kill -TERM "$1" 2>/dev/null
+	wait_for 20 is_dead "$1" || { fail "pid $1 did not exit on SIGTERM"; return 1; }
+	wait "$1" 2>/dev/null
+}
+
+# xset ATTR VALUE: setfattr on the manager root ($M); prints nothing, returns its status
+xset() {
+	setfattr -n "user.mfs.$1" -v "$2" "$M" 2>"$T/xset.err"
+}
+
+# xget ATTR: value of user.mfs.ATTR on $M
+xget() {
+	getfattr --only-values -n "user.mfs.$1" "$M" 2>/dev/null
+}
+
+# expect_refused ERRNAME ATTR VALUE [REASON-PATTERN]: the command must fail
+# with that errno (as setfattr prints it) and user.mfs.error must name it.
+expect_refused() {
+	en=$1 attr=$2 val=$3 pat=${4:-}
+	if xset "$attr" "$val"; then
+		fail "$attr '$val' was accepted, expected $en"
+		return
+	fi
+	err=$(xget error)
+	case "$err" in
+	"$en "*) ;;
+	*) fail "$attr '$val': error is '$err', expected $en"; return ;;
+	esac
+	if [ -n "$pat" ] && ! printf '%s' "$err" | grep -q -- "$pat"; then
+		fail "$attr '$val': reason '$err' does not match '$pat'"
+		return
+	fi
+	ok "$attr refused with $en: $(printf '%s' "$err" | head -1)"
+}
