@@ -182,11 +182,66 @@ static void test_atomic_replace(void)
 	OK("rename over a file is atomic for readers");
 }
 
+enum { STABLE = 1500, CHURN_ROUNDS = 20 };
+
+/* Creates and removes entries as fast as it can until told to stop. */
+static void churner(int unused)
+{
+	(void)unused;
+	char name[64];
+	for (long i = 0; access("rd/.stop", F_OK) != 0; i++) {
+		snprintf(name, sizeof name, "rd/churn-%ld", i);
+		write_file(name, "", 0, 0644);
+		if (i >= 50) {
+			snprintf(name, sizeof name, "rd/churn-%ld", i - 50);
+			CHECK(unlink(name) == 0);
+		}
+	}
+}
+
+/* readdir passes by one process while another adds and removes entries in
+ * the same directory: every stable entry is listed exactly once per pass. */
+static void test_readdir_vs_churn(void)
+{
+	CHECK(mkdir("rd", 0755) == 0);
+	char name[64];
+	for (int i = 0; i < STABLE; i++) {
+		snprintf(name, sizeof name, "rd/stable-%d", i);
+		write_file(name, "", 0, 0644);
+	}
+	pid_t pid = spawn(churner, 0);
+	static unsigned char seen[STABLE];
+	for (int round = 0; round < CHURN_ROUNDS; round++) {
+		memset(seen, 0, sizeof seen);
+		DIR *d = opendir("rd");
+		CHECK(d != NULL);
+		struct dirent *e;
+		while ((errno = 0, e = readdir(d)) != NULL) {
+			int k;
+			if (sscanf(e->d_name, "stable-%d", &k) == 1 && k >= 0 && k < STABLE)
+				if (seen[k]++)
+					fail("round %d: stable-%d listed twice", round, k);
+		}
+		int err = errno;
+		CHECK_EQ(err, 0);
+		CHECK(closedir(d) == 0);
+		for (int k = 0; k < STABLE; k++)
+			if (seen[k] != 1)
+				fail("round %d: stable-%d listed %d times while another process "
+				     "changed the directory",
+				     round, k, seen[k]);
+	}
+	write_file("rd/.stop", "", 0, 0644);
+	reap(pid, "churner");
+	OK("readdir while another process adds and removes entries");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
 	test_same_dir();
 	test_one_file();
 	test_atomic_replace();
+	test_readdir_vs_churn();
 	return 0;
 }
