@@ -6,6 +6,7 @@
 #
 # After h_init: $T the temporary directory, $MNT the mount point, $STORE the
 # store directory, $OUT a directory outside the mount for logs.
+# H_KEEP=DIR: on failure, copy the store and the logs there for a post-mortem.
 
 set -eu
 
@@ -92,12 +93,12 @@ h_start() {
 # Unmount and wait for our mfs to exit; 1 if anything had to be forced or
 # mfs exited non-zero.
 h_stop() {
-	rc=0
+	stop_rc=0
 	if is_mounted "$MNT"; then
 		if ! wait_for fusermount3 -u "$MNT" 2>/dev/null; then
 			log "fusermount3 -u $MNT kept failing; lazy unmount"
 			fusermount3 -u -z "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
-			rc=1
+			stop_rc=1
 		fi
 	fi
 	if [ -n "$MFS_PID" ]; then
@@ -105,13 +106,13 @@ h_stop() {
 			log "mfs $MFS_PID still running 10 s after unmount; SIGTERM"
 			kill -TERM "$MFS_PID" 2>/dev/null || true
 			wait_for mfs_gone || kill -KILL "$MFS_PID" 2>/dev/null || true
-			rc=1
+			stop_rc=1
 		fi
 		wait "$MFS_PID" && st=0 || st=$?
-		[ "$st" -ne 0 ] && { log "mfs exited with status $st"; rc=1; }
+		[ "$st" -ne 0 ] && { log "mfs exited with status $st"; stop_rc=1; }
 		MFS_PID=""
 	fi
-	return $rc
+	return $stop_rc
 }
 
 # A crash: SIGKILL our mfs and clear the dead mount.
@@ -138,14 +139,18 @@ h_fsck() {
 }
 
 h_cleanup() {
-	rc=$?
+	h_rc=$?
 	trap - EXIT INT TERM
 	set +e
 	cd /
-	[ "$rc" -ne 0 ] && [ "$rc" -ne 77 ] && h_log_dump
+	[ "$h_rc" -ne 0 ] && [ "$h_rc" -ne 77 ] && h_log_dump
 	[ -n "${H_CHILD:-}" ] && kill -KILL "$H_CHILD" 2>/dev/null && wait "$H_CHILD" 2>/dev/null
 	if [ -n "$T" ]; then
-		h_stop || { [ "$rc" -eq 0 ] && rc=1; }
+		h_stop || { [ "$h_rc" -eq 0 ] && h_rc=1; }
+		if [ -n "${H_KEEP:-}" ] && [ "$h_rc" -ne 0 ]; then
+			mkdir -p "$H_KEEP" && cp -a "$OUT" "$STORE" "$MFS_LOG" "$H_KEEP/" 2>/dev/null
+			log "kept the store, the logs and the workload's files in $H_KEEP"
+		fi
 		is_mounted "$STORE" && { umount "$STORE" 2>/dev/null || umount -l "$STORE"; }
 		if is_mounted "$MNT" || is_mounted "$STORE"; then
 			log "left a mount behind in $T; not removing it"
@@ -153,5 +158,5 @@ h_cleanup() {
 			rm -rf "$T"
 		fi
 	fi
-	exit $rc
+	exit $h_rc
 }
