@@ -184,6 +184,16 @@ static void test_sparse(void)
 	CHECK_EQ(pread(fd, &c, 1, off), 1);
 	CHECK_EQ(c, 'Z');
 	CHECK_EQ(pread(fd, &c, 1, off + 1), 0);
+	/* SEEK_DATA/SEEK_HOLE: exact, or the generic answer (all data, hole at
+	 * EOF); never beyond the data, never past EOF. */
+	off_t data = lseek(fd, 0, SEEK_DATA);
+	CHECK(data >= 0 && data <= off);
+	off_t hole = lseek(fd, 0, SEEK_HOLE);
+	CHECK(hole >= 0 && hole <= off + 1);
+	CHECK_EQ(lseek(fd, off, SEEK_DATA), off);
+	CHECK_EQ(lseek(fd, off, SEEK_HOLE), off + 1);
+	CHECK_ERR(lseek(fd, off + 1, SEEK_DATA), ENXIO);
+	CHECK_ERR(lseek(fd, off + 100, SEEK_HOLE), ENXIO);
 	CHECK(close(fd) == 0);
 	CHECK(unlink("sparse") == 0);
 	free(buf);
@@ -330,6 +340,20 @@ static void test_fallocate(void)
 		drop_cache(fd);
 	}
 	long long after = blocks_of(fd);
+	/* ZERO_RANGE is optional: it works, or it is refused as unsupported. */
+	errno = 0;
+	if (fallocate(fd, FALLOC_FL_ZERO_RANGE, 2 * MiB - 5000, 3000) == 0) {
+		memset(buf, 0xEE, 2 * MiB);
+		CHECK_EQ(pread_all(fd, buf, 2 * MiB, 0), 2 * MiB);
+		CHECK_EQ(first_nonzero(buf + 2 * MiB - 5000, 3000), -1);
+		CHECK_EQ(pattern_mismatch(buf + 2 * MiB - 2000, 2000, 3, 2 * MiB - 2000), -1);
+		CHECK_EQ(pattern_mismatch(buf + 768 * 1024, 2 * MiB - 768 * 1024 - 5000, 3,
+					  768 * 1024),
+			 -1);
+	} else {
+		int e = errno;
+		CHECK_EQ(e, EOPNOTSUPP);
+	}
 	if (after > before - 256 * 1024)
 		fail("punch hole of 512 KiB freed only %lld bytes (st_blocks %lld -> %lld bytes)",
 		     before - after, before, after);
