@@ -41,4 +41,12 @@ git clone -q repo clone || die "local clone failed"
 [ "$(git -C clone rev-parse HEAD)" = "$(git -C repo rev-parse HEAD)" ] || die "clone HEAD differs"
 diff -r -x .git repo clone >&2 || die "clone's work tree differs"
 cmp repo/doc/blob.bin clone/doc/blob.bin || die "binary file differs in the clone"
+# After an unmount and a new mount the repositories are still sound.
+head=$(git -C repo rev-parse HEAD)
+fs_remount
+cd "$MNT"
+git -C repo fsck --full --strict >/dev/null 2>&1 || die "git fsck failed after remount"
+[ "$(git -C repo rev-parse HEAD)" = "$head" ] || die "HEAD changed across remount"
+[ -z "$(git -C repo status --porcelain)" ] || die "status not clean after remount"
+git -C clone fsck --full >/dev/null 2>&1 || die "clone fsck failed after remount"
 log "ok - git"

@@ -25,13 +25,18 @@ setfacl -m u:65534:rx,g:65534:r d/e/text
 setfacl -d -m u:65534:rwx d/e/f
 touch -h -d '2001-02-03 04:05:06.789' d/e/sym
 touch -d '1999-12-31 23:59:59.123456789' d/e/text
+# Data on both sides of the 4 GiB boundary of a sparse file.
+printf 'ABCD' | dd of=huge bs=1 seek=$((4 * 1024 * 1024 * 1024 - 2)) conv=notrunc status=none
+printf 'END' | dd of=huge bs=1 seek=$((5 * 1024 * 1024 * 1024)) conv=notrunc status=none
 # A directory moved to another parent: its ".." must follow after remount.
 mkdir -p m1/m2/m3
 mv m1/m2 d/e/moved
 cd /
 manifest() {
 	(cd "$MNT" && find . -printf '%p %y %m %U %G %s %n %T@ %l\n' | sort &&
-		find . -type f -exec sha256sum {} + | sort &&
+		find . -type f ! -name huge -exec sha256sum {} + | sort &&
+		dd if=huge bs=1 skip=$((4 * 1024 * 1024 * 1024 - 3)) count=6 status=none | od -An -c &&
+		dd if=huge bs=1 skip=$((5 * 1024 * 1024 * 1024 - 1)) count=10 status=none | od -An -c &&
 		find . -print0 | sort -z | xargs -0 getfattr -h -d -m - -e hex 2>/dev/null) &&
 		acl_manifest "$MNT"
 }

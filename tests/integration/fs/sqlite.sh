@@ -44,3 +44,9 @@ run_mode() { # journal mode
 }
 run_mode delete
 run_mode wal
+fs_remount
+for m in delete wal; do
+	[ "$(sqlite3 "$MNT/$m.db" "PRAGMA integrity_check;")" = ok ] || die "$m: integrity_check failed after remount"
+	n=$(sqlite3 "$MNT/$m.db" "SELECT count(*) FROM t;")
+	[ "$n" -eq $((WRITERS * ROWS)) ] || die "$m: $n rows after remount"
+done

@@ -107,6 +107,39 @@ static void bytes_mode(int want, long max_mib)
 		verify_keep(i, (size_t)MiB + 1000 * (size_t)i);
 	OK("refused with the expected errno; earlier files intact");
 
+	/* While full, metadata operations either work or give the same errno;
+	 * never EIO or anything else. */
+	struct {
+		const char *what;
+		int rc;
+	} ops[5];
+	errno = 0;
+	ops[0].what = "mkdir", ops[0].rc = mkdir("full-dir", 0755) == 0 ? 0 : errno;
+	errno = 0;
+	int cfd = open("full-file", O_WRONLY | O_CREAT, 0644);
+	ops[1].what = "create", ops[1].rc = cfd >= 0 ? 0 : errno;
+	if (cfd >= 0)
+		close(cfd);
+	errno = 0;
+	ops[2].what = "symlink", ops[2].rc = symlink("target", "full-link") == 0 ? 0 : errno;
+	errno = 0;
+	ops[3].what = "rename", ops[3].rc = rename("keep3", "keep3.renamed") == 0 ? 0 : errno;
+	if (ops[3].rc == 0)
+		CHECK(rename("keep3.renamed", "keep3") == 0);
+	errno = 0;
+	ops[4].what = "chmod", ops[4].rc = chmod("keep2", 0600) == 0 ? 0 : errno;
+	for (int i = 0; i < 5; i++) {
+		if (ops[i].rc != 0 && ops[i].rc != want)
+			fail("%s on a full file system failed with errno %d (%s), expected "
+			     "success or %s",
+			     ops[i].what, ops[i].rc, strerror(ops[i].rc), strerror(want));
+		printf("%s when full: %s\n", ops[i].what,
+		       ops[i].rc ? strerror(ops[i].rc) : "ok");
+	}
+	for (int i = 1; i < KEEP; i++)
+		verify_keep(i, (size_t)MiB + 1000 * (size_t)i);
+	OK("metadata operations when full: success or the expected errno");
+
 	/* Freeing space makes writes work again. */
 	CHECK(unlink("filler") == 0);
 	CHECK(unlink("keep0") == 0);

@@ -46,6 +46,15 @@ static void test_over_file(void)
 	CHECK_EQ(stat_of("b2").st_ino, ia);
 	CHECK(rename("b", "b") == 0);
 	CHECK(unlink("b2") == 0 && unlink("b") == 0);
+	/* Replacing one name of a hard-linked file drops its link count. */
+	write_file("h1", "H", 1, 0644);
+	CHECK(link("h1", "h2") == 0);
+	write_file("src", "S", 1, 0644);
+	CHECK(rename("src", "h1") == 0);
+	CHECK_EQ(stat_of("h2").st_nlink, 1);
+	content_is("h2", "H");
+	content_is("h1", "S");
+	CHECK(unlink("h1") == 0 && unlink("h2") == 0);
 	OK("rename over a file");
 }
 

@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <sys/mman.h>
 #include <sys/statvfs.h>
+#include <sys/xattr.h>
 
 #define MiB (1024 * 1024)
 
@@ -25,6 +26,38 @@ static int listed(const char *name)
 		n += strcmp(e->d_name, name) == 0;
 	CHECK(closedir(d) == 0);
 	return n;
+}
+
+/* O_TMPFILE is optional: it works (a nameless file that linkat can name), or
+ * it is refused as unsupported. */
+static void test_tmpfile(void)
+{
+	errno = 0;
+	int fd = open(".", O_TMPFILE | O_RDWR, 0600);
+	if (fd < 0) {
+		int e = errno;
+		if (e != EOPNOTSUPP && e != EISDIR)
+			fail("O_TMPFILE failed with errno %d (%s), expected success or EOPNOTSUPP",
+			     e, strerror(e));
+		printf("note - O_TMPFILE not supported (%s)\n", strerror(e));
+		return;
+	}
+	CHECK_EQ(write(fd, "tmpfile", 7), 7);
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_nlink, 0);
+	CHECK_EQ(st.st_mode & 07777, 0600);
+	CHECK_EQ(listed("tmp-named"), 0);
+	CHECK(linkat(fd, "", AT_FDCWD, "tmp-named", AT_EMPTY_PATH) == 0);
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_nlink, 1);
+	CHECK(close(fd) == 0);
+	size_t len;
+	char *s = read_file("tmp-named", &len);
+	CHECK(len == 7 && memcmp(s, "tmpfile", 7) == 0);
+	free(s);
+	CHECK(unlink("tmp-named") == 0);
+	OK("O_TMPFILE and linkat");
 }
 
 int main(int argc, char **argv)
@@ -63,6 +96,10 @@ int main(int argc, char **argv)
 	CHECK(fchmod(fd, 0640) == 0);
 	CHECK(fstat(fd2, &st) == 0);
 	CHECK_EQ(st.st_mode & 07777, 0640);
+	CHECK(fsetxattr(fd, "user.orphan", "yes", 3, 0) == 0);
+	char xv[8] = { 0 };
+	CHECK_EQ(fgetxattr(fd2, "user.orphan", xv, sizeof xv), 3);
+	CHECK(memcmp(xv, "yes", 3) == 0);
 	/* A shared mapping of the unlinked file. */
 	uint8_t *map = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	CHECK(map != MAP_FAILED);
@@ -106,5 +143,6 @@ int main(int argc, char **argv)
 		     inodes_used());
 	OK("inode released after last close");
 	free(buf);
+	test_tmpfile();
 	return 0;
 }
