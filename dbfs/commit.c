@@ -43,6 +43,7 @@ static int grow_map(struct dbfs *fs, uint64_t seen)
 			MDB_envinfo info;
 			mdb_env_info(fs->env, &info);
 			fs->map_size = info.me_mapsize;
+			fs->map_addr = info.me_mapaddr;
 			fs->cnt.map_grows++;
 		}
 	}

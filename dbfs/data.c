@@ -45,8 +45,13 @@ static int block_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk,
 	MDB_val k, v;
 	size_t new_len = boff + n > old_len ? boff + n : old_len;
 	data_key(kb, ino, blk, &k);
-	if (old_len && !(boff == 0 && n >= old_len)) {
-		/* The old value lives in the map and may be freed by the put. */
+	/* A committed value lives in the map, and LMDB never reuses pages in
+	 * the transaction that frees them: it stays valid through the put. A
+	 * value written earlier in this transaction is in a heap page that
+	 * the put may free, unless it rewrites it in place: copy it first. */
+	int in_map = (const char *)old >= fs->map_addr &&
+		     (const char *)old < fs->map_addr + fs->map_size;
+	if (old_len && !in_map && !(boff == 0 && n >= old_len)) {
 		memcpy(scratch, old, old_len);
 		old = scratch;
 	}
@@ -58,7 +63,7 @@ static int block_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk,
 	if (boff == 0 && n >= old_len) {
 		memcpy(d, buf, n);
 	} else {
-		memcpy(d, old, old_len);
+		memmove(d, old, old_len); /* in place: d == old */
 		if (boff > old_len)
 			memset(d + old_len, 0, boff - old_len);
 		memcpy(d + boff, buf, n);

@@ -35,6 +35,7 @@ struct dbfs {
 	 * for writing (mdb_env_set_mapsize needs no transaction active). */
 	pthread_rwlock_t map_lock;
 	uint64_t map_size;
+	const char *map_addr;      /* where LMDB maps the store (moves on grow) */
 
 	/* Reset read transactions ready for mdb_txn_renew. */
 #define DBFS_RPOOL 32

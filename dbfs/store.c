@@ -90,6 +90,10 @@ int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn)
 		pthread_rwlock_unlock(&fs->map_lock);
 		pthread_rwlock_wrlock(&fs->map_lock);
 		mdb_env_set_mapsize(fs->env, 0);
+		MDB_envinfo info;
+		mdb_env_info(fs->env, &info);
+		fs->map_size = info.me_mapsize;
+		fs->map_addr = info.me_mapaddr;
 		pthread_rwlock_unlock(&fs->map_lock);
 		pthread_rwlock_rdlock(&fs->map_lock);
 		rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, txn);
@@ -314,6 +318,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	MDB_envinfo info;
 	mdb_env_info(fs->env, &info);
 	fs->map_size = info.me_mapsize;
+	fs->map_addr = info.me_mapaddr;
 
 	/* Open (or create) the named databases and check the superblock. */
 	MDB_txn *txn;
