@@ -4,6 +4,12 @@
 
 #include <dirent.h>
 
+static int cmp_ino(const void *a, const void *b)
+{
+	ino_t x = *(const ino_t *)a, y = *(const ino_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
@@ -22,7 +28,8 @@ int main(int argc, char **argv)
 	printf("created %ld entries\n", n);
 
 	unsigned char *seen = calloc((size_t)n, 1);
-	CHECK(seen);
+	ino_t *inos = calloc((size_t)n, sizeof *inos);
+	CHECK(seen && inos);
 	DIR *d = opendir(".");
 	CHECK(d != NULL);
 	struct dirent *e;
@@ -36,6 +43,7 @@ int main(int argc, char **argv)
 			fail("unexpected entry '%s'", e->d_name);
 		if (seen[k]++)
 			fail("entry %ld listed twice", k);
+		inos[count] = e->d_ino;
 		count++;
 	}
 	int rd_err = errno;
@@ -43,6 +51,12 @@ int main(int argc, char **argv)
 	CHECK(closedir(d) == 0);
 	CHECK_EQ(count, n);
 	OK("readdir lists every entry once");
+	qsort(inos, (size_t)n, sizeof *inos, cmp_ino);
+	for (long i = 1; i < n; i++)
+		if (inos[i] == inos[i - 1])
+			fail("two entries share inode number %llu", (unsigned long long)inos[i]);
+	free(inos);
+	OK("inode numbers are unique");
 
 	struct stat st;
 	for (long i = 0; i < n; i += 7) {

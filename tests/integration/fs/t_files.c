@@ -234,6 +234,26 @@ static void test_large(void)
 	CHECK(memcmp(buf, "\0\0A\0\0\0\0\0", 8) == 0);
 	CHECK_EQ(pread(fd, buf, 16, 5 * GiB), 6);
 	CHECK_EQ(first_nonzero((uint8_t *)buf, 6), -1);
+	/* Far offsets (17 TiB: block numbers beyond 32 bits for any block size up
+	 * to 4 KiB): either EFBIG, or the data lands there and nowhere else. */
+	const off_t far = 17ll * 1024 * GiB + 5;
+	errno = 0;
+	if (pwrite(fd, "far", 3, far) == 3) {
+		drop_cache(fd);
+		CHECK(fstat(fd, &st) == 0);
+		CHECK_EQ(st.st_size, far + 3);
+		CHECK_EQ(pread(fd, buf, 3, far), 3);
+		CHECK(memcmp(buf, "far", 3) == 0);
+		/* Not aliased onto 1 TiB + 5 (32-bit block number wrap) or 5. */
+		CHECK_EQ(pread(fd, buf, 3, far - 16ll * 1024 * GiB), 3);
+		CHECK_EQ(first_nonzero((uint8_t *)buf, 3), -1);
+		CHECK_EQ(pread(fd, buf, 3, 5), 3);
+		CHECK_EQ(first_nonzero((uint8_t *)buf, 3), -1);
+	} else {
+		int e = errno;
+		CHECK_EQ(e, EFBIG);
+		printf("note - a write at 17 TiB gives EFBIG\n");
+	}
 	CHECK(close(fd) == 0);
 	CHECK(unlink("large") == 0);
 	OK("file larger than 4 GiB");

@@ -102,6 +102,11 @@ static void test_symlinks(void)
 	CHECK(fd >= 0);
 	CHECK(close(fd) == 0);
 	CHECK(S_ISREG(stat_of("s/dangling").st_mode));
+	/* Targets are byte strings: newlines, invalid UTF-8, spaces kept. */
+	static const char odd[] = "a\nb \xff\xfe/\x01c";
+	CHECK(symlink(odd, "s/odd") == 0);
+	CHECK_EQ(readlink("s/odd", buf, sizeof buf), sizeof odd - 1);
+	CHECK(memcmp(buf, odd, sizeof odd - 1) == 0);
 	/* Long targets, up to PATH_MAX - 1 bytes. */
 	char *longt = malloc(4096);
 	CHECK(longt);
