@@ -148,8 +148,10 @@ fs_mount() {
 	T=$(mktemp -d "${TMPDIR:-/tmp}/mfs-fs-test.XXXXXX")
 	chmod 0755 "$T" # an unprivileged uid must reach the mount point
 	trap fs_cleanup EXIT
-	trap 'exit 130' INT
-	trap 'exit 143' TERM
+	# Interrupted (meson's timeout sends SIGTERM): the daemon may be hung, so
+	# the cleanup kills it first instead of waiting for an unmount.
+	trap 'FS_INTERRUPTED=1; exit 130' INT
+	trap 'FS_INTERRUPTED=1; exit 143' TERM
 	MNT="$T/mnt"
 	OUT="$T/out"
 	STORE="$T/store"
@@ -199,6 +201,11 @@ fs_cleanup() {
 			fi
 			;;
 		dbfs)
+			if [ -n "${FS_INTERRUPTED:-}" ] && mfs_alive; then
+				log "interrupted: killing mfs $MFS_PID"
+				kill -KILL "$MFS_PID" 2>/dev/null
+				wait_for mfs_gone
+			fi
 			mfs_stop || { [ "$_rc" -eq 0 ] && _rc=1; }
 			;;
 		esac
