@@ -28,10 +28,17 @@ struct src {
 	uint64_t sub_first, sub_end;
 };
 
+/* A shard's memory-only ring at the subscriber's position. */
+struct bsrc {
+	uint64_t pos, end;
+	struct mq_cmsg *m;
+};
+
 struct dq {
 	mq_sub *s;
 	MDB_txn *txn;
 	struct src *src;
+	struct bsrc *bsrc;
 	uint64_t now;
 	uint32_t rs;  /* handle to resolve on MQ_RETRY */
 	uint64_t rid;
@@ -138,7 +145,51 @@ static int buf_reserve(mq_sub *s, size_t add)
 	return 0;
 }
 
-/* The merge loop, under q->cache_lock. Offsets of payloads go to data. */
+/* Copy the winner into out[*n]; the payload offset goes to data. */
+static int emit(struct dq *d, struct mq_msg *out, size_t *n, uint32_t shard, uint64_t seq,
+		const struct mq_disk_msg *h, const unsigned char *data, size_t len)
+{
+	struct mq_msg *m = &out[*n];
+	int rc = buf_reserve(d->s, len);
+
+	if (rc)
+		return rc;
+	m->shard = shard;
+	m->seq = seq;
+	m->enqueue_us = h->enq_us;
+	m->deliver_us = h->dlv_us;
+	m->expire_us = h->exp_us;
+	m->enqueuer = h->enqueuer;
+	m->prio = h->prio;
+	m->flags = h->flags;
+	m->len = len;
+	m->data = (void *)(uintptr_t)d->s->buflen; /* offset, fixed later */
+	memcpy(d->s->buf + d->s->buflen, data, len);
+	d->s->buflen += len;
+	(*n)++;
+	return 0;
+}
+
+/* The next memory-only message of each shard (ring positions move on). */
+static struct bsrc *bbest(struct dq *d, struct bsrc *cur)
+{
+	mq_queue *q = d->s->q;
+
+	for (uint32_t i = 0; i < q->cfg.nshards; i++) {
+		struct bsrc *b = &d->bsrc[i];
+
+		if (!b->m && b->pos < b->end) {
+			if (b->pos < mq_buffered_first(q, i))
+				b->pos = mq_buffered_first(q, i); /* dropped unread */
+			b->m = mq_buffered_at(q, i, b->pos);
+		}
+		if (b->m && (!cur || b->m->h.dlv_us < cur->m->h.dlv_us))
+			cur = b;
+	}
+	return cur;
+}
+
+/* The merge loop, under q->cache_lock. */
 static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 {
 	uint32_t ns = d->s->q->cfg.nshards;
@@ -146,6 +197,7 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 
 	while (*n < max) {
 		struct src *best = NULL;
+		struct bsrc *bb;
 
 		for (uint32_t i = 0; i < ns; i++) {
 			struct src *r = &d->src[i];
@@ -158,6 +210,23 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 			if (r->active && r->have &&
 			    (!best || r->h.dlv_us < best->h.dlv_us))
 				best = r;
+		}
+		bb = bbest(d, NULL);
+		if (bb && (!best || bb->m->h.dlv_us < best->h.dlv_us)) {
+			struct mq_cmsg *m = bb->m;
+
+			bb->m = NULL;
+			bb->pos++;
+			d->progressed = 1;
+			if (m->h.exp_us && m->h.exp_us <= d->now) {
+				atomic_fetch_add(&d->s->q->c.expired, 1);
+				continue;
+			}
+			rc = emit(d, out, n, (uint32_t)(bb - d->bsrc), m->seq, &m->h, m->data,
+				  m->len);
+			if (rc)
+				return rc;
+			continue;
 		}
 		if (!best)
 			break;
@@ -177,25 +246,10 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 			d->nexp++;
 			continue;
 		}
-		rc = buf_reserve(d->s, best->len);
+		rc = emit(d, out, n, best->shard, seq, &best->h, best->data, best->len);
+		mq_cache_unpin(&best->pin);
 		if (rc)
 			return rc;
-		struct mq_msg *m = &out[*n];
-
-		m->shard = best->shard;
-		m->seq = seq;
-		m->enqueue_us = best->h.enq_us;
-		m->deliver_us = best->h.dlv_us;
-		m->expire_us = best->h.exp_us;
-		m->enqueuer = best->h.enqueuer;
-		m->prio = best->h.prio;
-		m->flags = best->h.flags;
-		m->len = best->len;
-		m->data = (void *)(uintptr_t)d->s->buflen; /* offset, fixed later */
-		memcpy(d->s->buf + d->s->buflen, best->data, best->len);
-		d->s->buflen += best->len;
-		mq_cache_unpin(&best->pin);
-		(*n)++;
 	}
 	return 0;
 }
@@ -291,6 +345,7 @@ static void account(struct dq *d, const struct mq_msg *out, size_t n)
 	for (uint32_t i = 0; i < ns; i++)
 		if (d->enq_delta[i])
 			mq_rate_add(&q->shards[i].enq, (double)d->enq_delta[i], d->now);
+	mq_buffered_trim(q);
 	for (uint32_t i = 0; i < ns; i++) {
 		double lag = (double)(d->src[i].end - d->src[i].pos);
 
@@ -317,7 +372,14 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 		rc = start(d);
 		if (!rc && !d->lagged) {
 			pthread_mutex_lock(&q->cache_lock);
+			for (uint32_t i = 0; i < ns; i++) {
+				d->bsrc[i].pos = s->bpos[i];
+				d->bsrc[i].end = mq_buffered_end(q, i);
+				d->bsrc[i].m = NULL;
+			}
 			rc = merge(d, out, max, n);
+			for (uint32_t i = 0; !rc && i < ns; i++)
+				s->bpos[i] = d->bsrc[i].pos;
 			for (uint32_t i = 0; i < ns; i++)
 				mq_cache_unpin(&d->src[i].pin);
 			pthread_mutex_unlock(&q->cache_lock);
@@ -418,10 +480,12 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 	d = calloc(1, sizeof(*d));
 	if (d) {
 		d->src = calloc(q->cfg.nshards, sizeof(*d->src));
+		d->bsrc = calloc(q->cfg.nshards, sizeof(*d->bsrc));
 		d->enq_delta = calloc(q->cfg.nshards, sizeof(*d->enq_delta));
 	}
-	if (!d || !d->src || !d->enq_delta) {
+	if (!d || !d->src || !d->bsrc || !d->enq_delta) {
 		if (d) {
+			free(d->bsrc);
 			free(d->src);
 			free(d->enq_delta);
 		}
@@ -481,6 +545,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		wait_for(q, gen, wake);
 	}
 	free(d->src);
+	free(d->bsrc);
 	free(d->enq_delta);
 	free(d);
 	return rc;

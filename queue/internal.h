@@ -57,6 +57,10 @@ struct mq_shard_rt {
 	_Atomic uint64_t next_seq;
 	struct mq_rate enq;        /* under q->cache_lock */
 	struct mq_centry *cache;   /* under q->cache_lock */
+	/* memory-only messages [bfirst, bfirst + bn), ring, under q->cache_lock */
+	struct mq_cmsg **bring;
+	size_t bcap, bhead, bn;
+	uint64_t bfirst, blast_us, bbytes;
 };
 
 struct mq_counters {
@@ -67,6 +71,7 @@ struct mq_counters {
 	_Atomic uint64_t expired, filtered, lagging;
 	_Atomic uint64_t hits, misses, restores, evictions;
 	_Atomic uint64_t store_only, pressure_events;
+	_Atomic uint64_t buffered, spilled, bdropped;
 };
 
 struct mq_queue {
@@ -106,6 +111,7 @@ struct mq_sub {
 	mq_filter_fn *filter;
 	void *arg;
 	_Atomic uint64_t *pos; /* next seq to read, per shard */
+	uint64_t *bpos;        /* next buffered seq to read (under q->cache_lock) */
 	uint64_t *acked;       /* next seq not acknowledged, per shard */
 	struct mq_rate *rate;  /* dequeue rate per shard (under q->cache_lock) */
 	double *peak_lag;      /* per shard (under q->cache_lock) */
@@ -190,6 +196,14 @@ void mq_cache_shrink(mq_queue *q); /* takes the lock */
 void mq_cache_free_all(mq_queue *q);
 void mq_cache_sizing(mq_queue *q, uint64_t now);
 int mq_cache_enabled(mq_queue *q);
+
+/* buffered.c (under q->cache_lock unless said) */
+int mq_buffered_put(mq_queue *q, const struct mq_msg_in *m, uint64_t *seq); /* takes it */
+struct mq_cmsg *mq_buffered_at(mq_queue *q, uint32_t s, uint64_t bseq);
+uint64_t mq_buffered_end(mq_queue *q, uint32_t s);
+uint64_t mq_buffered_first(mq_queue *q, uint32_t s);
+void mq_buffered_trim(mq_queue *q);
+void mq_buffered_free_all(mq_queue *q);
 
 /* pressure.c */
 uint64_t mq_budget_bytes(void);

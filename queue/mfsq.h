@@ -91,6 +91,13 @@ extern "C" {
 
 /* Message flags (mq_msg_in.flags and mq_msg.flags). */
 #define MQ_MSG_DELAYED 0x01 /**< set on delivery: came through the delay shard */
+/** Memory-only (buffered) message: never written to the store, delivered
+ *  only to subscribers open in this process, lost on restart; its seq is in
+ *  a separate per-shard sequence. It ignores the caller's transaction (it
+ *  is delivered even if that transaction aborts). Under memory pressure it
+ *  spills: it is enqueued as a persistent message instead. It cannot be
+ *  delayed. Set on delivery for buffered messages. */
+#define MQ_MSG_BUFFERED 0x02
 
 /* mq_open() flags */
 #define MQ_CREATE 0x1 /**< create the queue if it does not exist */
@@ -125,6 +132,7 @@ struct mq_msg_in {
 	uint64_t deliver_us; /**< absolute delivery time; 0 or <= now: at once */
 	uint64_t expire_us;  /**< absolute expiry time; 0: never */
 	uint8_t prio;        /**< 0..9, lower first among messages due together */
+	uint8_t flags;       /**< 0 or MQ_MSG_BUFFERED */
 };
 
 /** A delivered message. Pointers stay valid until the next dequeue on the
@@ -160,6 +168,9 @@ struct mq_stats {
 	uint64_t cache_hits, cache_misses, cache_restores, cache_evictions;
 	uint64_t cache_bytes, cache_target_bytes;
 	uint64_t store_only_enqueues; /**< enqueues not cached because of pressure */
+	uint64_t buffered_enqueued;   /**< memory-only messages accepted */
+	uint64_t buffered_spilled;    /**< memory-only messages stored (pressure) */
+	uint64_t buffered_dropped;    /**< memory-only messages dropped unread (budget) */
 	uint64_t pressure_events;     /**< transitions into memory pressure */
 	double enqueue_rate;          /**< messages/s, sum over shards (estimate) */
 	double dequeue_rate;          /**< messages/s, sum over subscriber-shard pairs */
@@ -228,8 +239,12 @@ uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer);
  * @param seq if not NULL, receives the sequence number in the shard (for
  *        a delayed message: 0, its stream number is given when promoted).
  * @return 0, or
- *   EINVAL   m->prio > 9, m->data NULL with len > 0;
+ *   EINVAL   m->prio > 9, m->data NULL with len > 0, unknown flags, a
+ *            buffered message with a delivery time;
  *   EMSGSIZE m->len above the queue's max_payload;
+ *   EAGAIN   (with @p txn only) the transaction began before the queue could
+ *            share the handle of a subshard created by another process:
+ *            abort it and retry (at most once per such subshard);
  *   ENOSPC   the map is full (own txn: nothing changed; caller txn: LMDB
  *            marks it failed, the caller must abort it);
  *   ENOMEM, MDB_DBS_FULL, other LMDB errors.

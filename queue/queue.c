@@ -247,6 +247,7 @@ void mq_close(mq_queue *q)
 	if (!q)
 		return;
 	mq_cache_free_all(q);
+	mq_buffered_free_all(q);
 	if (q->shards) {
 		for (uint32_t s = 0; s < q->cfg.nshards; s++)
 			free(q->shards[s].dbis);
@@ -355,6 +356,9 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->cache_restores = q->c.restores;
 	st->cache_evictions = q->c.evictions;
 	st->store_only_enqueues = q->c.store_only;
+	st->buffered_enqueued = q->c.buffered;
+	st->buffered_spilled = q->c.spilled;
+	st->buffered_dropped = q->c.bdropped;
 	st->pressure_events = 0;
 	if (!mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn)) {
 		for (uint32_t s = 0; s < q->cfg.nshards; s++) {

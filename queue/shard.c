@@ -108,8 +108,71 @@ static int put_all(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, siz
 	return rc;
 }
 
+static int enqueue_stored(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
+			  uint64_t *seqs);
+
+/* Memory-only messages go to the rings, or spill to the store under pressure. */
+static int enqueue_mixed(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
+			 uint64_t *seqs)
+{
+	struct mq_msg_in *st = malloc(n * sizeof(*st));
+	size_t *idx = malloc(n * sizeof(*idx)), ns = 0;
+	uint64_t *sseq = malloc(n * sizeof(*sseq));
+	int pressure = mq_pressure_now() || !mq_budget_bytes(), rc = 0;
+
+	if (!st || !idx || !sseq) {
+		rc = ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!(m[i].flags & MQ_MSG_BUFFERED) || pressure) {
+			st[ns] = m[i];
+			st[ns].flags = 0;
+			idx[ns++] = i;
+			if (m[i].flags & MQ_MSG_BUFFERED)
+				atomic_fetch_add(&q->c.spilled, 1);
+		}
+	}
+	if (ns)
+		rc = enqueue_stored(q, txn, st, ns, sseq);
+	for (size_t i = 0; !rc && i < ns; i++)
+		if (seqs)
+			seqs[idx[i]] = sseq[i];
+	for (size_t i = 0; !rc && !pressure && i < n; i++)
+		if (m[i].flags & MQ_MSG_BUFFERED)
+			rc = mq_buffered_put(q, &m[i], seqs ? &seqs[i] : NULL);
+	if (!rc && !pressure)
+		mq_wake(q);
+out:
+	free(st);
+	free(idx);
+	free(sseq);
+	return rc;
+}
+
 int mq_enqueue_batch(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
 		     uint64_t *seqs)
+{
+	int buffered = 0;
+
+	if (!q || (!m && n))
+		return EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		if (m[i].flags & ~MQ_MSG_BUFFERED)
+			return EINVAL;
+		if (m[i].flags & MQ_MSG_BUFFERED) {
+			if (m[i].deliver_us)
+				return EINVAL;
+			buffered = 1;
+		}
+	}
+	if (buffered)
+		return enqueue_mixed(q, txn, m, n, seqs);
+	return enqueue_stored(q, txn, m, n, seqs);
+}
+
+static int enqueue_stored(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
+			  uint64_t *seqs)
 {
 	struct loaded *ls;
 	struct mq_put *puts;

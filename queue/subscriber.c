@@ -87,6 +87,7 @@ static int sub_load(mq_sub *s, MDB_txn *txn, int *found)
 static void sub_free(mq_sub *s)
 {
 	free((void *)s->pos);
+	free(s->bpos);
 	free(s->acked);
 	free(s->rate);
 	free(s->peak_lag);
@@ -130,10 +131,11 @@ int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *fi
 	if (name)
 		memcpy(s->name, name, nl);
 	s->pos = calloc(n, sizeof(*s->pos));
+	s->bpos = calloc(n, sizeof(*s->bpos));
 	s->acked = calloc(n, sizeof(*s->acked));
 	s->rate = calloc(n, sizeof(*s->rate));
 	s->peak_lag = calloc(n, sizeof(*s->peak_lag));
-	if (!s->pos || !s->acked || !s->rate || !s->peak_lag) {
+	if (!s->pos || !s->bpos || !s->acked || !s->rate || !s->peak_lag) {
 		sub_free(s);
 		return ENOMEM;
 	}
@@ -162,10 +164,14 @@ int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *fi
 	}
 	for (uint32_t i = 0; i < n; i++)
 		s->pos[i] = s->acked[i];
+	pthread_mutex_lock(&q->cache_lock);
+	for (uint32_t i = 0; i < n; i++)
+		s->bpos[i] = mq_buffered_end(q, i); /* memory-only: from now on */
 	pthread_mutex_lock(&q->lock);
 	s->next = q->subs;
 	q->subs = s;
 	pthread_mutex_unlock(&q->lock);
+	pthread_mutex_unlock(&q->cache_lock);
 	*out = s;
 	return 0;
 }
@@ -248,6 +254,12 @@ int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m)
 	}
 	memcpy(old, s->acked, n * sizeof(*old));
 	memcpy(na, s->acked, n * sizeof(*na));
+	if (m && (m->flags & MQ_MSG_BUFFERED)) {
+		/* memory-only: nothing to remember */
+		free(na);
+		free(old);
+		return m->shard < n && m->seq && m->seq < s->bpos[m->shard] ? 0 : EINVAL;
+	}
 	if (m) {
 		if (m->shard >= n || m->seq >= s->pos[m->shard] || !m->seq) {
 			free(na);

@@ -545,6 +545,78 @@ START_TEST(map_full)
 }
 END_TEST
 
+/* Memory-only messages: delivered here, never stored, merged in time order. */
+START_TEST(buffered)
+{
+	struct mq_msg_in in = { .data = "mem", .len = 3, .enqueuer = 2, .flags = MQ_MSG_BUFFERED };
+	struct mq_msg out[8];
+	struct mq_stats st;
+	mq_sub *s, *late;
+	uint64_t seq = 0;
+	size_t n;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	in.deliver_us = 1;
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), EINVAL);
+	in.deliver_us = 0;
+	ck_assert_int_eq(put_msg(Q, NULL, 2, 0, NULL), 0);
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
+	ck_assert_uint_eq(seq, 1);
+	ck_assert_int_eq(put_msg(Q, NULL, 2, 1, NULL), 0);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &late), 0);
+	ck_assert_int_eq(mq_dequeue(s, out, 8, &n, 10000), 0);
+	ck_assert_uint_eq(n, 3);
+	ck_assert(!(out[0].flags & MQ_MSG_BUFFERED));
+	ck_assert(out[1].flags & MQ_MSG_BUFFERED);
+	ck_assert_mem_eq(out[1].data, "mem", 3);
+	ck_assert(!(out[2].flags & MQ_MSG_BUFFERED));
+	ck_assert_int_eq(mq_ack(s, NULL, &out[1]), 0);
+	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	/* a subscriber opened later does not get it */
+	ck_assert_int_eq(mq_dequeue(late, out, 8, &n, 0), EAGAIN);
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.buffered_enqueued, 1);
+	/* not in the store: a restart does not bring it back */
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+	mq_unsubscribe(s);
+	mq_unsubscribe(late);
+	mq_close(Q);
+	tenv_reopen(&T);
+	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mq_dequeue(s, out, 8, &n, 0), EAGAIN);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+/* Under memory pressure a memory-only message spills to the store. */
+START_TEST(buffered_spill)
+{
+	struct mq_msg_in in = { .data = "mem", .len = 3, .enqueuer = 2, .flags = MQ_MSG_BUFFERED };
+	struct mq_stats st;
+	struct mq_msg m;
+	mq_sub *s;
+	uint64_t seq = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	mq_pressure_mode(MQ_PRESSURE_ON);
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
+	mq_pressure_mode(MQ_PRESSURE_OFF);
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.buffered_spilled, 1);
+	mq_unsubscribe(s);
+	mq_close(Q);
+	tenv_reopen(&T);
+	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	get_one(s, &m);
+	ck_assert_uint_eq(m.seq, seq);
+	ck_assert(!(m.flags & MQ_MSG_BUFFERED));
+	ck_assert_mem_eq(m.data, "mem", 3);
+	mq_unsubscribe(s);
+}
+END_TEST
+
 Suite *suite_api(void)
 {
 	Suite *s = suite_create("api");
@@ -569,6 +641,8 @@ Suite *suite_api(void)
 	tcase_add_test(tc, subshard_drop);
 	tcase_add_test(tc, lagging);
 	tcase_add_test(tc, map_full);
+	tcase_add_test(tc, buffered);
+	tcase_add_test(tc, buffered_spill);
 	suite_add_tcase(s, tc);
 	return s;
 }
