@@ -59,9 +59,20 @@ getfacl -p -d inh/sub | grep -q '^user:nobody:rwx' || die "new dir did not inher
 getfacl -p inh/file | grep -q '^mask::rw-' || die "inherited mask is not rw-: $(getfacl -p inh/file | grep mask)"
 [ "$(stat -c %a inh/file)" = 660 ] || die "inh/file mode $(stat -c %a inh/file), expected 660 (umask ignored)"
 as_nobody sh -c 'echo w >inh/file' || die "nobody cannot write inh/file through the inherited ACL"
+# Removing the default ACL: the umask applies again, nothing is inherited.
+setfacl -k inh
+getfacl -p -d --omit-header inh | grep -q . && die "setfacl -k left a default ACL"
+(umask 027 && touch inh/plain) || die "create after setfacl -k failed"
+[ "$(stat -c %a inh/plain)" = 640 ] || die "inh/plain mode $(stat -c %a inh/plain), expected 640 (umask 027)"
+getfacl -p inh/plain | grep -q '^user:nobody' && die "inh/plain inherited an ACL after setfacl -k"
+# chmod keeps named entries (only the mask changes).
+chmod 0700 f
+getfacl -p f | grep -q '^user:nobody:rw-' || die "chmod dropped the named entry"
+chmod 0660 f
+[ "$(as_nobody cat f | head -1)" = secret ] || die "named entry not effective again after chmod g+rw"
 # Raw xattrs are there too.
 getfattr -n system.posix_acl_access f >/dev/null 2>&1 || die "system.posix_acl_access missing"
-getfattr -n system.posix_acl_default inh >/dev/null 2>&1 || die "system.posix_acl_default missing"
+getfattr -n system.posix_acl_default inh/sub >/dev/null 2>&1 || die "system.posix_acl_default missing"
 
 # ACLs survive a remount (no-op on tmpfs).
 before=$(acl_manifest "$MNT")
