@@ -18,8 +18,15 @@
  *
  * A shard is a sequence of subshards; each subshard is its own named LMDB
  * database holding a bounded number of messages. A subshard that every
- * durable (and live ephemeral) subscriber has acknowledged is dropped whole
- * (mdb_drop), never message by message.
+ * durable subscriber (and every ephemeral subscriber open in this process)
+ * has acknowledged is dropped whole (mdb_drop), never message by message;
+ * with no subscriber at all only the tail is kept. Past the hard limit
+ * (mq_config.retain_max live subshards per shard) the oldest are dropped
+ * anyway and the subscribers still there are marked lagging. Retention
+ * runs in maintenance transactions: from mq_dequeue() (every 100 ms), after
+ * an own-transaction enqueue that started a subshard, and from mq_tick();
+ * until one runs, a shard may briefly hold more than retain_max subshards.
+ * Ephemeral subscribers of another process do not hold retention.
  *
  * Each shard has a paired delay shard (one LMDB database) divided into
  * time-span buckets; a delayed message is promoted into its shard's stream
@@ -29,7 +36,14 @@
  * Recent subshards are cached in memory (a copy), sized and evicted from
  * measured enqueue and dequeue rates; under memory pressure enqueues go to
  * the store only and caches shrink. The store is always the truth: caching
- * never changes what is delivered or in which order.
+ * never changes what is delivered or in which order. Only enqueues in the
+ * queue's own transactions fill the cache at commit (a caller's commit is
+ * invisible to it); other messages are read from the store and cached then.
+ *
+ * Merging shards: a dequeue takes, among the heads of all shards, the one
+ * with the earliest delivery time. Order is guaranteed per enqueuer (per
+ * shard); across shards it is by time as far as the clocks of the
+ * enqueuing processes agree.
  *
  * Delivery is at-least-once: mq_ack() acknowledges cumulatively per shard;
  * a durable subscriber reopened after a restart or crash resumes after its
