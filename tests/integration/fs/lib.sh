@@ -7,6 +7,7 @@
 #               tmpfs: mount the kernel's tmpfs instead, to validate the tests
 #               themselves against a reference file system.
 #   MFS_BIN     the mfs binary (set by meson).
+#   DBFS_FSCK   dbfs-fsck (set by meson): run on the store after every unmount.
 #   STORE_SIZE  size of the private tmpfs that holds the DBFS store (and, for
 #               FS_TARGET=tmpfs, of the mount itself). Default 2g (a limit only).
 #   MFS_OPTS    extra -o options for mfs (comma separated).
@@ -179,11 +180,23 @@ fs_mount() {
 	chmod 0755 "$MNT" || die "chmod of the mount root failed"
 }
 
+# Run dbfs-fsck (DBFS_FSCK, set by meson) on the unmounted store: every
+# invariant must hold after every test. Returns 1 with its report if not.
+fsck_store() {
+	[ -n "${DBFS_FSCK:-}" ] || return 0
+	if ! "$DBFS_FSCK" "$STORE" >"$T/fsck.log" 2>&1; then
+		log "dbfs-fsck $STORE found problems:"
+		tail -n 40 "$T/fsck.log" >&2
+		return 1
+	fi
+}
+
 # Unmount and mount again (DBFS: the data must survive; tmpfs: a no-op).
 fs_remount() {
 	[ "$FS_TARGET" = dbfs ] || return 0
 	cd /
 	mfs_stop || die "unclean unmount of $MNT"
+	fsck_store || die "the store is inconsistent after unmount"
 	mfs_start "${1:-}"
 }
 
@@ -206,7 +219,14 @@ fs_cleanup() {
 				kill -KILL "$MFS_PID" 2>/dev/null
 				wait_for mfs_gone
 			fi
-			mfs_stop || { [ "$_rc" -eq 0 ] && _rc=1; }
+			if mfs_stop; then
+				if [ "$_rc" -eq 0 ] && ! fsck_store; then
+					log "FAIL: the store is inconsistent after the test"
+					_rc=1
+				fi
+			else
+				[ "$_rc" -eq 0 ] && _rc=1
+			fi
 			;;
 		esac
 		if is_mounted "$STORE"; then
