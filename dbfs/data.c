@@ -63,7 +63,8 @@ static int block_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk,
 	if (boff == 0 && n >= old_len) {
 		memcpy(d, buf, n);
 	} else {
-		memmove(d, old, old_len); /* in place: d == old */
+		if (old_len)
+			memmove(d, old, old_len); /* in place: d == old */
 		if (boff > old_len)
 			memset(d + old_len, 0, boff - old_len);
 		memcpy(d + boff, buf, n);
