@@ -47,6 +47,7 @@ struct inode {
 struct fd {
 	int fd;               /* -1: free */
 	int ino;
+	bool append;          /* opened O_APPEND: writes go to the end */
 };
 
 static struct inode inodes[NINODES];
@@ -346,6 +347,7 @@ static void op_create(void)
 		if (fds[i].fd < 0) {
 			fds[i].fd = fd;
 			fds[i].ino = ino;
+			fds[i].append = false;
 			return;
 		}
 	}
@@ -361,12 +363,22 @@ static void op_open(void)
 		;
 	if (s < 0 || i == NFDS)
 		return;
+	int flags = O_RDWR;
+	switch (below(6)) {
+	case 0: flags |= O_TRUNC; break;
+	case 1: flags |= O_APPEND; break;
+	}
 	slot_path(s, path, sizeof(path));
-	note(slots[s], "open %s", path + strlen(root) + 1);
-	fds[i].fd = open(path, O_RDWR);
+	note(slots[s], "open %s%s%s (size %zu)", path + strlen(root) + 1,
+	     flags & O_TRUNC ? " O_TRUNC" : "", flags & O_APPEND ? " O_APPEND" : "",
+	     inodes[slots[s]].size);
+	fds[i].fd = open(path, flags);
 	if (fds[i].fd < 0)
 		fail(slots[s], "open %s: %s", path, strerror(errno));
 	fds[i].ino = slots[s];
+	fds[i].append = flags & O_APPEND;
+	if (flags & O_TRUNC)
+		model_resize(&inodes[slots[s]], 0);
 }
 
 static void op_close(void)
@@ -430,8 +442,17 @@ static void op_write(void)
 		uint64_t r = rnd();
 		memcpy(buf + j, &r, len - j < 8 ? len - j : 8);
 	}
-	note(fds[i].ino, "pwrite %zu bytes at %zu (size %zu)", len, off, in->size);
-	n = pwrite(fds[i].fd, buf, len, (off_t)off);
+	if (fds[i].append) {
+		/* O_APPEND: the write lands at the end, whatever the offset. */
+		off = in->size;
+		if (off + len > max_size)
+			return;
+		note(fds[i].ino, "append %zu bytes (size %zu)", len, in->size);
+		n = write(fds[i].fd, buf, len);
+	} else {
+		note(fds[i].ino, "pwrite %zu bytes at %zu (size %zu)", len, off, in->size);
+		n = pwrite(fds[i].fd, buf, len, (off_t)off);
+	}
 	if (n < 0)
 		fail(fds[i].ino, "pwrite(%zu, %zu): %s", len, off, strerror(errno));
 	if ((size_t)n != len)
