@@ -419,6 +419,52 @@ static void test_ctime_strict(void)
 	OK("ctime strictly advances on write, truncate, chmod, setxattr, link, unlink, rename");
 }
 
+/* Make the kernel forget cached inodes and attributes (root only). */
+static int forget_caches(void)
+{
+	sync();
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY);
+	if (fd < 0)
+		return 0;
+	int ok = write(fd, "2", 1) == 1;
+	close(fd);
+	return ok;
+}
+
+/* tar and cp -p write data and then set the times, often before the data has
+ * been written back: the times set last must stick, including after the
+ * kernel forgets its cached attributes. */
+static void test_times_after_dirty_data(void)
+{
+	uint8_t *buf = malloc(300000);
+	CHECK(buf);
+	fill_pattern(buf, 300000, 17, 0);
+	int fd = open("dirty", O_WRONLY | O_CREAT | O_EXCL, 0644);
+	CHECK(fd >= 0);
+	pwrite_all(fd, buf, 300000, 0);
+	struct timespec ts[2] = { { 1234567890, 111 }, { 1300000000, 222 } };
+	CHECK(futimens(fd, ts) == 0);
+	CHECK(close(fd) == 0);
+	struct stat st = stat_of("dirty");
+	CHECK_EQ(st.st_mtim.tv_sec, 1300000000);
+	CHECK_EQ(st.st_mtim.tv_nsec, 222);
+	CHECK_EQ(st.st_size, 300000);
+	if (!forget_caches()) {
+		printf("skip - cannot drop the kernel's caches\n");
+		free(buf);
+		return;
+	}
+	st = stat_of("dirty");
+	if (st.st_mtim.tv_sec != 1300000000 || st.st_mtim.tv_nsec != 222)
+		fail("mtime set after writing is %lld.%09ld once the kernel forgot the inode, "
+		     "expected 1300000000.000000222 (the write-back of the data changed it)",
+		     (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	CHECK_EQ(st.st_atim.tv_sec, 1234567890);
+	CHECK_EQ(st.st_size, 300000);
+	free(buf);
+	OK("times set after writing stick once the data is written back");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
@@ -426,6 +472,7 @@ int main(int argc, char **argv)
 	test_utimensat();
 	test_time_updates();
 	test_ctime_strict();
+	test_times_after_dirty_data();
 	test_umask_sgid_dir();
 	test_suid_clear();
 	return 0;

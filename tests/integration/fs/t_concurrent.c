@@ -236,6 +236,122 @@ static void test_readdir_vs_churn(void)
 	OK("readdir while another process adds and removes entries");
 }
 
+enum { BIG_MIB = 24 };
+
+/* Writes a BIG_MIB file in 1 MiB pieces (fsync every 4 MiB). */
+static void big_writer(int id)
+{
+	char name[32];
+	snprintf(name, sizeof name, "grow%d", id);
+	uint8_t *buf = malloc(1 << 20);
+	CHECK(buf);
+	int fd = open(name, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd >= 0);
+	for (int m = 0; m < BIG_MIB; m++) {
+		fill_pattern(buf, 1 << 20, 60 + (uint32_t)id, (uint64_t)m << 20);
+		pwrite_all(fd, buf, 1 << 20, (off_t)m << 20);
+		if (m % 4 == 3)
+			CHECK(fsync(fd) == 0);
+	}
+	CHECK(close(fd) == 0);
+	free(buf);
+}
+
+/* Re-reads a fixed file (bypassing the page cache) until told to stop. */
+static void steady_reader(int unused)
+{
+	(void)unused;
+	uint8_t *buf = malloc(1 << 20);
+	CHECK(buf);
+	while (access("grow.stop", F_OK) != 0) {
+		int fd = open("steady", O_RDONLY);
+		CHECK(fd >= 0);
+		CHECK(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+		CHECK_EQ(pread_all(fd, buf, 1 << 20, 0), 1 << 20);
+		if (pattern_mismatch(buf, 1 << 20, 59, 0) >= 0)
+			fail("steady file changed while other files grew the store");
+		CHECK(close(fd) == 0);
+	}
+	free(buf);
+}
+
+/* Several writers grow the store well past its first size while a reader
+ * keeps reading: nothing is lost or mixed up while the map grows. */
+static void test_growth(void)
+{
+	uint8_t *buf = malloc(1 << 20);
+	CHECK(buf);
+	fill_pattern(buf, 1 << 20, 59, 0);
+	write_file("steady", buf, 1 << 20, 0644);
+	pid_t reader = spawn(steady_reader, 0);
+	pid_t pids[PROCS];
+	for (int p = 0; p < PROCS; p++)
+		pids[p] = spawn(big_writer, p);
+	for (int p = 0; p < PROCS; p++)
+		reap(pids[p], "growing writers");
+	write_file("grow.stop", "", 0, 0644);
+	reap(reader, "steady reader");
+	for (int p = 0; p < PROCS; p++) {
+		char name[32];
+		snprintf(name, sizeof name, "grow%d", p);
+		int fd = open(name, O_RDONLY);
+		CHECK(fd >= 0);
+		drop_cache(fd);
+		for (int m = 0; m < BIG_MIB; m++) {
+			CHECK_EQ(pread_all(fd, buf, 1 << 20, (off_t)m << 20), 1 << 20);
+			long long bad = pattern_mismatch(buf, 1 << 20, 60 + (uint32_t)p,
+							 (uint64_t)m << 20);
+			if (bad >= 0)
+				fail("%s: byte %lld wrong", name, ((long long)m << 20) + bad);
+		}
+		CHECK(close(fd) == 0);
+		CHECK(unlink(name) == 0);
+	}
+	free(buf);
+	OK("concurrent writers growing the store, with a reader");
+}
+
+enum { APPENDS = 1000, LINE = 32 };
+
+static void appender(int id)
+{
+	int fd = open("log", O_WRONLY | O_APPEND);
+	CHECK(fd >= 0);
+	char line[LINE + 1];
+	for (int i = 0; i < APPENDS; i++) {
+		snprintf(line, sizeof line, "writer %d line %06d ..........\n", id, i);
+		CHECK_EQ(strlen(line), LINE);
+		CHECK_EQ(write(fd, line, LINE), LINE);
+	}
+	CHECK(close(fd) == 0);
+}
+
+/* Appends from several processes interleave whole: no line lost or torn. */
+static void test_appenders(void)
+{
+	write_file("log", "", 0, 0644);
+	pid_t pids[PROCS];
+	for (int p = 0; p < PROCS; p++)
+		pids[p] = spawn(appender, p);
+	for (int p = 0; p < PROCS; p++)
+		reap(pids[p], "appenders");
+	size_t len;
+	char *s = read_file("log", &len);
+	CHECK_EQ(len, (size_t)PROCS * APPENDS * LINE);
+	int next[PROCS] = { 0 };
+	for (size_t off = 0; off < len; off += LINE) {
+		int id, i;
+		if (sscanf(s + off, "writer %d line %d", &id, &i) != 2 || id < 0 || id >= PROCS ||
+		    s[off + LINE - 1] != '\n')
+			fail("log: torn line at offset %zu", off);
+		if (i != next[id])
+			fail("log: writer %d line %d where %d was expected", id, i, next[id]);
+		next[id]++;
+	}
+	free(s);
+	OK("concurrent O_APPEND writers");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
@@ -243,5 +359,7 @@ int main(int argc, char **argv)
 	test_one_file();
 	test_atomic_replace();
 	test_readdir_vs_churn();
+	test_growth();
+	test_appenders();
 	return 0;
 }
