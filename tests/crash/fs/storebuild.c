@@ -234,13 +234,16 @@ uint64_t sb_lookup(struct sb *s, uint64_t parent, const char *name,
 		   struct dbfs_dirent_val *val)
 {
 	unsigned char k[8 + DBFS_NAME_MAX];
+	struct dbfs_dirent_val dv;
 	MDB_val v;
 
 	if (sb_get(s, s->dirent, k, sb_key_name(k, parent, name), &v))
 		return 0;
+	/* LMDB does not align values: copy out. */
+	memcpy(&dv, v.mv_data, sizeof(dv));
 	if (val)
-		memcpy(val, v.mv_data, sizeof(*val));
-	return ((const struct dbfs_dirent_val *)v.mv_data)->ino;
+		*val = dv;
+	return dv.ino;
 }
 
 uint64_t sb_mkdir(struct sb *s, uint64_t parent, const char *name)
