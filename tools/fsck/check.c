@@ -119,8 +119,11 @@ static void check_dircook(struct fsck *f)
 		}
 		uint64_t parent = dbfs_get_be64(k.mv_data);
 		uint64_t cookie = dbfs_get_be64((const unsigned char *)k.mv_data + 8);
+		struct fsck_inode *p = fsck_inode_find(f, parent);
 		uint64_t ino;
 		uint32_t type;
+		if (p && p->bad)
+			continue; /* reported with the inode; not judged */
 		memcpy(&ino, val, 8);
 		memcpy(&type, val + 8, 4);
 		struct fsck_dirent *d = fsck_dirent_find(f, parent, val + 12, v.mv_size - 12);

@@ -256,6 +256,14 @@ static void open_env(struct fsck *f, off_t size)
 	if (f->repair)
 		mdb_env_set_mapsize(f->env, (size_t)size + (size_t)size / 4 + (64u << 20));
 	rc = mdb_env_open(f->env, f->store, f->repair ? 0 : MDB_RDONLY, 0644);
+	if (!f->repair && (rc == EACCES || rc == EROFS)) {
+		/* A read-only store: we hold dbfs.lock, so no writer can
+		 * come; LMDB's own reader table is not needed. */
+		mdb_env_close(f->env);
+		fsck_lmdb_check(mdb_env_create(&f->env), "mdb_env_create");
+		mdb_env_set_maxdbs(f->env, 64);
+		rc = mdb_env_open(f->env, f->store, MDB_RDONLY | MDB_NOLOCK, 0644);
+	}
 	if (rc)
 		fsck_fatal("%s: cannot open the LMDB environment: %s", f->store,
 			   mdb_strerror(rc));
