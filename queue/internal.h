@@ -71,7 +71,7 @@ struct mq_counters {
 	_Atomic uint64_t expired, filtered, lagging;
 	_Atomic uint64_t hits, misses, restores, evictions;
 	_Atomic uint64_t store_only, pressure_events;
-	_Atomic uint64_t buffered, spilled, bdropped;
+	_Atomic uint64_t buffered, spilled, bdropped, groups;
 };
 
 struct mq_queue {
@@ -98,6 +98,12 @@ struct mq_queue {
 	double avg_msg_bytes;
 	double sizing_est;
 	int in_pressure;
+
+	/* group commit of concurrent own-transaction enqueues (group.c) */
+	pthread_mutex_t glock;
+	pthread_cond_t gcond;
+	struct mq_greq *ghead, **gtail;
+	int gleader;
 
 	_Atomic uint64_t next_retention_us;
 	_Atomic int retention_due;
@@ -173,6 +179,19 @@ struct mq_put {
 	size_t len;
 };
 int mq_stream_put(mq_queue *q, struct mq_wtx *w, struct mq_disk_shard *st, struct mq_put *p);
+struct mq_loaded {
+	int loaded;
+	struct mq_disk_shard st;
+};
+int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t n,
+		uint64_t *seqs, struct mq_put *puts, size_t *nputs, struct mq_loaded *ls);
+int mq_put_states(mq_queue *q, struct mq_wtx *w, const struct mq_loaded *ls);
+void mq_put_committed(mq_queue *q, const struct mq_loaded *ls, const struct mq_put *puts,
+		      size_t nputs);
+
+/* group.c */
+struct mq_greq;
+int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t *seqs);
 
 /* delay.c */
 int mq_delay_put(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st,

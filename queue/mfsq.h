@@ -173,6 +173,8 @@ typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
 /** Statistics, a snapshot (mq_stats()). Counters are for this process. */
 struct mq_stats {
 	uint64_t enqueued, dequeued, acked, batches;
+	uint64_t commit_groups; /**< own-transaction commits carrying enqueue calls
+	                             (batches / commit_groups = calls per commit) */
 	uint64_t subshards_created, subshards_dropped, subshards_live;
 	uint64_t delayed_enqueued, delayed_promoted, delayed_pending;
 	uint64_t lateness_max_us, lateness_p50_us, lateness_p99_us;

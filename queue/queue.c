@@ -221,6 +221,9 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 	pthread_mutex_init(&q->dbi_lock, NULL);
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_mutex_init(&q->cache_lock, NULL);
+	pthread_mutex_init(&q->glock, NULL);
+	pthread_cond_init(&q->gcond, NULL);
+	q->gtail = &q->ghead;
 	{
 		pthread_condattr_t ca;
 
@@ -257,6 +260,8 @@ void mq_close(mq_queue *q)
 	pthread_mutex_destroy(&q->dbi_lock);
 	pthread_mutex_destroy(&q->lock);
 	pthread_mutex_destroy(&q->cache_lock);
+	pthread_mutex_destroy(&q->glock);
+	pthread_cond_destroy(&q->gcond);
 	pthread_cond_destroy(&q->cond);
 	free(q);
 }
@@ -341,6 +346,7 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->dequeued = q->c.dequeued;
 	st->acked = q->c.acked;
 	st->batches = q->c.batches;
+	st->commit_groups = q->c.groups;
 	st->subshards_created = q->c.sub_created;
 	st->subshards_dropped = q->c.sub_dropped;
 	st->delayed_enqueued = q->c.delayed_enqueued;

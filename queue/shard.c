@@ -51,13 +51,8 @@ int mq_stream_put(mq_queue *q, struct mq_wtx *w, struct mq_disk_shard *st, struc
 	return 0;
 }
 
-struct loaded {
-	int loaded;
-	struct mq_disk_shard st;
-};
-
-static int put_all(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t n,
-		   uint64_t *seqs, struct mq_put *puts, size_t *nputs, struct loaded *ls)
+int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t n,
+		uint64_t *seqs, struct mq_put *puts, size_t *nputs, struct mq_loaded *ls)
 {
 	uint64_t now = mq_now_us();
 	int rc = 0;
@@ -102,10 +97,33 @@ static int put_all(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, siz
 		if (!rc && seqs)
 			seqs[i] = p->seq;
 	}
+	return rc;
+}
+
+int mq_put_states(mq_queue *q, struct mq_wtx *w, const struct mq_loaded *ls)
+{
+	int rc = 0;
+
 	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++)
 		if (ls[s].loaded)
 			rc = mq_write_shard(q, w->txn, s, &ls[s].st);
 	return rc;
+}
+
+/* After an own commit: runtime state, cache, waiters, maintenance. */
+void mq_put_committed(mq_queue *q, const struct mq_loaded *ls, const struct mq_put *puts,
+		      size_t nputs)
+{
+	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
+		if (!ls[s].loaded)
+			continue;
+		atomic_store(&q->shards[s].tail_first, ls[s].st.tail_first);
+		atomic_store(&q->shards[s].min_due, ls[s].st.min_due);
+	}
+	mq_cache_append(q, puts, nputs);
+	mq_wake(q);
+	if (atomic_load(&q->retention_due))
+		mq_retention(q); /* best effort: a spare for the next roll */
 }
 
 static int enqueue_stored(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
@@ -158,6 +176,10 @@ int mq_enqueue_batch(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_
 	if (!q || (!m && n))
 		return EINVAL;
 	for (size_t i = 0; i < n; i++) {
+		if (m[i].prio > MQ_PRIO_MAX || (!m[i].data && m[i].len))
+			return EINVAL;
+		if (m[i].len > q->cfg.max_payload)
+			return EMSGSIZE;
 		if (m[i].flags & ~MQ_MSG_BUFFERED)
 			return EINVAL;
 		if (m[i].flags & MQ_MSG_BUFFERED) {
@@ -174,59 +196,30 @@ int mq_enqueue_batch(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_
 static int enqueue_stored(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
 			  uint64_t *seqs)
 {
-	struct loaded *ls;
+	struct mq_loaded *ls;
 	struct mq_put *puts;
-	size_t nputs = 0, ndelayed = 0;
+	size_t nputs = 0;
 	struct mq_wtx w;
 	int rc;
 
-	if (!q || (!m && n))
-		return EINVAL;
-	for (size_t i = 0; i < n; i++) {
-		if (m[i].prio > MQ_PRIO_MAX || (!m[i].data && m[i].len))
-			return EINVAL;
-		if (m[i].len > q->cfg.max_payload)
-			return EMSGSIZE;
-		if (m[i].deliver_us)
-			ndelayed++;
-	}
 	if (!n)
 		return 0;
+	if (!txn)
+		return mq_group_enqueue(q, m, n, seqs); /* own transaction, grouped */
 	ls = calloc(q->cfg.nshards, sizeof(*ls));
 	puts = malloc(n * sizeof(*puts));
-	if (!ls || !puts) {
-		free(ls);
-		free(puts);
-		return ENOMEM;
-	}
-	for (;;) {
-		rc = mq_wtx_begin(q, txn, 0, &w);
-		if (rc)
-			break;
-		rc = put_all(q, &w, m, n, seqs, puts, &nputs, ls);
+	rc = ls && puts ? mq_wtx_begin(q, txn, 0, &w) : ENOMEM;
+	if (!rc) {
+		rc = mq_put_msgs(q, &w, m, n, seqs, puts, &nputs, ls);
+		if (!rc)
+			rc = mq_put_states(q, &w, ls);
 		rc = mq_wtx_end(q, &w, rc);
-		if (rc != MQ_RETRY)
-			break;
-		memset(ls, 0, q->cfg.nshards * sizeof(*ls));
 	}
 	if (!rc) {
 		atomic_fetch_add(&q->c.enqueued, n);
 		atomic_fetch_add(&q->c.batches, 1);
 		atomic_fetch_add(&q->c.delayed_enqueued, n - nputs);
 	}
-	if (!rc && !txn) {
-		for (uint32_t s = 0; s < q->cfg.nshards; s++) {
-			if (!ls[s].loaded)
-				continue;
-			atomic_store(&q->shards[s].tail_first, ls[s].st.tail_first);
-			atomic_store(&q->shards[s].min_due, ls[s].st.min_due);
-		}
-		mq_cache_append(q, puts, nputs);
-		mq_wake(q);
-		if (atomic_load(&q->retention_due))
-			mq_retention(q); /* best effort: a spare for the next roll */
-	}
-	(void)ndelayed;
 	free(puts);
 	free(ls);
 	return mq_lmdb_err(rc);

@@ -57,6 +57,7 @@ struct app {
 	MDB_env *env;
 	mq_queue *q;
 	MDB_dbi db;
+	mq_sub *sub;
 };
 
 /* The application's own table: 'e'+i -> next number to enqueue for
@@ -130,13 +131,11 @@ static void *enqueuer(void *arg)
 static void *dequeuer(void *arg)
 {
 	struct app *a = arg;
-	mq_sub *s;
+	mq_sub *s = a->sub;
 	uint64_t expect[E];
 	MDB_txn *txn;
-	int rc = mq_subscribe(a->q, "crash", MQ_SUB_DURABLE, NULL, NULL, &s);
+	int rc;
 
-	if (rc)
-		die("subscribe", rc);
 	if ((rc = mdb_txn_begin(a->env, NULL, MDB_RDONLY, &txn)))
 		die("txn", rc);
 	for (int i = 0; i < E; i++)
@@ -192,6 +191,10 @@ static void app_open(struct app *a, const char *dir)
 	if ((rc = mdb_txn_begin(a->env, NULL, 0, &txn)) ||
 	    (rc = mdb_dbi_open(txn, "app", MDB_CREATE, &a->db)) || (rc = mdb_txn_commit(txn)))
 		die("app db", rc);
+	/* before any enqueue: the first run must see every message */
+	rc = mq_subscribe(a->q, "crash", MQ_SUB_DURABLE | MQ_SUB_FROM_START, NULL, NULL, &a->sub);
+	if (rc)
+		die("subscribe", rc);
 }
 
 static int worker(const char *dir)
@@ -225,8 +228,7 @@ static int verify(const char *dir)
 		total += enq[i];
 	}
 	mdb_txn_abort(txn);
-	if ((rc = mq_subscribe(a.q, "crash", MQ_SUB_DURABLE, NULL, NULL, &s)))
-		die("subscribe", rc);
+	s = a.sub;
 	for (;;) {
 		struct mq_msg out[64];
 		size_t n;

@@ -545,6 +545,59 @@ START_TEST(map_full)
 }
 END_TEST
 
+struct worker {
+	mq_queue *q;
+	uint64_t id;
+	int rc;
+};
+
+static void *enqueue_many(void *arg)
+{
+	struct worker *w = arg;
+
+	for (uint64_t i = 0; i < 40 && !w->rc; i++)
+		w->rc = put_msg(w->q, NULL, w->id, i, NULL);
+	return NULL;
+}
+
+/* Concurrent own-transaction enqueues share commits; order per enqueuer holds. */
+START_TEST(group_commit)
+{
+	enum { W = 8 };
+	struct worker w[W];
+	pthread_t th[W];
+	uint64_t next[W] = { 0 };
+	struct mq_msg out[64];
+	struct mq_stats st;
+	mq_sub *s;
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (int i = 0; i < W; i++) {
+		w[i] = (struct worker){ Q, (uint64_t)i, 0 };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, enqueue_many, &w[i]), 0);
+	}
+	for (int i = 0; i < W; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].rc, 0);
+	}
+	while (got < W * 40) {
+		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		for (size_t i = 0; i < n; i++, got++) {
+			uint64_t e, k;
+
+			ck_assert_int_eq(parse_msg(&out[i], &e, &k), 0);
+			ck_assert_uint_eq(k, next[e]++);
+		}
+		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.batches, W * 40);
+	ck_assert_uint_le(st.commit_groups, st.batches);
+	mq_unsubscribe(s);
+}
+END_TEST
+
 /* Memory-only messages: delivered here, never stored, merged in time order. */
 START_TEST(buffered)
 {
@@ -642,6 +695,7 @@ Suite *suite_api(void)
 	tcase_add_test(tc, lagging);
 	tcase_add_test(tc, map_full);
 	tcase_add_test(tc, buffered);
+	tcase_add_test(tc, group_commit);
 	tcase_add_test(tc, buffered_spill);
 	suite_add_tcase(s, tc);
 	return s;

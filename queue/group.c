@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Group commit of enqueues in the queue's own transactions. LMDB has one
+ * writer and a synced commit costs hundreds of microseconds, so concurrent
+ * callers are combined: each call queues a request; one of them (the
+ * leader) takes every queued request, writes them all in one transaction
+ * in arrival order and commits once; every caller returns after the commit
+ * that carried its messages, so durability per call is unchanged. If a
+ * group fails as a whole (e.g. ENOSPC), its requests are retried one by
+ * one so each caller gets its own outcome.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct mq_greq {
+	const struct mq_msg_in *m;
+	size_t n;
+	uint64_t *seqs;
+	struct mq_put *puts;
+	size_t nputs;
+	int rc, done;
+	struct mq_greq *next;
+};
+
+static int run(mq_queue *q, struct mq_greq *batch)
+{
+	struct mq_loaded *ls = calloc(q->cfg.nshards, sizeof(*ls));
+	struct mq_wtx w;
+	int rc;
+
+	if (!ls)
+		return ENOMEM;
+	for (;;) {
+		rc = mq_wtx_begin(q, NULL, 0, &w);
+		if (rc)
+			break;
+		for (struct mq_greq *r = batch; !rc && r; r = r->next)
+			rc = mq_put_msgs(q, &w, r->m, r->n, r->seqs, r->puts, &r->nputs, ls);
+		if (!rc)
+			rc = mq_put_states(q, &w, ls);
+		rc = mq_wtx_end(q, &w, rc);
+		if (rc != MQ_RETRY)
+			break;
+		memset(ls, 0, q->cfg.nshards * sizeof(*ls));
+	}
+	if (!rc) {
+		atomic_fetch_add(&q->c.groups, 1);
+		for (struct mq_greq *r = batch; r; r = r->next) {
+			atomic_fetch_add(&q->c.enqueued, r->n);
+			atomic_fetch_add(&q->c.batches, 1);
+			atomic_fetch_add(&q->c.delayed_enqueued, r->n - r->nputs);
+			mq_cache_append(q, r->puts, r->nputs);
+		}
+		mq_put_committed(q, ls, NULL, 0);
+	}
+	free(ls);
+	return rc;
+}
+
+/* Run @batch (leader, no lock held); sets rc of every request. */
+static void lead(mq_queue *q, struct mq_greq *batch)
+{
+	int rc = run(q, batch);
+
+	if (rc && batch->next) {
+		/* one by one: a failure belongs to the request that caused it */
+		for (struct mq_greq *r = batch, *nx; r; r = nx) {
+			nx = r->next;
+			r->next = NULL;
+			r->rc = mq_lmdb_err(run(q, r));
+			r->next = nx;
+		}
+		return;
+	}
+	for (struct mq_greq *r = batch; r; r = r->next)
+		r->rc = mq_lmdb_err(rc);
+}
+
+int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t *seqs)
+{
+	struct mq_greq r = { .m = m, .n = n, .seqs = seqs };
+
+	r.puts = malloc(n * sizeof(*r.puts));
+	if (!r.puts)
+		return ENOMEM;
+	pthread_mutex_lock(&q->glock);
+	*q->gtail = &r;
+	q->gtail = &r.next;
+	while (!r.done) {
+		if (q->gleader) {
+			pthread_cond_wait(&q->gcond, &q->glock);
+			continue;
+		}
+		struct mq_greq *batch = q->ghead;
+
+		q->gleader = 1;
+		q->ghead = NULL;
+		q->gtail = &q->ghead;
+		pthread_mutex_unlock(&q->glock);
+		lead(q, batch);
+		pthread_mutex_lock(&q->glock);
+		for (struct mq_greq *b = batch; b; b = b->next)
+			b->done = 1;
+		q->gleader = 0;
+		pthread_cond_broadcast(&q->gcond);
+	}
+	pthread_mutex_unlock(&q->glock);
+	free(r.puts);
+	return r.rc;
+}
