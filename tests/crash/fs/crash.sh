@@ -9,8 +9,11 @@
 #   crash.sh CRASHLOAD ITERATIONS SEED
 #
 # SEED "random" picks one (printed). MFS_OPTS: extra mount options.
-# FS_TARGET=dir validates the test itself: the workload runs in a plain
-# directory and is itself killed; the verification must pass.
+# LOADS=N (default 2) runs N workloads at once, each in its own directory
+# with its own log, so that the daemon is killed with concurrent requests
+# in flight (group commit). FS_TARGET=dir validates the test itself: the
+# workloads run in a plain directory and are themselves killed; the
+# verification must pass.
 . "$(dirname "$0")/../../stress/fs/harness.sh"
 
 load=$1
@@ -26,22 +29,39 @@ rand() {
 	echo $(((r / 65536) % $1))
 }
 
-lines() { [ -f "$LOG" ] && wc -l <"$LOG" || echo 0; }
-load_gone() { ! kill -0 "$H_CHILD" 2>/dev/null; }
+loads=${LOADS:-2}
 
-# start_load DIR ITERATION: start the workload; wait until it has logged a
-# random number of new records (bounded); returns with it still running.
+# Records in the first workload's log.
+lines() { [ -f "$LOG.1" ] && wc -l <"$LOG.1" || echo 0; }
+loads_alive() {
+	for p in $H_CHILD; do
+		kill -0 "$p" 2>/dev/null || return 1
+	done
+}
+loads_gone() {
+	for p in $H_CHILD; do
+		kill -0 "$p" 2>/dev/null && return 1
+	done
+	return 0
+}
+
+# start_load DIR ITERATION: start the workloads; wait until the first has
+# logged a random number of new records (bounded); return with all running.
 start_load() {
 	target=$(($(lines) + 1 + $(rand 400)))
-	"$load" "$1" "$LOG" "$((seed * 1000 + $2))" 100000000 2>"$T/load.err" &
-	H_CHILD=$!
+	H_CHILD=""
+	k=1
+	while [ "$k" -le "$loads" ]; do
+		"$load" "$1/w$k" "$LOG.$k" "$((seed * 1000 + $2 * 10 + k))" 100000000 \
+			2>"$T/load.$k.err" &
+		H_CHILD="$H_CHILD $!"
+		k=$((k + 1))
+	done
 	i=0
 	while [ "$(lines)" -lt "$target" ]; do
-		if load_gone; then
-			wait "$H_CHILD" && st=0 || st=$?
-			H_CHILD=""
-			cat "$T/load.err" >&2
-			die "iteration $2: the workload exited ($st) before the crash"
+		if ! loads_alive; then
+			cat "$T"/load.*.err >&2
+			die "iteration $2: a workload exited before the crash"
 		fi
 		i=$((i + 1))
 		[ "$i" -ge 600 ] && die "iteration $2: the workload logged nothing for 60 s"
@@ -50,9 +70,21 @@ start_load() {
 }
 
 stop_load() {
-	wait_for load_gone || { kill -KILL "$H_CHILD"; die "the workload hung on the dead mount"; }
-	wait "$H_CHILD" 2>/dev/null || true
+	if ! wait_for loads_gone; then
+		cat "$T"/load.*.err >&2
+		die "a workload hung on the dead mount"
+	fi
+	# shellcheck disable=SC2086
+	wait $H_CHILD 2>/dev/null || true
 	H_CHILD=""
+}
+
+verify() {
+	k=1
+	while [ "$k" -le "$loads" ]; do
+		"$load" --verify "$1/w$k" "$LOG.$k" || return 1
+		k=$((k + 1))
+	done
 }
 
 h_init
@@ -63,9 +95,10 @@ if [ "${FS_TARGET:-dbfs}" = dir ]; then
 	n=1
 	while [ "$n" -le "$iters" ]; do
 		start_load "$OUT/data" "$n"
-		kill -KILL "$H_CHILD"
+		# shellcheck disable=SC2086
+		kill -KILL $H_CHILD
 		stop_load
-		"$load" --verify "$OUT/data" "$LOG" || die "iteration $n: verification failed"
+		verify "$OUT/data" || die "iteration $n: verification failed"
 		n=$((n + 1))
 	done
 	log "ok"
@@ -81,7 +114,7 @@ while [ "$n" -le "$iters" ]; do
 	stop_load
 	h_fsck 0 --allow-orphans || die "iteration $n: the store is inconsistent after the crash"
 	h_start "${MFS_OPTS:-}"
-	"$load" --verify "$MNT" "$LOG" ||
+	verify "$MNT" ||
 		die "iteration $n: data made durable before the crash is wrong or missing"
 	h_stop || die "iteration $n: unclean unmount"
 	h_fsck 0 || die "iteration $n: dbfs-fsck after a remount found problems"

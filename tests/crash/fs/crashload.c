@@ -649,6 +649,8 @@ int main(int argc, char **argv)
 	maxops = strtoull(argv[4], NULL, 0);
 	if (mkdir(refdir, 0755) < 0 && errno != EEXIST)
 		die("mkdir %s", refdir);
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		die("mkdir %s", dir);
 	if ((logfd = open(logpath, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
 		die("%s", logpath);
 	load();

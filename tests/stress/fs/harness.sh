@@ -144,7 +144,13 @@ h_cleanup() {
 	set +e
 	cd /
 	[ "$h_rc" -ne 0 ] && [ "$h_rc" -ne 77 ] && h_log_dump
-	[ -n "${H_CHILD:-}" ] && kill -KILL "$H_CHILD" 2>/dev/null && wait "$H_CHILD" 2>/dev/null
+	# H_CHILD: our other children (pids, space separated), killed first.
+	if [ -n "${H_CHILD:-}" ]; then
+		# shellcheck disable=SC2086
+		kill -KILL $H_CHILD 2>/dev/null
+		# shellcheck disable=SC2086
+		wait $H_CHILD 2>/dev/null
+	fi
 	if [ -n "$T" ]; then
 		h_stop || { [ "$h_rc" -eq 0 ] && h_rc=1; }
 		if [ -n "${H_KEEP:-}" ] && [ "$h_rc" -ne 0 ]; then
