@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Group commit of enqueues in the queue's own transactions. LMDB has one
+ * Group commit of enqueues and acknowledgements in the queue's own
+ * transactions. LMDB has one
  * writer and a synced commit costs hundreds of microseconds, so concurrent
  * callers are combined: each call queues a request; one of them (the
  * leader) takes every queued request, writes them all in one transaction
@@ -16,6 +17,8 @@
 #include "internal.h"
 
 struct mq_greq {
+	mq_group_fn *op; /* NULL: an enqueue of m[0..n) */
+	void *arg;
 	const struct mq_msg_in *m;
 	size_t n;
 	uint64_t *seqs;
@@ -38,7 +41,9 @@ static int run(mq_queue *q, struct mq_greq *batch)
 		if (rc)
 			break;
 		for (struct mq_greq *r = batch; !rc && r; r = r->next)
-			rc = mq_put_msgs(q, &w, r->m, r->n, r->seqs, r->puts, &r->nputs, ls);
+			rc = r->op ? r->op(q, &w, r->arg)
+				   : mq_put_msgs(q, &w, r->m, r->n, r->seqs, r->puts, &r->nputs,
+						 ls);
 		if (!rc)
 			rc = mq_put_states(q, &w, ls);
 		rc = mq_wtx_end(q, &w, rc);
@@ -49,6 +54,8 @@ static int run(mq_queue *q, struct mq_greq *batch)
 	if (!rc) {
 		atomic_fetch_add(&q->c.groups, 1);
 		for (struct mq_greq *r = batch; r; r = r->next) {
+			if (r->op)
+				continue;
 			atomic_fetch_add(&q->c.enqueued, r->n);
 			atomic_fetch_add(&q->c.batches, 1);
 			atomic_fetch_add(&q->c.delayed_enqueued, r->n - r->nputs);
@@ -79,13 +86,10 @@ static void lead(mq_queue *q, struct mq_greq *batch)
 		r->rc = mq_lmdb_err(rc);
 }
 
-int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t *seqs)
+static int submit(mq_queue *q, struct mq_greq *rp)
 {
-	struct mq_greq r = { .m = m, .n = n, .seqs = seqs };
+	struct mq_greq r = *rp;
 
-	r.puts = malloc(n * sizeof(*r.puts));
-	if (!r.puts)
-		return ENOMEM;
 	pthread_mutex_lock(&q->glock);
 	*q->gtail = &r;
 	q->gtail = &r.next;
@@ -108,6 +112,25 @@ int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t 
 		pthread_cond_broadcast(&q->gcond);
 	}
 	pthread_mutex_unlock(&q->glock);
-	free(r.puts);
 	return r.rc;
+}
+
+int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t *seqs)
+{
+	struct mq_greq r = { .m = m, .n = n, .seqs = seqs };
+	int rc;
+
+	r.puts = malloc(n * sizeof(*r.puts));
+	if (!r.puts)
+		return ENOMEM;
+	rc = submit(q, &r);
+	free(r.puts);
+	return rc;
+}
+
+int mq_group_op(mq_queue *q, mq_group_fn *op, void *arg)
+{
+	struct mq_greq r = { .op = op, .arg = arg };
+
+	return submit(q, &r);
 }

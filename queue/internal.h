@@ -191,7 +191,10 @@ void mq_put_committed(mq_queue *q, const struct mq_loaded *ls, const struct mq_p
 
 /* group.c */
 struct mq_greq;
+typedef int mq_group_fn(mq_queue *q, struct mq_wtx *w, void *arg);
 int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t *seqs);
+/* Run @op in a grouped own write transaction (it may run again on MQ_RETRY). */
+int mq_group_op(mq_queue *q, mq_group_fn *op, void *arg);
 
 /* delay.c */
 int mq_delay_put(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st,

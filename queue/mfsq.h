@@ -173,8 +173,8 @@ typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
 /** Statistics, a snapshot (mq_stats()). Counters are for this process. */
 struct mq_stats {
 	uint64_t enqueued, dequeued, acked, batches;
-	uint64_t commit_groups; /**< own-transaction commits carrying enqueue calls
-	                             (batches / commit_groups = calls per commit) */
+	uint64_t commit_groups; /**< group commits of own-transaction enqueues and
+	                             acks: concurrent calls share one commit */
 	uint64_t subshards_created, subshards_dropped, subshards_live;
 	uint64_t delayed_enqueued, delayed_promoted, delayed_pending;
 	uint64_t lateness_max_us, lateness_p50_us, lateness_p99_us;
@@ -250,7 +250,8 @@ uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer);
  * @param txn the caller's write transaction to join (the message commits or
  *        aborts with it; call mq_notify() after committing to wake waiting
  *        subscribers at once), or NULL to run in a transaction of its own,
- *        committed before returning.
+ *        committed before returning; concurrent such calls of this process
+ *        share one commit (group commit), each still durable on return.
  * @param m the message.
  * @param seq if not NULL, receives the sequence number in the shard (for
  *        a delayed message: 0, its stream number is given when promoted).
@@ -348,7 +349,10 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 
 /**
  * Acknowledge @p m and, cumulatively, every message delivered before it from
- * the same shard. NULL: acknowledge everything delivered so far.
+ * the same shard. NULL: acknowledge everything delivered so far. A
+ * memory-only message's ack only checks it was delivered. With txn NULL, a
+ * durable subscriber's position is written in a group commit shared with
+ * concurrent enqueues and acks of this process; it is durable on return.
  * @param txn write transaction to join (durable subscribers write their
  *        position), or NULL for an own one.
  * @return 0, or EINVAL (@p m not delivered to @p s), ENOSPC, LMDB errors.

@@ -226,14 +226,31 @@ int mq_subscriber_delete(mq_queue *q, const char *name)
 	return mq_lmdb_err(rc);
 }
 
-/* Persist acked[] of a durable subscriber in @txn or an own transaction. */
+struct persist_arg {
+	mq_sub *s;
+	int force;
+};
+
+static int persist_op(mq_queue *q, struct mq_wtx *w, void *arg)
+{
+	struct persist_arg *a = arg;
+
+	(void)q;
+	return sub_store(a->s, w->txn, a->force);
+}
+
+/* Persist acked[] of a durable subscriber in @txn or an own transaction
+ * (grouped with concurrent enqueues and acks). */
 static int persist(mq_sub *s, MDB_txn *txn, int force)
 {
+	struct persist_arg a = { s, force };
 	struct mq_wtx w;
 	int rc;
 
 	if (!(s->flags & MQ_SUB_DURABLE))
 		return 0;
+	if (!txn)
+		return mq_lmdb_err(mq_group_op(s->q, persist_op, &a));
 	rc = mq_wtx_begin(s->q, txn, 0, &w);
 	if (rc)
 		return mq_lmdb_err(rc);

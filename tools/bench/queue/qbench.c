@@ -349,6 +349,15 @@ static int run_queue(int argc, char **argv)
 		lats[i] = js[i].lat;
 	}
 	report(n / (uint64_t)e * (uint64_t)e, now_us() - t0, lats, s);
+	if (getenv("QBENCH_STATS")) {
+		struct mq_stats st;
+
+		mq_stats(q, &st);
+		fprintf(stderr, "batches %" PRIu64 " commits %" PRIu64 " hits %" PRIu64
+				" misses %" PRIu64 " restores %" PRIu64 " dequeued %" PRIu64 "\n",
+			st.batches, st.commit_groups, st.cache_hits, st.cache_misses,
+			st.cache_restores, st.dequeued);
+	}
 	atomic_store(&stop_sync, 1);
 	if (!dur)
 		pthread_join(ts, NULL);
