@@ -163,8 +163,8 @@ static struct mq_centry *entry_new(mq_queue *q, uint32_t s, uint64_t sub_first, 
 	return e;
 }
 
-static int entry_push(mq_queue *q, struct mq_centry *e, uint64_t seq,
-		      const struct mq_disk_msg *h, const void *data, size_t len)
+static int entry_push(mq_queue *q, struct mq_centry *e, uint64_t seq, const struct mq_disk_msg *h,
+		      const void *data, size_t len)
 {
 	struct mq_cmsg *m;
 
@@ -242,7 +242,7 @@ int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, ui
 {
 	struct mq_centry *e;
 	unsigned char k[8];
-	MDB_val key = { sizeof(k), k }, val;
+	MDB_val key = {sizeof(k), k}, val;
 	uint64_t loaded = 0;
 	int rc;
 
@@ -260,7 +260,8 @@ int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, ui
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT), pos++) {
 		struct mq_disk_msg h;
 
-		if (mq_be64_get(key.mv_data) != pos || !admit(q, sizeof(struct mq_cmsg) + val.mv_size, 0))
+		if (mq_be64_get(key.mv_data) != pos ||
+		    !admit(q, sizeof(struct mq_cmsg) + val.mv_size, 0))
 			break;
 		if (!e && !(e = entry_new(q, s, sub_first, pos)))
 			break;

@@ -233,7 +233,8 @@ int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc)
 			mdb_txn_abort(w->txn);
 		if (!rc)
 			for (unsigned i = 0; i < w->npend; i++)
-				mq_subshard_remember(q, w->pend[i].s, w->pend[i].id, w->pend[i].dbi);
+				mq_subshard_remember(q, w->pend[i].s, w->pend[i].id,
+						     w->pend[i].dbi);
 	}
 	if (w->glocked)
 		pthread_mutex_unlock(&mq_dbi_global);

@@ -20,7 +20,7 @@ int mq_delay_put(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st
 		 const struct mq_disk_msg *h, const void *data, size_t len)
 {
 	unsigned char k[16];
-	MDB_val key = { sizeof(k), k }, val = { sizeof(*h) + len, NULL };
+	MDB_val key = {sizeof(k), k}, val = {sizeof(*h) + len, NULL};
 	int rc;
 
 	mq_be64_put(k, h->dlv_us / q->cfg.bucket_us);
@@ -70,8 +70,8 @@ static int due_cmp(const void *a, const void *b)
 
 /* Collect due messages of shard @s (at most MQ_PROMOTE_BATCH); *rest gets the
  * earliest due time of what stays. */
-static int collect(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct due *d,
-		   size_t *nd, uint64_t *rest)
+static int collect(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct due *d, size_t *nd,
+		   uint64_t *rest)
 {
 	MDB_val key, val;
 	MDB_cursor *c;
@@ -120,8 +120,8 @@ static int promote_st(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_
 		return rc;
 	qsort(d, nd, sizeof(*d), due_cmp);
 	for (size_t i = 0; !rc && i < nd; i++) {
-		MDB_val key = { 16, d[i].key }, val;
-		struct mq_put p = { .shard = s };
+		MDB_val key = {16, d[i].key}, val;
+		struct mq_put p = {.shard = s};
 
 		rc = mdb_get(w->txn, q->shards[s].delay, &key, &val);
 		if (rc)

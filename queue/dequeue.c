@@ -40,7 +40,7 @@ struct dq {
 	struct src *src;
 	struct bsrc *bsrc;
 	uint64_t now;
-	uint32_t rs;  /* handle to resolve on MQ_RETRY */
+	uint32_t rs; /* handle to resolve on MQ_RETRY */
 	uint64_t rid;
 	size_t nexp;
 	struct {
@@ -207,8 +207,7 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 				if (rc)
 					return rc;
 			}
-			if (r->active && r->have &&
-			    (!best || r->h.dlv_us < best->h.dlv_us))
+			if (r->active && r->have && (!best || r->h.dlv_us < best->h.dlv_us))
 				best = r;
 		}
 		bb = bbest(d, NULL);
@@ -296,10 +295,11 @@ static int expire(struct dq *d)
 	for (size_t i = 0; !rc && i < d->nexp; i++) {
 		uint64_t first, id, end;
 		unsigned char k[8];
-		MDB_val key = { 8, k }, val;
+		MDB_val key = {8, k}, val;
 		MDB_dbi dbi;
 
-		rc = mq_subshard_locate(q, w.txn, d->exp[i].shard, d->exp[i].seq, &first, &id, &end);
+		rc =
+		    mq_subshard_locate(q, w.txn, d->exp[i].shard, d->exp[i].seq, &first, &id, &end);
 		if (rc == MDB_NOTFOUND) {
 			rc = 0; /* dropped meanwhile */
 			continue;
@@ -318,10 +318,9 @@ static int expire(struct dq *d)
 			struct mq_disk_msg h;
 
 			memcpy(&h, val.mv_data, sizeof(h));
-			rc = mq_exception_put(q, w.txn, 's', d->exp[i].shard, d->exp[i].seq,
-					      MQ_REASON_EXPIRED, &h,
-					      (char *)val.mv_data + sizeof(h),
-					      val.mv_size - sizeof(h));
+			rc = mq_exception_put(
+			    q, w.txn, 's', d->exp[i].shard, d->exp[i].seq, MQ_REASON_EXPIRED, &h,
+			    (char *)val.mv_data + sizeof(h), val.mv_size - sizeof(h));
 		}
 	}
 	rc = mq_wtx_end(q, &w, rc);
@@ -339,8 +338,8 @@ static void account(struct dq *d, const struct mq_msg *out, size_t n)
 	pthread_mutex_lock(&q->cache_lock);
 	for (size_t i = 0; i < n; i++) {
 		mq_rate_add(&s->rate[out[i].shard], 1, d->now);
-		q->avg_msg_bytes = q->avg_msg_bytes * 0.99 +
-				   0.01 * (double)(out[i].len + sizeof(struct mq_cmsg));
+		q->avg_msg_bytes =
+		    q->avg_msg_bytes * 0.99 + 0.01 * (double)(out[i].len + sizeof(struct mq_cmsg));
 	}
 	for (uint32_t i = 0; i < ns; i++)
 		if (d->enq_delta[i])
@@ -469,8 +468,8 @@ static int housekeeping(mq_queue *q, uint64_t now)
 int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout_ms)
 {
 	mq_queue *q = s->q;
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX
-					   : mq_now_us() + (uint64_t)timeout_ms * 1000u;
+	uint64_t deadline =
+	    timeout_ms < 0 ? UINT64_MAX : mq_now_us() + (uint64_t)timeout_ms * 1000u;
 	struct dq *d;
 	int rc;
 

@@ -7,11 +7,11 @@
 
 #define EXC_HDR 8 /* reason u8 + pad[7] */
 
-int mq_exception_put(mq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq,
-		     int reason, const struct mq_disk_msg *h, const void *data, size_t len)
+int mq_exception_put(mq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq, int reason,
+		     const struct mq_disk_msg *h, const void *data, size_t len)
 {
 	unsigned char k[13];
-	MDB_val key = { sizeof(k), k }, val = { EXC_HDR + sizeof(*h) + len, NULL };
+	MDB_val key = {sizeof(k), k}, val = {EXC_HDR + sizeof(*h) + len, NULL};
 	int rc;
 
 	k[0] = (unsigned char)origin;

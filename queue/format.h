@@ -69,19 +69,19 @@ struct mq_disk_config {
 };
 
 struct mq_disk_shard {
-	uint64_t next_seq;   /* next stream sequence number (first is 1) */
-	uint64_t head_first; /* first seq of the oldest live subshard */
-	uint64_t tail_first; /* first seq of the subshard being filled */
-	uint64_t tail_count; /* messages in it */
-	uint64_t tail_bytes; /* payload bytes in it */
-	uint64_t last_us;    /* last enqueue time: stream times never go back */
-	uint64_t next_dseq;  /* next delay sequence number */
+	uint64_t next_seq;	/* next stream sequence number (first is 1) */
+	uint64_t head_first;	/* first seq of the oldest live subshard */
+	uint64_t tail_first;	/* first seq of the subshard being filled */
+	uint64_t tail_count;	/* messages in it */
+	uint64_t tail_bytes;	/* payload bytes in it */
+	uint64_t last_us;	/* last enqueue time: stream times never go back */
+	uint64_t next_dseq;	/* next delay sequence number */
 	uint64_t delay_pending; /* messages in the delay shard */
-	uint64_t min_due;    /* lower bound of the earliest due time; UINT64_MAX: none */
-	uint64_t nlive;      /* live subshards */
-	uint64_t tail_id;    /* database id of the subshard being filled */
-	uint64_t next_id;    /* next subshard database id */
-	uint64_t spare_id;   /* created ahead, not yet in use; 0: none */
+	uint64_t min_due;	/* lower bound of the earliest due time; UINT64_MAX: none */
+	uint64_t nlive;		/* live subshards */
+	uint64_t tail_id;	/* database id of the subshard being filled */
+	uint64_t next_id;	/* next subshard database id */
+	uint64_t spare_id;	/* created ahead, not yet in use; 0: none */
 };
 
 #define MQ_SUB_F_LAGGING 0x1
@@ -90,7 +90,7 @@ struct mq_disk_sub {
 	uint32_t flags;
 	uint32_t nshards;
 	uint64_t lost; /* messages skipped because of lagging */
-	/* followed by uint64_t acked[nshards]: next seq not yet acknowledged */
+		       /* followed by uint64_t acked[nshards]: next seq not yet acknowledged */
 };
 
 struct mq_disk_msg {

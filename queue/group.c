@@ -41,9 +41,9 @@ static int run(mq_queue *q, struct mq_greq *batch)
 		if (rc)
 			break;
 		for (struct mq_greq *r = batch; !rc && r; r = r->next)
-			rc = r->op ? r->op(q, &w, r->arg)
-				   : mq_put_msgs(q, &w, r->m, r->n, r->seqs, r->puts, &r->nputs,
-						 ls);
+			rc = r->op
+				 ? r->op(q, &w, r->arg)
+				 : mq_put_msgs(q, &w, r->m, r->n, r->seqs, r->puts, &r->nputs, ls);
 		if (!rc)
 			rc = mq_put_states(q, &w, ls);
 		rc = mq_wtx_end(q, &w, rc);
@@ -117,7 +117,7 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 
 int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t *seqs)
 {
-	struct mq_greq r = { .m = m, .n = n, .seqs = seqs };
+	struct mq_greq r = {.m = m, .n = n, .seqs = seqs};
 	int rc;
 
 	r.puts = malloc(n * sizeof(*r.puts));
@@ -130,7 +130,7 @@ int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t 
 
 int mq_group_op(mq_queue *q, mq_group_fn *op, void *arg)
 {
-	struct mq_greq r = { .op = op, .arg = arg };
+	struct mq_greq r = {.op = op, .arg = arg};
 
 	return submit(q, &r);
 }

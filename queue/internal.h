@@ -10,8 +10,8 @@
 #include "mfsq.h"
 #include "format.h"
 
-#define MQ_POLL_US 1000           /* cross-process poll while waiting */
-#define MQ_PROMOTE_BATCH 1024     /* delayed messages promoted per transaction */
+#define MQ_POLL_US	    1000 /* cross-process poll while waiting */
+#define MQ_PROMOTE_BATCH    1024 /* delayed messages promoted per transaction */
 #define MQ_SIZING_PERIOD_US 100000
 
 /* rate.c: an event rate estimate (exponentially weighted over 100 ms windows). */
@@ -52,11 +52,11 @@ struct mq_shard_rt {
 	MDB_dbi delay;
 	struct mq_dbi_slot *dbis; /* committed subshard handles, sorted by first */
 	unsigned ndbis, capdbis;
-	_Atomic uint64_t min_due;  /* last seen in the store */
+	_Atomic uint64_t min_due; /* last seen in the store */
 	_Atomic uint64_t tail_first;
 	_Atomic uint64_t next_seq;
-	struct mq_rate enq;        /* under q->cache_lock */
-	struct mq_centry *cache;   /* under q->cache_lock */
+	struct mq_rate enq;	 /* under q->cache_lock */
+	struct mq_centry *cache; /* under q->cache_lock */
 	/* memory-only messages [bfirst, bfirst + bn), ring, under q->cache_lock */
 	struct mq_cmsg **bring;
 	size_t bcap, bhead, bn;
@@ -117,12 +117,12 @@ struct mq_sub {
 	mq_filter_fn *filter;
 	void *arg;
 	_Atomic uint64_t *pos; /* next seq to read, per shard */
-	uint64_t *bpos;        /* next buffered seq to read (under q->cache_lock) */
+	uint64_t *bpos;	       /* next buffered seq to read (under q->cache_lock) */
 	uint64_t *acked;       /* next seq not acknowledged, per shard */
 	struct mq_rate *rate;  /* dequeue rate per shard (under q->cache_lock) */
 	double *peak_lag;      /* per shard (under q->cache_lock) */
 	int lagging;
-	unsigned char *buf;    /* payload copies of the last dequeue */
+	unsigned char *buf; /* payload copies of the last dequeue */
 	size_t buflen, bufcap;
 	struct mq_sub *next;
 };
@@ -148,7 +148,7 @@ struct mq_wtx {
 		uint32_t s;
 		uint64_t id;
 		MDB_dbi dbi;
-	} *pend;
+	} * pend;
 	unsigned npend, cappend;
 };
 void mq_subshard_name(const mq_queue *q, uint32_t s, uint64_t id, char *buf, size_t len);
@@ -183,8 +183,8 @@ struct mq_loaded {
 	int loaded;
 	struct mq_disk_shard st;
 };
-int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t n,
-		uint64_t *seqs, struct mq_put *puts, size_t *nputs, struct mq_loaded *ls);
+int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t n, uint64_t *seqs,
+		struct mq_put *puts, size_t *nputs, struct mq_loaded *ls);
 int mq_put_states(mq_queue *q, struct mq_wtx *w, const struct mq_loaded *ls);
 void mq_put_committed(mq_queue *q, const struct mq_loaded *ls, const struct mq_put *puts,
 		      size_t nputs);
@@ -205,8 +205,8 @@ int mq_delay_promote_loaded(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq
 uint64_t mq_delay_next_due(mq_queue *q);
 
 /* exception.c */
-int mq_exception_put(mq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq,
-		     int reason, const struct mq_disk_msg *h, const void *data, size_t len);
+int mq_exception_put(mq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq, int reason,
+		     const struct mq_disk_msg *h, const void *data, size_t len);
 
 /* cache.c (all under q->cache_lock unless said) */
 void mq_cache_append(mq_queue *q, const struct mq_put *p, size_t n); /* takes the lock */

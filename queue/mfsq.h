@@ -101,7 +101,7 @@ extern "C" {
 #define MQ_NAME_MAX 48
 /** Largest payload accepted by default; mq_config.max_payload may raise it. */
 #define MQ_PAYLOAD_MAX_DEFAULT (4u << 20)
-#define MQ_PRIO_MAX 9
+#define MQ_PRIO_MAX	       9
 
 /* Message flags (mq_msg_in.flags and mq_msg.flags). */
 #define MQ_MSG_DELAYED 0x01 /**< set on delivery: came through the delay shard */
@@ -117,49 +117,49 @@ extern "C" {
 #define MQ_CREATE 0x1 /**< create the queue if it does not exist */
 
 /* mq_subscribe() flags */
-#define MQ_SUB_DURABLE 0x1    /**< named, position survives restarts */
+#define MQ_SUB_DURABLE	  0x1 /**< named, position survives restarts */
 #define MQ_SUB_FROM_START 0x2 /**< new subscriber starts at the oldest retained message */
 
 /** Exception reasons (mq_exception_read()). */
 enum mq_reason {
-	MQ_REASON_EXPIRED = 1,         /**< expired in the stream before delivery */
+	MQ_REASON_EXPIRED = 1,	       /**< expired in the stream before delivery */
 	MQ_REASON_EXPIRED_DELAYED = 2, /**< expired while waiting in the delay shard */
 };
 
 /** Queue configuration; fixed when the queue is created (stored with it). */
 struct mq_config {
-	uint32_t nshards;        /**< shards (1..1024), default 4 */
-	uint32_t subshard_msgs;  /**< messages per subshard, default 4096 */
+	uint32_t nshards;	 /**< shards (1..1024), default 4 */
+	uint32_t subshard_msgs;	 /**< messages per subshard, default 4096 */
 	uint64_t subshard_bytes; /**< payload bytes per subshard, default 16 MiB */
-	uint32_t retain_max;     /**< hard limit of live subshards per shard, default 64:
-	                              older ones are dropped and subscribers still
-	                              there are marked lagging */
-	uint32_t max_payload;    /**< default MQ_PAYLOAD_MAX_DEFAULT */
-	uint64_t bucket_us;      /**< delay bucket span, default 10 ms */
+	uint32_t retain_max;	 /**< hard limit of live subshards per shard, default 64:
+				      older ones are dropped and subscribers still
+				      there are marked lagging */
+	uint32_t max_payload;	 /**< default MQ_PAYLOAD_MAX_DEFAULT */
+	uint64_t bucket_us;	 /**< delay bucket span, default 10 ms */
 };
 
 /** A message to enqueue. */
 struct mq_msg_in {
-	const void *data;  /**< payload (may be NULL when len is 0) */
-	size_t len;        /**< payload length, up to mq_config.max_payload */
-	uint64_t enqueuer; /**< enqueuer id: selects the shard */
+	const void *data;    /**< payload (may be NULL when len is 0) */
+	size_t len;	     /**< payload length, up to mq_config.max_payload */
+	uint64_t enqueuer;   /**< enqueuer id: selects the shard */
 	uint64_t deliver_us; /**< absolute delivery time; 0 or <= now: at once */
 	uint64_t expire_us;  /**< absolute expiry time; 0: never */
-	uint8_t prio;        /**< 0..9, lower first among messages due together */
-	uint8_t flags;       /**< 0 or MQ_MSG_BUFFERED */
+	uint8_t prio;	     /**< 0..9, lower first among messages due together */
+	uint8_t flags;	     /**< 0 or MQ_MSG_BUFFERED */
 };
 
 /** A delivered message. Pointers stay valid until the next dequeue on the
  *  same subscriber or until the subscriber is closed. */
 struct mq_msg {
 	uint32_t shard;
-	uint64_t seq;        /**< sequence number in the shard */
+	uint64_t seq;	     /**< sequence number in the shard */
 	uint64_t enqueue_us; /**< commit time of the enqueue */
 	uint64_t deliver_us; /**< requested delivery time (enqueue time if not delayed) */
 	uint64_t expire_us;  /**< 0: never */
 	uint64_t enqueuer;
 	uint8_t prio;
-	uint8_t flags;       /**< MQ_MSG_* */
+	uint8_t flags; /**< MQ_MSG_* */
 	const void *data;
 	size_t len;
 };
@@ -174,22 +174,22 @@ typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
 struct mq_stats {
 	uint64_t enqueued, dequeued, acked, batches;
 	uint64_t commit_groups; /**< group commits of own-transaction enqueues and
-	                             acks: concurrent calls share one commit */
+				     acks: concurrent calls share one commit */
 	uint64_t subshards_created, subshards_dropped, subshards_live;
 	uint64_t delayed_enqueued, delayed_promoted, delayed_pending;
 	uint64_t lateness_max_us, lateness_p50_us, lateness_p99_us;
-	uint64_t expired;          /**< moved to the exception queue */
-	uint64_t filtered;         /**< skipped by rule-based subscribers */
-	uint64_t lagging;          /**< subscribers marked lagging */
+	uint64_t expired;  /**< moved to the exception queue */
+	uint64_t filtered; /**< skipped by rule-based subscribers */
+	uint64_t lagging;  /**< subscribers marked lagging */
 	uint64_t cache_hits, cache_misses, cache_restores, cache_evictions;
 	uint64_t cache_bytes, cache_target_bytes;
-	uint64_t store_only_enqueues; /**< enqueues not cached because of pressure */
-	uint64_t buffered_enqueued;   /**< memory-only messages accepted */
-	uint64_t buffered_spilled;    /**< memory-only messages stored (pressure) */
-	uint64_t buffered_dropped;    /**< memory-only messages dropped unread (budget) */
-	uint64_t pressure_events;     /**< transitions into memory pressure */
-	double enqueue_rate;          /**< messages/s, sum over shards (estimate) */
-	double dequeue_rate;          /**< messages/s, sum over subscriber-shard pairs */
+	uint64_t store_only_enqueues;	    /**< enqueues not cached because of pressure */
+	uint64_t buffered_enqueued;	    /**< memory-only messages accepted */
+	uint64_t buffered_spilled;	    /**< memory-only messages stored (pressure) */
+	uint64_t buffered_dropped;	    /**< memory-only messages dropped unread (budget) */
+	uint64_t pressure_events;	    /**< transitions into memory pressure */
+	double enqueue_rate;		    /**< messages/s, sum over shards (estimate) */
+	double dequeue_rate;		    /**< messages/s, sum over subscriber-shard pairs */
 	uint64_t sizing_restores_est_milli; /**< estimated restores/s x1000 at target size */
 };
 

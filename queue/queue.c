@@ -61,7 +61,7 @@ void mq_shard_key(unsigned char k[5], uint32_t s)
 int mq_read_shard(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st)
 {
 	unsigned char k[5];
-	MDB_val key = { sizeof(k), k }, val;
+	MDB_val key = {sizeof(k), k}, val;
 	int rc;
 
 	mq_shard_key(k, s);
@@ -77,7 +77,7 @@ int mq_read_shard(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *s
 int mq_write_shard(mq_queue *q, MDB_txn *txn, uint32_t s, const struct mq_disk_shard *st)
 {
 	unsigned char k[5];
-	MDB_val key = { sizeof(k), k }, val = { sizeof(*st), (void *)st };
+	MDB_val key = {sizeof(k), k}, val = {sizeof(*st), (void *)st};
 
 	mq_shard_key(k, s);
 	return mdb_put(txn, q->meta, &key, &val, 0);
@@ -87,20 +87,23 @@ static int create_layout(mq_queue *q, struct mq_wtx *w)
 {
 	MDB_txn *txn = w->txn;
 	struct mq_disk_config dc = {
-		.version = MQ_FORMAT_VERSION,
-		.nshards = q->cfg.nshards,
-		.subshard_msgs = q->cfg.subshard_msgs,
-		.retain_max = q->cfg.retain_max,
-		.subshard_bytes = q->cfg.subshard_bytes,
-		.bucket_us = q->cfg.bucket_us,
-		.max_payload = q->cfg.max_payload,
+	    .version = MQ_FORMAT_VERSION,
+	    .nshards = q->cfg.nshards,
+	    .subshard_msgs = q->cfg.subshard_msgs,
+	    .retain_max = q->cfg.retain_max,
+	    .subshard_bytes = q->cfg.subshard_bytes,
+	    .bucket_us = q->cfg.bucket_us,
+	    .max_payload = q->cfg.max_payload,
 	};
-	MDB_val key = { 1, "C" }, val = { sizeof(dc), &dc };
+	MDB_val key = {1, "C"}, val = {sizeof(dc), &dc};
 	int rc = mdb_put(txn, q->meta, &key, &val, MDB_NOOVERWRITE);
 
 	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++) {
 		struct mq_disk_shard st = {
-			.next_seq = 1, .head_first = 1, .min_due = UINT64_MAX, .next_id = 1,
+		    .next_seq = 1,
+		    .head_first = 1,
+		    .min_due = UINT64_MAX,
+		    .next_id = 1,
 		};
 
 		rc = mq_subshard_roll(q, w, s, &st);
@@ -115,7 +118,7 @@ static int create_layout(mq_queue *q, struct mq_wtx *w)
 static int load_config(mq_queue *q, struct mq_wtx *w, unsigned flags)
 {
 	MDB_txn *txn = w->txn;
-	MDB_val key = { 1, "C" }, val;
+	MDB_val key = {1, "C"}, val;
 	struct mq_disk_config dc;
 	int rc = mdb_get(txn, q->meta, &key, &val);
 
@@ -152,7 +155,7 @@ static int open_dbs(mq_queue *q, struct mq_wtx *w, unsigned flags)
 		return rc;
 	/* the configuration decides the shard count: read it first */
 	{
-		MDB_val key = { 1, "C" }, val;
+		MDB_val key = {1, "C"}, val;
 		struct mq_disk_config dc;
 
 		rc = mdb_get(txn, q->meta, &key, &val);

@@ -21,7 +21,7 @@ static int tail_full(const mq_queue *q, const struct mq_disk_shard *st, size_t l
 int mq_stream_put(mq_queue *q, struct mq_wtx *w, struct mq_disk_shard *st, struct mq_put *p)
 {
 	unsigned char k[8];
-	MDB_val key = { sizeof(k), k }, val;
+	MDB_val key = {sizeof(k), k}, val;
 	MDB_dbi dbi;
 	int rc;
 
@@ -51,8 +51,8 @@ int mq_stream_put(mq_queue *q, struct mq_wtx *w, struct mq_disk_shard *st, struc
 	return 0;
 }
 
-int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t n,
-		uint64_t *seqs, struct mq_put *puts, size_t *nputs, struct mq_loaded *ls)
+int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t n, uint64_t *seqs,
+		struct mq_put *puts, size_t *nputs, struct mq_loaded *ls)
 {
 	uint64_t now = mq_now_us();
 	int rc = 0;
@@ -61,7 +61,7 @@ int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t
 	for (size_t i = 0; !rc && i < n; i++) {
 		uint32_t s = mq_shard_of(q, m[i].enqueuer);
 		struct mq_disk_shard *st = &ls[s].st;
-		struct mq_disk_msg h = { 0 };
+		struct mq_disk_msg h = {0};
 		uint64_t t;
 
 		if (!ls[s].loaded) {
@@ -168,8 +168,7 @@ out:
 	return rc;
 }
 
-int mq_enqueue_batch(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
-		     uint64_t *seqs)
+int mq_enqueue_batch(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n, uint64_t *seqs)
 {
 	int buffered = 0;
 

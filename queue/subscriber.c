@@ -29,7 +29,7 @@ static int sub_store(mq_sub *s, MDB_txn *txn, int force)
 	unsigned char k[MQ_NAME_MAX + 1];
 	size_t vl = sizeof(struct mq_disk_sub) + n * sizeof(uint64_t);
 	unsigned char *buf = malloc(vl);
-	struct mq_disk_sub ds = { .nshards = n };
+	struct mq_disk_sub ds = {.nshards = n};
 	MDB_val key, val;
 	int rc;
 
@@ -199,7 +199,7 @@ int mq_subscriber_delete(mq_queue *q, const char *name)
 {
 	unsigned char k[MQ_NAME_MAX + 1];
 	size_t nl = name ? strlen(name) : 0;
-	MDB_val key = { nl + 1, k };
+	MDB_val key = {nl + 1, k};
 	struct mq_wtx w;
 	int rc, busy = 0;
 
@@ -243,7 +243,7 @@ static int persist_op(mq_queue *q, struct mq_wtx *w, void *arg)
  * (grouped with concurrent enqueues and acks). */
 static int persist(mq_sub *s, MDB_txn *txn, int force)
 {
-	struct persist_arg a = { s, force };
+	struct persist_arg a = {s, force};
 	struct mq_wtx w;
 	int rc;
 

@@ -21,7 +21,7 @@ static void index_key(unsigned char k[13], uint32_t s, uint64_t first)
 int mq_subshard_index_put(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id)
 {
 	unsigned char k[13];
-	MDB_val key = { sizeof(k), k }, val = { sizeof(id), &id };
+	MDB_val key = {sizeof(k), k}, val = {sizeof(id), &id};
 
 	index_key(k, s, first);
 	return mdb_put(txn, q->meta, &key, &val, 0);
@@ -80,7 +80,7 @@ int mq_subshard_locate(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint
 		       uint64_t *id, uint64_t *end)
 {
 	unsigned char k[13];
-	MDB_val key = { sizeof(k), k }, val;
+	MDB_val key = {sizeof(k), k}, val;
 	MDB_cursor *c;
 	int rc;
 
@@ -130,7 +130,7 @@ int mq_subshard_locate(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint
 static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint64_t *cut)
 {
 	uint32_t n = q->cfg.nshards;
-	MDB_val key = { 1, "U" }, val;
+	MDB_val key = {1, "U"}, val;
 	MDB_cursor *c;
 	int rc;
 
@@ -177,7 +177,7 @@ static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint
 		}
 		if (changed) {
 			unsigned char buf[sizeof(ds) + 1024 * sizeof(uint64_t)];
-			MDB_val nv = { val.mv_size, buf };
+			MDB_val nv = {val.mv_size, buf};
 
 			if (!(ds.flags & MQ_SUB_F_LAGGING))
 				atomic_fetch_add(&q->c.lagging, 1);
@@ -198,7 +198,7 @@ static int drop_one(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t first, u
 		    int *wrlocked)
 {
 	unsigned char k[13];
-	MDB_val key = { sizeof(k), k };
+	MDB_val key = {sizeof(k), k};
 	MDB_dbi dbi;
 	int rc;
 

@@ -64,8 +64,8 @@ struct app {
  * enqueuer i, 'a'+i -> next number expected (after the last acked). */
 static uint64_t get_ctr(MDB_txn *txn, MDB_dbi db, char kind, int i)
 {
-	char k[2] = { kind, (char)i };
-	MDB_val key = { 2, k }, val;
+	char k[2] = {kind, (char)i};
+	MDB_val key = {2, k}, val;
 	uint64_t v = 0;
 
 	if (!mdb_get(txn, db, &key, &val))
@@ -75,8 +75,8 @@ static uint64_t get_ctr(MDB_txn *txn, MDB_dbi db, char kind, int i)
 
 static int put_ctr(MDB_txn *txn, MDB_dbi db, char kind, int i, uint64_t v)
 {
-	char k[2] = { kind, (char)i };
-	MDB_val key = { 2, k }, val = { sizeof(v), &v };
+	char k[2] = {kind, (char)i};
+	MDB_val key = {2, k}, val = {sizeof(v), &v};
 
 	return mdb_put(txn, db, &key, &val, 0);
 }
@@ -108,8 +108,8 @@ static void *enqueuer(void *arg)
 
 			vals[j][0] = (uint64_t)e;
 			vals[j][1] = next[e]++;
-			in[j] = (struct mq_msg_in){ .data = vals[j], .len = sizeof(vals[j]),
-						    .enqueuer = (uint64_t)e };
+			in[j] = (struct mq_msg_in){
+			    .data = vals[j], .len = sizeof(vals[j]), .enqueuer = (uint64_t)e};
 		}
 		rc = mq_enqueue_batch(a->q, txn, in, (size_t)n, NULL);
 		for (int i = 0; !rc && i < E; i++)
@@ -155,8 +155,9 @@ static void *dequeuer(void *arg)
 
 			memcpy(v, out[j].data, sizeof(v));
 			if (v[0] >= E || v[1] != expect[v[0]]) {
-				fprintf(stderr, "VIOLATION: enqueuer %" PRIu64 " got %" PRIu64
-						" expected %" PRIu64 "\n",
+				fprintf(stderr,
+					"VIOLATION: enqueuer %" PRIu64 " got %" PRIu64
+					" expected %" PRIu64 "\n",
 					v[0], v[1], v[0] < E ? expect[v[0]] : 0);
 				exit(4);
 			}
@@ -243,8 +244,10 @@ static int verify(const char *dir)
 
 			memcpy(v, out[j].data, sizeof(v));
 			if (v[0] >= E || v[1] != expect[v[0]]) {
-				fprintf(stderr, "VIOLATION at verify: enqueuer %" PRIu64 " got %" PRIu64
-						"\n", v[0], v[1]);
+				fprintf(stderr,
+					"VIOLATION at verify: enqueuer %" PRIu64 " got %" PRIu64
+					"\n",
+					v[0], v[1]);
 				return 1;
 			}
 			expect[v[0]]++;
@@ -252,8 +255,10 @@ static int verify(const char *dir)
 	}
 	for (int i = 0; i < E; i++)
 		if (expect[i] != enq[i]) {
-			fprintf(stderr, "MISSING: enqueuer %d committed %" PRIu64
-					" delivered up to %" PRIu64 "\n", i, enq[i], expect[i]);
+			fprintf(stderr,
+				"MISSING: enqueuer %d committed %" PRIu64
+				" delivered up to %" PRIu64 "\n",
+				i, enq[i], expect[i]);
 			return 1;
 		}
 	printf("verified: %" PRIu64 " messages committed over all runs\n", total);
@@ -280,7 +285,7 @@ int main(int argc, char **argv)
 	if (!mkdtemp(dir))
 		return 2;
 	for (int i = 0; i < iters; i++) {
-		struct timespec ts = { 0, (long)(5 + rand_r(&seed) % 80) * 1000000L };
+		struct timespec ts = {0, (long)(5 + rand_r(&seed) % 80) * 1000000L};
 		int st;
 		pid_t pid = fork();
 

@@ -64,7 +64,7 @@ void small_cfg(struct mq_config *c, uint32_t nshards, uint32_t subshard_msgs)
 int put_msg(mq_queue *q, MDB_txn *txn, uint64_t enqueuer, uint64_t n, uint64_t *seq)
 {
 	char buf[64];
-	struct mq_msg_in m = { .enqueuer = enqueuer };
+	struct mq_msg_in m = {.enqueuer = enqueuer};
 
 	m.len = (size_t)snprintf(buf, sizeof(buf), "%" PRIu64 ":%" PRIu64, enqueuer, n);
 	m.data = buf;

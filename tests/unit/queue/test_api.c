@@ -69,7 +69,7 @@ START_TEST(attributes)
 {
 	mq_sub *s;
 	struct mq_msg m;
-	struct mq_msg_in in = { .data = "hello", .len = 5, .enqueuer = 42, .prio = 3 };
+	struct mq_msg_in in = {.data = "hello", .len = 5, .enqueuer = 42, .prio = 3};
 	uint64_t seq, before = 0;
 	size_t n;
 
@@ -95,7 +95,7 @@ END_TEST
 
 START_TEST(bad_input)
 {
-	struct mq_msg_in in = { .data = "x", .len = 1, .prio = 10 };
+	struct mq_msg_in in = {.data = "x", .len = 1, .prio = 10};
 	struct mq_config c;
 	mq_sub *s;
 
@@ -118,7 +118,7 @@ START_TEST(bad_input)
 		ck_assert_int_eq(mq_subscriber_delete(Q, "d"), EBUSY);
 	}
 	{
-		struct mq_msg m = { .shard = 0, .seq = 5 };
+		struct mq_msg m = {.shard = 0, .seq = 5};
 
 		ck_assert_int_eq(mq_ack(s, NULL, &m), EINVAL); /* never delivered */
 		m.shard = 99;
@@ -135,7 +135,7 @@ START_TEST(large_payload)
 {
 	size_t len = (size_t)1 << 20;
 	unsigned char *p = malloc(len);
-	struct mq_msg_in in = { .len = len, .enqueuer = 1 };
+	struct mq_msg_in in = {.len = len, .enqueuer = 1};
 	struct mq_msg m;
 	mq_sub *s;
 
@@ -173,7 +173,7 @@ START_TEST(caller_txn)
 	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
 	ck_assert_int_eq(mdb_dbi_open(txn, "app", MDB_CREATE, &mine), 0);
 	{
-		MDB_val k = { 1, "k" }, v = { 1, "v" };
+		MDB_val k = {1, "k"}, v = {1, "v"};
 
 		ck_assert_int_eq(mdb_put(txn, mine, &k, &v, 0), 0);
 	}
@@ -204,7 +204,7 @@ START_TEST(batch)
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int i = 0; i < 300; i++) {
 		vals[i] = i;
-		in[i] = (struct mq_msg_in){ .data = &vals[i], .len = sizeof(int), .enqueuer = 5 };
+		in[i] = (struct mq_msg_in){.data = &vals[i], .len = sizeof(int), .enqueuer = 5};
 	}
 	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 300, seqs), 0);
 	for (int i = 1; i < 300; i++)
@@ -225,7 +225,7 @@ END_TEST
 START_TEST(enqueuer_order)
 {
 	enum { E = 13, N = 20 };
-	uint64_t next[E] = { 0 };
+	uint64_t next[E] = {0};
 	struct mq_msg out[32];
 	mq_sub *s;
 	size_t n, got = 0;
@@ -266,7 +266,7 @@ static void *produce(void *arg)
 
 START_TEST(blocking)
 {
-	struct producer p = { Q, 100 };
+	struct producer p = {Q, 100};
 	pthread_t th;
 	struct mq_msg m;
 	mq_sub *s;
@@ -301,7 +301,7 @@ START_TEST(durable_redelivery)
 	for (int i = 0; i < 4; i++)
 		get_one(s, &m);
 	ck_assert_int_eq(mq_ack(s, NULL, &m), 0); /* 0..3 acked */
-	get_one(s, &m);                           /* 4 delivered, not acked */
+	get_one(s, &m);				  /* 4 delivered, not acked */
 	mq_unsubscribe(s);
 	/* a restart of the process */
 	mq_close(Q);
@@ -431,7 +431,7 @@ END_TEST
 
 START_TEST(expiry)
 {
-	struct mq_msg_in in = { .data = "old", .len = 3, .enqueuer = 1, .expire_us = 1 };
+	struct mq_msg_in in = {.data = "old", .len = 3, .enqueuer = 1, .expire_us = 1};
 	struct mq_msg m;
 	mq_sub *s;
 	uint64_t cur = 0, e, k;
@@ -521,7 +521,7 @@ START_TEST(map_full)
 	struct mq_msg m;
 	struct mq_config c;
 	char big[4000];
-	struct mq_msg_in in = { .data = big, .len = sizeof(big), .enqueuer = 1 };
+	struct mq_msg_in in = {.data = big, .len = sizeof(big), .enqueuer = 1};
 	int rc = 0, ok = 0;
 	size_t n;
 
@@ -566,7 +566,7 @@ START_TEST(group_commit)
 	enum { W = 8 };
 	struct worker w[W];
 	pthread_t th[W];
-	uint64_t next[W] = { 0 };
+	uint64_t next[W] = {0};
 	struct mq_msg out[64];
 	struct mq_stats st;
 	mq_sub *s;
@@ -574,7 +574,7 @@ START_TEST(group_commit)
 
 	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 0; i < W; i++) {
-		w[i] = (struct worker){ Q, (uint64_t)i, 0 };
+		w[i] = (struct worker){Q, (uint64_t)i, 0};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, enqueue_many, &w[i]), 0);
 	}
 	for (int i = 0; i < W; i++) {
@@ -601,7 +601,7 @@ END_TEST
 /* Memory-only messages: delivered here, never stored, merged in time order. */
 START_TEST(buffered)
 {
-	struct mq_msg_in in = { .data = "mem", .len = 3, .enqueuer = 2, .flags = MQ_MSG_BUFFERED };
+	struct mq_msg_in in = {.data = "mem", .len = 3, .enqueuer = 2, .flags = MQ_MSG_BUFFERED};
 	struct mq_msg out[8];
 	struct mq_stats st;
 	mq_sub *s, *late;
@@ -645,7 +645,7 @@ END_TEST
 /* Under memory pressure a memory-only message spills to the store. */
 START_TEST(buffered_spill)
 {
-	struct mq_msg_in in = { .data = "mem", .len = 3, .enqueuer = 2, .flags = MQ_MSG_BUFFERED };
+	struct mq_msg_in in = {.data = "mem", .len = 3, .enqueuer = 2, .flags = MQ_MSG_BUFFERED};
 	struct mq_stats st;
 	struct mq_msg m;
 	mq_sub *s;

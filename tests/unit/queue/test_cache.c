@@ -32,7 +32,7 @@ static void teardown(void)
 static void put_sized(uint64_t enq, uint64_t tag, size_t len)
 {
 	static unsigned char buf[8192];
-	struct mq_msg_in in = { .data = buf, .len = len, .enqueuer = enq };
+	struct mq_msg_in in = {.data = buf, .len = len, .enqueuer = enq};
 
 	ck_assert_uint_ge(len, 8);
 	memcpy(buf, &tag, 8);
@@ -85,7 +85,7 @@ START_TEST(earliest_access_eviction)
 	mq_stats(Q, &st);
 	ck_assert_uint_le(st.cache_bytes, 650u << 10);
 	ck_assert_uint_gt(st.cache_evictions, 0);
-	ck_assert(mq_cache_has(Q, sh, 1));           /* where the reader is */
+	ck_assert(mq_cache_has(Q, sh, 1));	     /* where the reader is */
 	ck_assert(mq_cache_has(Q, sh, 64 * 4 + 10)); /* the tail */
 	ck_assert(!mq_cache_has(Q, sh, 64 * 2 + 1)); /* reached later */
 	while (got < 64) {
@@ -161,7 +161,7 @@ END_TEST
 START_TEST(pressure_switch)
 {
 	enum { E = 4, N = 1200 };
-	uint64_t next[E] = { 0 };
+	uint64_t next[E] = {0};
 	struct mq_stats st;
 	struct mq_msg out[8];
 	mq_sub *s;

@@ -37,8 +37,12 @@ static void teardown(void)
 
 static int put_delayed(uint64_t enq, uint64_t tag, uint64_t deliver, uint64_t expire, uint8_t prio)
 {
-	struct mq_msg_in in = { .data = &tag, .len = sizeof(tag), .enqueuer = enq,
-				.deliver_us = deliver, .expire_us = expire, .prio = prio };
+	struct mq_msg_in in = {.data = &tag,
+			       .len = sizeof(tag),
+			       .enqueuer = enq,
+			       .deliver_us = deliver,
+			       .expire_us = expire,
+			       .prio = prio};
 
 	return mq_enqueue(Q, NULL, &in, NULL);
 }
@@ -62,8 +66,10 @@ START_TEST(not_before_due)
 	int rc;
 
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &(struct mq_msg_in){ .data = "d", .len = 1,
-							       .deliver_us = due }, &seq), 0);
+	ck_assert_int_eq(mq_enqueue(Q, NULL,
+				    &(struct mq_msg_in){.data = "d", .len = 1, .deliver_us = due},
+				    &seq),
+			 0);
 	rc = mq_dequeue(s, &m, 1, &n, 0);
 	if (rc == 0) /* only if the machine stalled past the due time */
 		ck_assert_uint_ge(now_us(), due);
@@ -119,13 +125,16 @@ START_TEST(priority_among_due)
 	struct mq_msg m;
 	mq_sub *s;
 
-	uint64_t tags[3] = { 5, 1, 3 }, seqs[3];
+	uint64_t tags[3] = {5, 1, 3}, seqs[3];
 	struct mq_msg_in in[3];
 
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int i = 0; i < 3; i++)
-		in[i] = (struct mq_msg_in){ .data = &tags[i], .len = 8, .enqueuer = 1,
-					    .deliver_us = due, .prio = (uint8_t)tags[i] };
+		in[i] = (struct mq_msg_in){.data = &tags[i],
+					   .len = 8,
+					   .enqueuer = 1,
+					   .deliver_us = due,
+					   .prio = (uint8_t)tags[i]};
 	/* one batch: all three are delayed, or (stalled machine) none */
 	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 3, seqs), 0);
 	if (seqs[0] != 0) {
@@ -149,7 +158,7 @@ START_TEST(restart_pending)
 	enum { N = 100 };
 	uint64_t due = now_us() + 40000;
 	struct mq_stats st;
-	char seen[N] = { 0 };
+	char seen[N] = {0};
 	mq_sub *s;
 	struct mq_msg out[32];
 	size_t n, got = 0;
@@ -190,8 +199,11 @@ START_TEST(expired_while_delayed)
 	char buf[16];
 
 	uint64_t tag = 1, seq;
-	struct mq_msg_in in = { .data = &tag, .len = 8, .enqueuer = 1, .deliver_us = t0 + 10000,
-				.expire_us = t0 + 5000 };
+	struct mq_msg_in in = {.data = &tag,
+			       .len = 8,
+			       .enqueuer = 1,
+			       .deliver_us = t0 + 10000,
+			       .expire_us = t0 + 5000};
 
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
@@ -237,8 +249,10 @@ START_TEST(memory_flat)
 	for (int r = 0; r < ROUNDS; r++) {
 		for (int i = 0; i < B; i++) {
 			tags[i] = (uint64_t)(r * B + i);
-			in[i] = (struct mq_msg_in){ .data = &tags[i], .len = 8, .enqueuer = (uint64_t)i,
-						    .deliver_us = far + tags[i] * 997 % 100000000u };
+			in[i] = (struct mq_msg_in){.data = &tags[i],
+						   .len = 8,
+						   .enqueuer = (uint64_t)i,
+						   .deliver_us = far + tags[i] * 997 % 100000000u};
 		}
 		ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, B, NULL), 0);
 		if (r == 9) {

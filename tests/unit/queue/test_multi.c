@@ -60,7 +60,7 @@ static int produce(MDB_env *env, mq_queue *q, uint64_t base)
 /* Receive the other side's N messages (enqueuers other..other+E-1) in order. */
 static int consume(mq_sub *s, uint64_t other)
 {
-	uint64_t next[E] = { 0 }, got = 0;
+	uint64_t next[E] = {0}, got = 0;
 	struct mq_msg out[32];
 	size_t n;
 

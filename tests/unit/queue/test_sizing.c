@@ -22,8 +22,8 @@
 struct wl {
 	const char *name;
 	unsigned nshards, msgs; /* subshard size */
-	double enq[MAXS];       /* messages per tick */
-	unsigned burst;         /* 0: steady; else on/off half-period in ticks */
+	double enq[MAXS];	/* messages per tick */
+	unsigned burst;		/* 0: steady; else on/off half-period in ticks */
 	unsigned nreaders[MAXS];
 	double rate[MAXS][MAXR]; /* messages per tick */
 	double lag0[MAXS][MAXR]; /* initial lag */
@@ -142,7 +142,7 @@ static void step(struct sim *m, unsigned long tick, int count)
 }
 
 #define WARM 2000
-#define RUN 6000
+#define RUN  6000
 
 static unsigned long simulate(const struct wl *w, unsigned cap)
 {
@@ -182,41 +182,60 @@ static unsigned choose(const struct wl *w, unsigned budget)
 	if (getenv("SIZING_DEBUG")) {
 		for (unsigned s = 0; s < w->nshards; s++)
 			for (unsigned r = 0; r < w->nreaders[s]; r++)
-				fprintf(stderr, "  s%u r%u rate %.2f peak %.0f\n", s, r, rd[s][r].rate,
-					rd[s][r].lag);
+				fprintf(stderr, "  s%u r%u rate %.2f peak %.0f\n", s, r,
+					rd[s][r].rate, rd[s][r].lag);
 		for (unsigned k = 1; k <= budget; k++)
 			fprintf(stderr, "%s cap %u est %.3f sim %.3f\n", w->name, k,
-				mq_sizing_overhead(sh, w->nshards, k), simulate(w, k) / (double)RUN);
+				mq_sizing_overhead(sh, w->nshards, k),
+				simulate(w, k) / (double)RUN);
 	}
 	free(m);
 	return c;
 }
 
 static const struct wl workloads[] = {
-	{ .name = "steady", .nshards = 1, .msgs = 50, .enq = { 10 },
-	  .nreaders = { 4 }, .rate = { { 10, 10, 10, 10 } }, .lag0 = { { 0, 120, 400, 1000 } } },
-	{ .name = "steady-shards", .nshards = 3, .msgs = 40, .enq = { 5, 10, 20 },
-	  .nreaders = { 2, 3, 2 },
-	  .rate = { { 5, 5 }, { 10, 10, 10 }, { 20, 20 } },
-	  .lag0 = { { 0, 300 }, { 10, 200, 700 }, { 0, 900 } } },
-	{ .name = "bursty", .nshards = 2, .msgs = 50, .enq = { 10, 10 }, .burst = 50,
-	  .nreaders = { 3, 2 },
-	  .rate = { { 30, 30, 30 }, { 30, 30 } },
-	  .lag0 = { { 0, 0, 0 }, { 0, 0 } } },
-	{ .name = "lagging", .nshards = 2, .msgs = 50, .enq = { 10, 10 },
-	  .nreaders = { 3, 2 },
-	  .rate = { { 10, 10, 5 }, { 10, 6 } },
-	  .lag0 = { { 0, 250, 3000 }, { 100, 2000 } } },
-	{ .name = "mixed", .nshards = 3, .msgs = 30, .enq = { 3, 12, 8 },
-	  .nreaders = { 2, 4, 3 },
-	  .rate = { { 3, 3 }, { 12, 12, 12, 8 }, { 8, 8, 8 } },
-	  .lag0 = { { 0, 100 }, { 0, 60, 500, 4000 }, { 30, 240, 1500 } } },
+    {.name = "steady",
+     .nshards = 1,
+     .msgs = 50,
+     .enq = {10},
+     .nreaders = {4},
+     .rate = {{10, 10, 10, 10}},
+     .lag0 = {{0, 120, 400, 1000}}},
+    {.name = "steady-shards",
+     .nshards = 3,
+     .msgs = 40,
+     .enq = {5, 10, 20},
+     .nreaders = {2, 3, 2},
+     .rate = {{5, 5}, {10, 10, 10}, {20, 20}},
+     .lag0 = {{0, 300}, {10, 200, 700}, {0, 900}}},
+    {.name = "bursty",
+     .nshards = 2,
+     .msgs = 50,
+     .enq = {10, 10},
+     .burst = 50,
+     .nreaders = {3, 2},
+     .rate = {{30, 30, 30}, {30, 30}},
+     .lag0 = {{0, 0, 0}, {0, 0}}},
+    {.name = "lagging",
+     .nshards = 2,
+     .msgs = 50,
+     .enq = {10, 10},
+     .nreaders = {3, 2},
+     .rate = {{10, 10, 5}, {10, 6}},
+     .lag0 = {{0, 250, 3000}, {100, 2000}}},
+    {.name = "mixed",
+     .nshards = 3,
+     .msgs = 30,
+     .enq = {3, 12, 8},
+     .nreaders = {2, 4, 3},
+     .rate = {{3, 3}, {12, 12, 12, 8}, {8, 8, 8}},
+     .lag0 = {{0, 100}, {0, 60, 500, 4000}, {30, 240, 1500}}},
 };
 
 START_TEST(against_brute_force)
 {
 	const struct wl *w = &workloads[_i];
-	static const unsigned budgets[] = { 6, 12, 24, 48, 96 };
+	static const unsigned budgets[] = {6, 12, 24, 48, 96};
 
 	for (size_t b = 0; b < sizeof(budgets) / sizeof(budgets[0]); b++) {
 		unsigned budget = budgets[b], chosen = choose(w, budget);
@@ -241,8 +260,8 @@ END_TEST
 /* The model itself: more memory never costs more, a covered gap costs nothing. */
 START_TEST(model_monotone)
 {
-	struct mq_size_reader rd[3] = { { 10, 0 }, { 10, 500 }, { 10, 2000 } };
-	struct mq_size_shard sh = { 10, 100, 3, rd };
+	struct mq_size_reader rd[3] = {{10, 0}, {10, 500}, {10, 2000}};
+	struct mq_size_shard sh = {10, 100, 3, rd};
 	double prev = INFINITY;
 
 	for (unsigned c = 1; c < 40; c++) {

@@ -73,7 +73,7 @@ static int u64cmp(const void *a, const void *b)
 
 static void report(uint64_t msgs, uint64_t t_us, struct lat *all, int nl)
 {
-	struct lat m = { 0 };
+	struct lat m = {0};
 
 	for (int i = 0; i < nl; i++)
 		for (size_t j = 0; j < all[i].n; j++)
@@ -137,7 +137,7 @@ static void *raw_writer(void *arg)
 
 		for (int b = 0; !rc && b < j->batch && seq < j->n; b++, seq++) {
 			unsigned char k[8];
-			MDB_val key = { 8, k }, val = { (size_t)j->size, buf };
+			MDB_val key = {8, k}, val = {(size_t)j->size, buf};
 			uint64_t t = now_us();
 
 			for (int i = 0; i < 8; i++)
@@ -201,7 +201,7 @@ static int run_raw(int argc, char **argv)
 	uint64_t n = strtoull(argv[6], NULL, 10), t0;
 	MDB_env *env = env_open(dir, dur, 8);
 	atomic_uint_fast64_t written = 0;
-	struct job w = { 0 }, *r = calloc((size_t)s, sizeof(*r));
+	struct job w = {0}, *r = calloc((size_t)s, sizeof(*r));
 	pthread_t tw, *tr = calloc((size_t)s, sizeof(*tr)), ts;
 	struct lat *lats = calloc((size_t)s, sizeof(*lats));
 	MDB_txn *txn;
@@ -213,8 +213,8 @@ static int run_raw(int argc, char **argv)
 	if ((rc = mdb_txn_begin(env, NULL, 0, &txn)) ||
 	    (rc = mdb_dbi_open(txn, "raw", MDB_CREATE, &dbi)) || (rc = mdb_txn_commit(txn)))
 		fail("raw open", rc);
-	w = (struct job){ .batch = batch, .size = size, .n = n, .env = env, .dbi = dbi,
-			  .written = &written };
+	w = (struct job){
+	    .batch = batch, .size = size, .n = n, .env = env, .dbi = dbi, .written = &written};
 	if (!dur)
 		pthread_create(&ts, NULL, syncer, env);
 	t0 = now_us();
@@ -251,9 +251,9 @@ static void *q_enqueuer(void *arg)
 
 		for (; b < j->batch && sent + (uint64_t)b < j->n; b++) {
 			memcpy(buf + (size_t)b * (size_t)j->size, &t, 8);
-			in[b] = (struct mq_msg_in){ .data = buf + (size_t)b * (size_t)j->size,
-						    .len = (size_t)j->size,
-						    .enqueuer = (uint64_t)j->id };
+			in[b] = (struct mq_msg_in){.data = buf + (size_t)b * (size_t)j->size,
+						   .len = (size_t)j->size,
+						   .enqueuer = (uint64_t)j->id};
 		}
 		if ((rc = mq_enqueue_batch(j->q, NULL, in, (size_t)b, NULL)))
 			fail("enqueue", rc);
@@ -334,12 +334,12 @@ static int run_queue(int argc, char **argv)
 		pthread_create(&ts, NULL, syncer, env);
 	t0 = now_us();
 	for (int i = 0; i < s; i++) {
-		js[i] = (struct job){ .id = i, .n = n / (uint64_t)e * (uint64_t)e, .q = q };
+		js[i] = (struct job){.id = i, .n = n / (uint64_t)e * (uint64_t)e, .q = q};
 		pthread_create(&tsb[i], NULL, q_subscriber, &js[i]);
 	}
 	for (int i = 0; i < e; i++) {
-		je[i] = (struct job){ .id = i, .batch = batch, .size = size, .n = n / (uint64_t)e,
-				      .q = q };
+		je[i] = (struct job){
+		    .id = i, .batch = batch, .size = size, .n = n / (uint64_t)e, .q = q};
 		pthread_create(&te[i], NULL, q_enqueuer, &je[i]);
 	}
 	for (int i = 0; i < e; i++)
@@ -353,8 +353,9 @@ static int run_queue(int argc, char **argv)
 		struct mq_stats st;
 
 		mq_stats(q, &st);
-		fprintf(stderr, "batches %" PRIu64 " commits %" PRIu64 " hits %" PRIu64
-				" misses %" PRIu64 " restores %" PRIu64 " dequeued %" PRIu64 "\n",
+		fprintf(stderr,
+			"batches %" PRIu64 " commits %" PRIu64 " hits %" PRIu64 " misses %" PRIu64
+			" restores %" PRIu64 " dequeued %" PRIu64 "\n",
 			st.batches, st.commit_groups, st.cache_hits, st.cache_misses,
 			st.cache_restores, st.dequeued);
 	}
@@ -376,7 +377,7 @@ struct conn {
 
 static void conn_open(struct conn *c, int port)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	int one = 1;
 
 	memset(c, 0, sizeof(*c));
@@ -509,8 +510,8 @@ static void *r_producer(void *arg)
 
 		memcpy(payload, &t, 8);
 		for (; b < j->batch && sent + (uint64_t)b < j->n; b++) {
-			const char *av[] = { "XADD", "bench", "*", "d", payload };
-			size_t al[] = { 4, 5, 1, 1, (size_t)j->size };
+			const char *av[] = {"XADD", "bench", "*", "d", payload};
+			size_t al[] = {4, 5, 1, 1, (size_t)j->size};
 
 			cmd_append(&out, &len, &cap, 5, av, al);
 		}
@@ -537,8 +538,8 @@ static void *r_consumer(void *arg)
 	snprintf(group, sizeof(group), "g%d", j->id);
 	conn_open(&c, j->port);
 	while (got < j->n) {
-		const char *av[] = { "XREADGROUP", "GROUP", group, "c", "COUNT", "256", "BLOCK",
-				     "1000", "STREAMS", "bench", ">" };
+		const char *av[] = {"XREADGROUP", "GROUP", group,     "c",     "COUNT", "256",
+				    "BLOCK",	  "1000",  "STREAMS", "bench", ">"};
 		size_t al[11], len = 0;
 		char *l;
 		long nstreams, nmsg = 0;
@@ -554,9 +555,9 @@ static void *r_consumer(void *arg)
 		if (nstreams <= 0)
 			continue;
 		/* *1 -> [ name, [ [id, [field, value]] ... ] ] */
-		line(&c);                   /* *2 */
-		skip_reply(&c);             /* stream name */
-		nmsg = atol(line(&c) + 1);  /* *N */
+		line(&c);		   /* *2 */
+		skip_reply(&c);		   /* stream name */
+		nmsg = atol(line(&c) + 1); /* *N */
 		uint64_t now = now_us();
 
 		for (long m = 0; m < nmsg; m++) {
@@ -618,14 +619,14 @@ static int run_redis(int argc, char **argv)
 	(void)argc;
 	conn_open(&c, port);
 	{
-		const char *av[] = { "DEL", "bench" };
-		size_t al[] = { 3, 5 };
+		const char *av[] = {"DEL", "bench"};
+		size_t al[] = {3, 5};
 
 		cmd_append(&out, &len, &cap, 2, av, al);
 	}
 	for (int i = 0; i < s; i++) {
 		char g[32];
-		const char *av[] = { "XGROUP", "CREATE", "bench", g, "$", "MKSTREAM" };
+		const char *av[] = {"XGROUP", "CREATE", "bench", g, "$", "MKSTREAM"};
 		size_t al[6];
 
 		snprintf(g, sizeof(g), "g%d", i);
@@ -638,13 +639,13 @@ static int run_redis(int argc, char **argv)
 		skip_reply(&c);
 	t0 = now_us();
 	for (int i = 0; i < s; i++) {
-		js[i] = (struct job){ .id = i, .n = n / (uint64_t)e * (uint64_t)e, .size = size,
-				      .port = port };
+		js[i] = (struct job){
+		    .id = i, .n = n / (uint64_t)e * (uint64_t)e, .size = size, .port = port};
 		pthread_create(&tsb[i], NULL, r_consumer, &js[i]);
 	}
 	for (int i = 0; i < e; i++) {
-		je[i] = (struct job){ .id = i, .batch = batch, .size = size,
-				      .n = n / (uint64_t)e, .port = port };
+		je[i] = (struct job){
+		    .id = i, .batch = batch, .size = size, .n = n / (uint64_t)e, .port = port};
 		pthread_create(&te[i], NULL, r_producer, &je[i]);
 	}
 	for (int i = 0; i < e; i++)
@@ -683,7 +684,7 @@ static int run_delay(int argc, char **argv)
 	struct mq_config c;
 	struct mq_msg_in in[1000];
 	uint64_t tags[1000], t0, got = 0;
-	struct lat lat = { 0 };
+	struct lat lat = {0};
 	struct mq_stats st;
 	MDB_env *env;
 	mq_queue *q;
@@ -709,15 +710,18 @@ static int run_delay(int argc, char **argv)
 
 		for (; b < 1000 && i < pending; b++, i++) {
 			tags[b] = i;
-			in[b] = (struct mq_msg_in){ .data = &tags[b], .len = 8, .enqueuer = i % 64,
-						    .deliver_us = t0 + 86400ull * 1000000u +
-								  (uint64_t)((double)i / (double)pending *
-									     29.0 * 86400e6) };
+			in[b] = (struct mq_msg_in){
+			    .data = &tags[b],
+			    .len = 8,
+			    .enqueuer = i % 64,
+			    .deliver_us = t0 + 86400ull * 1000000u +
+					  (uint64_t)((double)i / (double)pending * 29.0 * 86400e6)};
 		}
 		if ((rc = mq_enqueue_batch(q, NULL, in, b, NULL)))
 			fail("enqueue", rc);
 	}
-	fprintf(stderr, "delay: %" PRIu64 " pending enqueued in %.1f s, VmRSS %ld kB RssAnon %ld kB\n",
+	fprintf(stderr,
+		"delay: %" PRIu64 " pending enqueued in %.1f s, VmRSS %ld kB RssAnon %ld kB\n",
 		pending, (double)(now_us() - t0) / 1e6, status_kb("VmRSS"), status_kb("RssAnon"));
 	/* probes: due over span seconds from 1 s on (enqueueing them all takes
 	 * less than that; this thread then only dequeues) */
@@ -727,8 +731,11 @@ static int run_delay(int argc, char **argv)
 
 		for (; b < 1000 && i < probes; b++, i++) {
 			tags[b] = i;
-			in[b] = (struct mq_msg_in){ .data = &tags[b], .len = 8, .enqueuer = i % 64,
-						    .deliver_us = t0 + (uint64_t)((double)i / (double)probes * span * 1e6) };
+			in[b] = (struct mq_msg_in){
+			    .data = &tags[b],
+			    .len = 8,
+			    .enqueuer = i % 64,
+			    .deliver_us = t0 + (uint64_t)((double)i / (double)probes * span * 1e6)};
 		}
 		if ((rc = mq_enqueue_batch(q, NULL, in, b, NULL)))
 			fail("enqueue", rc);
@@ -750,7 +757,8 @@ static int run_delay(int argc, char **argv)
 	}
 	qsort(lat.v, lat.n, sizeof(*lat.v), u64cmp);
 	mq_stats(q, &st);
-	printf("pending=%" PRIu64 " VmRSS_kB=%ld VmHWM_kB=%ld RssAnon_kB=%ld lateness_p50_us=%" PRIu64
+	printf("pending=%" PRIu64
+	       " VmRSS_kB=%ld VmHWM_kB=%ld RssAnon_kB=%ld lateness_p50_us=%" PRIu64
 	       " p99_us=%" PRIu64 " max_us=%" PRIu64 " still_pending=%" PRIu64 "\n",
 	       pending, status_kb("VmRSS"), status_kb("VmHWM"), status_kb("RssAnon"),
 	       lat.v[lat.n / 2], lat.v[lat.n * 99 / 100], lat.v[lat.n - 1], st.delayed_pending);
