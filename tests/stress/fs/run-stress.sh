@@ -1,9 +1,10 @@
 #!/bin/sh
-# Run fs-stress on a fresh DBFS, then unmount, check the store with
-# dbfs-fsck, remount and verify the files fs-stress left against its
-# manifest (so the data also survives a clean remount).
+# Run fs-stress (or fs-contend: any program taking DIR SEED OPS MAX MANIFEST
+# and --check DIR MANIFEST) on a fresh DBFS, then unmount, check the store
+# with dbfs-fsck, remount and verify the files it left against its manifest
+# (so the data also survives a clean remount).
 #
-#   run-stress.sh FS_STRESS OPS SEED [MAX_FILE_SIZE]
+#   run-stress.sh PROGRAM OPS SEED [MAX_FILE_SIZE]
 #
 # SEED "random" picks one (printed). PARALLEL=N runs N instances at once
 # (seeds SEED..SEED+N-1, each in its own directory: concurrent writers for

@@ -29,6 +29,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "manifest.h"
+
 #define NDIRS    4
 #define NINODES  48      /* live model inodes at most */
 #define NSLOTS   64      /* names */
@@ -612,15 +614,6 @@ static const struct {
 	{ op_fsync, 4 },    { op_read_fd, 10 },  { op_verify_slot, 12 },
 };
 
-static uint64_t fnv(const unsigned char *p, size_t n, uint64_t h)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ p[i]) * 0x100000001b3ull;
-	return h;
-}
-
-#define FNV_INIT 0xcbf29ce484222325ull
-
 static void write_manifest(const char *dir, const char *path)
 {
 	FILE *m = fopen(path, "w");
@@ -634,54 +627,10 @@ static void write_manifest(const char *dir, const char *path)
 			continue;
 		in = &inodes[slots[s]];
 		slot_path(s, p, sizeof(p));
-		fprintf(m, "%s %zu %u %016" PRIx64 "\n", p + strlen(dir) + 1, in->size, in->nlink,
-			fnv(in->data, in->size, FNV_INIT));
+		manifest_line(m, p + strlen(dir) + 1, in->data, in->size, in->nlink);
 	}
 	if (fclose(m))
 		fail(-1, "%s: %s", path, strerror(errno));
-}
-
-static int check_manifest(const char *dir, const char *path)
-{
-	static unsigned char buf[1 << 16];
-	FILE *m = fopen(path, "r");
-	char name[4096], p[8200];
-	unsigned long long size, hash;
-	unsigned nlink;
-	int bad = 0, n = 0;
-
-	if (!m) {
-		fprintf(stderr, "fs-stress: %s: %s\n", path, strerror(errno));
-		return 1;
-	}
-	while (fscanf(m, "%4095s %llu %u %llx", name, &size, &nlink, &hash) == 4) {
-		struct stat st;
-		uint64_t h = FNV_INIT;
-		ssize_t r;
-		int fd;
-		n++;
-		snprintf(p, sizeof(p), "%s/%s", dir, name);
-		if ((fd = open(p, O_RDONLY)) < 0 || fstat(fd, &st) < 0) {
-			fprintf(stderr, "fs-stress: %s: %s\n", p, strerror(errno));
-			bad++;
-			continue;
-		}
-		while ((r = read(fd, buf, sizeof(buf))) > 0)
-			h = fnv(buf, (size_t)r, h);
-		if (r < 0 || (unsigned long long)st.st_size != size || st.st_nlink != nlink ||
-		    h != hash) {
-			fprintf(stderr,
-				"fs-stress: %s: size %lld nlink %lu hash %016" PRIx64
-				" (read %s), expected %llu %u %016llx\n",
-				p, (long long)st.st_size, (unsigned long)st.st_nlink, h,
-				r < 0 ? strerror(errno) : "ok", size, nlink, hash);
-			bad++;
-		}
-		close(fd);
-	}
-	fclose(m);
-	printf("fs-stress: %d files checked against %s, %d differ\n", n, path, bad);
-	return bad ? 1 : 0;
 }
 
 static void setup_dirs(void)
@@ -703,7 +652,7 @@ int main(int argc, char **argv)
 	uint64_t nops;
 
 	if (argc == 4 && !strcmp(argv[1], "--check"))
-		return check_manifest(argv[2], argv[3]);
+		return manifest_check(argv[2], argv[3]);
 	if (argc < 4 || argc > 6) {
 		fprintf(stderr, "usage: fs-stress DIR SEED OPS [MAX_FILE_SIZE [MANIFEST]]\n"
 				"       fs-stress --check DIR MANIFEST\n");
