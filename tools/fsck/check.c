@@ -35,6 +35,9 @@ static void check_inodes(struct fsck *f)
 		if (in && in->bad)
 			fsck_unfixable(f, "inode %" PRIu64 ": malformed record (%zu bytes, mode %#o)",
 				       in->ino, v.mv_size, mode);
+		else if (in && S_ISREG(in->rec.mode) && in->rec.size > DBFS_MAX_FILE_SIZE)
+			fsck_unfixable(f, "inode %" PRIu64 ": size %" PRIu64 " above the maximum %llu",
+				       in->ino, in->rec.size, DBFS_MAX_FILE_SIZE);
 	}
 	if (rc != MDB_NOTFOUND)
 		fsck_lmdb_check(rc, "reading inode");

@@ -359,6 +359,15 @@ static void short_inode(struct sb *s, const struct ids *id)
 	sb_put(s, s->inode, k, sb_key_ino(k, id->empty), "xx", 2);
 }
 
+static void huge_file(struct sb *s, const struct ids *id)
+{
+	struct dbfs_inode rec;
+
+	sb_get_inode(s, id->empty, &rec);
+	rec.size = DBFS_MAX_FILE_SIZE + 1;
+	sb_put_inode(s, id->empty, &rec);
+}
+
 static void bad_magic(struct sb *s, const struct ids *id)
 {
 	struct dbfs_super sup;
@@ -474,6 +483,7 @@ static const struct fsck_case cases[] = {
 	{ "orphan entry of linked inode", orphan_linked, 1, 4, NULL },
 	{ "name with a slash", bad_name, 1, 4, NULL },
 	{ "malformed inode", short_inode, 1, 1, NULL },
+	{ "size above the maximum", huge_file, 1, 1, NULL },
 	{ "bad magic", bad_magic, 8, 8, NULL },
 	{ "bad version", bad_version, 8, 8, NULL },
 	{ "bad byte order", bad_byte_order, 8, 8, NULL },
