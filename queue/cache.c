@@ -358,3 +358,82 @@ void mq_cache_sizing(mq_queue *q, uint64_t now)
 	pthread_mutex_unlock(&q->cache_lock);
 	mq_cache_shrink(q);
 }
+
+/*
+ * Prefetch: of the ranges that come right after what each reader has
+ * cached, load the one with the earliest estimated access, if it fits
+ * without evicting anything (eviction keeps what is needed sooner).
+ */
+static int prefetch_pick(mq_queue *q, uint64_t now, uint32_t *ps, uint64_t *pseq)
+{
+	double best = INFINITY;
+	int found = 0;
+
+	pthread_mutex_lock(&q->lock);
+	for (mq_sub *sb = q->subs; sb; sb = sb->next)
+		for (uint32_t s = 0; s < q->cfg.nshards; s++) {
+			uint64_t p = atomic_load(&sb->pos[s]), nxt = 0;
+			double r, t;
+
+			for (struct mq_centry *e = q->shards[s].cache; e; e = e->next)
+				if (e->lo <= p && p < e->hi)
+					nxt = e->hi;
+			if (!nxt || nxt >= atomic_load(&q->shards[s].next_seq))
+				continue;
+			for (struct mq_centry *e = q->shards[s].cache; e && nxt; e = e->next)
+				if (e->lo <= nxt && nxt < e->hi)
+					nxt = 0; /* already there */
+			if (!nxt)
+				continue;
+			r = mq_rate_get(&sb->rate[s], now);
+			t = r > 0 ? (double)(nxt - p) / r : 1e9 + (double)(nxt - p);
+			if (t < best) {
+				best = t;
+				*ps = s;
+				*pseq = nxt;
+				found = 1;
+			}
+		}
+	pthread_mutex_unlock(&q->lock);
+	return found;
+}
+
+void mq_cache_prefetch(mq_queue *q, uint64_t now)
+{
+	uint64_t seq = 0, first, id, end;
+	struct mq_disk_shard st;
+	MDB_cursor *c = NULL;
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	uint32_t s = 0;
+	int found, rc;
+
+	pthread_mutex_lock(&q->cache_lock);
+	found = mq_cache_enabled(q) && q->cache_bytes < q->cache_target &&
+		prefetch_pick(q, now, &s, &seq);
+	pthread_mutex_unlock(&q->cache_lock);
+	if (!found)
+		return;
+	pthread_rwlock_rdlock(&q->droplock);
+	if (mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn)) {
+		pthread_rwlock_unlock(&q->droplock);
+		return;
+	}
+	rc = mq_read_shard(q, txn, s, &st);
+	if (!rc)
+		rc = mq_subshard_locate(q, txn, s, seq, &first, &id, &end);
+	if (!rc)
+		rc = mq_dbi_for(q, txn, s, id, &dbi); /* no resolving here: skip */
+	if (!rc)
+		rc = mdb_cursor_open(txn, dbi, &c);
+	if (!rc) {
+		pthread_mutex_lock(&q->cache_lock);
+		if (mq_cache_load(q, c, s, first, seq, end < st.next_seq ? end : st.next_seq, 0) ==
+		    0)
+			atomic_fetch_add(&q->c.prefetches, 1);
+		pthread_mutex_unlock(&q->cache_lock);
+		mdb_cursor_close(c);
+	}
+	mdb_txn_abort(txn);
+	pthread_rwlock_unlock(&q->droplock);
+}

@@ -462,6 +462,7 @@ static int housekeeping(mq_queue *q, uint64_t now)
 		rc = mq_retention(q);
 	}
 	mq_cache_sizing(q, now);
+	mq_cache_prefetch(q, now);
 	return rc;
 }
 

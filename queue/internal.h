@@ -69,7 +69,7 @@ struct mq_counters {
 	_Atomic uint64_t delayed_enqueued, delayed_promoted;
 	_Atomic uint64_t lateness_max, late_hist[64];
 	_Atomic uint64_t expired, filtered, lagging;
-	_Atomic uint64_t hits, misses, restores, evictions;
+	_Atomic uint64_t hits, misses, restores, evictions, prefetches;
 	_Atomic uint64_t store_only, pressure_events;
 	_Atomic uint64_t buffered, spilled, bdropped, groups;
 };
@@ -217,6 +217,7 @@ int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, ui
 void mq_cache_shrink(mq_queue *q); /* takes the lock */
 void mq_cache_free_all(mq_queue *q);
 void mq_cache_sizing(mq_queue *q, uint64_t now);
+void mq_cache_prefetch(mq_queue *q, uint64_t now); /* takes the locks it needs */
 int mq_cache_enabled(mq_queue *q);
 
 /* buffered.c (under q->cache_lock unless said) */

@@ -182,6 +182,7 @@ struct mq_stats {
 	uint64_t filtered; /**< skipped by rule-based subscribers */
 	uint64_t lagging;  /**< subscribers marked lagging */
 	uint64_t cache_hits, cache_misses, cache_restores, cache_evictions;
+	uint64_t cache_prefetches; /**< subshards loaded before a reader reached them */
 	uint64_t cache_bytes, cache_target_bytes;
 	uint64_t store_only_enqueues;	    /**< enqueues not cached because of pressure */
 	uint64_t buffered_enqueued;	    /**< memory-only messages accepted */

@@ -364,6 +364,7 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->cache_misses = q->c.misses;
 	st->cache_restores = q->c.restores;
 	st->cache_evictions = q->c.evictions;
+	st->cache_prefetches = q->c.prefetches;
 	st->store_only_enqueues = q->c.store_only;
 	st->buffered_enqueued = q->c.buffered;
 	st->buffered_spilled = q->c.spilled;

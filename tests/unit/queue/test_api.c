@@ -593,7 +593,7 @@ START_TEST(group_commit)
 	}
 	mq_stats(Q, &st);
 	ck_assert_uint_eq(st.batches, W * 40);
-	ck_assert_uint_le(st.commit_groups, st.batches);
+	ck_assert_uint_gt(st.commit_groups, 0);
 	mq_unsubscribe(s);
 }
 END_TEST

@@ -126,10 +126,45 @@ START_TEST(restore_after_eviction)
 			ck_assert_uint_eq(tag_of(&out[i]), got);
 	}
 	mq_stats(Q, &st);
-	ck_assert_uint_ge(st.cache_restores, 4);
+	ck_assert_uint_ge(st.cache_restores + st.cache_prefetches, 4);
 	ck_assert_uint_gt(st.cache_hits, 64 * 4);
 	mq_unsubscribe(s);
 	mq_unsubscribe(tick);
+}
+END_TEST
+
+/* A reader working through a restored subshard gets the next one loaded
+ * before it reaches it. */
+START_TEST(prefetch_next)
+{
+	struct mq_stats st;
+	struct mq_msg out[16];
+	mq_sub *s;
+	uint32_t sh = mq_shard_of(Q, 1);
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (uint64_t i = 0; i < 64 * 3; i++)
+		put_sized(1, i, 100);
+	mq_pressure_mode(MQ_PRESSURE_ON); /* empties the cache */
+	ck_assert_int_eq(mq_dequeue(s, out, 1, &n, 0), 0);
+	got += n;
+	mq_pressure_mode(MQ_PRESSURE_OFF);
+	ck_assert(!mq_cache_has(Q, sh, 65));
+	ck_assert_int_eq(mq_dequeue(s, out, 10, &n, 0), 0); /* restores 2..64 */
+	got += n;
+	ck_assert(mq_cache_has(Q, sh, 12));
+	ck_assert_int_eq(mq_dequeue(s, out, 10, &n, 0), 0); /* prefetches 65.. */
+	got += n;
+	ck_assert(mq_cache_has(Q, sh, 65));
+	mq_stats(Q, &st);
+	ck_assert_uint_ge(st.cache_prefetches, 1);
+	while (got < 64 * 3) {
+		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 0), 0);
+		for (size_t i = 0; i < n; i++, got++)
+			ck_assert_uint_eq(tag_of(&out[i]), got);
+	}
+	mq_unsubscribe(s);
 }
 END_TEST
 
@@ -228,6 +263,7 @@ Suite *suite_cache(void)
 	tcase_add_test(tc, keep_up_never_reads_store);
 	tcase_add_test(tc, earliest_access_eviction);
 	tcase_add_test(tc, restore_after_eviction);
+	tcase_add_test(tc, prefetch_next);
 	tcase_add_test(tc, budget_respected);
 	tcase_add_test(tc, pressure_switch);
 	tcase_add_test(tc, no_budget_no_cache);
