@@ -451,19 +451,39 @@ static void wait_for(mq_queue *q, uint64_t gen, uint64_t until_us)
 	pthread_mutex_unlock(&q->lock);
 }
 
-static int housekeeping(mq_queue *q, uint64_t now)
+/* When delayed messages are due next, as far as waiting is concerned. */
+static uint64_t next_due(mq_queue *q)
+{
+	uint64_t d = mq_delay_next_due(q), r = atomic_load(&q->maint_retry_us);
+
+	return d > r ? d : r;
+}
+
+/*
+ * Promotion and retention. A failure (ENOSPC, MDB_DBS_FULL, ...) must not
+ * stop subscribers from reading what is there: it is counted, kept for
+ * mq_stats(), and retried 100 ms later.
+ */
+static void housekeeping(mq_queue *q, uint64_t now)
 {
 	int rc = 0;
 
-	if (mq_delay_next_due(q) <= now)
-		rc = mq_delay_promote(q);
-	if (!rc && (atomic_load(&q->retention_due) || now >= atomic_load(&q->next_retention_us))) {
-		atomic_store(&q->next_retention_us, now + 100000);
-		rc = mq_retention(q);
+	if (now >= atomic_load(&q->maint_retry_us)) {
+		if (mq_delay_next_due(q) <= now)
+			rc = mq_delay_promote(q);
+		if (!rc &&
+		    (atomic_load(&q->retention_due) || now >= atomic_load(&q->next_retention_us))) {
+			atomic_store(&q->next_retention_us, now + 100000);
+			rc = mq_retention(q);
+		}
+		if (rc) {
+			atomic_fetch_add(&q->c.maint_errors, 1);
+			atomic_store(&q->last_maint_error, rc);
+			atomic_store(&q->maint_retry_us, now + 100000);
+		}
 	}
 	mq_cache_sizing(q, now);
 	mq_cache_prefetch(q, now);
-	return rc;
 }
 
 int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout_ms)
@@ -496,9 +516,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 	for (;;) {
 		uint64_t gen, now = mq_now_us(), wake;
 
-		rc = housekeeping(q, now);
-		if (rc)
-			break;
+		housekeeping(q, now);
 		pthread_mutex_lock(&q->lock);
 		gen = q->gen;
 		pthread_mutex_unlock(&q->lock);
@@ -538,8 +556,8 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 			break;
 		}
 		wake = now + MQ_POLL_US;
-		if (mq_delay_next_due(q) < wake)
-			wake = mq_delay_next_due(q);
+		if (next_due(q) < wake)
+			wake = next_due(q);
 		if (deadline < wake)
 			wake = deadline;
 		wait_for(q, gen, wake);

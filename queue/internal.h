@@ -71,7 +71,7 @@ struct mq_counters {
 	_Atomic uint64_t expired, filtered, lagging;
 	_Atomic uint64_t hits, misses, restores, evictions, prefetches;
 	_Atomic uint64_t store_only, pressure_events;
-	_Atomic uint64_t buffered, spilled, bdropped, groups;
+	_Atomic uint64_t buffered, spilled, bdropped, groups, maint_errors;
 };
 
 struct mq_queue {
@@ -106,6 +106,8 @@ struct mq_queue {
 	int gleader;
 
 	_Atomic uint64_t next_retention_us;
+	_Atomic uint64_t maint_retry_us; /* after a failed maintenance */
+	_Atomic int last_maint_error;
 	_Atomic int retention_due;
 	struct mq_counters c;
 };

@@ -192,6 +192,8 @@ struct mq_stats {
 	double enqueue_rate;		    /**< messages/s, sum over shards (estimate) */
 	double dequeue_rate;		    /**< messages/s, sum over subscriber-shard pairs */
 	uint64_t sizing_restores_est_milli; /**< estimated restores/s x1000 at target size */
+	uint64_t maintenance_errors;	    /**< failed promotions/retention runs (retried) */
+	int last_maintenance_error;	    /**< code of the last one (0: none) */
 };
 
 typedef struct mq_queue mq_queue;
@@ -336,13 +338,17 @@ int mq_subscriber_delete(mq_queue *q, const char *name);
  *        next dequeue on @p s or mq_unsubscribe(s).
  * @param n receives the number delivered (>= 1 on success).
  * @param timeout_ms 0: do not wait; < 0: wait for ever; else wait up to it.
+ * Before reading, the call promotes due delayed messages and runs retention
+ * (maintenance); a failure there (e.g. ENOSPC, MDB_DBS_FULL) does not fail
+ * the dequeue: it is counted in mq_stats() and retried 100 ms later.
  * @return 0, or
+ *   EINVAL    max == 0;
  *   EAGAIN    nothing available and timeout_ms == 0;
  *   ETIMEDOUT nothing arrived in time;
  *   MQ_LAGGED the subscriber fell behind the retention limit and lost
  *             messages; it now continues at the oldest retained one (call
  *             again);
- *   ENOMEM, ENOSPC (promoting delayed messages), LMDB errors.
+ *   ENOMEM, LMDB errors of the read transaction.
  * Thread context: the thread that uses @p s, not holding a write
  * transaction on the environment.
  */

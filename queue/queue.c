@@ -365,6 +365,8 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->cache_restores = q->c.restores;
 	st->cache_evictions = q->c.evictions;
 	st->cache_prefetches = q->c.prefetches;
+	st->maintenance_errors = q->c.maint_errors;
+	st->last_maintenance_error = q->last_maint_error;
 	st->store_only_enqueues = q->c.store_only;
 	st->buffered_enqueued = q->c.buffered;
 	st->buffered_spilled = q->c.spilled;

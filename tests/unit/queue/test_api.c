@@ -65,6 +65,48 @@ START_TEST(maxdbs_too_small)
 }
 END_TEST
 
+/* Too few named databases for new subshards: maintenance fails (counted),
+ * enqueues overfill the tail, and subscribers still read everything. */
+START_TEST(dbs_full_maintenance)
+{
+	struct tenv t;
+	struct mq_config c;
+	struct mq_stats st;
+	struct mq_msg out[16];
+	MDB_env *env;
+	mq_queue *q;
+	mq_sub *s;
+	size_t n, got = 0;
+
+	tenv_open(&t, 0);
+	tenv_close(&t);
+	small_cfg(&c, 1, 4);
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(env, 5), 0); /* meta, exc, delay, tail, spare */
+	ck_assert_int_eq(mdb_env_open(env, t.dir, MDB_NOTLS | MDB_NOSYNC, 0644), 0);
+	ck_assert_int_eq(mq_open(env, "q", &c, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (int i = 0; i < 20; i++)
+		ck_assert_int_eq(put_msg(q, NULL, 1, (uint64_t)i, NULL), 0);
+	while (got < 20) {
+		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 0), 0);
+		for (size_t i = 0; i < n; i++, got++) {
+			uint64_t e, k;
+
+			ck_assert_int_eq(parse_msg(&out[i], &e, &k), 0);
+			ck_assert_uint_eq(k, got);
+		}
+	}
+	mq_stats(q, &st);
+	ck_assert_uint_ge(st.maintenance_errors, 1);
+	ck_assert_int_eq(st.last_maintenance_error, MDB_DBS_FULL);
+	mq_unsubscribe(s);
+	mq_close(q);
+	mdb_env_close(env);
+	tenv_destroy(&t);
+}
+END_TEST
+
 START_TEST(attributes)
 {
 	mq_sub *s;
@@ -678,6 +720,7 @@ Suite *suite_api(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, open_errors);
 	tcase_add_test(tc, maxdbs_too_small);
+	tcase_add_test(tc, dbs_full_maintenance);
 	tcase_add_test(tc, attributes);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, large_payload);
