@@ -406,10 +406,16 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 	account(d, out, *n);
 	mq_cache_shrink(q);
 	if (d->nexp) {
+		/* the messages were skipped either way; a failure to record them
+		 * must not take the delivered ones back from the caller */
 		rc = expire(d);
+		if (rc) {
+			atomic_fetch_add(&q->c.maint_errors, 1);
+			atomic_store(&q->last_maint_error, rc);
+		}
 		d->nexp = 0;
 	}
-	return rc;
+	return 0;
 }
 
 /* Apply the subscriber's rule; rejected messages are dropped from out[]. */
