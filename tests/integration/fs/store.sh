@@ -11,13 +11,19 @@ fs_mount
 head -c 100000 /dev/urandom >"$MNT/precious"
 sum=$(sha256sum <"$MNT/precious")
 mfs_stop || die "unclean unmount"
-cp -a "$STORE/data.mdb" "$T/good.mdb"
+cp -a --sparse=always "$STORE/data.mdb" "$T/good.mdb"
+
+# Size and checksum of the used part of data.mdb (the file may be much
+# longer than what LMDB uses: reading all of it is slow).
+store_sum() {
+	echo "$(stat -c %s "$STORE/data.mdb") $(head -c $((USED_BYTES)) "$STORE/data.mdb" | sha256sum)"
+}
 
 check_refused() { # what
-	before=$(sha256sum <"$STORE/data.mdb")
+	before=$(store_sum)
 	mfs_refuses "$1"
-	[ "$(sha256sum <"$STORE/data.mdb")" = "$before" ] || die "mfs changed a store that is $1"
-	cp "$T/good.mdb" "$STORE/data.mdb"
+	[ "$(store_sum)" = "$before" ] || die "mfs changed a store that is $1"
+	cp --sparse=always "$T/good.mdb" "$STORE/data.mdb"
 }
 
 # Cut the file in the middle of the pages LMDB has in use (the file may be
@@ -25,6 +31,8 @@ check_refused() { # what
 used=$(mdb_stat -e "$STORE" | awk '/Number of pages used/ { print $NF }')
 psize=$(mdb_stat -e "$STORE" | awk '/Page size/ { print $NF }')
 [ -n "$used" ] && [ -n "$psize" ] || die "mdb_stat -e gave no page counts"
+USED_BYTES=$((used * psize))
+log "data.mdb: $(stat -c %s "$STORE/data.mdb") bytes, $used pages of $psize bytes in use"
 truncate -s $((used / 2 * psize)) "$STORE/data.mdb"
 check_refused "truncated to half of its used pages"
 
