@@ -20,6 +20,7 @@
 #include "log.h"
 #include "loop.h"
 #include "mount.h"
+#include "path.h"
 #include "registry.h"
 
 /* How long an unmounted session may take to end before the next, harder step
@@ -421,41 +422,61 @@ static bool ours(dev_t dev)
 }
 
 /*
- * Check the paths of a mount for `who`, as the file system is now.
- * Resolves them in place. *mkstore is set when the store must be created.
+ * Resolve a user path with mfs_path_resolve (never looking inside the
+ * manager mount), cleaning a stale mount at its end. `what` names it in
+ * reasons. On -ENOENT `out` may hold the would-be path (see path.h).
+ */
+static int resolve(const char *what, const char *path, char *out, char *err, size_t errlen)
+{
+	int rc = mfs_path_resolve(path, ctl.mgr->dev, out, PATH_MAX);
+
+	if (rc == -ENOTCONN && mfs_clean_stale(out) > 0)
+		rc = mfs_path_resolve(path, ctl.mgr->dev, out, PATH_MAX);
+	if (rc == -EXDEV) {
+		snprintf(err, errlen, "%s %.120s is inside the manager mount", what, path);
+		return -EINVAL;
+	}
+	if (rc)
+		snprintf(err, errlen, "%s %.120s: %s", what, path, strerror(-rc));
+	return rc;
+}
+
+/*
+ * Check the paths of a mount for `who`, as the file system is now, and
+ * replace them by their resolved form. *mkstore is set when the store must
+ * be created.
  */
 static int check_paths(const struct mfs_caller *who, char *store, char *mnt, bool create,
 		       bool ro, bool *mkstore, char *err, size_t errlen)
 {
 	char real[PATH_MAX];
 	struct stat st;
+	int rc;
 
 	*mkstore = false;
-	mfs_clean_stale(mnt);
+	rc = resolve("mount point", mnt, real, err, errlen);
+	if (rc)
+		return rc;
+	strcpy(mnt, real);
 	if (stat(mnt, &st) < 0) {
-		int e = errno;
-		snprintf(err, errlen, "mount point %.120s: %.120s", mnt, strerror(e));
-		return -e;
+		rc = -errno;
+		snprintf(err, errlen, "mount point %.120s: %s", mnt, strerror(-rc));
+		return rc;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "mount point %.120s is not a directory", mnt);
 		return -ENOTDIR;
 	}
-	if (!realpath(mnt, real)) {
-		snprintf(err, errlen, "mount point %.120s: %.120s", mnt, strerror(errno));
-		return -errno;
+	if (mfs_mount_lookup(mnt, NULL, NULL, 0) == 0) {
+		snprintf(err, errlen, "mount point %.120s is already a mount point", mnt);
+		return -EBUSY;
 	}
-	strcpy(mnt, real);
 	pthread_mutex_lock(&ctl.mgr->lock);
 	bool inside = ours(st.st_dev);
 	pthread_mutex_unlock(&ctl.mgr->lock);
 	if (inside) {
 		snprintf(err, errlen, "mount point %.120s is inside an mfs mount", mnt);
 		return -EINVAL;
-	}
-	if (mfs_mount_lookup(mnt, NULL, NULL, 0) == 0) {
-		snprintf(err, errlen, "mount point %.120s is already a mount point", mnt);
-		return -EBUSY;
 	}
 	if (!mfs_caller_may_write(who, st.st_uid, st.st_gid, st.st_mode)) {
 		snprintf(err, errlen, "mount point %.120s is not writable by uid %u", mnt,
@@ -467,46 +488,48 @@ static int check_paths(const struct mfs_caller *who, char *store, char *mnt, boo
 		return -ENOTEMPTY;
 	}
 
-	if (stat(store, &st) < 0) {
-		int e = errno;
-		if (e != ENOENT || !create) {
-			snprintf(err, errlen, "store %.120s: %.120s%.120s", store, strerror(e),
-				 e == ENOENT ? " (add create to make a new one)" : "");
-			return -e;
-		}
-		/* a new store: its parent must exist and be writable */
+	rc = resolve("store", store, real, err, errlen);
+	if (rc == -ENOENT && real[0] && create) {
+		/* a new store: its parent exists (resolved) and must be writable */
 		char parent[PATH_MAX];
-		snprintf(parent, sizeof(parent), "%s", store);
+		strcpy(parent, real);
 		char *slash = strrchr(parent, '/');
 		if (slash == parent)
 			slash[1] = '\0';
 		else
 			*slash = '\0';
 		if (stat(parent, &st) < 0 || !S_ISDIR(st.st_mode)) {
-			snprintf(err, errlen, "store parent %.120s does not exist", parent);
-			return -ENOENT;
+			snprintf(err, errlen, "store parent %.120s is not a directory", parent);
+			return -ENOTDIR;
 		}
 		if (!mfs_caller_may_write(who, st.st_uid, st.st_gid, st.st_mode)) {
 			snprintf(err, errlen, "cannot create the store in %.120s: permission denied",
 				 parent);
 			return -EACCES;
 		}
-		if (!realpath(parent, real) || strlen(real) + strlen(slash + 1) + 2 > PATH_MAX) {
-			snprintf(err, errlen, "store %.120s: bad path", store);
+		pthread_mutex_lock(&ctl.mgr->lock);
+		inside = ours(st.st_dev);
+		pthread_mutex_unlock(&ctl.mgr->lock);
+		if (inside) {
+			snprintf(err, errlen, "store %.120s would be inside an mfs mount", real);
 			return -EINVAL;
 		}
-		char name[PATH_MAX];
-		snprintf(name, sizeof(name), "%s", strrchr(store, '/') + 1);
-		if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) {
-			snprintf(err, errlen, "store %.120s: bad path", store);
-			return -EINVAL;
-		}
-		if (strcmp(real, "/"))
-			strcat(real, "/");
-		strcat(real, name);
 		strcpy(store, real);
 		*mkstore = true;
 		return 0;
+	}
+	if (rc == -ENOENT) {
+		snprintf(err, errlen, "store %.120s does not exist%s", store,
+			 real[0] ? " (add create to make a new one)" : "");
+		return rc;
+	}
+	if (rc)
+		return rc;
+	strcpy(store, real);
+	if (stat(store, &st) < 0) {
+		rc = -errno;
+		snprintf(err, errlen, "store %.120s: %s", store, strerror(-rc));
+		return rc;
 	}
 	if (!S_ISDIR(st.st_mode)) {
 		snprintf(err, errlen, "store %.120s is not a directory", store);
@@ -524,11 +547,6 @@ static int check_paths(const struct mfs_caller *who, char *store, char *mnt, boo
 			 (unsigned)who->uid);
 		return -EACCES;
 	}
-	if (!realpath(store, real)) {
-		snprintf(err, errlen, "store %.120s: %.120s", store, strerror(errno));
-		return -errno;
-	}
-	strcpy(store, real);
 	return 0;
 }
 

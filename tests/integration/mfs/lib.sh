@@ -109,17 +109,18 @@ xget() {
 # with that errno (as setfattr prints it) and user.mfs.error must name it.
 expect_refused() {
 	en=$1 attr=$2 val=$3 pat=${4:-}
+	short=$(printf '%.100s' "$val")
 	if xset "$attr" "$val"; then
-		fail "$attr '$val' was accepted, expected $en"
+		fail "$attr '$short' was accepted, expected $en"
 		return
 	fi
 	err=$(xget error)
 	case "$err" in
 	"$en "*) ;;
-	*) fail "$attr '$val': error is '$err', expected $en"; return ;;
+	*) fail "$attr '$short': error is '$err', expected $en"; return ;;
 	esac
 	if [ -n "$pat" ] && ! printf '%s' "$err" | grep -q -- "$pat"; then
-		fail "$attr '$val': reason '$err' does not match '$pat'"
+		fail "$attr '$short': reason '$err' does not match '$pat'"
 		return
 	fi
 	ok "$attr refused with $en: $(printf '%s' "$err" | head -1)"
