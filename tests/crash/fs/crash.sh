@@ -1,7 +1,8 @@
 #!/bin/sh
 # Crash test: run crashload on a DBFS, SIGKILL the daemon at a random point,
 # clear the dead mount, check the store with dbfs-fsck --allow-orphans (the
-# crash state must be consistent), remount, check that every file the log
+# crash state must be consistent; every third time, reclaim the orphans with
+# dbfs-fsck --repair, which must leave a clean store), remount, check that every file the log
 # says was made durable is there byte for byte (and every durably removed
 # name is gone), unmount, check with a strict dbfs-fsck (mounting reclaimed
 # the orphans), and go on with the next iteration on the same store.
@@ -113,6 +114,15 @@ while [ "$n" -le "$iters" ]; do
 	h_crash
 	stop_load
 	h_fsck 0 --allow-orphans || die "iteration $n: the store is inconsistent after the crash"
+	if [ $((n % 3)) -eq 0 ]; then
+		# Reclaim the orphans with dbfs-fsck instead of the next mount.
+		"$DBFS_FSCK" --repair "$STORE" >"$T/fsck.out" 2>&1 && st=0 || st=$?
+		if [ "$st" -ne 0 ] && [ "$st" -ne 4 ]; then
+			cat "$T/fsck.out" >&2
+			die "iteration $n: dbfs-fsck --repair exited $st on the crashed store"
+		fi
+		h_fsck 0 || die "iteration $n: not clean after dbfs-fsck --repair"
+	fi
 	h_start "${MFS_OPTS:-}"
 	verify "$MNT" ||
 		die "iteration $n: data made durable before the crash is wrong or missing"
