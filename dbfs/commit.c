@@ -16,8 +16,6 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include "dbfs/internal.h"
@@ -28,22 +26,20 @@ struct dbfs_wop {
 	struct dbfs_wop *next;
 	dbfs_write_fn fn;
 	void *arg;
+	size_t bytes;
 	int rc;
 	int done;
 };
 
-static int grow_map(struct dbfs *fs, uint64_t seen)
+int dbfs_grow_map(struct dbfs *fs, uint64_t seen)
 {
 	int rc = 0;
 	pthread_rwlock_wrlock(&fs->map_lock);
 	if (fs->map_size == seen) {
-		uint64_t next = seen < (1ull << 30) ? seen * 2 : seen + (1ull << 30);
+		uint64_t next = seen < (8ull << 30) ? seen * 2 : seen + (8ull << 30);
 		rc = mdb_env_set_mapsize(fs->env, next);
 		if (!rc) {
-			MDB_envinfo info;
-			mdb_env_info(fs->env, &info);
-			fs->map_size = info.me_mapsize;
-			fs->map_addr = info.me_mapaddr;
+			dbfs_find_map(fs);
 			fs->cnt.map_grows++;
 		}
 	}
@@ -62,100 +58,11 @@ static int commit_error(struct dbfs *fs, int rc)
 	return rc;
 }
 
-/*
- * Space reserve. LMDB extends its file by writing pages past the end, and a
- * full file system turns that into a failed commit; worse, even a delete
- * needs fresh pages (copy-on-write), so a store that filled its disk could
- * not free anything. We keep a reserve (reserve_for) allocated past the last
- * page LMDB uses; when the reserve cannot be restored, operations that
- * need space fail with ENOSPC before they change anything (see
- * dbfs_space_check) while deletes proceed inside the reserve.
- */
-#define RESERVE_MIN (256u << 10)
-#define RESERVE_MAX (8u << 20)
-
-/* The reserve scales with the store, so that a thousand small stores do
- * not pin gigabytes, and a large one can still delete. */
-static uint64_t reserve_for(uint64_t used)
-{
-	uint64_t r = used / 8;
-	return r < RESERVE_MIN ? RESERVE_MIN : r > RESERVE_MAX ? RESERVE_MAX : r;
-}
-
-/* Bytes in LMDB's free list (pages that deletes gave back). */
-static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
-{
-	if (!psize) {
-		MDB_stat st;
-		mdb_env_stat(fs->env, &st);
-		psize = st.ms_psize;
-	}
-	MDB_txn *t;
-	MDB_cursor *c;
-	MDB_val k, v;
-	uint64_t pages = 0;
-	if (dbfs_read_begin(fs, &t))
-		return 0;
-	if (mdb_cursor_open(t, 0 /* FREE_DBI */, &c) == 0) {
-		while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0)
-			if (v.mv_size >= sizeof(size_t))
-				pages += *(size_t *)v.mv_data;
-		mdb_cursor_close(c);
-	}
-	dbfs_read_end(fs, t);
-	return pages * psize;
-}
-
-uint64_t dbfs_slack_bytes(struct dbfs *fs)
-{
-	MDB_envinfo info;
-	MDB_stat st;
-	struct stat sb;
-	int fd;
-	if (mdb_env_get_fd(fs->env, &fd) || fstat(fd, &sb))
-		return 0;
-	mdb_env_info(fs->env, &info);
-	mdb_env_stat(fs->env, &st);
-	uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
-	uint64_t tail = (uint64_t)sb.st_size > used ? (uint64_t)sb.st_size - used : 0;
-	return tail + free_bytes(fs, st.ms_psize);
-}
-
-static void space_refresh(struct dbfs *fs)
-{
-	MDB_envinfo info;
-	MDB_stat st;
-	struct stat sb;
-	int fd;
-	if (mdb_env_get_fd(fs->env, &fd) || fstat(fd, &sb))
-		return;
-	mdb_env_info(fs->env, &info);
-	mdb_env_stat(fs->env, &st);
-	uint64_t used = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
-	uint64_t have = (uint64_t)sb.st_size > used ? (uint64_t)sb.st_size - used : 0;
-	uint64_t want = reserve_for(used);
-	if (have >= want) {
-		fs->space_low = 0;
-		return;
-	}
-	/* Allocate twice the shortfall so this runs once per reserve's worth
-	 * of growth, not at every commit. */
-	if (fallocate(fd, 0, sb.st_size, (off_t)(2 * want - have)) == 0 ||
-	    fallocate(fd, 0, sb.st_size, (off_t)(want - have)) == 0) {
-		fs->space_low = 0;
-		return;
-	}
-	if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
-		fs->space_low = free_bytes(fs, st.ms_psize) < 2 * want;
-	/* EOPNOTSUPP and friends: no reserve on this file system; the EIO to
-	 * ENOSPC mapping at commit is all we have. */
-}
-
 /* Run ops [0, n) in one transaction. Returns 0 when committed (each op's rc
  * set), or the store error that aborted the batch. */
 static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 {
-	space_refresh(fs);
+	dbfs_space_refresh(fs);
 	for (;;) {
 		MDB_txn *txn;
 		pthread_rwlock_rdlock(&fs->map_lock);
@@ -165,6 +72,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			pthread_rwlock_unlock(&fs->map_lock);
 			return rc;
 		}
+		fs->txn_gen++;
 		int failed = 0;
 		for (int i = 0; i < n && !failed; i++) {
 			int r = ops[i]->fn(fs, txn, ops[i]->arg);
@@ -178,7 +86,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			mdb_txn_abort(txn);
 			pthread_rwlock_unlock(&fs->map_lock);
 			if (failed == MDB_MAP_FULL) {
-				rc = grow_map(fs, seen);
+				rc = dbfs_grow_map(fs, seen);
 				if (rc)
 					return rc;
 				continue;
@@ -188,7 +96,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 		rc = mdb_txn_commit(txn);
 		pthread_rwlock_unlock(&fs->map_lock);
 		if (rc == MDB_MAP_FULL) {
-			rc = grow_map(fs, seen);
+			rc = dbfs_grow_map(fs, seen);
 			if (rc)
 				return rc;
 			continue;
@@ -218,7 +126,12 @@ static void lead(struct dbfs *fs, struct dbfs_wop **ops, int n)
 
 int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg)
 {
-	struct dbfs_wop op = {.fn = fn, .arg = arg};
+	return dbfs_write_sized(fs, fn, arg, 0);
+}
+
+int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
+{
+	struct dbfs_wop op = {.fn = fn, .arg = arg, .bytes = bytes};
 
 	if (fs->opt.read_only)
 		return -EROFS;
@@ -233,7 +146,11 @@ int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg)
 		fs->wq_leader = 1;
 		struct dbfs_wop *batch[BATCH_MAX];
 		int n = 0;
-		while (fs->wq_head && n < BATCH_MAX) {
+		size_t sum = 0;
+		/* A batch stays within the space reserve (space.c). */
+		while (fs->wq_head && n < BATCH_MAX &&
+		       (n == 0 || sum + fs->wq_head->bytes <= DBFS_BATCH_BYTES)) {
+			sum += fs->wq_head->bytes;
 			batch[n++] = fs->wq_head;
 			fs->wq_head = fs->wq_head->next;
 		}

@@ -35,6 +35,33 @@ static int block_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk, 
 	return rc;
 }
 
+#define WRITTEN_COLLIDED UINT64_MAX
+
+static uint64_t written_key(uint64_t ino, uint64_t blk)
+{
+	uint64_t k = (ino * 0x9e3779b97f4a7c15ull) ^ (blk * 0xc2b2ae3d27d4eb4full);
+	return k == WRITTEN_COLLIDED ? k - 1 : k;
+}
+
+static int written_before(struct dbfs *fs, uint64_t ino, uint64_t blk)
+{
+	uint64_t k = written_key(ino, blk);
+	const __typeof__(fs->written[0]) *w = &fs->written[k >> 56];
+	return w->gen == fs->txn_gen && (w->key == k || w->key == WRITTEN_COLLIDED);
+}
+
+static void mark_written(struct dbfs *fs, uint64_t ino, uint64_t blk)
+{
+	uint64_t k = written_key(ino, blk);
+	__typeof__(fs->written[0]) *w = &fs->written[k >> 56];
+	if (w->gen != fs->txn_gen) {
+		w->gen = fs->txn_gen;
+		w->key = k;
+	} else if (w->key != k) {
+		w->key = WRITTEN_COLLIDED;
+	}
+}
+
 /* Store a block's new value built from `old` (old_len bytes, may alias the
  * map) with buf copied at boff. */
 static int block_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk,
@@ -45,13 +72,12 @@ static int block_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk,
 	MDB_val k, v;
 	size_t new_len = boff + n > old_len ? boff + n : old_len;
 	data_key(kb, ino, blk, &k);
-	/* A committed value lives in the map, and LMDB never reuses pages in
-	 * the transaction that frees them: it stays valid through the put. A
-	 * value written earlier in this transaction is in a heap page that
-	 * the put may free, unless it rewrites it in place: copy it first. */
-	int in_map = (const char *)old >= fs->map_addr &&
-		     (const char *)old < fs->map_addr + fs->map_size;
-	if (old_len && !in_map && !(boff == 0 && n >= old_len)) {
+	/* A value committed before this transaction stays where it is through
+	 * the put (LMDB never reuses pages in the transaction that frees
+	 * them). One written earlier in this transaction may be freed and its
+	 * pages reused by this very put: copy it first. */
+	int again = written_before(fs, ino, blk);
+	if (old_len && again && !(boff == 0 && n >= old_len)) {
 		memcpy(scratch, old, old_len);
 		old = scratch;
 	}
@@ -64,12 +90,13 @@ static int block_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk,
 		memcpy(d, buf, n);
 	} else {
 		if (old_len)
-			memmove(d, old, old_len); /* in place: d == old */
+			memmove(d, old, old_len); /* may overlap: rewritten in place */
 		if (boff > old_len)
 			memset(d + old_len, 0, boff - old_len);
 		memcpy(d + boff, buf, n);
 	}
 	*dalloc += (int64_t)dbfs_alloc_round(new_len) - (int64_t)dbfs_alloc_round(old_len);
+	mark_written(fs, ino, blk);
 	return 0;
 }
 

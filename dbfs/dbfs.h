@@ -41,12 +41,13 @@ struct dbfs_options {
 	bool read_only;              /* open the environment MDB_RDONLY */
 	enum dbfs_durability durability;
 	unsigned max_readers;        /* LMDB reader slots (0: 512) */
-	uint64_t initial_map_size;   /* bytes (0: 64 MiB); the map grows on demand */
+	uint64_t initial_map_size;   /* bytes (0: 256 MiB); the map grows on demand */
 	uint64_t quota_bytes;        /* 0: none; data bytes beyond it: EDQUOT */
 	uint64_t quota_inodes;       /* 0: none */
 	double attr_timeout;         /* seconds the kernel may cache attributes */
 	double entry_timeout;        /* seconds the kernel may cache names */
 	bool writeback_cache;        /* let the kernel buffer writes (default off: see README) */
+	bool writemap;               /* LMDB MDB_WRITEMAP where fallocate works (default on) */
 };
 
 /* Fill `o` with the defaults documented in struct dbfs_options. */
@@ -56,7 +57,7 @@ void dbfs_options_init(struct dbfs_options *o);
  * Parse one mount-option style `key=value` (or bare `key`) into `o`.
  * Known keys: create, ro, durability=full|normal|none, max_readers=N,
  * map_size=SIZE, quota_bytes=SIZE, quota_inodes=N, attr_timeout=SECS,
- * entry_timeout=SECS, writeback_cache=0|1. SIZE accepts K, M, G, T suffixes.
+ * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1. SIZE accepts K, M, G, T suffixes.
  * Returns 0, -ENOENT for an unknown key (so a caller may try its own keys),
  * or -EINVAL for a malformed value (reason in err).
  */

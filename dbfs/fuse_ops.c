@@ -486,7 +486,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	struct write_ctx c = {ino, (uint64_t)off, buf, size};
 	(void)fi;
 	fs->cnt.ops++;
-	int rc = off < 0 ? -EINVAL : dbfs_write(fs, write_fn, &c);
+	int rc = off < 0 ? -EINVAL : dbfs_write_sized(fs, write_fn, &c, size);
 	if (rc) {
 		reply_err(req, rc);
 		return;
@@ -522,10 +522,23 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	struct falloc_ctx c = {ino, mode, (uint64_t)off, (uint64_t)len};
 	(void)fi;
 	req_fs(req)->cnt.ops++;
-	if (off < 0 || len <= 0)
-		reply_err(req, -EINVAL);
-	else
-		reply_err(req, dbfs_write(req_fs(req), falloc_fn, &c));
+	int rc = off < 0 || len <= 0 ? -EINVAL : 0;
+	if (!rc && ((uint64_t)off > DBFS_MAX_FILE_SIZE ||
+		    (uint64_t)len > DBFS_MAX_FILE_SIZE - (uint64_t)off))
+		rc = -EFBIG;
+	if (!rc && !(mode & FALLOC_FL_PUNCH_HOLE)) {
+		/* Allocation writes zeros: in pieces, so that each transaction
+		 * stays within the space reserve. */
+		uint64_t end = (uint64_t)off + (uint64_t)len;
+		for (uint64_t at = (uint64_t)off; !rc && at < end; at += DBFS_BATCH_BYTES) {
+			c.off = at;
+			c.len = end - at < DBFS_BATCH_BYTES ? end - at : DBFS_BATCH_BYTES;
+			rc = dbfs_write_sized(req_fs(req), falloc_fn, &c, c.len);
+		}
+	} else if (!rc) {
+		rc = dbfs_write(req_fs(req), falloc_fn, &c);
+	}
+	reply_err(req, rc);
 }
 
 struct copy_ctx {
@@ -548,7 +561,9 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 	(void)fi_in;
 	(void)fi_out;
 	req_fs(req)->cnt.ops++;
-	int rc = flags ? -EINVAL : dbfs_write(req_fs(req), copy_fn, &c);
+	if (c.len > DBFS_BATCH_BYTES)
+		c.len = DBFS_BATCH_BYTES; /* a short copy: the caller loops */
+	int rc = flags ? -EINVAL : dbfs_write_sized(req_fs(req), copy_fn, &c, c.len);
 	if (rc)
 		reply_err(req, rc);
 	else

@@ -58,7 +58,16 @@ struct dbfs {
 	int stopping;
 
 	struct dbfs_nodes nodes;   /* kernel lookup counts */
-	int space_low;             /* the space reserve is gone (commit.c) */
+	int space_low;             /* the space reserve is gone (space.c) */
+	int writemap;              /* the env is open with MDB_WRITEMAP */
+	uint64_t alloc_end;        /* bytes of data.mdb known allocated */
+
+	/* Blocks written in the current write transaction (data.c): a
+	 * direct-mapped set, conservative on collisions. Leader only. */
+	uint64_t txn_gen;
+	struct {
+		uint64_t key, gen;
+	} written[256];
 
 	_Atomic uint64_t quota_bytes, quota_inodes;
 	struct {
@@ -74,8 +83,18 @@ struct dbfs {
 typedef int (*dbfs_write_fn)(struct dbfs *fs, MDB_txn *txn, void *arg);
 
 /* Run fn in a write transaction, batched with concurrent writers; returns
- * fn's result, or the commit's error. Grows the map on MDB_MAP_FULL. */
+ * fn's result, or the commit's error. Grows the map on MDB_MAP_FULL.
+ * dbfs_write_sized tells how many data bytes fn may write at most, so that
+ * a batch stays within DBFS_BATCH_BYTES (the space reserve's half). */
 int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg);
+int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes);
+#define DBFS_BATCH_BYTES (1u << 20)
+/* Grow the map if it is still `seen` bytes (takes the map lock). */
+int dbfs_grow_map(struct dbfs *fs, uint64_t seen);
+/* Restore the space reserve before a batch (leader only). */
+void dbfs_space_refresh(struct dbfs *fs);
+/* Does the store's file system support fallocate on fd? */
+int dbfs_space_supported(int fd);
 
 /* -ENOSPC when the store's file system has no room left for growth; an
  * operation that adds data calls it before its first change. */
@@ -92,6 +111,9 @@ uint64_t dbfs_slack_bytes(struct dbfs *fs);
  * transaction (and any pointer into the map) is valid until dbfs_read_end. */
 int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn);
 void dbfs_read_end(struct dbfs *fs, MDB_txn *txn);
+
+/* Find where LMDB mapped the store (sets map_addr, map_size). */
+void dbfs_find_map(struct dbfs *fs);
 
 /* The errno boundary. */
 int dbfs_errno(int rc);

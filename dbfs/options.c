@@ -11,10 +11,11 @@ void dbfs_options_init(struct dbfs_options *o)
 	memset(o, 0, sizeof(*o));
 	o->durability = DBFS_DURABLE_NORMAL;
 	o->max_readers = 512;
-	o->initial_map_size = 64ull << 20;
+	o->initial_map_size = 256ull << 20;
 	o->attr_timeout = 86400.0;
 	o->entry_timeout = 86400.0;
 	o->writeback_cache = false;
+	o->writemap = true;
 }
 
 static int parse_u64(const char *v, uint64_t *out, int sizes)
@@ -108,6 +109,8 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 		bad = parse_secs(v, &o->attr_timeout);
 	} else if (!strcmp(key, "entry_timeout")) {
 		bad = parse_secs(v, &o->entry_timeout);
+	} else if (!strcmp(key, "writemap")) {
+		bad = parse_bool(v, &o->writemap);
 	} else if (!strcmp(key, "writeback_cache")) {
 		bad = parse_bool(v, &o->writeback_cache);
 	} else {

@@ -19,6 +19,35 @@ int dbfs_fail_check(void)
 	return --dbfs_fail_countdown == 0;
 }
 
+/*
+ * Where LMDB mapped the store. mdb_env_info reports an address only for
+ * MDB_FIXEDMAP, so derive it from a value read in the map: pages are
+ * OS-page aligned and begin with their page number (MDB_page.mp_pgno).
+ * Only used to prefault the map (space.c), where a wrong guess costs
+ * nothing but speed. Call with no write transaction of this thread open.
+ */
+void dbfs_find_map(struct dbfs *fs)
+{
+	MDB_txn *t;
+	MDB_val k = {2, (void *)"sb"}, v;
+	MDB_envinfo info;
+	MDB_stat st;
+	fs->map_addr = NULL;
+	mdb_env_info(fs->env, &info);
+	mdb_env_stat(fs->env, &st);
+	fs->map_size = info.me_mapsize;
+	if (mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t))
+		return;
+	if (mdb_get(t, fs->db_super, &k, &v) == 0) {
+		uintptr_t page = (uintptr_t)v.mv_data & ~(uintptr_t)(st.ms_psize - 1);
+		uint64_t pgno;
+		memcpy(&pgno, (void *)page, sizeof(pgno));
+		if (pgno <= info.me_last_pgno)
+			fs->map_addr = (const char *)(page - pgno * st.ms_psize);
+	}
+	mdb_txn_abort(t);
+}
+
 int dbfs_errno(int rc)
 {
 	if (rc == 0)
@@ -90,10 +119,7 @@ int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn)
 		pthread_rwlock_unlock(&fs->map_lock);
 		pthread_rwlock_wrlock(&fs->map_lock);
 		mdb_env_set_mapsize(fs->env, 0);
-		MDB_envinfo info;
-		mdb_env_info(fs->env, &info);
-		fs->map_size = info.me_mapsize;
-		fs->map_addr = info.me_mapaddr;
+		dbfs_find_map(fs);
 		pthread_rwlock_unlock(&fs->map_lock);
 		pthread_rwlock_rdlock(&fs->map_lock);
 		rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, txn);
@@ -213,6 +239,31 @@ static int check_size(struct dbfs *fs, char *err, size_t errlen)
 	return 0;
 }
 
+static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t map, char *err,
+		    size_t errlen)
+{
+	int rc = mdb_env_create(&fs->env);
+	if (rc) {
+		snprintf(err, errlen, "mdb_env_create: %s", mdb_strerror(rc));
+		return -ENOMEM;
+	}
+	mdb_env_set_mapsize(fs->env, map);
+	mdb_env_set_maxdbs(fs->env, 64);
+	mdb_env_set_maxreaders(fs->env, fs->opt.max_readers ? fs->opt.max_readers : 512);
+	rc = mdb_env_open(fs->env, dir, flags, 0600);
+	if (!rc)
+		return 0;
+	if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_PANIC)
+		snprintf(err, errlen, "store is damaged or not an LMDB store: %s", mdb_strerror(rc));
+	else if (rc == MDB_VERSION_MISMATCH)
+		snprintf(err, errlen, "store was written by an incompatible LMDB version");
+	else
+		snprintf(err, errlen, "cannot open store: %s", mdb_strerror(rc));
+	mdb_env_close(fs->env);
+	fs->env = NULL;
+	return rc > 0 ? -rc : -EINVAL;
+}
+
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen)
 {
@@ -282,18 +333,10 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		goto fail_env;
 	}
 
-	if ((rc = mdb_env_create(&fs->env))) {
-		snprintf(err, errlen, "mdb_env_create: %s", mdb_strerror(rc));
-		goto fail_env;
-	}
-	uint64_t map = o->initial_map_size ? o->initial_map_size : 64ull << 20;
+	uint64_t map = o->initial_map_size ? o->initial_map_size : 256ull << 20;
 	if (exists && (uint64_t)sb.st_size > map)
 		map = (uint64_t)sb.st_size;
 	map = (map + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
-	fs->map_size = map;
-	mdb_env_set_mapsize(fs->env, map);
-	mdb_env_set_maxdbs(fs->env, 64);
-	mdb_env_set_maxreaders(fs->env, o->max_readers ? o->max_readers : 512);
 	unsigned flags = MDB_NOTLS;
 	if (o->read_only)
 		flags |= MDB_RDONLY;
@@ -301,24 +344,31 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		flags |= MDB_NOMETASYNC;
 	else if (o->durability == DBFS_DURABLE_NONE)
 		flags |= MDB_NOSYNC;
-	rc = mdb_env_open(fs->env, dir, flags, 0600);
-	if (rc) {
-		if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_PANIC)
-			snprintf(err, errlen, "store is damaged or not an LMDB store: %s",
-				 mdb_strerror(rc));
-		else if (rc == MDB_VERSION_MISMATCH)
-			snprintf(err, errlen, "store was written by an incompatible LMDB version");
-		else
-			snprintf(err, errlen, "cannot open store: %s", mdb_strerror(rc));
-		rc = rc > 0 ? -rc : -EINVAL;
-		goto fail_open;
+	/* MDB_WRITEMAP writes pages straight into the file's page cache (no
+	 * copy at commit), but touching an unallocated page of a full file
+	 * system raises SIGBUS: only where fallocate lets us keep a reserve
+	 * (space.c). It also extends the file to the map size at open, so a
+	 * damaged store is first checked through a read-only open. */
+	if (o->writemap && !o->read_only && dbfs_space_supported(fs->lock_fd)) {
+		if (exists) {
+			rc = open_env(fs, dir, MDB_NOTLS | MDB_RDONLY, map, err, errlen);
+			if (rc)
+				goto fail_env;
+			rc = check_size(fs, err, errlen);
+			mdb_env_close(fs->env);
+			if (rc)
+				goto fail_env;
+		}
+		flags |= MDB_WRITEMAP;
+		fs->writemap = 1;
 	}
+	if ((rc = open_env(fs, dir, flags, map, err, errlen)))
+		goto fail_env;
 	if ((rc = check_size(fs, err, errlen)))
 		goto fail_open;
 	MDB_envinfo info;
 	mdb_env_info(fs->env, &info);
 	fs->map_size = info.me_mapsize;
-	fs->map_addr = info.me_mapaddr;
 
 	/* Open (or create) the named databases and check the superblock. */
 	MDB_txn *txn;
@@ -369,6 +419,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		rc = -dbfs_errno(rc);
 		goto fail_open;
 	}
+	dbfs_find_map(fs);
 
 	if (!o->read_only) {
 		uint64_t n = 0;

@@ -1,0 +1,144 @@
+/*
+ * Space reserve.
+ *
+ * LMDB writes new pages past the end of what it uses. On a full file
+ * system that write fails: as a short write (EIO at commit) without
+ * MDB_WRITEMAP, as SIGBUS on the first touch of an unallocated page of the
+ * map with it. Even a delete needs fresh pages (copy-on-write), so a store
+ * that filled its disk could not free anything.
+ *
+ * So the leader keeps a reserve allocated (fallocate) past the last page
+ * LMDB uses, larger than any one batch can write (DBFS_BATCH_BYTES), and
+ * with MDB_WRITEMAP also prefaulted into the map. When the reserve cannot
+ * be restored and LMDB's free list is small, operations that need space
+ * fail with ENOSPC before they change anything (dbfs_space_check) while
+ * deletes proceed inside the reserve.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include "dbfs/internal.h"
+
+#define RESERVE_MIN (2u << 20)
+#define RESERVE_MAX (16u << 20)
+
+/* The reserve scales with the store, so that a thousand small stores do
+ * not pin gigabytes while a large one can still delete. */
+static uint64_t reserve_for(uint64_t used)
+{
+	uint64_t r = used / 8;
+	return r < RESERVE_MIN ? RESERVE_MIN : r > RESERVE_MAX ? RESERVE_MAX : r;
+}
+
+static uint64_t used_bytes(struct dbfs *fs, unsigned *psize)
+{
+	MDB_envinfo info;
+	MDB_stat st;
+	mdb_env_info(fs->env, &info);
+	mdb_env_stat(fs->env, &st);
+	*psize = st.ms_psize;
+	return ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+}
+
+/* Bytes in LMDB's free list (pages that deletes gave back). */
+static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
+{
+	MDB_txn *t;
+	MDB_cursor *c;
+	MDB_val k, v;
+	uint64_t pages = 0;
+	if (dbfs_read_begin(fs, &t))
+		return 0;
+	if (mdb_cursor_open(t, 0 /* FREE_DBI */, &c) == 0) {
+		while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0)
+			if (v.mv_size >= sizeof(size_t))
+				pages += *(size_t *)v.mv_data;
+		mdb_cursor_close(c);
+	}
+	dbfs_read_end(fs, t);
+	return pages * psize;
+}
+
+uint64_t dbfs_slack_bytes(struct dbfs *fs)
+{
+	unsigned psize;
+	uint64_t used = used_bytes(fs, &psize);
+	uint64_t end = fs->alloc_end;
+	if (!fs->writemap) {
+		struct stat sb;
+		int fd;
+		if (mdb_env_get_fd(fs->env, &fd) == 0 && fstat(fd, &sb) == 0)
+			end = (uint64_t)sb.st_size;
+	}
+	return (end > used ? end - used : 0) + free_bytes(fs, psize);
+}
+
+static int allocate(struct dbfs *fs, int fd, uint64_t from, uint64_t to)
+{
+	if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) < 0)
+		return -errno;
+	if (fs->writemap) {
+		/* Prefault the range writable in one call rather than one page
+		 * fault per page later; failure only costs speed. */
+		pthread_rwlock_rdlock(&fs->map_lock);
+		if (to <= fs->map_size)
+			madvise((char *)fs->map_addr + from, to - from, MADV_POPULATE_WRITE);
+		pthread_rwlock_unlock(&fs->map_lock);
+	}
+	fs->alloc_end = to;
+	return 0;
+}
+
+void dbfs_space_refresh(struct dbfs *fs)
+{
+	unsigned psize;
+	int fd;
+	uint64_t used = used_bytes(fs, &psize);
+	uint64_t want = reserve_for(used);
+	if (mdb_env_get_fd(fs->env, &fd))
+		return;
+	if (!fs->writemap) {
+		struct stat sb;
+		if (fstat(fd, &sb))
+			return;
+		fs->alloc_end = (uint64_t)sb.st_size;
+	}
+	if (fs->alloc_end < used)
+		fs->alloc_end = used;
+	if (fs->alloc_end >= used + want) {
+		fs->space_low = 0;
+		return;
+	}
+	/* Allocate twice the shortfall, so this runs once per reserve's worth
+	 * of growth rather than at every commit. */
+	uint64_t far = used + 2 * want, near = used + want;
+	if (fs->writemap) {
+		/* The map must cover what we allocate and prefault. */
+		while (fs->map_size < far && dbfs_grow_map(fs, fs->map_size) == 0)
+			;
+		if (far > fs->map_size)
+			far = fs->map_size;
+		if (near > far)
+			near = far;
+	}
+	int rc = allocate(fs, fd, fs->alloc_end, far);
+	if (rc && far != near)
+		rc = allocate(fs, fd, fs->alloc_end, near);
+	if (!rc) {
+		fs->space_low = 0;
+		return;
+	}
+	if (rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
+		fs->space_low = free_bytes(fs, psize) < 2 * want;
+	else
+		fs->space_low = 0; /* no fallocate here: see dbfs_open */
+}
+
+int dbfs_space_supported(int fd)
+{
+	/* A no-op allocation of the first page tells whether the file system
+	 * supports fallocate at all (without it, MDB_WRITEMAP is not safe). */
+	return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
+}
