@@ -33,10 +33,12 @@ static void check_inodes(struct fsck *f)
 		if (v.mv_size >= 4)
 			memcpy(&mode, v.mv_data, 4);
 		if (in && in->bad)
-			fsck_unfixable(f, "inode %" PRIu64 ": malformed record (%zu bytes, mode %#o)",
+			fsck_unfixable(f,
+				       "inode %" PRIu64 ": malformed record (%zu bytes, mode %#o)",
 				       in->ino, v.mv_size, mode);
 		else if (in && S_ISREG(in->rec.mode) && in->rec.size > DBFS_MAX_FILE_SIZE)
-			fsck_unfixable(f, "inode %" PRIu64 ": size %" PRIu64 " above the maximum %llu",
+			fsck_unfixable(f,
+				       "inode %" PRIu64 ": size %" PRIu64 " above the maximum %llu",
 				       in->ino, in->rec.size, DBFS_MAX_FILE_SIZE);
 	}
 	if (rc != MDB_NOTFOUND)
@@ -77,11 +79,12 @@ static void check_dirents(struct fsck *f)
 			continue;
 		}
 		if (!ch->bad && d->val.type != (ch->rec.mode & S_IFMT)) {
-			fsck_problem(f, "dirent %" PRIu64 "/'%s' -> %" PRIu64 ": type %s, inode is %s",
+			fsck_problem(f,
+				     "dirent %" PRIu64 "/'%s' -> %" PRIu64 ": type %s, inode is %s",
 				     d->parent, N(d, 0), d->val.ino, fsck_type_name(d->val.type),
 				     fsck_type_name(ch->rec.mode));
 			if (f->fixing) {
-				MDB_val k = { d->klen, d->key }, v = { sizeof(d->val), &d->val };
+				MDB_val k = {d->klen, d->key}, v = {sizeof(d->val), &d->val};
 				d->val.type = ch->rec.mode & S_IFMT;
 				fsck_lmdb_check(mdb_put(f->txn, f->dbi_dirent, &k, &v, 0),
 						"rewriting dirent");
@@ -159,12 +162,13 @@ static void check_dircook(struct fsck *f)
 		struct fsck_inode *p = fsck_inode_find(f, d->parent);
 		if (d->bad || d->gone || d->twin || !p || p->bad)
 			continue;
-		fsck_problem(f, "dirent %" PRIu64 "/'%s' -> %" PRIu64 ": no matching dircook record",
+		fsck_problem(f,
+			     "dirent %" PRIu64 "/'%s' -> %" PRIu64 ": no matching dircook record",
 			     d->parent, N(d, 0), d->val.ino);
 		if (!f->fixing)
 			continue;
 		unsigned char ck[16];
-		MDB_val kk = { 16, ck }, vv;
+		MDB_val kk = {16, ck}, vv;
 		dbfs_put_be64(ck, d->parent);
 		dbfs_put_be64(ck + 8, d->val.cookie);
 		if (!cookie_ok(f, d) || mdb_get(f->txn, f->dbi_dircook, &kk, &vv) == 0) {
@@ -175,7 +179,7 @@ static void check_dircook(struct fsck *f)
 				p->rec.next_cookie = p->max_cookie + 1;
 			d->val.cookie = p->rec.next_cookie++;
 			fsck_put_inode(f, p);
-			MDB_val dk = { d->klen, d->key }, dv = { sizeof(d->val), &d->val };
+			MDB_val dk = {d->klen, d->key}, dv = {sizeof(d->val), &d->val};
 			fsck_lmdb_check(mdb_put(f->txn, f->dbi_dirent, &dk, &dv, 0),
 					"rewriting dirent");
 		}
@@ -277,7 +281,8 @@ static void check_orphans(struct fsck *f)
 		if (k.mv_size == 8 && fsck_inode_find(f, dbfs_get_be64(k.mv_data)))
 			continue;
 		if (k.mv_size == 8)
-			fsck_problem(f, "orphan table lists inode %" PRIu64 ", which does not exist",
+			fsck_problem(f,
+				     "orphan table lists inode %" PRIu64 ", which does not exist",
 				     dbfs_get_be64(k.mv_data));
 		else
 			fsck_problem(f, "orphan table: malformed key (%zu bytes)", k.mv_size);

@@ -37,32 +37,35 @@ static bool check_inode(struct fsck *f, struct fsck_inode *in)
 	if (dir) {
 		uint64_t parent = ino == DBFS_ROOT_INO ? DBFS_ROOT_INO : in->container;
 		if (r->nentries != in->entries) {
-			fsck_problem(f, "directory %" PRIu64 ": nentries %" PRIu64
-					", has %" PRIu64 " entries",
+			fsck_problem(f,
+				     "directory %" PRIu64 ": nentries %" PRIu64 ", has %" PRIu64
+				     " entries",
 				     ino, r->nentries, in->entries);
 			r->nentries = in->entries;
 			fix = true;
 		}
 		if (parent && r->parent != parent) {
-			fsck_problem(f, "directory %" PRIu64 ": parent %" PRIu64
-					", but its entry is in %" PRIu64,
+			fsck_problem(f,
+				     "directory %" PRIu64 ": parent %" PRIu64
+				     ", but its entry is in %" PRIu64,
 				     ino, r->parent, parent);
 			r->parent = parent;
 			fix = true;
 		}
 		if (r->next_cookie < DBFS_COOKIE_FIRST || r->next_cookie <= in->max_cookie) {
-			fsck_problem(f, "directory %" PRIu64 ": next_cookie %" PRIu64
-					" not above its cookies (largest %" PRIu64 ")",
+			fsck_problem(f,
+				     "directory %" PRIu64 ": next_cookie %" PRIu64
+				     " not above its cookies (largest %" PRIu64 ")",
 				     ino, r->next_cookie, in->max_cookie);
 			r->next_cookie = in->max_cookie >= DBFS_COOKIE_FIRST ? in->max_cookie + 1
-									      : DBFS_COOKIE_FIRST;
+									     : DBFS_COOKIE_FIRST;
 			fix = true;
 		}
 	}
 	if (r->alloc != in->data_alloc) {
-		fsck_problem(f, "inode %" PRIu64 ": alloc %" PRIu64 ", its %" PRIu64
-				" blocks take %" PRIu64,
-			     ino, r->alloc, in->blocks, in->data_alloc);
+		fsck_problem(
+		    f, "inode %" PRIu64 ": alloc %" PRIu64 ", its %" PRIu64 " blocks take %" PRIu64,
+		    ino, r->alloc, in->blocks, in->data_alloc);
 		r->alloc = in->data_alloc;
 		fix = true;
 	}
@@ -88,7 +91,7 @@ bool fsck_pass_counts(struct fsck *f)
 		fsck_problem(f, "superblock: next_ino %" PRIu64 " is not above inode %" PRIu64,
 			     f->sb.next_ino, max_ino);
 		if (f->fixing) {
-			MDB_val k = { 2, "sb" }, v = { sizeof(f->sb), &f->sb };
+			MDB_val k = {2, "sb"}, v = {sizeof(f->sb), &f->sb};
 			f->sb.next_ino = max_ino + 1;
 			fsck_lmdb_check(mdb_put(f->txn, f->dbi_super, &k, &v, 0),
 					"writing superblock");
@@ -99,15 +102,15 @@ bool fsck_pass_counts(struct fsck *f)
 		if (!f->usage_ok)
 			fsck_problem(f, "usage record missing or malformed");
 		else
-			fsck_problem(f, "usage: bytes %" PRIu64 " inodes %" PRIu64
-					", expected %" PRIu64 " and %zu",
+			fsck_problem(f,
+				     "usage: bytes %" PRIu64 " inodes %" PRIu64
+				     ", expected %" PRIu64 " and %zu",
 				     f->usage.bytes, f->usage.inodes, bytes, f->ninodes);
 		if (f->fixing) {
-			MDB_val k = { 5, "usage" }, v = { sizeof(f->usage), &f->usage };
+			MDB_val k = {5, "usage"}, v = {sizeof(f->usage), &f->usage};
 			f->usage.bytes = bytes;
 			f->usage.inodes = f->ninodes;
-			fsck_lmdb_check(mdb_put(f->txn, f->dbi_super, &k, &v, 0),
-					"writing usage");
+			fsck_lmdb_check(mdb_put(f->txn, f->dbi_super, &k, &v, 0), "writing usage");
 			changed = true;
 		}
 	}

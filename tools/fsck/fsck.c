@@ -23,32 +23,32 @@
 #include "fsck.h"
 
 static const char usage_text[] =
-	"Usage: dbfs-fsck [-r|--repair] [-v|--verbose] [--allow-orphans] STORE\n"
-	"Check every invariant of the DBFS store in directory STORE (see dbfs/format.h).\n"
-	"The store must not be in use: its lock STORE/dbfs.lock is taken first.\n"
-	"\n"
-	"  -r, --repair     fix what can be fixed safely, in one transaction:\n"
-	"                   recount nlink, nentries, directory parents, alloc, usage and\n"
-	"                   next_ino; drop malformed records, dirents whose parent or\n"
-	"                   inode is missing (with their dircook twins), dircook records\n"
-	"                   without a matching dirent, data blocks of missing or non-regular\n"
-	"                   inodes or past the file size, xattrs of missing inodes, extra\n"
-	"                   names of directories; rebuild missing dircook records; delete\n"
-	"                   orphans (unreachable inodes with nlink 0, as mounting would);\n"
-	"                   move every other unreachable inode into /lost+found as '#INO'.\n"
-	"                   Malformed inode records and a missing root are reported, not fixed.\n"
-	"  -v, --verbose    print table sizes and each repair action\n"
-	"      --allow-orphans  orphans (nlink 0, listed in the orphan table) are normal\n"
-	"                   after a crash until the store is next opened: report them as\n"
-	"                   notes, not problems\n"
-	"  -h, --help       this text\n"
-	"\n"
-	"Output: one line per problem, then a summary line.\n"
-	"Exit status:\n"
-	"  0  the store is clean\n"
-	"  1  problems found (without --repair), or problems left after --repair\n"
-	"  4  --repair found problems and fixed all of them (the store is now clean)\n"
-	"  8  operational error: cannot open, not a DBFS store, store in use, I/O error\n";
+    "Usage: dbfs-fsck [-r|--repair] [-v|--verbose] [--allow-orphans] STORE\n"
+    "Check every invariant of the DBFS store in directory STORE (see dbfs/format.h).\n"
+    "The store must not be in use: its lock STORE/dbfs.lock is taken first.\n"
+    "\n"
+    "  -r, --repair     fix what can be fixed safely, in one transaction:\n"
+    "                   recount nlink, nentries, directory parents, alloc, usage and\n"
+    "                   next_ino; drop malformed records, dirents whose parent or\n"
+    "                   inode is missing (with their dircook twins), dircook records\n"
+    "                   without a matching dirent, data blocks of missing or non-regular\n"
+    "                   inodes or past the file size, xattrs of missing inodes, extra\n"
+    "                   names of directories; rebuild missing dircook records; delete\n"
+    "                   orphans (unreachable inodes with nlink 0, as mounting would);\n"
+    "                   move every other unreachable inode into /lost+found as '#INO'.\n"
+    "                   Malformed inode records and a missing root are reported, not fixed.\n"
+    "  -v, --verbose    print table sizes and each repair action\n"
+    "      --allow-orphans  orphans (nlink 0, listed in the orphan table) are normal\n"
+    "                   after a crash until the store is next opened: report them as\n"
+    "                   notes, not problems\n"
+    "  -h, --help       this text\n"
+    "\n"
+    "Output: one line per problem, then a summary line.\n"
+    "Exit status:\n"
+    "  0  the store is clean\n"
+    "  1  problems found (without --repair), or problems left after --repair\n"
+    "  4  --repair found problems and fixed all of them (the store is now clean)\n"
+    "  8  operational error: cannot open, not a DBFS store, store in use, I/O error\n";
 
 static struct fsck *g_fsck;
 
@@ -131,14 +131,22 @@ void fsck_lmdb_check(int rc, const char *what)
 const char *fsck_type_name(uint32_t mode)
 {
 	switch (mode & S_IFMT) {
-	case S_IFREG: return "file";
-	case S_IFDIR: return "directory";
-	case S_IFLNK: return "symlink";
-	case S_IFCHR: return "char device";
-	case S_IFBLK: return "block device";
-	case S_IFIFO: return "fifo";
-	case S_IFSOCK: return "socket";
-	default: return "bad type";
+	case S_IFREG:
+		return "file";
+	case S_IFDIR:
+		return "directory";
+	case S_IFLNK:
+		return "symlink";
+	case S_IFCHR:
+		return "char device";
+	case S_IFBLK:
+		return "block device";
+	case S_IFIFO:
+		return "fifo";
+	case S_IFSOCK:
+		return "socket";
+	default:
+		return "bad type";
 	}
 }
 
@@ -191,7 +199,7 @@ static void open_dbi(struct fsck *f, const char *name, MDB_dbi *dbi)
 
 static void read_super(struct fsck *f)
 {
-	MDB_val k = { 2, "sb" }, v;
+	MDB_val k = {2, "sb"}, v;
 	int rc = mdb_get(f->txn, f->dbi_super, &k, &v);
 
 	if (rc == MDB_NOTFOUND)
@@ -265,16 +273,15 @@ static void open_env(struct fsck *f, off_t size)
 		rc = mdb_env_open(f->env, f->store, MDB_RDONLY | MDB_NOLOCK, 0644);
 	}
 	if (rc)
-		fsck_fatal("%s: cannot open the LMDB environment: %s", f->store,
-			   mdb_strerror(rc));
+		fsck_fatal("%s: cannot open the LMDB environment: %s", f->store, mdb_strerror(rc));
 }
 
 static void summary(struct fsck *f, const char *what)
 {
 	printf("%s: %zu inodes, %zu dirents, %" PRIu64 " dircook, %" PRIu64 " blocks, %" PRIu64
 	       " xattrs, %" PRIu64 " orphans; %s\n",
-	       f->store, f->ninodes, f->ndirents, f->ndircook, f->nblocks, f->nxattrs,
-	       f->norphans, what);
+	       f->store, f->ninodes, f->ndirents, f->ndircook, f->nblocks, f->nxattrs, f->norphans,
+	       what);
 }
 
 static void run_passes(struct fsck *f)
@@ -329,8 +336,8 @@ static int repair(struct fsck *f)
 	begin(f, false);
 	printf("after repair:\n");
 	run_passes(f);
-	snprintf(what, sizeof(what), "%lu problem%s found, %lu left", found,
-		 found == 1 ? "" : "s", f->problems);
+	snprintf(what, sizeof(what), "%lu problem%s found, %lu left", found, found == 1 ? "" : "s",
+		 f->problems);
 	summary(f, what);
 	mdb_txn_abort(f->txn);
 	f->txn = NULL;
@@ -340,24 +347,34 @@ static int repair(struct fsck *f)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "repair", no_argument, NULL, 'r' },
-		{ "verbose", no_argument, NULL, 'v' },
-		{ "allow-orphans", no_argument, NULL, 'O' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	    {"repair", no_argument, NULL, 'r'},
+	    {"verbose", no_argument, NULL, 'v'},
+	    {"allow-orphans", no_argument, NULL, 'O'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
-	struct fsck f = { 0 };
+	struct fsck f = {0};
 	int c, rc, lockfd;
 	off_t size;
 
 	g_fsck = &f;
 	while ((c = getopt_long(argc, argv, "rvh", opts, NULL)) != -1) {
 		switch (c) {
-		case 'r': f.repair = true; break;
-		case 'v': f.verbose = true; break;
-		case 'O': f.allow_orphans = true; break;
-		case 'h': fputs(usage_text, stdout); return FSCK_EXIT_CLEAN;
-		default: fputs(usage_text, stderr); return FSCK_EXIT_OPERROR;
+		case 'r':
+			f.repair = true;
+			break;
+		case 'v':
+			f.verbose = true;
+			break;
+		case 'O':
+			f.allow_orphans = true;
+			break;
+		case 'h':
+			fputs(usage_text, stdout);
+			return FSCK_EXIT_CLEAN;
+		default:
+			fputs(usage_text, stderr);
+			return FSCK_EXIT_OPERROR;
 		}
 	}
 	if (optind != argc - 1) {

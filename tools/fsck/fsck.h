@@ -33,10 +33,10 @@ enum {
 struct fsck_inode {
 	uint64_t ino;
 	struct dbfs_inode rec;
-	bool bad;              /* value malformed: not interpreted */
-	bool orphan;           /* listed in the orphan table */
-	bool reachable;        /* from the root through valid dirents */
-	uint64_t links;        /* valid dirents naming this inode */
+	bool bad;	       /* value malformed: not interpreted */
+	bool orphan;	       /* listed in the orphan table */
+	bool reachable;	       /* from the root through valid dirents */
+	uint64_t links;	       /* valid dirents naming this inode */
 	uint64_t container;    /* parent of the first dirent naming it (0: none) */
 	uint64_t subdirs;      /* directories: entries that are directories */
 	uint64_t entries;      /* directories: entries */
@@ -47,20 +47,20 @@ struct fsck_inode {
 };
 
 struct fsck_dirent {
-	unsigned char *key;    /* raw key: parent BE64 + name */
+	unsigned char *key; /* raw key: parent BE64 + name */
 	size_t klen;
 	uint64_t parent;
 	struct dbfs_dirent_val val;
-	bool bad;              /* malformed key, value or name */
-	bool gone;             /* deleted by this run */
-	bool twin;             /* its dircook record matched */
+	bool bad;  /* malformed key, value or name */
+	bool gone; /* deleted by this run */
+	bool twin; /* its dircook record matched */
 };
 
 struct fsck {
 	const char *store;
 	bool repair, verbose, allow_orphans;
-	bool fixing;           /* the current pass may write */
-	bool quiet;            /* count problems without printing them */
+	bool fixing; /* the current pass may write */
+	bool quiet;  /* count problems without printing them */
 	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi dbi_super, dbi_inode, dbi_dirent, dbi_dircook, dbi_data, dbi_xattr, dbi_orphan;
@@ -81,8 +81,7 @@ struct fsck {
 void fsck_load(struct fsck *f);
 void fsck_unload(struct fsck *f);
 struct fsck_inode *fsck_inode_find(struct fsck *f, uint64_t ino);
-struct fsck_dirent *fsck_dirent_find(struct fsck *f, uint64_t parent, const void *name,
-				     size_t len);
+struct fsck_dirent *fsck_dirent_find(struct fsck *f, uint64_t parent, const void *name, size_t len);
 void fsck_mark_reachable(struct fsck *f);
 
 /* check.c, tree.c, counts.c: each returns true when it changed the store. */
@@ -98,8 +97,8 @@ void fsck_del_dirent(struct fsck *f, struct fsck_dirent *d);
 void fsck_delete_inode(struct fsck *f, uint64_t ino);
 /* Link inode `ino` into /lost+found (created if missing); false if impossible. */
 bool fsck_attach_lost_found(struct fsck *f, uint64_t ino);
-void fsck_put_dircook(struct fsck *f, uint64_t parent, uint64_t cookie, uint64_t ino,
-		      uint32_t type, const void *name, size_t len);
+void fsck_put_dircook(struct fsck *f, uint64_t parent, uint64_t cookie, uint64_t ino, uint32_t type,
+		      const void *name, size_t len);
 
 /* fsck.c */
 void fsck_problem(struct fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -45,8 +45,8 @@ static void load_inodes(struct fsck *f)
 		memcpy(&in->rec, v.mv_data, sizeof(in->rec));
 		uint32_t t = in->rec.mode & S_IFMT;
 		if (t == S_IFLNK)
-			in->bad = v.mv_size != sizeof(in->rec) + in->rec.size || in->rec.size == 0 ||
-				  in->rec.size > DBFS_SYMLINK_MAX;
+			in->bad = v.mv_size != sizeof(in->rec) + in->rec.size ||
+				  in->rec.size == 0 || in->rec.size > DBFS_SYMLINK_MAX;
 		else
 			in->bad = v.mv_size != sizeof(in->rec) ||
 				  (t != S_IFREG && t != S_IFDIR && t != S_IFCHR && t != S_IFBLK &&
@@ -205,7 +205,7 @@ void fsck_mark_reachable(struct fsck *f)
 
 void fsck_load(struct fsck *f)
 {
-	MDB_val k = { .mv_size = 5, .mv_data = "usage" }, v;
+	MDB_val k = {.mv_size = 5, .mv_data = "usage"}, v;
 	int rc;
 
 	fsck_unload(f);
@@ -262,8 +262,7 @@ static int key_cmp(const unsigned char *a, size_t alen, const unsigned char *b, 
 	return alen < blen ? -1 : alen > blen;
 }
 
-struct fsck_dirent *fsck_dirent_find(struct fsck *f, uint64_t parent, const void *name,
-				     size_t len)
+struct fsck_dirent *fsck_dirent_find(struct fsck *f, uint64_t parent, const void *name, size_t len)
 {
 	unsigned char key[8 + DBFS_NAME_MAX];
 	size_t lo = 0, hi = f->ndirents;

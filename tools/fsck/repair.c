@@ -17,7 +17,7 @@ static const char lost_found[] = "lost+found";
 static bool get_inode(struct fsck *f, uint64_t ino, struct dbfs_inode *rec)
 {
 	unsigned char kb[8];
-	MDB_val k = { 8, kb }, v;
+	MDB_val k = {8, kb}, v;
 	int rc;
 
 	dbfs_put_be64(kb, ino);
@@ -33,7 +33,7 @@ static bool get_inode(struct fsck *f, uint64_t ino, struct dbfs_inode *rec)
 static void put_rec(struct fsck *f, uint64_t ino, const struct dbfs_inode *rec)
 {
 	unsigned char kb[8];
-	MDB_val k = { 8, kb }, v;
+	MDB_val k = {8, kb}, v;
 	unsigned char *buf;
 	size_t len = sizeof(*rec);
 	int rc;
@@ -63,18 +63,18 @@ void fsck_put_inode(struct fsck *f, const struct fsck_inode *in)
 
 void fsck_del_key(struct fsck *f, MDB_dbi dbi, const void *key, size_t klen)
 {
-	MDB_val k = { klen, (void *)key };
+	MDB_val k = {klen, (void *)key};
 	int rc = mdb_del(f->txn, dbi, &k, NULL);
 
 	if (rc != MDB_NOTFOUND)
 		fsck_lmdb_check(rc, "deleting a record");
 }
 
-void fsck_put_dircook(struct fsck *f, uint64_t parent, uint64_t cookie, uint64_t ino,
-		      uint32_t type, const void *name, size_t len)
+void fsck_put_dircook(struct fsck *f, uint64_t parent, uint64_t cookie, uint64_t ino, uint32_t type,
+		      const void *name, size_t len)
 {
 	unsigned char kb[16], vb[12 + DBFS_NAME_MAX];
-	MDB_val k = { 16, kb }, v = { 12 + len, vb };
+	MDB_val k = {16, kb}, v = {12 + len, vb};
 
 	dbfs_put_be64(kb, parent);
 	dbfs_put_be64(kb + 8, cookie);
@@ -94,7 +94,7 @@ void fsck_del_dirent(struct fsck *f, struct fsck_dirent *d)
 		return;
 	/* Its dircook twin goes too, if it is one. */
 	unsigned char kb[16];
-	MDB_val k = { 16, kb }, v;
+	MDB_val k = {16, kb}, v;
 	dbfs_put_be64(kb, d->parent);
 	dbfs_put_be64(kb + 8, d->val.cookie);
 	int rc = mdb_get(f->txn, f->dbi_dircook, &k, &v);
@@ -110,7 +110,7 @@ void fsck_del_dirent(struct fsck *f, struct fsck_dirent *d)
 static void del_prefix(struct fsck *f, MDB_dbi dbi, uint64_t ino)
 {
 	unsigned char kb[8];
-	MDB_val k = { 8, kb }, v;
+	MDB_val k = {8, kb}, v;
 	MDB_cursor *c;
 	int rc;
 
@@ -143,7 +143,7 @@ static bool dirent_get(struct fsck *f, uint64_t parent, const char *name,
 {
 	unsigned char kb[8 + DBFS_NAME_MAX];
 	size_t len = strlen(name);
-	MDB_val k = { 8 + len, kb }, v;
+	MDB_val k = {8 + len, kb}, v;
 	int rc;
 
 	dbfs_put_be64(kb, parent);
@@ -158,14 +158,13 @@ static bool dirent_get(struct fsck *f, uint64_t parent, const char *name,
 }
 
 /* Add entry `name` -> ino (of type `type`) to directory `dir`. */
-static void link_entry(struct fsck *f, uint64_t dir, const char *name, uint64_t ino,
-		       uint32_t type)
+static void link_entry(struct fsck *f, uint64_t dir, const char *name, uint64_t ino, uint32_t type)
 {
 	struct dbfs_inode drec;
-	struct dbfs_dirent_val dv = { .ino = ino, .type = type };
+	struct dbfs_dirent_val dv = {.ino = ino, .type = type};
 	unsigned char kb[8 + DBFS_NAME_MAX];
 	size_t len = strlen(name);
-	MDB_val k = { 8 + len, kb }, v = { sizeof(dv), &dv };
+	MDB_val k = {8 + len, kb}, v = {sizeof(dv), &dv};
 
 	if (!get_inode(f, dir, &drec))
 		fsck_fatal("directory %" PRIu64 " vanished during repair", dir);
@@ -187,8 +186,8 @@ static uint64_t lost_found_dir(struct fsck *f)
 	struct dbfs_dirent_val dv;
 	struct dbfs_inode rec;
 	struct timespec now;
-	unsigned char kb[2] = { 's', 'b' };
-	MDB_val k = { 2, kb }, v = { sizeof(f->sb), &f->sb };
+	unsigned char kb[2] = {'s', 'b'};
+	MDB_val k = {2, kb}, v = {sizeof(f->sb), &f->sb};
 	uint64_t ino;
 
 	if (dirent_get(f, DBFS_ROOT_INO, lost_found, &dv)) {
@@ -204,14 +203,13 @@ static uint64_t lost_found_dir(struct fsck *f)
 	rec.mode = S_IFDIR | 0700;
 	rec.nlink = 2;
 	rec.atime_sec = rec.mtime_sec = rec.ctime_sec = rec.btime_sec = now.tv_sec;
-	rec.atime_nsec = rec.mtime_nsec = rec.ctime_nsec = rec.btime_nsec =
-		(uint32_t)now.tv_nsec;
+	rec.atime_nsec = rec.mtime_nsec = rec.ctime_nsec = rec.btime_nsec = (uint32_t)now.tv_nsec;
 	rec.next_cookie = DBFS_COOKIE_FIRST;
 	rec.parent = DBFS_ROOT_INO;
 	put_rec(f, ino, &rec);
 	link_entry(f, DBFS_ROOT_INO, lost_found, ino, S_IFDIR);
 	if (f->usage_ok) {
-		MDB_val uk = { 5, "usage" }, uv = { sizeof(f->usage), &f->usage };
+		MDB_val uk = {5, "usage"}, uv = {sizeof(f->usage), &f->usage};
 		f->usage.inodes++;
 		fsck_lmdb_check(mdb_put(f->txn, f->dbi_super, &uk, &uv, 0), "writing usage");
 	}

@@ -37,8 +37,8 @@ static bool check_dir_names(struct fsck *f)
 			if (d->parent == keep)
 				continue;
 			fsck_problem(f,
-				     "directory %" PRIu64 " has %" PRIu64
-				     " names; '%s' in %" PRIu64 " is extra",
+				     "directory %" PRIu64 " has %" PRIu64 " names; '%s' in %" PRIu64
+				     " is extra",
 				     ch->ino, ch->links, fsck_name(d->key + 8, d->klen - 8, 0),
 				     d->parent);
 		} else {
@@ -75,8 +75,9 @@ static void report_unreachable(struct fsck *f, struct fsck_inode *in)
 		fsck_problem(f, "%s %" PRIu64 ": unreachable, no entry names it (nlink %u)", type,
 			     in->ino, in->rec.nlink);
 	} else {
-		fsck_problem(f, "%s %" PRIu64 ": unreachable (named in directory %" PRIu64
-				", which is not reachable from the root)",
+		fsck_problem(f,
+			     "%s %" PRIu64 ": unreachable (named in directory %" PRIu64
+			     ", which is not reachable from the root)",
 			     type, in->ino, in->container);
 	}
 }
@@ -121,8 +122,9 @@ bool fsck_pass_tree(struct fsck *f)
 
 	if (!root || root->bad || !S_ISDIR(root->rec.mode)) {
 		fsck_unfixable(f, "root inode %llu %s", DBFS_ROOT_INO,
-			       !root ? "does not exist"
-			       : root->bad ? "is malformed" : "is not a directory");
+			       !root	   ? "does not exist"
+			       : root->bad ? "is malformed"
+					   : "is not a directory");
 		return false;
 	}
 	if (check_dir_names(f)) {

@@ -44,14 +44,14 @@ struct ino {
 	bool live;
 	unsigned char *data;
 	size_t size, cap;
-	bool dirty;           /* changed since the last fsync */
-	ino_t st_ino;         /* while loading */
+	bool dirty;   /* changed since the last fsync */
+	ino_t st_ino; /* while loading */
 };
 
 struct slot {
-	int ino;              /* -1: no such name */
-	char logged;          /* 'D', 'S', 'G' or 0 (never logged) */
-	uint64_t serial;      /* of the S record */
+	int ino;	 /* -1: no such name */
+	char logged;	 /* 'D', 'S', 'G' or 0 (never logged) */
+	uint64_t serial; /* of the S record */
 };
 
 static struct ino inodes[NINO];
@@ -207,10 +207,14 @@ static void do_pwrite(int fd, struct ino *in, size_t off, size_t len)
 static size_t some_length(void)
 {
 	switch (below(4)) {
-	case 0: return 1 + below(100);
-	case 1: return 1 + below(8192);
-	case 2: return 1 + below(200000);
-	default: return 1 + below(1 << 20);
+	case 0:
+		return 1 + below(100);
+	case 1:
+		return 1 + below(8192);
+	case 2:
+		return 1 + below(200000);
+	default:
+		return 1 + below(1 << 20);
 	}
 }
 
@@ -467,8 +471,7 @@ static bool parse_slot(const char *name, int *s)
 	int d, n;
 	char extra;
 
-	if (sscanf(name, "c%d/f%d%c", &d, &n, &extra) != 2 || n < 0 || n >= NSLOTS ||
-	    d != (n & 1))
+	if (sscanf(name, "c%d/f%d%c", &d, &n, &extra) != 2 || n < 0 || n >= NSLOTS || d != (n & 1))
 		return false;
 	*s = n;
 	return true;
@@ -488,7 +491,7 @@ static uint64_t read_log(struct record *rec)
 		die("%s", logpath);
 	}
 	while (fgets(line, sizeof(line), f)) {
-		struct record r = { 0 };
+		struct record r = {0};
 		unsigned long long ser = 0, size = 0;
 		int s;
 		if (sscanf(line, "%c %63s %llu %llu", &r.kind, name, &ser, &size) < 2 ||
@@ -579,7 +582,8 @@ static int verify(void)
 		if (rec[s].kind == 'G') {
 			gone++;
 			if (lstat(p, &st) == 0 || errno != ENOENT) {
-				fprintf(stderr, "crashload: %s exists, but was removed durably\n", p);
+				fprintf(stderr, "crashload: %s exists, but was removed durably\n",
+					p);
 				bad++;
 			}
 			continue;
@@ -607,10 +611,11 @@ static int verify(void)
 				while (k < n && k < m && a[k] == b[k])
 					k++;
 				fstat(fd, &st);
-				fprintf(stderr,
-					"crashload: %s: differs from its synced content at byte %zu "
-					"(size %lld, synced size %zu)\n",
-					p, off + (size_t)k, (long long)st.st_size, rec[s].size);
+				fprintf(
+				    stderr,
+				    "crashload: %s: differs from its synced content at byte %zu "
+				    "(size %lld, synced size %zu)\n",
+				    p, off + (size_t)k, (long long)st.st_size, rec[s].size);
 				bad++;
 				break;
 			}
@@ -656,12 +661,27 @@ int main(int argc, char **argv)
 	load();
 	for (uint64_t op = 0; op < maxops; op++) {
 		switch (below(10)) {
-		case 0: case 1: op_create(); break;
-		case 2: case 3: case 4: op_modify(); break;
-		case 5: op_rename(); break;
-		case 6: op_link(); break;
-		case 7: op_unlink(); break;
-		default: noise(); break;
+		case 0:
+		case 1:
+			op_create();
+			break;
+		case 2:
+		case 3:
+		case 4:
+			op_modify();
+			break;
+		case 5:
+			op_rename();
+			break;
+		case 6:
+			op_link();
+			break;
+		case 7:
+			op_unlink();
+			break;
+		default:
+			noise();
+			break;
 		}
 		if (below(3) == 0)
 			checkpoint();

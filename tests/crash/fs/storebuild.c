@@ -38,14 +38,14 @@ size_t sb_key2(unsigned char *k, uint64_t a, uint64_t b)
 
 void sb_put(struct sb *s, MDB_dbi dbi, const void *k, size_t klen, const void *v, size_t vlen)
 {
-	MDB_val kk = { klen, (void *)k }, vv = { vlen, (void *)v };
+	MDB_val kk = {klen, (void *)k}, vv = {vlen, (void *)v};
 
 	ok(mdb_put(s->txn, dbi, &kk, &vv, 0), "mdb_put");
 }
 
 int sb_del(struct sb *s, MDB_dbi dbi, const void *k, size_t klen)
 {
-	MDB_val kk = { klen, (void *)k };
+	MDB_val kk = {klen, (void *)k};
 	int rc = mdb_del(s->txn, dbi, &kk, NULL);
 
 	if (rc != MDB_NOTFOUND)
@@ -55,7 +55,7 @@ int sb_del(struct sb *s, MDB_dbi dbi, const void *k, size_t klen)
 
 int sb_get(struct sb *s, MDB_dbi dbi, const void *k, size_t klen, MDB_val *v)
 {
-	MDB_val kk = { klen, (void *)k };
+	MDB_val kk = {klen, (void *)k};
 	int rc = mdb_get(s->txn, dbi, &kk, v);
 
 	if (rc != MDB_NOTFOUND)
@@ -147,7 +147,7 @@ void sb_close(struct sb *s)
 static uint64_t new_inode(struct sb *s, uint32_t mode, uint64_t parent)
 {
 	struct dbfs_super sup;
-	struct dbfs_inode rec = { 0 };
+	struct dbfs_inode rec = {0};
 	struct dbfs_usage_rec u;
 	uint64_t ino;
 
@@ -170,10 +170,12 @@ static uint64_t new_inode(struct sb *s, uint32_t mode, uint64_t parent)
 
 void sb_create(struct sb *s, const char *dir)
 {
-	struct dbfs_super sup = { .version = DBFS_FORMAT_VERSION, .block_size = DBFS_BLOCK_SIZE,
-				  .next_ino = DBFS_ROOT_INO, .created_sec = 1700000000,
-				  .byte_order = 0x0102030405060708ull };
-	struct dbfs_usage_rec u = { 0, 0 };
+	struct dbfs_super sup = {.version = DBFS_FORMAT_VERSION,
+				 .block_size = DBFS_BLOCK_SIZE,
+				 .next_ino = DBFS_ROOT_INO,
+				 .created_sec = 1700000000,
+				 .byte_order = 0x0102030405060708ull};
+	struct dbfs_usage_rec u = {0, 0};
 
 	env_open(s, dir, MDB_CREATE);
 	memcpy(sup.magic, DBFS_MAGIC, sizeof(DBFS_MAGIC));
@@ -186,7 +188,7 @@ void sb_create(struct sb *s, const char *dir)
 void sb_link(struct sb *s, uint64_t parent, const char *name, uint64_t ino)
 {
 	struct dbfs_inode dir, rec;
-	struct dbfs_dirent_val dv = { .ino = ino };
+	struct dbfs_dirent_val dv = {.ino = ino};
 	unsigned char k[8 + DBFS_NAME_MAX], cv[12 + DBFS_NAME_MAX];
 	size_t klen = sb_key_name(k, parent, name), len = strlen(name);
 
@@ -230,8 +232,7 @@ void sb_unlink(struct sb *s, uint64_t parent, const char *name)
 	sb_put_inode(s, parent, &dir);
 }
 
-uint64_t sb_lookup(struct sb *s, uint64_t parent, const char *name,
-		   struct dbfs_dirent_val *val)
+uint64_t sb_lookup(struct sb *s, uint64_t parent, const char *name, struct dbfs_dirent_val *val)
 {
 	unsigned char k[8 + DBFS_NAME_MAX];
 	struct dbfs_dirent_val dv;
@@ -254,8 +255,7 @@ uint64_t sb_mkdir(struct sb *s, uint64_t parent, const char *name)
 	return ino;
 }
 
-uint64_t sb_mkfile(struct sb *s, uint64_t parent, const char *name, uint64_t size,
-		   uint32_t holes)
+uint64_t sb_mkfile(struct sb *s, uint64_t parent, const char *name, uint64_t size, uint32_t holes)
 {
 	uint64_t ino = new_inode(s, S_IFREG | 0644, parent);
 	static unsigned char buf[DBFS_BLOCK_SIZE];

@@ -29,8 +29,7 @@ void sb_close(struct sb *s);
 uint64_t sb_mkdir(struct sb *s, uint64_t parent, const char *name);
 /* A regular file of `size` bytes; blocks written for every block below
  * size whose index is not in the hole bitmap `holes` (bit b: block b). */
-uint64_t sb_mkfile(struct sb *s, uint64_t parent, const char *name, uint64_t size,
-		   uint32_t holes);
+uint64_t sb_mkfile(struct sb *s, uint64_t parent, const char *name, uint64_t size, uint32_t holes);
 uint64_t sb_symlink(struct sb *s, uint64_t parent, const char *name, const char *target);
 /* Add a name for an existing inode (a hard link; for a directory, breaks
  * the store). */
@@ -50,8 +49,7 @@ size_t sb_key_ino(unsigned char *k, uint64_t ino);
 size_t sb_key_name(unsigned char *k, uint64_t ino, const char *name);
 size_t sb_key2(unsigned char *k, uint64_t a, uint64_t b);
 /* Look up a name; 0 when absent. */
-uint64_t sb_lookup(struct sb *s, uint64_t parent, const char *name,
-		   struct dbfs_dirent_val *val);
+uint64_t sb_lookup(struct sb *s, uint64_t parent, const char *name, struct dbfs_dirent_val *val);
 void sb_get_usage(struct sb *s, struct dbfs_usage_rec *u);
 void sb_put_usage(struct sb *s, const struct dbfs_usage_rec *u);
 void sb_get_super(struct sb *s, struct dbfs_super *sup);

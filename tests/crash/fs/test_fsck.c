@@ -102,11 +102,11 @@ static const char *output(void)
 	return buf;
 }
 
-#define EXPECT_FSCK(rc, o1, o2)                                                            \
-	do {                                                                               \
-		int got_ = fsck(o1, o2);                                                   \
-		ck_assert_msg(got_ == (rc), "dbfs-fsck %s %s: exit %d, expected %d:\n%s",  \
-			      (o1) ? (o1) : "", (o2) ? (o2) : "", got_, (rc), output());   \
+#define EXPECT_FSCK(rc, o1, o2)                                                                    \
+	do {                                                                                       \
+		int got_ = fsck(o1, o2);                                                           \
+		ck_assert_msg(got_ == (rc), "dbfs-fsck %s %s: exit %d, expected %d:\n%s",          \
+			      (o1) ? (o1) : "", (o2) ? (o2) : "", got_, (rc), output());           \
 	} while (0)
 
 /* ---- damage, one kind per function ---- */
@@ -446,47 +446,47 @@ static void sym_kept(struct sb *s, const struct ids *id)
 struct fsck_case {
 	const char *name;
 	void (*damage)(struct sb *s, const struct ids *id);
-	int check;       /* exit code of the check */
-	int repair;      /* exit code of --repair (then a check gives 0 if 4, else 1) */
+	int check;  /* exit code of the check */
+	int repair; /* exit code of --repair (then a check gives 0 if 4, else 1) */
 	void (*after)(struct sb *s, const struct ids *id);
 };
 
 static const struct fsck_case cases[] = {
-	{ "clean", NULL, 0, 0, NULL },
-	{ "dangling dirent", del_inode, 1, 4, NULL },
-	{ "dirent type", dirent_type, 1, 4, sym_kept },
-	{ "missing dircook", del_dircook, 1, 4, NULL },
-	{ "extra dircook", extra_dircook, 1, 4, NULL },
-	{ "cookie past next_cookie", cookie_range, 1, 4, NULL },
-	{ "file nlink", file_nlink, 1, 4, NULL },
-	{ "directory nlink", dir_nlink, 1, 4, NULL },
-	{ "nentries", nentries, 1, 4, NULL },
-	{ "directory parent", dir_parent, 1, 4, NULL },
-	{ "orphan", orphan, 1, 4, big_gone },
-	{ "nlink 0 not in orphan table", orphan_unlisted, 1, 4, big_gone },
-	{ "unreachable file", lost_file, 1, 4, big_in_lost_found },
-	{ "unreachable directory", lost_dir, 1, 4, dir_in_lost_found },
-	{ "directory cycle", dir_cycle, 1, 4, NULL },
-	{ "directory with two names", dir_two_names, 1, 4, NULL },
-	{ "block past EOF", block_past_eof, 1, 4, NULL },
-	{ "block of missing inode", block_no_inode, 1, 4, NULL },
-	{ "block of a directory", block_of_dir, 1, 4, NULL },
-	{ "empty block", block_empty, 1, 4, NULL },
-	{ "block too long", block_too_long, 1, 4, NULL },
-	{ "alloc", alloc, 1, 4, NULL },
-	{ "usage bytes", usage_bytes, 1, 4, NULL },
-	{ "usage inodes", usage_inodes, 1, 4, NULL },
-	{ "usage missing", usage_missing, 1, 4, NULL },
-	{ "next_ino", next_ino, 1, 4, NULL },
-	{ "xattr of missing inode", xattr_no_inode, 1, 4, NULL },
-	{ "orphan entry of missing inode", orphan_no_inode, 1, 4, NULL },
-	{ "orphan entry of linked inode", orphan_linked, 1, 4, NULL },
-	{ "name with a slash", bad_name, 1, 4, NULL },
-	{ "malformed inode", short_inode, 1, 1, NULL },
-	{ "size above the maximum", huge_file, 1, 1, NULL },
-	{ "bad magic", bad_magic, 8, 8, NULL },
-	{ "bad version", bad_version, 8, 8, NULL },
-	{ "bad byte order", bad_byte_order, 8, 8, NULL },
+    {"clean", NULL, 0, 0, NULL},
+    {"dangling dirent", del_inode, 1, 4, NULL},
+    {"dirent type", dirent_type, 1, 4, sym_kept},
+    {"missing dircook", del_dircook, 1, 4, NULL},
+    {"extra dircook", extra_dircook, 1, 4, NULL},
+    {"cookie past next_cookie", cookie_range, 1, 4, NULL},
+    {"file nlink", file_nlink, 1, 4, NULL},
+    {"directory nlink", dir_nlink, 1, 4, NULL},
+    {"nentries", nentries, 1, 4, NULL},
+    {"directory parent", dir_parent, 1, 4, NULL},
+    {"orphan", orphan, 1, 4, big_gone},
+    {"nlink 0 not in orphan table", orphan_unlisted, 1, 4, big_gone},
+    {"unreachable file", lost_file, 1, 4, big_in_lost_found},
+    {"unreachable directory", lost_dir, 1, 4, dir_in_lost_found},
+    {"directory cycle", dir_cycle, 1, 4, NULL},
+    {"directory with two names", dir_two_names, 1, 4, NULL},
+    {"block past EOF", block_past_eof, 1, 4, NULL},
+    {"block of missing inode", block_no_inode, 1, 4, NULL},
+    {"block of a directory", block_of_dir, 1, 4, NULL},
+    {"empty block", block_empty, 1, 4, NULL},
+    {"block too long", block_too_long, 1, 4, NULL},
+    {"alloc", alloc, 1, 4, NULL},
+    {"usage bytes", usage_bytes, 1, 4, NULL},
+    {"usage inodes", usage_inodes, 1, 4, NULL},
+    {"usage missing", usage_missing, 1, 4, NULL},
+    {"next_ino", next_ino, 1, 4, NULL},
+    {"xattr of missing inode", xattr_no_inode, 1, 4, NULL},
+    {"orphan entry of missing inode", orphan_no_inode, 1, 4, NULL},
+    {"orphan entry of linked inode", orphan_linked, 1, 4, NULL},
+    {"name with a slash", bad_name, 1, 4, NULL},
+    {"malformed inode", short_inode, 1, 1, NULL},
+    {"size above the maximum", huge_file, 1, 1, NULL},
+    {"bad magic", bad_magic, 8, 8, NULL},
+    {"bad version", bad_version, 8, 8, NULL},
+    {"bad byte order", bad_byte_order, 8, 8, NULL},
 };
 
 START_TEST(test_case)

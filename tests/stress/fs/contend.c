@@ -30,15 +30,15 @@
 #include "manifest.h"
 
 #define NTHREADS 4
-#define NFILES   2
-#define STRIPE   1000u   /* not a divisor of a page: stripes share pages */
+#define NFILES	 2
+#define STRIPE	 1000u /* not a divisor of a page: stripes share pages */
 
 static char root[4096];
 static size_t max_size = 1u << 20;
 static uint64_t seed, nops;
 static int fds[NFILES];
-static unsigned char *model[NFILES];   /* each byte written by its owner only */
-static _Atomic size_t extent[NFILES];  /* largest end written */
+static unsigned char *model[NFILES];  /* each byte written by its owner only */
+static _Atomic size_t extent[NFILES]; /* largest end written */
 static atomic_int failed;
 
 struct worker {
@@ -139,7 +139,8 @@ static int verify(void)
 		struct stat st;
 		size_t size = atomic_load(&extent[f]);
 		if (fstat(fds[f], &st) < 0 || (size_t)st.st_size != size) {
-			failf("file %d: st_size %lld, expected %zu", f, (long long)st.st_size, size);
+			failf("file %d: st_size %lld, expected %zu", f, (long long)st.st_size,
+			      size);
 			return 1;
 		}
 		for (size_t off = 0; off < size; off += sizeof(buf)) {
@@ -152,7 +153,8 @@ static int verify(void)
 				size_t k = 0;
 				while (buf[k] == model[f][off + k])
 					k++;
-				failf("file %d: byte %zu (stripe %zu, thread %zu) is %#x, written %#x",
+				failf("file %d: byte %zu (stripe %zu, thread %zu) is %#x, written "
+				      "%#x",
 				      f, off + k, (off + k) / STRIPE, (off + k) / STRIPE % NTHREADS,
 				      buf[k], model[f][off + k]);
 				return 1;

@@ -15,8 +15,7 @@ uint64_t fnv(const unsigned char *p, size_t n, uint64_t h)
 	return h;
 }
 
-void manifest_line(FILE *m, const char *rel, const unsigned char *data, size_t size,
-		   unsigned nlink)
+void manifest_line(FILE *m, const char *rel, const unsigned char *data, size_t size, unsigned nlink)
 {
 	fprintf(m, "%s %zu %u %016" PRIx64 "\n", rel, size, nlink, fnv(data, size, FNV_INIT));
 }
@@ -63,4 +62,3 @@ int manifest_check(const char *dir, const char *path)
 	printf("stress: %d files checked against %s, %d differ\n", n, path, bad);
 	return bad ? 1 : 0;
 }
-

@@ -31,29 +31,29 @@
 
 #include "manifest.h"
 
-#define NDIRS    4
-#define NINODES  48      /* live model inodes at most */
-#define NSLOTS   64      /* names */
-#define NFDS     12      /* open descriptors */
-#define HISTORY  4096    /* remembered operations */
-#define BLOCK    65536u  /* DBFS_BLOCK_SIZE: aim writes at its edges */
+#define NDIRS	4
+#define NINODES 48     /* live model inodes at most */
+#define NSLOTS	64     /* names */
+#define NFDS	12     /* open descriptors */
+#define HISTORY 4096   /* remembered operations */
+#define BLOCK	65536u /* DBFS_BLOCK_SIZE: aim writes at its edges */
 
 struct inode {
 	bool live;
 	unsigned char *data;
 	size_t size, cap;
 	unsigned nlink;
-	unsigned id;          /* for messages: never reused */
+	unsigned id; /* for messages: never reused */
 };
 
 struct fd {
-	int fd;               /* -1: free */
+	int fd; /* -1: free */
 	int ino;
-	bool append;          /* opened O_APPEND: writes go to the end */
+	bool append; /* opened O_APPEND: writes go to the end */
 };
 
 static struct inode inodes[NINODES];
-static int slots[NSLOTS];      /* inode index or -1 */
+static int slots[NSLOTS]; /* inode index or -1 */
 static struct fd fds[NFDS];
 static char root[4096];
 static uint64_t rng, seed, opno;
@@ -258,7 +258,7 @@ static void verify_dirs(void)
 {
 	for (int d = 0; d < NDIRS; d++) {
 		char path[4200];
-		bool seen[NSLOTS] = { false };
+		bool seen[NSLOTS] = {false};
 		DIR *dir;
 		struct dirent *e;
 
@@ -367,8 +367,12 @@ static void op_open(void)
 		return;
 	int flags = O_RDWR;
 	switch (below(6)) {
-	case 0: flags |= O_TRUNC; break;
-	case 1: flags |= O_APPEND; break;
+	case 0:
+		flags |= O_TRUNC;
+		break;
+	case 1:
+		flags |= O_APPEND;
+		break;
 	}
 	slot_path(s, path, sizeof(path));
 	note(slots[s], "open %s%s%s (size %zu)", path + strlen(root) + 1,
@@ -399,25 +403,33 @@ static void op_close(void)
 static size_t pick_offset(const struct inode *in)
 {
 	switch (below(6)) {
-	case 0: return in->size;                                       /* append */
-	case 1: return below(in->size + 1);                            /* inside */
-	case 2: return in->size + below(3 * BLOCK);                    /* past EOF: hole */
-	case 3: {                                                      /* at a block edge */
+	case 0:
+		return in->size; /* append */
+	case 1:
+		return below(in->size + 1); /* inside */
+	case 2:
+		return in->size + below(3 * BLOCK); /* past EOF: hole */
+	case 3: {				    /* at a block edge */
 		size_t b = below(in->size / BLOCK + 2) * BLOCK;
 		size_t d = below(64);
 		return below(2) && b >= d ? b - d : b + d;
 	}
-	default: return below(max_size);
+	default:
+		return below(max_size);
 	}
 }
 
 static size_t pick_length(void)
 {
 	switch (below(4)) {
-	case 0: return 1 + below(16);
-	case 1: return 1 + below(4096);
-	case 2: return 1 + below(BLOCK);
-	default: return 1 + below(3 * BLOCK);
+	case 0:
+		return 1 + below(16);
+	case 1:
+		return 1 + below(4096);
+	case 2:
+		return 1 + below(BLOCK);
+	default:
+		return 1 + below(3 * BLOCK);
 	}
 }
 
@@ -467,14 +479,18 @@ static void op_write(void)
 static size_t pick_size(const struct inode *in)
 {
 	switch (below(5)) {
-	case 0: return 0;
-	case 1: return below(in->size + 1);
-	case 2: return in->size + below(2 * BLOCK);
+	case 0:
+		return 0;
+	case 1:
+		return below(in->size + 1);
+	case 2:
+		return in->size + below(2 * BLOCK);
 	case 3: {
 		size_t b = below(in->size / BLOCK + 2) * BLOCK;
 		return below(2) && b ? b - 1 : b + below(2);
 	}
-	default: return below(max_size);
+	default:
+		return below(max_size);
 	}
 }
 
@@ -609,9 +625,9 @@ static const struct {
 	void (*fn)(void);
 	unsigned weight;
 } ops[] = {
-	{ op_create, 6 },   { op_open, 6 },      { op_close, 5 },      { op_write, 30 },
-	{ op_truncate, 8 }, { op_rename, 8 },    { op_link, 5 },       { op_unlink, 6 },
-	{ op_fsync, 4 },    { op_read_fd, 10 },  { op_verify_slot, 12 },
+    {op_create, 6},   {op_open, 6},	{op_close, 5},	      {op_write, 30},
+    {op_truncate, 8}, {op_rename, 8},	{op_link, 5},	      {op_unlink, 6},
+    {op_fsync, 4},    {op_read_fd, 10}, {op_verify_slot, 12},
 };
 
 static void write_manifest(const char *dir, const char *path)
