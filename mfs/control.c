@@ -25,7 +25,7 @@
 
 /* How long an unmounted session may take to end before the next, harder step
  * (lazy unmount -> connection abort -> closing the device). */
-#define END_WAIT_MS 3000
+#define END_WAIT_MS 1500
 
 enum job_kind {
 	JOB_CMD,     /* a user's command */
