@@ -153,6 +153,8 @@ fs_mount() {
 	# the cleanup kills it first instead of waiting for an unmount.
 	trap 'FS_INTERRUPTED=1; exit 130' INT
 	trap 'FS_INTERRUPTED=1; exit 143' TERM
+	trap 'FS_INTERRUPTED=1; exit 129' HUP
+	trap 'exit 141' PIPE
 	MNT="$T/mnt"
 	OUT="$T/out"
 	STORE="$T/store"
@@ -202,7 +204,7 @@ fs_remount() {
 
 fs_cleanup() {
 	_rc=$?
-	trap - EXIT INT TERM
+	trap - EXIT INT TERM HUP PIPE
 	set +e
 	cd /
 	[ "$_rc" -ne 0 ] && [ "$_rc" -ne 77 ] && mfs_log_dump
