@@ -721,8 +721,10 @@ static int run_delay(int argc, char **argv)
 			fail("enqueue", rc);
 	}
 	fprintf(stderr,
-		"delay: %" PRIu64 " pending enqueued in %.1f s, VmRSS %ld kB RssAnon %ld kB\n",
-		pending, (double)(now_us() - t0) / 1e6, status_kb("VmRSS"), status_kb("RssAnon"));
+		"delay: %" PRIu64 " pending enqueued in %.1f s, VmRSS %ld kB RssAnon %ld kB"
+		" RssFile %ld kB RssShmem %ld kB\n",
+		pending, (double)(now_us() - t0) / 1e6, status_kb("VmRSS"), status_kb("RssAnon"),
+		status_kb("RssFile"), status_kb("RssShmem"));
 	/* probes: due over span seconds from 1 s on (enqueueing them all takes
 	 * less than that; this thread then only dequeues) */
 	t0 = now_us() + 1000000;
@@ -757,11 +759,12 @@ static int run_delay(int argc, char **argv)
 	}
 	qsort(lat.v, lat.n, sizeof(*lat.v), u64cmp);
 	mq_stats(q, &st);
-	printf("pending=%" PRIu64
-	       " VmRSS_kB=%ld VmHWM_kB=%ld RssAnon_kB=%ld lateness_p50_us=%" PRIu64
-	       " p99_us=%" PRIu64 " max_us=%" PRIu64 " still_pending=%" PRIu64 "\n",
+	printf("pending=%" PRIu64 " VmRSS_kB=%ld VmHWM_kB=%ld RssAnon_kB=%ld RssFile_kB=%ld"
+	       " lateness_p50_us=%" PRIu64 " p99_us=%" PRIu64 " max_us=%" PRIu64
+	       " still_pending=%" PRIu64 "\n",
 	       pending, status_kb("VmRSS"), status_kb("VmHWM"), status_kb("RssAnon"),
-	       lat.v[lat.n / 2], lat.v[lat.n * 99 / 100], lat.v[lat.n - 1], st.delayed_pending);
+	       status_kb("RssFile"), lat.v[lat.n / 2], lat.v[lat.n * 99 / 100], lat.v[lat.n - 1],
+	       st.delayed_pending);
 	mq_unsubscribe(s);
 	atomic_store(&stop_sync, 1);
 	if (!getenv("QBENCH_NOSYNC"))
