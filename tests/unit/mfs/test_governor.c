@@ -1,0 +1,78 @@
+/* governor.c: token buckets and the fair share of workers. */
+#include "governor.h"
+#include "suites.h"
+
+#define SEC 1000000000ull
+
+START_TEST(unlimited)
+{
+	struct mfs_bucket b;
+	mfs_bucket_set(&b, 0, 1, 0);
+	for (int i = 0; i < 1000; i++)
+		mfs_bucket_take(&b, 1e9);
+	ck_assert(mfs_bucket_ok(&b));
+	ck_assert_uint_eq(mfs_bucket_wait_ns(&b), 0);
+}
+END_TEST
+
+START_TEST(rate)
+{
+	struct mfs_bucket b;
+	mfs_bucket_set(&b, 100, 1, 0); /* burst 10 */
+	for (int i = 0; i < 10; i++)
+		mfs_bucket_take(&b, 1);
+	ck_assert(mfs_bucket_ok(&b));
+	mfs_bucket_take(&b, 1);
+	ck_assert(!mfs_bucket_ok(&b));
+	/* one token accrues in 10 ms */
+	uint64_t w = mfs_bucket_wait_ns(&b);
+	ck_assert_uint_gt(w, 9000000);
+	ck_assert_uint_lt(w, 11000000);
+	mfs_bucket_refill(&b, w);
+	ck_assert(mfs_bucket_ok(&b));
+	/* never more than the burst */
+	mfs_bucket_refill(&b, 100 * SEC);
+	ck_assert(b.tokens <= 10.0 + 1e-9);
+}
+END_TEST
+
+START_TEST(debt)
+{
+	struct mfs_bucket b;
+	mfs_bucket_set(&b, 1 << 20, 1 << 20, 0); /* 1 MiB/s, burst 1 MiB */
+	mfs_bucket_take(&b, 3 << 20);            /* a large write is admitted */
+	ck_assert(!mfs_bucket_ok(&b));
+	mfs_bucket_refill(&b, SEC);
+	ck_assert(!mfs_bucket_ok(&b));
+	mfs_bucket_refill(&b, 2 * SEC);
+	ck_assert(mfs_bucket_ok(&b));
+}
+END_TEST
+
+START_TEST(fair)
+{
+	/* alone: every worker */
+	ck_assert_uint_eq(mfs_fair_limit(8, 1, 1, 0), 8);
+	/* others exist but idle: one worker stays free */
+	ck_assert_uint_eq(mfs_fair_limit(8, 3, 1, 0), 7);
+	/* busy neighbours: a share each */
+	ck_assert_uint_eq(mfs_fair_limit(8, 3, 2, 0), 4);
+	ck_assert_uint_eq(mfs_fair_limit(8, 3, 3, 0), 3);
+	ck_assert_uint_eq(mfs_fair_limit(8, 100, 100, 0), 1);
+	/* the cap wins when lower */
+	ck_assert_uint_eq(mfs_fair_limit(8, 1, 1, 2), 2);
+	ck_assert_uint_eq(mfs_fair_limit(1, 5, 5, 0), 1);
+}
+END_TEST
+
+Suite *mfs_governor_suite(void)
+{
+	Suite *s = suite_create("governor");
+	TCase *tc = tcase_create("buckets");
+	tcase_add_test(tc, unlimited);
+	tcase_add_test(tc, rate);
+	tcase_add_test(tc, debt);
+	tcase_add_test(tc, fair);
+	suite_add_tcase(s, tc);
+	return s;
+}
