@@ -16,7 +16,8 @@
  *   needed) of the time, which the brute-force simulation confirms.
  *
  * Memory: shards (one tail each) + sum u_i + what covering adds. Below that
- * the cache thrashes and every subshard a reader enters is a restore.
+ * the cache thrashes: the overhead rises towards every subshard a reader
+ * enters being a restore (linearly, as tails are only partly filled).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -83,8 +84,8 @@ static double overhead(const struct gap *g, size_t k, unsigned nshards, unsigned
 		over += g[j].saving * u;
 		all += g[j].saving;
 	}
-	if (mem > cap)
-		return all; /* thrashing */
+	if (mem > cap) /* thrashing, less so the closer the size is to mem */
+		return all - (all - over) * (double)cap / mem;
 	for (size_t j = 0; j < k; j++) {
 		double u = g[j].c < 1 ? g[j].c : 1, need = g[j].c - u;
 
