@@ -3,7 +3,9 @@
 # hard links, a large directory, and a file unlinked while open when the
 # daemon is killed. The store must check clean except for that orphan
 # (reported strictly, a note with --allow-orphans), --repair must reclaim
-# it, and the repaired store must mount with every file intact.
+# it, and the repaired store must mount with every file intact. Last, files
+# unlinked while open and closed just before a clean unmount: once the
+# daemon is gone, no orphan may be left (a clean store has none).
 . "$(dirname "$0")/../../stress/fs/harness.sh"
 
 h_need_dbfs
@@ -60,4 +62,22 @@ cmp "$MNT/a/b/hard" "$OUT/file" || die "a/b/hard differs after the repair"
 [ ! -e "$MNT/orphan" ] || die "the orphan has a name again"
 h_stop || die "unclean unmount"
 h_fsck 0 || die "not clean after the last mount"
+
+# A store on the temporary directory's own file system (not the harness's
+# tmpfs): slower commits widen the window between the last close and the
+# unmount.
+STORE="$T/store-disk"
+mkdir "$STORE"
+round=1
+while [ "$round" -le 20 ]; do
+	h_start "${MFS_OPTS:-}"
+	sh -c 'cd "$1" && exec 3<>u3 4<>u4 5<>u5 6<>u6 7<>u7 8<>u8 9<>u9 &&
+		for k in 3 4 5 6 7 8 9; do
+			head -c 100000 /dev/zero >"/proc/self/fd/$k" && rm "u$k" || exit 1
+		done' sh "$MNT" || die "round $round: writing the unlinked files failed"
+	h_stop || die "round $round: unclean unmount"
+	h_fsck 0 || die "round $round: files unlinked while open, all closed before a clean" \
+		"unmount, are still orphans after the daemon exited"
+	round=$((round + 1))
+done
 log "ok"

@@ -11,6 +11,7 @@
 set -eu
 
 T=""
+H_TMPFS=""
 MNT=""
 STORE=""
 OUT=""
@@ -65,8 +66,9 @@ h_init() {
 	mkdir "$MNT" "$STORE" "$OUT"
 	# The store on its own tmpfs when we may mount one: fast, and nothing
 	# but this store in it.
-	if [ "$(id -u)" -eq 0 ]; then
-		mount -t tmpfs -o "size=${STORE_SIZE:-4g}" mfs-stress-store "$STORE" 2>/dev/null || true
+	if [ "$(id -u)" -eq 0 ] &&
+		mount -t tmpfs -o "size=${STORE_SIZE:-4g}" mfs-stress-store "$STORE" 2>/dev/null; then
+		H_TMPFS="$STORE" # unmounted by h_cleanup even if a test changes STORE
 	fi
 }
 
@@ -157,8 +159,10 @@ h_cleanup() {
 			mkdir -p "$H_KEEP" && cp -a "$OUT" "$STORE" "$MFS_LOG" "$H_KEEP/" 2>/dev/null
 			log "kept the store, the logs and the workload's files in $H_KEEP"
 		fi
-		is_mounted "$STORE" && { umount "$STORE" 2>/dev/null || umount -l "$STORE"; }
-		if is_mounted "$MNT" || is_mounted "$STORE"; then
+		if [ -n "${H_TMPFS:-}" ] && is_mounted "$H_TMPFS"; then
+			umount "$H_TMPFS" 2>/dev/null || umount -l "$H_TMPFS"
+		fi
+		if is_mounted "$MNT" || { [ -n "${H_TMPFS:-}" ] && is_mounted "$H_TMPFS"; }; then
 			log "left a mount behind in $T; not removing it"
 		else
 			rm -rf "$T"
