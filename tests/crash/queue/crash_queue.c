@@ -10,7 +10,10 @@
  *   inside a transaction that also records the last acknowledged number
  *   per enqueuer; every delivery must be exactly the next one (after a
  *   restart, the one after the last acknowledged) — checked live;
- * - order per enqueuer holds (the same check).
+ * - order per enqueuer holds (the same check);
+ * - delayed messages (enqueuers DELAYED.., all with the same delay, so due
+ *   order is enqueue order) are promoted exactly once, in order, even when
+ *   the kill lands in a promotion.
  *
  * Usage: crash_queue ITERATIONS        (exit 0 on success)
  *        crash_queue worker DIR        (internal)
@@ -28,7 +31,9 @@
 
 #include "mfsq.h"
 
-#define E 6 /* enqueuers */
+#define E	 8 /* enqueuers */
+#define DELAYED	 6 /* enqueuers from here on send delayed messages */
+#define DELAY_US 20000
 
 static void crash_cfg(struct mq_config *c)
 {
@@ -36,6 +41,14 @@ static void crash_cfg(struct mq_config *c)
 	c->nshards = 3;
 	c->subshard_msgs = 256;
 	c->retain_max = 1024; /* the dequeuer may fall behind over many kills */
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 static MDB_env *open_env(const char *dir)
@@ -103,13 +116,17 @@ static void *enqueuer(void *arg)
 			die("txn", rc);
 		for (int i = 0; i < E; i++)
 			next[i] = get_ctr(txn, a->db, 'e', i);
+		uint64_t due = now_us() + DELAY_US;
+
 		for (int j = 0; j < n; j++) {
 			int e = rand_r(&seed) % E;
 
 			vals[j][0] = (uint64_t)e;
 			vals[j][1] = next[e]++;
-			in[j] = (struct mq_msg_in){
-			    .data = vals[j], .len = sizeof(vals[j]), .enqueuer = (uint64_t)e};
+			in[j] = (struct mq_msg_in){.data = vals[j],
+						   .len = sizeof(vals[j]),
+						   .enqueuer = (uint64_t)e,
+						   .deliver_us = e >= DELAYED ? due : 0};
 		}
 		rc = mq_enqueue_batch(a->q, txn, in, (size_t)n, NULL);
 		for (int i = 0; !rc && i < E; i++)
@@ -233,9 +250,14 @@ static int verify(const char *dir)
 	for (;;) {
 		struct mq_msg out[64];
 		size_t n;
+		int done = 1;
 
-		rc = mq_dequeue(s, out, 64, &n, 0);
-		if (rc == EAGAIN)
+		for (int i = 0; i < E; i++)
+			done &= expect[i] >= enq[i];
+		/* delayed ones may still be waiting: a bounded wait for them, then
+		 * nothing more may come */
+		rc = mq_dequeue(s, out, 64, &n, done ? 0 : 10000);
+		if (rc == EAGAIN || rc == ETIMEDOUT)
 			break;
 		if (rc)
 			die("dequeue", rc);
