@@ -229,6 +229,8 @@ unsigned mq_dbs_needed(const struct mq_config *cfg);
  *   ENOMEM   out of memory;
  *   MDB_DBS_FULL  mdb_env_set_maxdbs() too small;
  *   ENOSPC   the map is full;
+ *   MDB_VERSION_MISMATCH  the queue was written by another format version;
+ *   MDB_CORRUPTED         a queue record has the wrong size;
  *   any LMDB error of mdb_txn_begin()/mdb_dbi_open().
  * Thread context: any thread not holding a write transaction on @p env.
  */
@@ -326,8 +328,8 @@ void mq_unsubscribe(mq_sub *s);
 
 /**
  * Remove a durable subscriber from the store (it no longer holds messages).
- * @return 0, ENOENT unknown subscriber, EBUSY open in this process, LMDB
- *   errors. Thread context: as mq_subscribe().
+ * @return 0, EINVAL bad name, ENOENT unknown subscriber, EBUSY open in this
+ *   process, ENOSPC, LMDB errors. Thread context: as mq_subscribe().
  */
 int mq_subscriber_delete(mq_queue *q, const char *name);
 
@@ -375,7 +377,10 @@ int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m);
  *   EINVAL  shard out of range;
  *   ERANGE  seq beyond the end of the shard (more than next sequence number);
  *   ENOENT  seq no longer retained (dropped);
- *   LMDB errors.
+ *   ENOSPC  (durable subscriber) the new position could not be written;
+ *   ENOMEM, LMDB errors.
+ * A durable subscriber's new position is written at once (acknowledged
+ * positions of the other shards are written as they are in memory).
  * Thread context: as mq_dequeue().
  */
 int mq_seek_seq(mq_sub *s, uint32_t shard, uint64_t seq);
@@ -383,7 +388,9 @@ int mq_seek_seq(mq_sub *s, uint32_t shard, uint64_t seq);
 /**
  * Move the subscriber, in every shard, to the first retained message whose
  * delivery time is >= @p t_us (the end of the shard if none).
- * @return 0 or LMDB errors. Thread context: as mq_dequeue().
+ * Seeking to a time scans the retained messages of each shard.
+ * @return 0, ENOMEM, ENOSPC (durable subscriber: position not written), LMDB
+ *   errors. Thread context: as mq_dequeue().
  */
 int mq_seek_time(mq_sub *s, uint64_t t_us);
 
