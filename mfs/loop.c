@@ -8,12 +8,13 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <fuse_lowlevel.h>
 
 #include "log.h"
 #include "loop_private.h"
 
-/* While a session is throttled the dispatcher wakes this often to refill. */
+/* While a session is throttled a timer wakes a worker this often to refill. */
 #define THROTTLE_TICK_MS 2
 
 uint64_t mfs_now_ns(void)
@@ -26,7 +27,7 @@ uint64_t mfs_now_ns(void)
 
 void mfs_session_update_busy(struct mfs_session *s)
 {
-	bool busy = s->queued || s->inflight > 0;
+	bool busy = s->inflight > 0;
 
 	if (busy != s->busy) {
 		s->busy = busy;
@@ -44,23 +45,25 @@ static void set_throttled(struct mfs_session *s, bool on)
 	if (s->throttled == on)
 		return;
 	s->throttled = on;
+	struct itimerspec its = {{0, 0}, {0, 0}};
 	if (on) {
 		s->st.throttled++;
-		if (loop->throttled++ == 0) {
-			uint64_t one = 1;
-			if (write(loop->evfd, &one, sizeof(one)) < 0)
-				mfs_warn("loop: eventfd write: %s", strerror(errno));
-		}
-	} else {
-		loop->throttled--;
+		if (loop->throttled++ != 0)
+			return;
+		its.it_interval.tv_nsec = THROTTLE_TICK_MS * 1000000L;
+		its.it_value = its.it_interval;
+	} else if (--loop->throttled != 0) {
+		return;
 	}
+	if (timerfd_settime(loop->tfd, 0, &its, NULL) < 0)
+		mfs_warn("loop: timerfd: %s", strerror(errno));
 }
 
 bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 {
 	struct mfs_loop *loop = s->loop;
 
-	if (s->ended || s->armed || s->queued)
+	if (s->ended || s->armed)
 		return false;
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
@@ -90,73 +93,36 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 
 bool mfs_session_end_due(struct mfs_session *s)
 {
-	if (!s->ended || s->inflight || s->queued || s->end_reported)
+	if (!s->ended || s->inflight || s->end_reported)
 		return false;
 	s->end_reported = true;
 	return true;
 }
 
-static void *dispatcher_main(void *arg)
+void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns)
 {
-	struct mfs_loop *loop = arg;
-	struct epoll_event evs[64];
+	for (struct mfs_session *s = loop->sessions; s; s = s->next)
+		if (s->throttled)
+			mfs_session_admit(s, now_ns);
+}
 
-	for (;;) {
-		pthread_mutex_lock(&loop->lock);
-		int timeout = loop->throttled ? THROTTLE_TICK_MS : -1;
-		bool stop = loop->stopping;
-		uint64_t gen = ++loop->gen;
-		pthread_mutex_unlock(&loop->lock);
-		if (stop)
-			break;
-
-		int n = epoll_wait(loop->epfd, evs, 64, timeout);
-		if (n < 0 && errno != EINTR) {
-			mfs_err("loop: epoll_wait: %s", strerror(errno));
-			break;
+void mfs_loop_sweep(struct mfs_loop *loop)
+{
+	if (!loop->grave)
+		return;
+	uint64_t oldest = UINT64_MAX;
+	for (unsigned i = 0; i < loop->nworkers; i++)
+		if (loop->wgen[i] < oldest)
+			oldest = loop->wgen[i];
+	for (struct mfs_session **pp = &loop->grave; *pp;) {
+		struct mfs_session *g = *pp;
+		if (g->removed_gen < oldest) {
+			*pp = g->grave_next;
+			free(g);
+		} else {
+			pp = &g->grave_next;
 		}
-		uint64_t now = mfs_now_ns();
-		pthread_mutex_lock(&loop->lock);
-		for (int i = 0; i < n; i++) {
-			struct mfs_session *s = evs[i].data.ptr;
-			if (!s) {
-				uint64_t v;
-				if (read(loop->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-					mfs_warn("loop: eventfd read: %s", strerror(errno));
-				continue;
-			}
-			if (s->removed)
-				continue;
-			s->armed = false;
-			if (s->ended || s->queued)
-				continue;
-			s->queued = true;
-			s->ready_next = NULL;
-			if (loop->ready_tail)
-				loop->ready_tail->ready_next = s;
-			else
-				loop->ready_head = s;
-			loop->ready_tail = s;
-			mfs_session_update_busy(s);
-			pthread_cond_signal(&loop->work);
-		}
-		if (loop->throttled) {
-			for (struct mfs_session *s = loop->sessions; s; s = s->next)
-				if (s->throttled)
-					mfs_session_admit(s, now);
-		}
-		for (struct mfs_session **pp = &loop->grave; *pp;) {
-			struct mfs_session *g = *pp;
-			if (g->removed_gen < gen) {
-				*pp = g->grave_next;
-				free(g);
-			} else {
-				pp = &g->grave_next;
-			}
-		}
-		pthread_mutex_unlock(&loop->lock);
 	}
-	return NULL;
 }
 
 int mfs_loop_create(unsigned workers, struct mfs_loop **out)
@@ -168,31 +134,35 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		return -ENOMEM;
 	int rc;
 	loop->nworkers = workers;
-	loop->epfd = loop->evfd = -1;
+	loop->epfd = loop->evfd = loop->tfd = -1;
 	pthread_mutex_init(&loop->lock, NULL);
-	pthread_cond_init(&loop->work, NULL);
 	loop->workers = calloc(workers, sizeof(*loop->workers));
-	if (!loop->workers) {
+	loop->wargs = calloc(workers, sizeof(*loop->wargs));
+	loop->wgen = calloc(workers, sizeof(*loop->wgen));
+	if (!loop->workers || !loop->wargs || !loop->wgen) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (loop->epfd < 0 || loop->evfd < 0) {
+	loop->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (loop->epfd < 0 || loop->evfd < 0 || loop->tfd < 0) {
 		rc = -errno;
 		goto fail;
 	}
-	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
-	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->evfd, &ev) < 0) {
+	/* Workers wait on the epoll set themselves: a request is read by the
+	 * thread the kernel wakes, with no hand-off between threads. */
+	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &loop->evfd};
+	struct epoll_event tev = {.events = EPOLLIN, .data.ptr = &loop->tfd};
+	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->evfd, &ev) < 0 ||
+	    epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->tfd, &tev) < 0) {
 		rc = -errno;
 		goto fail;
 	}
-	rc = -pthread_create(&loop->dispatcher, NULL, dispatcher_main, loop);
-	if (rc)
-		goto fail;
-	loop->dispatcher_started = true;
 	for (unsigned i = 0; i < workers; i++) {
-		rc = -pthread_create(&loop->workers[i], NULL, mfs_pool_worker, loop);
+		loop->wargs[i].loop = loop;
+		loop->wargs[i].idx = i;
+		rc = -pthread_create(&loop->workers[i], NULL, mfs_pool_worker, &loop->wargs[i]);
 		if (rc) {
 			loop->nworkers = i;
 			mfs_loop_destroy(loop);
@@ -206,7 +176,11 @@ fail:
 		close(loop->epfd);
 	if (loop->evfd >= 0)
 		close(loop->evfd);
+	if (loop->tfd >= 0)
+		close(loop->tfd);
 	free(loop->workers);
+	free(loop->wargs);
+	free(loop->wgen);
 	free(loop);
 	return rc;
 }
@@ -215,15 +189,13 @@ void mfs_loop_destroy(struct mfs_loop *loop)
 {
 	pthread_mutex_lock(&loop->lock);
 	loop->stopping = true;
-	pthread_cond_broadcast(&loop->work);
 	pthread_mutex_unlock(&loop->lock);
+	/* Never read: stays readable, so every worker wakes and sees stopping. */
 	uint64_t one = 1;
 	if (write(loop->evfd, &one, sizeof(one)) < 0)
 		mfs_warn("loop: eventfd write: %s", strerror(errno));
 	for (unsigned i = 0; i < loop->nworkers; i++)
 		pthread_join(loop->workers[i], NULL);
-	if (loop->dispatcher_started)
-		pthread_join(loop->dispatcher, NULL);
 	while (loop->grave) {
 		struct mfs_session *g = loop->grave;
 		loop->grave = g->grave_next;
@@ -231,9 +203,11 @@ void mfs_loop_destroy(struct mfs_loop *loop)
 	}
 	close(loop->epfd);
 	close(loop->evfd);
-	pthread_cond_destroy(&loop->work);
+	close(loop->tfd);
 	pthread_mutex_destroy(&loop->lock);
 	free(loop->workers);
+	free(loop->wargs);
+	free(loop->wgen);
 	free(loop);
 }
 
@@ -285,20 +259,6 @@ void mfs_loop_abort(struct mfs_session *s)
 
 	pthread_mutex_lock(&loop->lock);
 	s->ended = true;
-	if (s->queued) {
-		struct mfs_session **pp = &loop->ready_head, *prev = NULL;
-		while (*pp && *pp != s) {
-			prev = *pp;
-			pp = &(*pp)->ready_next;
-		}
-		if (*pp) {
-			*pp = s->ready_next;
-			if (loop->ready_tail == s)
-				loop->ready_tail = prev;
-		}
-		s->queued = false;
-		mfs_session_update_busy(s);
-	}
 	set_throttled(s, false);
 	bool due = mfs_session_end_due(s);
 	pthread_mutex_unlock(&loop->lock);
@@ -326,10 +286,8 @@ void mfs_loop_remove(struct mfs_session *s)
 	s->removed_gen = loop->gen;
 	s->grave_next = loop->grave;
 	loop->grave = s;
+	mfs_loop_sweep(loop);
 	pthread_mutex_unlock(&loop->lock);
-	uint64_t one = 1;
-	if (write(loop->evfd, &one, sizeof(one)) < 0)
-		mfs_warn("loop: eventfd write: %s", strerror(errno));
 }
 
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l)

@@ -1,20 +1,22 @@
 /*
- * The session loop: one epoll dispatcher thread watching the non-blocking
- * /dev/fuse fd of every session, and one fixed pool of worker threads that
+ * The session loop: one epoll set holding the non-blocking /dev/fuse fd of
+ * every session, and one fixed pool of worker threads that wait on it and
  * receive and process requests (fuse_session_receive_buf /
  * fuse_session_process_buf). The number of threads never depends on the
  * number of sessions.
  *
  * Flow of one request:
  *
- *   fd readable -> dispatcher appends the session to the ready queue (FIFO)
- *   -> a worker pops it, reads one request, re-arms the fd if the governor
- *   allows the session another request in flight, processes it, and re-arms
- *   on completion if it was held back.
+ *   fd readable -> epoll wakes one waiting worker, which reads one request,
+ *   re-arms the fd if the governor allows the session another request in
+ *   flight, processes it, and re-arms on completion if it was held back.
  *
- * Fds are registered EPOLLONESHOT, so a session is in the ready queue at most
- * once: sessions with pending work take turns (round robin), which is the
- * fair share of governor.h.
+ * The worker the kernel wakes is the one that reads: no hand-off between
+ * threads, one context switch per request as with a blocking read. Fds are
+ * registered EPOLLONESHOT, so a session is reported to one worker at a time;
+ * epoll reports ready sessions in turn (round robin), which is the fair
+ * share of governor.h. A timerfd in the same set re-admits throttled
+ * sessions; an eventfd made readable wakes every worker to stop.
  *
  * A session ends when its connection goes away (unmount or abort: the read
  * gives ENODEV). Once it has ended and no request is in flight, the loop calls
@@ -49,9 +51,9 @@ struct mfs_session_stats {
 };
 
 /*
- * Start the dispatcher and `workers` worker threads (1..1024).
+ * Start `workers` worker threads (1..1024).
  * Errors: -EINVAL (workers out of range), -ENOMEM, -EMFILE/-ENFILE (epoll,
- * eventfd), -EAGAIN (threads). Call before any session is added.
+ * eventfd, timerfd), -EAGAIN (threads). Call before any session is added.
  */
 int mfs_loop_create(unsigned workers, struct mfs_loop **out);
 

@@ -1,5 +1,5 @@
 /*
- * Internals shared by loop.c (dispatcher, sessions, admission) and pool.c
+ * Internals shared by loop.c (sessions, admission, timer) and pool.c
  * (worker threads). Everything marked "lock" is protected by loop->lock.
  */
 #ifndef MFS_LOOP_PRIVATE_H
@@ -20,51 +20,61 @@ struct mfs_session {
 
 	/* lock */
 	bool armed;        /* registered in epoll, waiting for readability */
-	bool queued;       /* in the ready queue */
 	bool held;         /* not armed because the governor said no */
 	bool throttled;    /* held by a token bucket (the timer re-checks it) */
 	bool ended;        /* connection gone or aborted: never arm again */
 	bool end_reported; /* on_end was (being) called */
-	bool busy;         /* queued or inflight (counted in loop->busy) */
+	bool busy;         /* requests in flight (counted in loop->busy) */
 	unsigned inflight;
 	struct mfs_limits limits;
 	struct mfs_bucket iops;
 	struct mfs_bucket bw;
 	struct mfs_session_stats st;
-	struct mfs_session *ready_next;
 	struct mfs_session *prev, *next; /* every session */
 	bool removed;                    /* in the graveyard */
 	uint64_t removed_gen;            /* loop->gen when removed */
 	struct mfs_session *grave_next;
 };
 
+struct mfs_loop;
+
+struct mfs_worker {
+	struct mfs_loop *loop;
+	unsigned idx;
+};
+
 struct mfs_loop {
 	pthread_mutex_t lock;
-	pthread_cond_t work; /* ready queue not empty, or stopping */
 	int epfd;
-	int evfd; /* wakes the dispatcher (stop, new throttled session) */
+	int evfd; /* readable once stopping: wakes every worker */
+	int tfd;  /* timerfd ticking while any session is throttled */
 
 	/* lock */
-	struct mfs_session *ready_head, *ready_tail;
 	struct mfs_session *sessions;
 	unsigned nsessions;
 	unsigned busy;
 	unsigned throttled;
 	bool stopping;
-	/* Removed sessions wait here until no epoll_wait that may still return
-	 * them is being processed: freed by the dispatcher once a wait that
-	 * started after the removal (gen > removed_gen) has been handled. */
+	/* Removed sessions wait here until no worker can still hold an epoll
+	 * event naming them: freed once every worker has started a wait after
+	 * the removal (wgen[i] > removed_gen for all i). */
 	struct mfs_session *grave;
-	uint64_t gen; /* epoll_wait calls started */
+	uint64_t gen;   /* epoll_wait calls started */
+	uint64_t *wgen; /* per worker: gen of its current wait */
 
 	unsigned nworkers;
 	pthread_t *workers;
-	pthread_t dispatcher;
-	bool dispatcher_started;
+	struct mfs_worker *wargs;
 };
 
-/* Worker thread body (pool.c). */
+/* Worker thread body (pool.c); arg is its struct mfs_worker. */
 void *mfs_pool_worker(void *arg);
+
+/* lock held: re-admit throttled sessions (on a timer tick). */
+void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns);
+
+/* lock held: free removed sessions no worker can still see. */
+void mfs_loop_sweep(struct mfs_loop *loop);
 
 /* lock held: let the session read another request if the governor allows
  * (arm its fd), else mark it held. Returns true when it armed. */

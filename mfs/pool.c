@@ -1,8 +1,12 @@
 /*
- * The worker pool: a fixed set of threads taking sessions from the ready
- * queue, one request at a time (see loop.h for the flow).
+ * The worker pool: a fixed set of threads, each waiting on the shared epoll
+ * set and reading one request from the session the kernel reported (its fd
+ * is armed EPOLLONESHOT, so one worker gets it; the governor re-arms it for
+ * the next request). See loop.h for the flow.
  */
 #include <errno.h>
+#include <unistd.h>
+#include <sys/epoll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/fuse.h>
@@ -48,20 +52,36 @@ static void record_latency(struct mfs_session *s, uint64_t ns)
 
 void *mfs_pool_worker(void *arg)
 {
-	struct mfs_loop *loop = arg;
+	struct mfs_worker *w = arg;
+	struct mfs_loop *loop = w->loop;
 	struct fuse_buf buf = {.mem = NULL};
+	struct epoll_event ev;
 
 	pthread_mutex_lock(&loop->lock);
 	for (;;) {
-		while (!loop->ready_head && !loop->stopping)
-			pthread_cond_wait(&loop->work, &loop->lock);
-		if (!loop->ready_head)
+		if (loop->stopping)
 			break;
-		struct mfs_session *s = loop->ready_head;
-		loop->ready_head = s->ready_next;
-		if (!loop->ready_head)
-			loop->ready_tail = NULL;
-		s->queued = false;
+		loop->wgen[w->idx] = ++loop->gen;
+		mfs_loop_sweep(loop);
+		pthread_mutex_unlock(&loop->lock);
+		int n = epoll_wait(loop->epfd, &ev, 1, -1);
+		pthread_mutex_lock(&loop->lock);
+		if (n < 0 && errno != EINTR)
+			mfs_err("loop: epoll_wait: %s", strerror(errno));
+		if (n <= 0 || ev.data.ptr == &loop->evfd)
+			continue;
+		if (ev.data.ptr == &loop->tfd) {
+			uint64_t ticks;
+			if (read(loop->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+				mfs_loop_tick(loop, mfs_now_ns());
+			continue;
+		}
+		struct mfs_session *s = ev.data.ptr;
+		if (s->removed)
+			continue;
+		s->armed = false;
+		if (s->ended)
+			continue;
 		s->inflight++;
 		if (s->inflight > s->st.peak_inflight)
 			s->st.peak_inflight = s->inflight;
