@@ -107,7 +107,9 @@ static double next_access(mq_queue *q, uint32_t s, const struct mq_centry *e, ui
 	return t;
 }
 
-static int evict_one(mq_queue *q)
+/* Evict the entry accessed latest; with @keep_tails, never a tail entry
+ * (the sizing target does not apply to tails; the budget and pressure do). */
+static int evict_one(mq_queue *q, int keep_tails)
 {
 	uint64_t now = mq_now_us();
 	struct mq_centry *victim = NULL;
@@ -118,7 +120,8 @@ static int evict_one(mq_queue *q)
 		for (struct mq_centry *e = q->shards[s].cache; e; e = e->next) {
 			double t;
 
-			if (e->pins)
+			if (e->pins ||
+			    (keep_tails && e->sub_first == atomic_load(&q->shards[s].tail_first)))
 				continue;
 			t = next_access(q, s, e, now);
 			if (t > worst) {
@@ -139,14 +142,28 @@ static int over(mq_queue *q, uint64_t add)
 	return q->cache_bytes + add > q->cache_target || mq_budget_used() + add > mq_budget_bytes();
 }
 
-/* Room for @add bytes; evicts only when @may_evict (no pointers held). */
-static int admit(mq_queue *q, uint64_t add, int may_evict)
+/* Must memory be given back whatever it holds (pressure, process budget)? */
+static int hard_limit(mq_queue *q, uint64_t add)
+{
+	return q->in_pressure || mq_budget_used() + add > mq_budget_bytes();
+}
+
+/*
+ * Room for @add bytes; evicts only when @may_evict (no pointers held).
+ * Data for a tail subshard is admitted over the sizing target (enqueues
+ * feed readers that keep up), not over the budget.
+ */
+static int admit(mq_queue *q, uint64_t add, int may_evict, int tail)
 {
 	if (!mq_cache_enabled(q))
 		return 0;
-	while (over(q, add))
-		if (!may_evict || !evict_one(q))
-			return 0;
+	while (over(q, add)) {
+		int hard = hard_limit(q, add);
+
+		if (may_evict && evict_one(q, !hard))
+			continue;
+		return !hard && tail;
+	}
 	return 1;
 }
 
@@ -217,7 +234,8 @@ void mq_cache_append(mq_queue *q, const struct mq_put *p, size_t n)
 		struct mq_centry *e;
 		uint64_t sz = sizeof(struct mq_cmsg) + p[i].len;
 
-		if (!admit(q, sz, 1)) {
+		if (!admit(q, sz, 1,
+			   p[i].sub_first == atomic_load(&q->shards[p[i].shard].tail_first))) {
 			if (q->in_pressure)
 				atomic_fetch_add(&q->c.store_only, 1);
 			continue;
@@ -261,7 +279,7 @@ int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, ui
 		struct mq_disk_msg h;
 
 		if (mq_be64_get(key.mv_data) != pos ||
-		    !admit(q, sizeof(struct mq_cmsg) + val.mv_size, 0))
+		    !admit(q, sizeof(struct mq_cmsg) + val.mv_size, 0, 0))
 			break;
 		if (!e && !(e = entry_new(q, s, sub_first, pos)))
 			break;
@@ -283,7 +301,7 @@ void mq_cache_shrink(mq_queue *q)
 {
 	pthread_mutex_lock(&q->cache_lock);
 	while (q->cache_bytes > q->cache_target || mq_budget_used() > mq_budget_bytes())
-		if (!evict_one(q))
+		if (!evict_one(q, !hard_limit(q, 0)))
 			break;
 	pthread_mutex_unlock(&q->cache_lock);
 }

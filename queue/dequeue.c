@@ -338,8 +338,10 @@ static void account(struct dq *d, const struct mq_msg *out, size_t n)
 	pthread_mutex_lock(&q->cache_lock);
 	for (size_t i = 0; i < n; i++) {
 		mq_rate_add(&s->rate[out[i].shard], 1, d->now);
-		q->avg_msg_bytes =
-		    q->avg_msg_bytes * 0.99 + 0.01 * (double)(out[i].len + sizeof(struct mq_cmsg));
+		double b = (double)(out[i].len + sizeof(struct mq_cmsg));
+
+		/* started from the first value: no bias towards 0 early on */
+		q->avg_msg_bytes = q->avg_msg_bytes > 0 ? q->avg_msg_bytes * 0.99 + 0.01 * b : b;
 	}
 	for (uint32_t i = 0; i < ns; i++)
 		if (d->enq_delta[i])

@@ -53,6 +53,9 @@ static int run(mq_queue *q, struct mq_greq *batch)
 	}
 	if (!rc) {
 		atomic_fetch_add(&q->c.groups, 1);
+		for (uint32_t s = 0; s < q->cfg.nshards; s++)
+			if (ls[s].loaded) /* before the cache sees the new tails */
+				atomic_store(&q->shards[s].tail_first, ls[s].st.tail_first);
 		for (struct mq_greq *r = batch; r; r = r->next) {
 			if (r->op)
 				continue;
