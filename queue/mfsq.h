@@ -251,6 +251,15 @@ void mq_get_config(const mq_queue *q, struct mq_config *cfg);
 uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer);
 
 /**
+ * The @p n-th (0, 1, ...) enqueuer id, in increasing order, whose shard is
+ * @p shard: lets a process keep its enqueues in shards of its own (e.g. two
+ * processes sharing a store each take half of the shards). Cost grows with
+ * @p n times the number of shards. Returns UINT64_MAX if @p shard is out of
+ * range. Thread context: any.
+ */
+uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n);
+
+/**
  * Enqueue one message.
  * @param txn the caller's write transaction to join (the message commits or
  *        aborts with it; call mq_notify() after committing to wake waiting

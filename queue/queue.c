@@ -285,6 +285,15 @@ uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer)
 	return (uint32_t)(z % q->cfg.nshards);
 }
 
+uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n)
+{
+	if (shard >= q->cfg.nshards)
+		return UINT64_MAX;
+	for (uint64_t id = 0;; id++)
+		if (mq_shard_of(q, id) == shard && n-- == 0)
+			return id;
+}
+
 void mq_wake(mq_queue *q)
 {
 	pthread_mutex_lock(&q->lock);

@@ -107,6 +107,24 @@ START_TEST(dbs_full_maintenance)
 }
 END_TEST
 
+START_TEST(enqueuers_per_shard)
+{
+	for (uint32_t sh = 0; sh < 4; sh++) {
+		uint64_t prev = 0;
+
+		for (uint64_t n = 0; n < 5; n++) {
+			uint64_t id = mq_enqueuer_in_shard(Q, sh, n);
+
+			ck_assert_uint_eq(mq_shard_of(Q, id), sh);
+			if (n)
+				ck_assert_uint_gt(id, prev);
+			prev = id;
+		}
+	}
+	ck_assert_uint_eq(mq_enqueuer_in_shard(Q, 4, 0), UINT64_MAX);
+}
+END_TEST
+
 START_TEST(attributes)
 {
 	mq_sub *s;
@@ -721,6 +739,7 @@ Suite *suite_api(void)
 	tcase_add_test(tc, open_errors);
 	tcase_add_test(tc, maxdbs_too_small);
 	tcase_add_test(tc, dbs_full_maintenance);
+	tcase_add_test(tc, enqueuers_per_shard);
 	tcase_add_test(tc, attributes);
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, large_payload);

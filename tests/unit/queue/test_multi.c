@@ -27,12 +27,19 @@ static MDB_env *open_env(const char *dir)
 	return env;
 }
 
-/* Enqueue N messages for enqueuers base..base+E-1, every 7th inside a
+/* Enqueuer j (0..E-1) of side 0 or 1: each side has shards of its own
+ * (side 0: shards 0 and 1, side 1: shards 2 and 3). */
+static uint64_t enqueuer(mq_queue *q, int side, uint64_t j)
+{
+	return mq_enqueuer_in_shard(q, (uint32_t)(2 * side) + (uint32_t)(j % 2), j / 2);
+}
+
+/* Enqueue N messages for the side's E enqueuers, every 7th inside a
  * transaction of our own making (retried on EAGAIN as documented). */
-static int produce(MDB_env *env, mq_queue *q, uint64_t base)
+static int produce(MDB_env *env, mq_queue *q, int side)
 {
 	for (uint64_t i = 0; i < N; i++) {
-		uint64_t e = base + i % E, k = i / E;
+		uint64_t e = enqueuer(q, side, i % E), k = i / E;
 		int rc;
 
 		if (i % 7 == 0) {
@@ -57,8 +64,8 @@ static int produce(MDB_env *env, mq_queue *q, uint64_t base)
 	return 0;
 }
 
-/* Receive the other side's N messages (enqueuers other..other+E-1) in order. */
-static int consume(mq_sub *s, uint64_t other)
+/* Receive the other side's N messages, in order per enqueuer, from its shards. */
+static int consume(mq_queue *q, mq_sub *s, int other)
 {
 	uint64_t next[E] = {0}, got = 0;
 	struct mq_msg out[32];
@@ -70,15 +77,19 @@ static int consume(mq_sub *s, uint64_t other)
 		if (rc)
 			return rc;
 		for (size_t i = 0; i < n; i++) {
-			uint64_t e, k;
+			uint64_t e, k, j;
 
 			if (parse_msg(&out[i], &e, &k))
 				return -2;
-			if (e < other || e >= other + E)
-				continue;
-			if (k != next[e - other])
+			for (j = 0; j < E && enqueuer(q, other, j) != e; j++)
+				;
+			if (j == E)
+				continue; /* our own */
+			if (out[i].shard / 2 != (uint32_t)other)
+				return -5;
+			if (k != next[j])
 				return -3;
-			next[e - other]++;
+			next[j]++;
 			got++;
 		}
 		if (mq_ack(s, NULL, NULL))
@@ -98,9 +109,9 @@ static int child(const char *dir)
 		return 10;
 	if (mq_subscribe(q, "child", MQ_SUB_DURABLE, NULL, NULL, &s))
 		return 11;
-	if (produce(env, q, 1000))
+	if (produce(env, q, 1))
 		return 12;
-	rc = consume(s, 0);
+	rc = consume(q, s, 0);
 	mq_unsubscribe(s);
 	mq_close(q);
 	mdb_env_close(env);
@@ -127,7 +138,7 @@ START_TEST(two_processes)
 	if (pid == 0)
 		_exit(child(T.dir));
 	ck_assert_int_eq(produce(T.env, q, 0), 0);
-	ck_assert_int_eq(consume(s, 1000), 0);
+	ck_assert_int_eq(consume(q, s, 1), 0);
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
 	mq_unsubscribe(s);
