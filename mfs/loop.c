@@ -73,8 +73,9 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 		return false;
 	}
 	set_throttled(s, false);
-	unsigned limit = mfs_fair_limit(loop->nworkers, loop->nsessions,
-					loop->busy + (s->busy ? 0 : 1), s->limits.max_concurrent);
+	unsigned limit = mfs_fair_limit(loop->nworkers, loop->unfair ? 1 : loop->nsessions,
+					loop->unfair ? 1 : loop->busy + (s->busy ? 0 : 1),
+					s->limits.max_concurrent);
 	if (s->inflight >= limit) {
 		if (!s->held)
 			s->st.capped++;
@@ -209,6 +210,13 @@ void mfs_loop_destroy(struct mfs_loop *loop)
 	free(loop->wargs);
 	free(loop->wgen);
 	free(loop);
+}
+
+void mfs_loop_set_fair(struct mfs_loop *loop, bool fair)
+{
+	pthread_mutex_lock(&loop->lock);
+	loop->unfair = !fair;
+	pthread_mutex_unlock(&loop->lock);
 }
 
 unsigned mfs_loop_workers(const struct mfs_loop *loop)

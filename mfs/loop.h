@@ -26,6 +26,7 @@
 #ifndef MFS_LOOP_H
 #define MFS_LOOP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "governor.h"
@@ -62,6 +63,12 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out);
  * Must not be called from a loop thread.
  */
 void mfs_loop_destroy(struct mfs_loop *loop);
+
+/*
+ * Turn the fair share of workers off (every session may use every worker,
+ * as a plain thread pool would) or on (the default). For benchmarks.
+ */
+void mfs_loop_set_fair(struct mfs_loop *loop, bool fair);
 
 /* Number of worker threads. */
 unsigned mfs_loop_workers(const struct mfs_loop *loop);

@@ -62,6 +62,7 @@ struct mfs_loop {
 	uint64_t gen;   /* epoll_wait calls started */
 	uint64_t *wgen; /* per worker: gen of its current wait */
 
+	bool unfair; /* governor's fair share off (benchmarks) */
 	unsigned nworkers;
 	pthread_t *workers;
 	struct mfs_worker *wargs;
