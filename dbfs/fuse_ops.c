@@ -70,25 +70,19 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	struct dbfs *fs = userdata;
 	if (fs->opt.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
-	if (conn->capable & FUSE_CAP_POSIX_ACL)
-		conn->want |= FUSE_CAP_POSIX_ACL;
-	if (conn->capable & FUSE_CAP_DONT_MASK)
-		conn->want |= FUSE_CAP_DONT_MASK;
-	if (conn->capable & FUSE_CAP_READDIRPLUS)
-		conn->want |= FUSE_CAP_READDIRPLUS;
-	if (conn->capable & FUSE_CAP_PARALLEL_DIROPS)
-		conn->want |= FUSE_CAP_PARALLEL_DIROPS;
-	if (conn->capable & FUSE_CAP_ASYNC_DIO)
-		conn->want |= FUSE_CAP_ASYNC_DIO;
-	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
-		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
-	/* Opening holds no state here: without open/opendir handlers the
-	 * kernel skips open, release, opendir and releasedir requests and
-	 * keeps its page and readdir caches (FOPEN_KEEP_CACHE, CACHE_DIR). */
-	if (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT)
-		conn->want |= FUSE_CAP_NO_OPEN_SUPPORT;
-	if (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT)
-		conn->want |= FUSE_CAP_NO_OPENDIR_SUPPORT;
+	/* Wanted when the kernel has them. POSIX_ACL: the kernel enforces
+	 * ACLs we store. NO_OPEN(DIR)_SUPPORT: opening holds no state here, so
+	 * without open/opendir handlers the kernel skips open, release, opendir
+	 * and releasedir requests and keeps its page and readdir caches
+	 * (FOPEN_KEEP_CACHE, CACHE_DIR). */
+	static const unsigned caps[] = {
+		FUSE_CAP_POSIX_ACL,      FUSE_CAP_DONT_MASK,       FUSE_CAP_READDIRPLUS,
+		FUSE_CAP_PARALLEL_DIROPS, FUSE_CAP_ASYNC_DIO,      FUSE_CAP_CACHE_SYMLINKS,
+		FUSE_CAP_NO_OPEN_SUPPORT, FUSE_CAP_NO_OPENDIR_SUPPORT,
+	};
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+		if (conn->capable & caps[i])
+			conn->want |= caps[i];
 	/* With no open handler the kernel never tells us about O_TRUNC:
 	 * let it send a setattr instead. */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;

@@ -28,6 +28,14 @@ static int get_dir(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inod
 	return 0;
 }
 
+/* 0 if `name` is not taken in `dir`, -EEXIST if it is. */
+static int name_free(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len)
+{
+	struct dbfs_dirent_val dv;
+	int rc = dbfs_dir_lookup(fs, txn, dir, name, len, &dv);
+	return rc == 0 ? -EEXIST : rc == -ENOENT ? 0 : rc;
+}
+
 static int check_inode_quota(struct dbfs *fs, MDB_txn *txn)
 {
 	uint64_t q = fs->quota_inodes;
@@ -81,7 +89,6 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 		  uint64_t *ino, struct dbfs_inode *in)
 {
 	struct dbfs_inode pin;
-	struct dbfs_dirent_val dv;
 	size_t len = strlen(name), llen = link ? strlen(link) : 0;
 	int rc, has_default;
 
@@ -89,10 +96,7 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 		return rc;
 	if ((rc = get_dir(fs, txn, parent, &pin)))
 		return rc;
-	rc = dbfs_dir_lookup(fs, txn, parent, name, len, &dv);
-	if (rc == 0)
-		return -EEXIST;
-	if (rc != -ENOENT)
+	if ((rc = name_free(fs, txn, parent, name, len)))
 		return rc;
 	if (link && (llen == 0 || llen > DBFS_SYMLINK_MAX))
 		return llen ? -ENAMETOOLONG : -ENOENT;
@@ -153,7 +157,6 @@ int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
 		 const char *name, struct dbfs_inode *in)
 {
 	struct dbfs_inode pin;
-	struct dbfs_dirent_val dv;
 	size_t len = strlen(name);
 	int rc;
 
@@ -171,10 +174,7 @@ int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
 		return rc;
 	if ((rc = get_dir(fs, txn, parent, &pin)))
 		return rc;
-	rc = dbfs_dir_lookup(fs, txn, parent, name, len, &dv);
-	if (rc == 0)
-		return -EEXIST;
-	if (rc != -ENOENT)
+	if ((rc = name_free(fs, txn, parent, name, len)))
 		return rc;
 
 	if ((rc = dbfs_dir_add(fs, txn, parent, &pin, name, len, ino, in->mode & S_IFMT)))
