@@ -332,15 +332,10 @@ static int mount_dbfs(struct mfs_dbfs *d, bool create, char *err, size_t errlen)
 		dbfs_close(fs);
 		return rc;
 	}
-	dev_t dev = 0;
-	if (mfs_mount_lookup(d->conf.mountpoint, &dev, NULL, 0))
-		mfs_warn("%s: mount not found in mountinfo", d->conf.name);
 	pthread_mutex_lock(&mgr->lock);
 	d->session_ended = false;
 	d->fs = fs;
 	d->se = se;
-	d->dev = dev;
-	d->conn = minor(dev) | (major(dev) << 20);
 	pthread_mutex_unlock(&mgr->lock);
 	rc = mfs_loop_add(mgr->loop, se, d->conf.name, mfs_control_dbfs_ended, d, &sess);
 	if (rc) {
@@ -355,7 +350,17 @@ static int mount_dbfs(struct mfs_dbfs *d, bool create, char *err, size_t errlen)
 		return rc;
 	}
 	mfs_loop_set_limits(sess, &lim);
+	/* The new mount's device (its minor is the FUSE connection id): one
+	 * getattr that the pool answers, instead of scanning mountinfo. */
+	struct stat st;
+	dev_t dev = 0;
+	if (stat(d->conf.mountpoint, &st) == 0)
+		dev = st.st_dev;
+	else
+		mfs_warn("%s: stat %s: %s", d->conf.name, d->conf.mountpoint, strerror(errno));
 	pthread_mutex_lock(&mgr->lock);
+	d->dev = dev;
+	d->conn = minor(dev) | (major(dev) << 20);
 	d->sess = sess;
 	d->limits = lim;
 	d->quota_bytes = o.quota_bytes;
@@ -467,7 +472,7 @@ static int check_paths(const struct mfs_caller *who, char *store, char *mnt, boo
 		snprintf(err, errlen, "mount point %.120s is not a directory", mnt);
 		return -ENOTDIR;
 	}
-	if (mfs_mount_lookup(mnt, NULL, NULL, 0) == 0) {
+	if (mfs_is_mount_root(mnt) == 1) {
 		snprintf(err, errlen, "mount point %.120s is already a mount point", mnt);
 		return -EBUSY;
 	}

@@ -41,6 +41,7 @@ struct cli {
 	bool foreground;
 	bool debug;
 	bool allow_other;
+	bool unfair;
 	unsigned threads;
 	const char *dbfs_store;
 	const char *mountpoint;
@@ -65,6 +66,7 @@ static void usage(FILE *f)
 		"                else $XDG_STATE_HOME/mfs or ~/.local/state/mfs\n"
 		"  -o threads=N  worker threads shared by every mount (default %d)\n"
 		"  -o allow_other  let other users read status and manage their own DBFSs\n"
+		"  -o governor=off  no fair share of workers (for comparisons)\n"
 		"See mfs(8).\n",
 		DEFAULT_THREADS);
 }
@@ -116,6 +118,12 @@ static int parse_o(struct cli *c, const char *s)
 			} else {
 				strcpy(c->state_dir, v);
 			}
+		} else if (!strcmp(k, "governor")) {
+			if (!v || (strcmp(v, "on") && strcmp(v, "off"))) {
+				fprintf(stderr, "mfs: governor=on|off\n");
+				rc = -1;
+			}
+			c->unfair = v && !strcmp(v, "off");
 		} else if (!strcmp(k, "allow_other")) {
 			c->allow_other = true;
 		} else if (!strcmp(k, "debug")) {
@@ -305,7 +313,7 @@ static int serve_single(struct mfs_manager *mgr, const struct cli *c)
 		return 1;
 	snprintf(d->conf.name, sizeof(d->conf.name), "dbfs");
 	snprintf(d->conf.store, sizeof(d->conf.store), "%s", c->dbfs_store);
-	snprintf(d->conf.mountpoint, sizeof(d->conf.mountpoint), "%s", c->mountpoint);
+	snprintf(d->conf.mountpoint, sizeof(d->conf.mountpoint), "%s", mgr->mountpoint);
 	snprintf(d->conf.opts, sizeof(d->conf.opts), "%s", c->dbfs_opts);
 	d->conf.owner = getuid();
 	d->id = 1;
@@ -411,6 +419,7 @@ int main(int argc, char **argv)
 		daemon_ready(1);
 		return 1;
 	}
+	mfs_loop_set_fair(mgr.loop, !c.unfair);
 	rc = mgr.single ? serve_single(&mgr, &c) : serve_manager(&mgr, &c);
 	if (rc) {
 		mfs_loop_destroy(mgr.loop);

@@ -135,6 +135,17 @@ int mfs_mount_lookup(const char *mnt, dev_t *dev, char *fstype, size_t fstypelen
 	return rc;
 }
 
+int mfs_is_mount_root(const char *path)
+{
+	struct statx stx;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &stx) < 0)
+		return -errno;
+	if (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
+		return (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+	return mfs_mount_lookup(path, NULL, NULL, 0) == 0;
+}
+
 int mfs_conn_abort(unsigned conn)
 {
 	const char *dir = "/sys/fs/fuse/connections";
