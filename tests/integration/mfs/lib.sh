@@ -34,6 +34,11 @@ cleanup() {
 		while ! is_dead "$p" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 		kill -KILL "$p" 2>/dev/null
 	done
+	# a sanitizer build reports into the daemons' logs
+	if cat "$T"/*.log 2>/dev/null | grep -E -q "AddressSanitizer|LeakSanitizer|runtime error:"; then
+		cat "$T"/*.log | grep -E -A20 "AddressSanitizer|LeakSanitizer|runtime error:" | head -60 >&2
+		FAILS=$((FAILS + 1))
+	fi
 	rm -rf "$T"
 	[ $FAILS -gt 0 ] && rc=1
 	exit $rc

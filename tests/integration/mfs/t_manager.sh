@@ -14,6 +14,7 @@ done
 ok "getfattr -d -m - lists the verbs"
 
 xget status | grep -q "^version=" && ok "status" || fail "status: $(xget status)"
+threads0=$(xget status | sed -n 's/^threads=//p')
 
 for n in a b c; do
 	mkdir -p "$T/m$n"
@@ -21,6 +22,9 @@ for n in a b c; do
 done
 [ "$(xget list | grep -c 'state=mounted')" = 3 ] && ok "three DBFSs mounted" || fail "list: $(xget list)"
 for n in a b c; do is_mounted "$T/m$n" || fail "$T/m$n not mounted"; done
+threads3=$(xget status | sed -n 's/^threads=//p')
+[ "$threads0" = "$threads3" ] && ok "threads constant: $threads0 with 0 and 3 DBFSs" \
+	|| fail "threads $threads0 -> $threads3"
 
 # several DBFSs doing I/O at once
 for n in a b c; do
