@@ -687,6 +687,12 @@ static int exec_mount(struct mfs_cmd *cmd, char *err, size_t errlen)
 	}
 	if (!rc)
 		rc = mount_dbfs(d, cmd->create, err, errlen);
+	/* a store formatted for another user: its (empty) root is theirs */
+	struct stat rst;
+	if (!rc && cmd->create && cmd->who.uid != geteuid() && stat(conf->mountpoint, &rst) == 0 &&
+	    rst.st_uid == geteuid() && dir_empty(conf->mountpoint) &&
+	    chown(conf->mountpoint, cmd->who.uid, cmd->who.gid) < 0)
+		mfs_warn("%s: chown of its root: %s", conf->name, strerror(errno));
 	if (rc) {
 		if (mkstore)
 			remove_new_store(conf->store);

@@ -36,6 +36,8 @@ as_user setfattr -n user.mfs.mount -v "name=u1,store=$T/ustore/s,mountpoint=$T/m
 	&& ok "nobody mounts its own DBFS" || fail "$(uerr)"
 xget dbfs.u1 | grep -q "^owner=$U" && ok "owned by nobody" || fail "$(xget dbfs.u1)"
 [ "$(stat -c %u "$T/ustore/s")" = $U ] && ok "new store belongs to nobody" || fail "store owner"
+as_user sh -c "echo mine >'$T/mine/f'" && [ "$(stat -c %u "$T/mine/f")" = $U ] \
+	&& ok "nobody writes in its new DBFS" || fail "nobody cannot write in its DBFS"
 as_user setfattr -n user.mfs.unmount -v u1 "$M" && ok "nobody unmounts its own" || fail "$(uerr)"
 as_user setfattr -n user.mfs.forget -v u1 "$M" && ok "nobody forgets its own" || fail "$(uerr)"
 stop_pid $MPID
