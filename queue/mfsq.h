@@ -372,7 +372,10 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
  * durable subscriber's position is written in a group commit shared with
  * concurrent enqueues and acks of this process; it is durable on return.
  * @param txn write transaction to join (durable subscribers write their
- *        position), or NULL for an own one.
+ *        position), or NULL for an own one. The position in memory moves at
+ *        once: if that transaction aborts, the acknowledgement is written
+ *        with the next one; reopen the subscriber to have the messages
+ *        delivered again.
  * @return 0, or EINVAL (@p m not delivered to @p s), ENOSPC, LMDB errors.
  * Thread context: as mq_dequeue(); with txn, the thread owning it.
  */
