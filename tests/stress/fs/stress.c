@@ -35,7 +35,7 @@
 #define NINODES 48     /* live model inodes at most */
 #define NSLOTS	64     /* names */
 #define NFDS	12     /* open descriptors */
-#define HISTORY 4096   /* remembered operations */
+#define HISTORY 16384  /* remembered notes (operations, several per rename) */
 #define BLOCK	65536u /* DBFS_BLOCK_SIZE: aim writes at its edges */
 
 struct inode {
@@ -56,7 +56,7 @@ static struct inode inodes[NINODES];
 static int slots[NSLOTS]; /* inode index or -1 */
 static struct fd fds[NFDS];
 static char root[4096];
-static uint64_t rng, seed, opno;
+static uint64_t rng, seed, opno, nnotes;
 static size_t max_size = 1u << 20;
 static unsigned next_id = 1;
 
@@ -83,7 +83,7 @@ static uint64_t below(uint64_t n)
 static void note(int ino, const char *fmt, ...)
 {
 	va_list ap;
-	size_t h = opno % HISTORY;
+	size_t h = nnotes++ % HISTORY;
 
 	history[h].op = opno;
 	history[h].id = ino >= 0 ? inodes[ino].id : 0;
@@ -94,19 +94,19 @@ static void note(int ino, const char *fmt, ...)
 
 static void dump_history(unsigned id)
 {
-	uint64_t from = opno >= HISTORY ? opno - HISTORY + 1 : 0;
+	uint64_t from = nnotes > HISTORY ? nnotes - HISTORY : 0;
 	int shown = 0;
 
 	fprintf(stderr, "recent operations on inode #%u (op: what):\n", id);
-	for (uint64_t o = from; o <= opno; o++) {
-		size_t h = o % HISTORY;
-		if (history[h].op == o && (history[h].id == id || id == 0) && history[h].what[0]) {
-			fprintf(stderr, "  %" PRIu64 ": %s\n", o, history[h].what);
+	for (uint64_t n = from; n < nnotes; n++) {
+		size_t h = n % HISTORY;
+		if (history[h].id == id || id == 0) {
+			fprintf(stderr, "  %" PRIu64 ": %s\n", history[h].op, history[h].what);
 			shown++;
 		}
 	}
 	if (!shown)
-		fprintf(stderr, "  (none in the last %d operations)\n", HISTORY);
+		fprintf(stderr, "  (none in the last %d notes)\n", HISTORY);
 }
 
 static void fail(int ino, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
