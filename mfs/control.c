@@ -244,7 +244,7 @@ static void run_remount(uint32_t id)
 		mfs_err("%s: re-mount failed: %s", d->conf.name, err);
 		pthread_mutex_lock(&mgr->lock);
 		d->state = MFS_FAILED;
-		snprintf(d->reason, sizeof(d->reason), "%s", err);
+		snprintf(d->reason, sizeof(d->reason), "%.255s", err);
 		pthread_mutex_unlock(&mgr->lock);
 	}
 }
