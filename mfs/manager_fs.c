@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/limits.h>
 #include <fuse_lowlevel.h>
 
 #include "buf.h"
@@ -25,17 +26,36 @@ static struct mfs_manager *mgr_of(fuse_req_t req)
 	return fuse_req_userdata(req);
 }
 
-/* What an inode is: the root, a DBFS folder, or one of its files. */
+/* Files of the root, with the attribute whose text they hold: `cat` has no
+ * 64 KiB limit, user.mfs.list has (the kernel's xattr size limit). Their
+ * names start with '.', which no DBFS name may. */
+static const struct {
+	const char *name;
+	const char *attr;
+} root_files[] = {
+	{".list", "user.mfs.list"},
+	{".status", "user.mfs.status"},
+};
+#define NROOT_FILES (sizeof(root_files) / sizeof(root_files[0]))
+#define ROOT_FILE_INO(i) (2 + (fuse_ino_t)(i))
+
+/* What an inode is: the root, a DBFS folder, one of its files, a root file. */
 struct node {
-	int kind; /* 0 root, 1 folder, 2 file */
+	int kind; /* 0 root, 1 folder, 2 file, 3 root file */
 	uint32_t id;
 	enum mfs_file file;
+	unsigned root_file;
 };
 
 static int decode(fuse_ino_t ino, struct node *n)
 {
 	if (ino == ROOT_INO) {
 		n->kind = 0;
+		return 0;
+	}
+	if (ino >= ROOT_FILE_INO(0) && ino < ROOT_FILE_INO(NROOT_FILES)) {
+		n->kind = 3;
+		n->root_file = (unsigned)(ino - ROOT_FILE_INO(0));
 		return 0;
 	}
 	if (ino < 16)
@@ -57,9 +77,9 @@ static int stat_node(struct mfs_manager *mgr, fuse_ino_t ino, struct stat *st)
 		return -ENOENT;
 	st->st_ino = ino;
 	st->st_atime = st->st_mtime = st->st_ctime = (time_t)mgr->started_at;
-	if (n.kind == 0) {
-		st->st_mode = S_IFDIR | 0755;
-		st->st_nlink = 2;
+	if (n.kind == 0 || n.kind == 3) {
+		st->st_mode = n.kind == 0 ? S_IFDIR | 0755 : S_IFREG | 0444;
+		st->st_nlink = n.kind == 0 ? 2 : 1;
 		st->st_uid = mgr->uid;
 		st->st_gid = getegid();
 		return 0;
@@ -104,11 +124,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct node n = {0};
 	fuse_ino_t ino = 0;
 
-	if (decode(parent, &n) || n.kind == 2) {
-		fuse_reply_err(req, n.kind == 2 ? ENOTDIR : ENOENT);
+	if (decode(parent, &n) || n.kind >= 2) {
+		fuse_reply_err(req, n.kind >= 2 ? ENOTDIR : ENOENT);
 		return;
 	}
-	if (n.kind == 0) {
+	for (unsigned i = 0; n.kind == 0 && i < NROOT_FILES; i++)
+		if (!strcmp(name, root_files[i].name))
+			ino = ROOT_FILE_INO(i);
+	if (n.kind == 0 && !ino) {
 		pthread_mutex_lock(&mgr->lock);
 		struct mfs_dbfs *d = mfs_find(mgr, name);
 		if (d)
@@ -165,7 +188,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct listing *l = calloc(1, sizeof(*l));
 	struct node n;
 
-	if (!l || decode(ino, &n) || n.kind == 2) {
+	if (!l || decode(ino, &n) || n.kind >= 2) {
 		free(l);
 		fuse_reply_err(req, l ? ENOTDIR : ENOMEM);
 		return;
@@ -173,6 +196,8 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	add_entry(req, &l->buf, ".", ino, S_IFDIR);
 	add_entry(req, &l->buf, "..", ROOT_INO, S_IFDIR);
 	if (n.kind == 0) {
+		for (unsigned i = 0; i < NROOT_FILES; i++)
+			add_entry(req, &l->buf, root_files[i].name, ROOT_FILE_INO(i), S_IFREG);
 		pthread_mutex_lock(&mgr->lock);
 		for (struct mfs_dbfs *d = mgr->list; d; d = d->next)
 			add_entry(req, &l->buf, d->conf.name, DIR_INO(d->id), S_IFDIR);
@@ -230,7 +255,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct node n;
 	struct mfs_buf *b;
 
-	if (decode(ino, &n) || n.kind != 2) {
+	if (decode(ino, &n) || n.kind < 2) {
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
@@ -243,7 +268,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	int rc = mfs_render_file(mgr_of(req), n.id, n.file, b);
+	int rc;
+	if (n.kind == 3) {
+		struct mfs_caller who;
+		mfs_caller_from_req(req, &who);
+		rc = mfs_render_attr(mgr_of(req), root_files[n.root_file].attr, &who, b);
+	} else {
+		rc = mfs_render_file(mgr_of(req), n.id, n.file, b);
+	}
 	if (rc || b->oom) {
 		mfs_buf_free(b);
 		free(b);
@@ -384,6 +416,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	if (rc) {
 		mfs_buf_free(&text);
 		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (text.len > XATTR_SIZE_MAX) {
+		mfs_buf_free(&text);
+		fuse_reply_err(req, E2BIG); /* the kernel could not pass it: read the file */
 		return;
 	}
 	if (size == 0) {

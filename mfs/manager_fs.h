@@ -4,6 +4,8 @@
  * files status, stats and config.
  *
  *   inode 1            root (0755, owner: who started mfs)
+ *   2, 3               .list and .status (0444): user.mfs.list and
+ *                      user.mfs.status as files, without the 64 KiB limit
  *   16 + 4*id          folder NAME of the DBFS with registry id `id` (0555)
  *   16 + 4*id + 1..3   NAME/status, NAME/stats, NAME/config (0444)
  *

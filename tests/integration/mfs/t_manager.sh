@@ -54,6 +54,9 @@ grep -q "^options=" "$M/a/config" && ok "a/config" || fail "a/config"
 ( echo x >"$M/a/status" ) 2>/dev/null && fail "status writable"
 touch "$M/new" 2>/dev/null && fail "manager root writable"
 xget dbfs.a | grep -q "^mountpoint=$T/ma" && ok "dbfs.a" || fail "dbfs.a: $(xget dbfs.a)"
+[ "$(cat "$M/.list")" = "$(xget list)" ] && ok "cat .list = user.mfs.list" || fail ".list"
+grep -q "^pid=$MPID" "$M/.status" && ok "cat .status" || fail ".status: $(cat "$M/.status")"
+ls -a "$M" | grep -q "^\.list$" || fail ".list not listed"
 xget stats.b | grep -q "^write_bytes=[1-9]" && ok "stats.b" || fail "stats.b: $(xget stats.b)"
 
 # live config: a quota, then EDQUOT
