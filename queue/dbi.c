@@ -223,6 +223,15 @@ int mq_wtx_subshard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t id, int 
 	return 0;
 }
 
+/* A handle this transaction opened and then closed (mdb_drop): not to be
+ * remembered at commit, its slot may be given to another database. */
+void mq_wtx_forget(struct mq_wtx *w, uint32_t s, uint64_t id)
+{
+	for (unsigned i = 0; i < w->npend; i++)
+		if (w->pend[i].s == s && w->pend[i].id == id)
+			w->pend[i] = w->pend[--w->npend];
+}
+
 /* Commit (rc == 0) or abort an own transaction; returns the final code. */
 int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc)
 {
@@ -242,4 +251,38 @@ int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc)
 	w->pend = NULL;
 	w->glocked = 0;
 	return rc;
+}
+
+/* Handles of this shard's subshards with ids below @id (dropped, maybe by
+ * another process), or 0 when there are none. */
+unsigned mq_dbi_count_below(mq_queue *q, uint32_t s, uint64_t id)
+{
+	struct mq_shard_rt *sh = &q->shards[s];
+	unsigned n = 0;
+
+	pthread_mutex_lock(&q->dbi_lock);
+	while (n < sh->ndbis && sh->dbis[n].first < id)
+		n++;
+	pthread_mutex_unlock(&q->dbi_lock);
+	return n;
+}
+
+/*
+ * Close them, so that subshards dropped by another process do not use up
+ * handle slots here. The caller holds the handle mutex (a maintenance
+ * transaction) and q->droplock exclusively: nobody here uses them.
+ */
+void mq_dbi_close_below(mq_queue *q, uint32_t s, uint64_t id)
+{
+	struct mq_shard_rt *sh = &q->shards[s];
+	unsigned n = 0;
+
+	pthread_mutex_lock(&q->dbi_lock);
+	while (n < sh->ndbis && sh->dbis[n].first < id) {
+		mdb_dbi_close(q->env, sh->dbis[n].dbi);
+		n++;
+	}
+	memmove(&sh->dbis[0], &sh->dbis[n], (sh->ndbis - n) * sizeof(*sh->dbis));
+	sh->ndbis -= n;
+	pthread_mutex_unlock(&q->dbi_lock);
 }

@@ -162,6 +162,9 @@ int mq_wtx_begin(mq_queue *q, MDB_txn *caller, int maint, struct mq_wtx *w);
 int mq_wtx_subshard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t id, int create,
 		    MDB_dbi *dbi);
 int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc);
+void mq_wtx_forget(struct mq_wtx *w, uint32_t s, uint64_t id);
+unsigned mq_dbi_count_below(mq_queue *q, uint32_t s, uint64_t id);
+void mq_dbi_close_below(mq_queue *q, uint32_t s, uint64_t id);
 
 /* subshard.c */
 int mq_subshard_spare(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st);

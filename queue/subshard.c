@@ -208,7 +208,9 @@ static int drop_one(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t first, u
 	}
 	rc = mq_wtx_subshard(q, w, s, id, 0, &dbi);
 	if (!rc) {
+		/* mdb_drop closes the handle at once: forget it everywhere */
 		mq_subshard_forget(q, s, id);
+		mq_wtx_forget(w, s, id);
 		rc = mdb_drop(w->txn, dbi, 1);
 	} else if (rc == MDB_NOTFOUND) {
 		rc = 0; /* already gone */
@@ -289,6 +291,16 @@ int mq_retention(mq_queue *q)
 		}
 		if (!rc)
 			rc = mq_write_shard(q, w.txn, s, &st);
+		/* handles of subshards another process dropped: ids are never
+		 * reused, so everything below the head's id is gone */
+		if (!rc && !mq_subshard_locate(q, w.txn, s, st.head_first, &first, &id, &next) &&
+		    mq_dbi_count_below(q, s, id)) {
+			if (!wrlocked) {
+				pthread_rwlock_wrlock(&q->droplock);
+				wrlocked = 1;
+			}
+			mq_dbi_close_below(q, s, id);
+		}
 	}
 	rc = mq_wtx_end(q, &w, rc);
 	if (wrlocked)
