@@ -15,6 +15,7 @@
  * MDB_MAP_FULL aborts, grows the map and retries.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 
@@ -158,7 +159,26 @@ int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 			fs->wq_tail = &fs->wq_head;
 		pthread_mutex_unlock(&fs->wq_lock);
 
+		/* Inodes forgotten since the last batch are reaped in this one. */
+		uint64_t *reap = NULL;
+		size_t nreap = 0;
+		void *reap_arg[2] = {NULL, &nreap};
+		struct dbfs_wop reap_op = {.fn = dbfs_reap_fn, .arg = reap_arg};
+		pthread_mutex_lock(&fs->reap_lock);
+		if (fs->nreap && n < BATCH_MAX) {
+			reap = fs->reap;
+			nreap = fs->nreap;
+			fs->reap = NULL;
+			fs->nreap = fs->capreap = 0;
+			reap_arg[0] = reap;
+			batch[n++] = &reap_op;
+		}
+		pthread_mutex_unlock(&fs->reap_lock);
+
 		lead(fs, batch, n);
+		free(reap); /* a failed reap leaves the inodes in the orphan table */
+		if (reap)
+			n--;
 
 		pthread_mutex_lock(&fs->wq_lock);
 		for (int i = 0; i < n; i++)

@@ -30,9 +30,9 @@ enum dbfs_durability {
 	 * page (MDB_NOMETASYNC): a power loss may undo the last commit but
 	 * never leaves the store inconsistent. */
 	DBFS_DURABLE_NORMAL = 1,
-	/* Nothing is flushed until fsync/syncfs or the periodic flush
-	 * (MDB_NOSYNC). A process crash loses nothing; a power loss may
-	 * corrupt the store. For scratch data only. */
+	/* Nothing is flushed until fsync/syncfs or the periodic flush of
+	 * dbfs_tick (MDB_NOSYNC). A process crash loses nothing; a power loss
+	 * may corrupt the store. For scratch data only. */
 	DBFS_DURABLE_NONE = 2,
 };
 
@@ -83,6 +83,14 @@ void dbfs_close(struct dbfs *fs);
 
 /* Make everything committed so far durable (mdb_env_sync with force). */
 int dbfs_sync(struct dbfs *fs);
+
+/*
+ * Housekeeping; call about once a second from any thread (not from inside a
+ * request of this store): reclaims inodes the kernel forgot after their last
+ * unlink, and in durability mode `none` flushes the store every 2 seconds.
+ * libdbfs starts no thread of its own. Returns 0 or a negative errno.
+ */
+int dbfs_tick(struct dbfs *fs);
 
 /* Change quotas live (0: none). Takes effect for the next operation. */
 void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes);

@@ -123,28 +123,27 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	}
 }
 
-static int reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
-{
-	return dbfs_op_reap(fs, txn, *(uint64_t *)arg);
-}
-
 static void forget_one(struct dbfs *fs, uint64_t ino, uint64_t n)
 {
 	if (dbfs_nodes_unref(&fs->nodes, ino, n) == 0 && ino != DBFS_ROOT_INO)
-		dbfs_write(fs, reap_fn, &ino);
+		dbfs_reap_later(fs, ino);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	forget_one(req_fs(req), ino, nlookup);
+	struct dbfs *fs = req_fs(req); /* the reply frees req */
+	forget_one(fs, ino, nlookup);
 	fuse_reply_none(req);
+	dbfs_reap_due(fs);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 {
+	struct dbfs *fs = req_fs(req); /* the reply frees req */
 	for (size_t i = 0; i < count; i++)
-		forget_one(req_fs(req), f[i].ino, f[i].nlookup);
+		forget_one(fs, f[i].ino, f[i].nlookup);
 	fuse_reply_none(req);
+	dbfs_reap_due(fs);
 }
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -166,6 +165,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct stat st;
 	dbfs_inode_to_stat(&in, ino, &st);
 	fuse_reply_attr(req, &st, fs->opt.attr_timeout);
+	dbfs_reap_due(fs);
 }
 
 struct setattr_ctx {
@@ -693,6 +693,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	MDB_txn *txn;
 	(void)ino;
 	fs->cnt.ops++;
+	dbfs_reap_now(fs); /* so that space freed by unlinks shows */
 	if (statvfs(fs->dir, &sv) < 0)
 		memset(&sv, 0, sizeof(sv));
 	int rc = dbfs_read_begin(fs, &txn);

@@ -50,12 +50,14 @@ struct dbfs {
 	struct dbfs_wop *wq_head, **wq_tail;
 	int wq_leader;
 
-	/* Periodic flush for DBFS_DURABLE_NONE. */
-	pthread_t flusher;
-	int flusher_running;
-	pthread_mutex_t flush_lock;
-	pthread_cond_t flush_cond;
-	int stopping;
+	/* Inodes the kernel forgot, to destroy if they have no links left:
+	 * reaped in the next write batch, by statfs, dbfs_tick or close, so
+	 * that an unlink does not cost a second commit. */
+	pthread_mutex_t reap_lock;
+	uint64_t *reap;
+	size_t nreap, capreap;
+	int64_t reap_since;         /* seconds (monotonic) the oldest queued one waits */
+	_Atomic int64_t last_sync;  /* seconds (monotonic) of the last env sync */
 
 	struct dbfs_nodes nodes;   /* kernel lookup counts */
 	int space_low;             /* the space reserve is gone (space.c) */
@@ -106,6 +108,16 @@ static inline int dbfs_space_check(struct dbfs *fs)
 /* Bytes inside the store's file that LMDB can reuse (free list and the
  * preallocated tail): free space that statfs must count. */
 uint64_t dbfs_slack_bytes(struct dbfs *fs);
+
+/* Queue a forgotten inode for reaping (forget handler). */
+void dbfs_reap_later(struct dbfs *fs, uint64_t ino);
+/* From request handlers: reap when inodes have waited a second or more,
+ * in case no write comes to take them along. */
+void dbfs_reap_due(struct dbfs *fs);
+/* Reap every queued inode now, in one write transaction. */
+int dbfs_reap_now(struct dbfs *fs);
+/* Leader: move the queued inodes into a batch operation (commit.c). */
+int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg);
 
 /* Read transactions. dbfs_read_begin takes the map lock shared; the
  * transaction (and any pointer into the map) is valid until dbfs_read_end. */

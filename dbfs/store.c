@@ -193,23 +193,6 @@ static int lock_store(struct dbfs *fs, char *err, size_t errlen)
 	return 0;
 }
 
-static void *flusher_main(void *arg)
-{
-	struct dbfs *fs = arg;
-	pthread_mutex_lock(&fs->flush_lock);
-	while (!fs->stopping) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 2;
-		pthread_cond_timedwait(&fs->flush_cond, &fs->flush_lock, &ts);
-		pthread_mutex_unlock(&fs->flush_lock);
-		mdb_env_sync(fs->env, 1);
-		pthread_mutex_lock(&fs->flush_lock);
-	}
-	pthread_mutex_unlock(&fs->flush_lock);
-	return NULL;
-}
-
 static int reclaim(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	return dbfs_orphans_reclaim(fs, txn, arg);
@@ -306,8 +289,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	pthread_mutex_init(&fs->rpool_lock, NULL);
 	pthread_cond_init(&fs->wq_cond, NULL);
 	fs->wq_tail = &fs->wq_head;
-	pthread_mutex_init(&fs->flush_lock, NULL);
-	pthread_cond_init(&fs->flush_cond, NULL);
+	pthread_mutex_init(&fs->reap_lock, NULL);
 	if ((rc = dbfs_nodes_init(&fs->nodes))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail_nodes;
@@ -430,9 +412,6 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 			goto fail_open;
 		}
 	}
-	if (o->durability == DBFS_DURABLE_NONE && !o->read_only &&
-	    pthread_create(&fs->flusher, NULL, flusher_main, fs) == 0)
-		fs->flusher_running = 1;
 	*out = fs;
 	return 0;
 
@@ -452,13 +431,8 @@ void dbfs_close(struct dbfs *fs)
 {
 	if (!fs)
 		return;
-	if (fs->flusher_running) {
-		pthread_mutex_lock(&fs->flush_lock);
-		fs->stopping = 1;
-		pthread_cond_signal(&fs->flush_cond);
-		pthread_mutex_unlock(&fs->flush_lock);
-		pthread_join(fs->flusher, NULL);
-	}
+	if (!fs->opt.read_only)
+		dbfs_reap_now(fs);
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
 	if (!fs->opt.read_only)
@@ -467,15 +441,99 @@ void dbfs_close(struct dbfs *fs)
 	close(fs->lock_fd);
 	dbfs_nodes_destroy(&fs->nodes);
 	pthread_rwlock_destroy(&fs->map_lock);
+	free(fs->reap);
 	free(fs->dir);
 	free(fs);
+}
+
+static int64_t mono_sec(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec;
 }
 
 int dbfs_sync(struct dbfs *fs)
 {
 	if (fs->opt.read_only)
 		return 0;
+	fs->last_sync = mono_sec();
 	return -dbfs_errno(mdb_env_sync(fs->env, 1));
+}
+
+int dbfs_tick(struct dbfs *fs)
+{
+	if (fs->opt.read_only)
+		return 0;
+	int rc = dbfs_reap_now(fs);
+	if (fs->opt.durability == DBFS_DURABLE_NONE && mono_sec() - fs->last_sync >= 2) {
+		int src = dbfs_sync(fs);
+		if (!rc)
+			rc = src;
+	}
+	return rc;
+}
+
+void dbfs_reap_later(struct dbfs *fs, uint64_t ino)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&fs->reap_lock);
+	if (fs->nreap == fs->capreap) {
+		size_t cap = fs->capreap ? fs->capreap * 2 : 64;
+		uint64_t *r = realloc(fs->reap, cap * sizeof(*r));
+		if (r) {
+			fs->reap = r;
+			fs->capreap = cap;
+		}
+	}
+	if (fs->nreap < fs->capreap) {
+		if (!fs->nreap)
+			fs->reap_since = mono_sec();
+		fs->reap[fs->nreap++] = ino;
+	}
+	n = fs->nreap;
+	pthread_mutex_unlock(&fs->reap_lock);
+	/* Out of memory: the inode stays in the orphan table, reclaimed at
+	 * the next mount. Many queued: reap them now, in one commit. */
+	if (n >= 256)
+		dbfs_reap_now(fs);
+}
+
+void dbfs_reap_due(struct dbfs *fs)
+{
+	/* Unlocked peek: a stale answer only delays the reap to a later call. */
+	if (__atomic_load_n(&fs->nreap, __ATOMIC_RELAXED) &&
+	    mono_sec() - __atomic_load_n(&fs->reap_since, __ATOMIC_RELAXED) >= 1)
+		dbfs_reap_now(fs);
+}
+
+int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	uint64_t *list = ((void **)arg)[0];
+	size_t n = *(size_t *)((void **)arg)[1];
+	for (size_t i = 0; i < n; i++) {
+		int rc = dbfs_op_reap(fs, txn, list[i]);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int noop_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	(void)fs;
+	(void)txn;
+	(void)arg;
+	return 0;
+}
+
+int dbfs_reap_now(struct dbfs *fs)
+{
+	pthread_mutex_lock(&fs->reap_lock);
+	size_t n = fs->nreap;
+	pthread_mutex_unlock(&fs->reap_lock);
+	/* The leader of the batch takes the queue (commit.c). */
+	return n ? dbfs_write(fs, noop_fn, NULL) : 0;
 }
 
 void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes)

@@ -634,6 +634,23 @@ START_TEST(test_orphans)
 	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
 	ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), -ENOENT);
 	dbfs_read_end(fs, t);
+
+	/* Queued reaps ride on the next write batch; a linked inode stays. */
+	uint64_t a = mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
+	uint64_t b = mk(DBFS_ROOT_INO, "b", S_IFREG | 0644);
+	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, a, 1), 0);
+	ck_assert_int_eq(wr(a, 0, "xyz", 3), 0);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "a", 0)), 0);
+	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, a, 1), 0);
+	dbfs_reap_later(fs, a);
+	dbfs_reap_later(fs, b);
+	iget(a); /* not yet */
+	ck_assert_int_eq(dbfs_tick(fs), 0);
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t, a, &in), -ENOENT);
+	dbfs_read_end(fs, t);
+	ck_assert_uint_eq(iget(b).nlink, 1);
+	ck_assert_uint_eq(usage().bytes, 0);
 }
 END_TEST
 
