@@ -36,6 +36,8 @@ static int block_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk, 
 }
 
 #define WRITTEN_COLLIDED UINT64_MAX
+/* Above LMDB's largest in-page value for 4 KiB pages (about 2 KiB). */
+#define INLINE_MAX 4096u
 
 static uint64_t written_key(uint64_t ino, uint64_t blk)
 {
@@ -72,11 +74,15 @@ static int block_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t blk,
 	MDB_val k, v;
 	size_t new_len = boff + n > old_len ? boff + n : old_len;
 	data_key(kb, ino, blk, &k);
-	/* A value committed before this transaction stays where it is through
-	 * the put (LMDB never reuses pages in the transaction that frees
-	 * them). One written earlier in this transaction may be freed and its
-	 * pages reused by this very put: copy it first. */
-	int again = written_before(fs, ino, blk);
+	/* Where the old bytes live decides whether they survive the put. A
+	 * small value sits in a leaf page shared with other records: if any
+	 * put of this transaction dirtied that page, this put shifts bytes in
+	 * it (with MDB_WRITEMAP the dirty page is in the map too): copy it.
+	 * A large value has overflow pages of its own: committed before this
+	 * transaction they stay intact through the put (LMDB never reuses
+	 * pages in the transaction that frees them); written earlier in this
+	 * transaction they may be reused by this very put: copy it then. */
+	int again = old_len <= INLINE_MAX || written_before(fs, ino, blk);
 	if (old_len && again && !(boff == 0 && n >= old_len)) {
 		memcpy(scratch, old, old_len);
 		old = scratch;

@@ -431,8 +431,13 @@ void dbfs_close(struct dbfs *fs)
 {
 	if (!fs)
 		return;
-	if (!fs->opt.read_only)
+	if (!fs->opt.read_only) {
+		/* The session is gone: the kernel holds no inode any more, and
+		 * it may have dropped its last forgets at unmount. */
+		uint64_t n = 0;
 		dbfs_reap_now(fs);
+		dbfs_write(fs, reclaim, &n);
+	}
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
 	if (!fs->opt.read_only)

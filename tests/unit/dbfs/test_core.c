@@ -479,6 +479,35 @@ START_TEST(test_data)
 }
 END_TEST
 
+/* Several partial writes of small files in one transaction: their blocks
+ * share leaf pages, which the puts rewrite while old bytes are read. */
+START_TEST(test_small_writes_one_txn)
+{
+	uint64_t f[8];
+	char name[8], got[64], want[64];
+	for (int i = 0; i < 8; i++) {
+		snprintf(name, sizeof(name), "s%d", i);
+		f[i] = mk(DBFS_ROOT_INO, name, S_IFREG | 0644);
+		memset(want, 'a' + i, 40);
+		ck_assert_int_eq(wr(f[i], 0, want, 40), 0);
+	}
+	MDB_txn *txn = txn_begin();
+	fs->txn_gen++; /* a new transaction, as the batch leader counts them */
+	size_t len = 40;
+	for (int round = 0; round < 3; round++, len += 3)
+		for (int i = 0; i < 8; i++)
+			ck_assert_int_eq(dbfs_op_write(fs, txn, f[i], len - 2, "XYZ01", 5), 0);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	for (int i = 0; i < 8; i++) {
+		memset(want, 'a' + i, 40);
+		for (int round = 0; round < 3; round++)
+			memcpy(want + 38 + round * 3, "XYZ01", 5);
+		ck_assert_uint_eq(rd(f[i], 0, got, sizeof(got)), len);
+		ck_assert_msg(!memcmp(got, want, len), "file %d: %.49s", i, got);
+	}
+}
+END_TEST
+
 START_TEST(test_copy_range)
 {
 	uint64_t a = mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
@@ -813,6 +842,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_symlink_and_link);
 	tcase_add_test(tc, test_rename);
 	tcase_add_test(tc, test_data);
+	tcase_add_test(tc, test_small_writes_one_txn);
 	tcase_add_test(tc, test_copy_range);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_acl);
