@@ -428,7 +428,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct dbfs_inode in;
 	MDB_txn *txn;
 	size_t got = 0;
-	int due = 0;
+	int n = 0;
 	(void)fi;
 	fs->cnt.ops++;
 	int rc = dbfs_read_begin(fs, &txn);
@@ -437,14 +437,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (!rc && atime_due(&in) && !fs->opt.read_only) {
+		/* Before the reply: the kernel asks for attributes again after a
+		 * read, and must see the new atime. Rare (relatime). */
+		struct atime_ctx a = {ino};
+		dbfs_read_end(fs, txn);
+		dbfs_write(fs, atime_fn, &a);
+		rc = dbfs_read_begin(fs, &txn);
+		if (rc) {
+			reply_err(req, rc);
+			return;
+		}
+		rc = dbfs_inode_get(fs, txn, ino, &in);
+	}
 	if (!rc && S_ISDIR(in.mode))
 		rc = -EISDIR;
-	int n = 0;
 	if (!rc) {
 		n = dbfs_data_map(fs, txn, ino, &in, (uint64_t)off, size, iov, IOV_MAX_READ, &got);
 		if (n < 0)
 			rc = n;
-		due = atime_due(&in);
 	}
 	if (rc) {
 		dbfs_read_end(fs, txn);
@@ -455,10 +466,6 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_iov(req, iov, n);
 	dbfs_read_end(fs, txn);
 	fs->cnt.read_bytes += got;
-	if (due && !fs->opt.read_only) {
-		struct atime_ctx a = {ino};
-		dbfs_write(fs, atime_fn, &a);
-	}
 }
 
 struct write_ctx {
