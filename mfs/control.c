@@ -343,17 +343,64 @@ static void stop_all(void)
 	pthread_mutex_unlock(&mgr->lock);
 }
 
+/*
+ * libdbfs's housekeeping (dbfs_tick): about once a second for every mounted
+ * DBFS, from this thread, never inside a request. Only this thread closes a
+ * store, so the pointers stay valid outside the lock.
+ */
+static void tick_all(void)
+{
+	struct mfs_manager *mgr = mfs_ctl.mgr;
+	size_t n = 0, cap = 0;
+	struct dbfs **fs = NULL;
+
+	pthread_mutex_lock(&mgr->lock);
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next)
+		cap++;
+	fs = cap ? calloc(cap, sizeof(*fs)) : NULL;
+	for (struct mfs_dbfs *d = mgr->list; d && fs; d = d->next)
+		if (d->state == MFS_MOUNTED && d->fs)
+			fs[n++] = d->fs;
+	pthread_mutex_unlock(&mgr->lock);
+	for (size_t i = 0; i < n; i++) {
+		int rc = dbfs_tick(fs[i]);
+		if (rc)
+			mfs_warn("%s: housekeeping: %s", dbfs_dir(fs[i]), strerror(-rc));
+	}
+	free(fs);
+}
+
 int mfs_control_run(void)
 {
 	struct mfs_manager *mgr = mfs_ctl.mgr;
+	uint64_t next_tick = mfs_now_ns() + 1000000000u;
 
 	for (;;) {
 		pthread_mutex_lock(&mgr->lock);
-		while (!mfs_ctl.head && !mfs_ctl.stop)
-			pthread_cond_wait(&mfs_ctl.wake, &mgr->lock);
+		while (!mfs_ctl.head && !mfs_ctl.stop) {
+			uint64_t now = mfs_now_ns();
+			if (now >= next_tick)
+				break;
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			uint64_t wait = next_tick - now;
+			ts.tv_sec += (time_t)(wait / 1000000000u);
+			ts.tv_nsec += (long)(wait % 1000000000u);
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&mfs_ctl.wake, &mgr->lock, &ts);
+		}
 		if (mfs_ctl.stop) {
 			pthread_mutex_unlock(&mgr->lock);
 			break;
+		}
+		if (mfs_now_ns() >= next_tick) {
+			pthread_mutex_unlock(&mgr->lock);
+			tick_all();
+			next_tick = mfs_now_ns() + 1000000000u;
+			continue;
 		}
 		struct mfs_job *j = mfs_ctl.head;
 		mfs_ctl.head = j->next;
