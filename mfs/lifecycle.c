@@ -61,7 +61,10 @@ void mfs_session_stop(const char *what, bool *ended, unsigned conn, struct mfs_s
 	if (!rc && wait_flag(ended, END_WAIT_MS))
 		return;
 	mfs_loop_abort(sess);
-	wait_flag(ended, 60000);
+	/* on_end comes once its last request finished: closing the store
+	 * before that would pull it from under a worker, so wait for it */
+	while (!wait_flag(ended, 10000))
+		mfs_warn("%s: a request is still running, waiting for it", what);
 }
 
 /* Close a session whose connection ended (or that the loop stopped serving). */
