@@ -23,6 +23,7 @@
 
 #define RESERVE_MIN (2u << 20)
 #define RESERVE_MAX (16u << 20)
+#define PREFAULT_FROM (64u << 20)
 
 /* The reserve scales with the store, so that a thousand small stores do
  * not pin gigabytes while a large one can still delete. */
@@ -79,9 +80,11 @@ static int allocate(struct dbfs *fs, int fd, uint64_t from, uint64_t to)
 {
 	if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) < 0)
 		return -errno;
-	if (fs->writemap) {
+	if (fs->writemap && to > PREFAULT_FROM) {
 		/* Prefault the range writable in one call rather than one page
-		 * fault per page later; failure only costs speed. */
+		 * fault per page later; failure only costs speed. Small stores
+		 * skip it: it would count against the process's RSS for pages a
+		 * store may never use (a thousand stores, one process). */
 		pthread_rwlock_rdlock(&fs->map_lock);
 		if (to <= fs->map_size)
 			madvise((char *)fs->map_addr + from, to - from, MADV_POPULATE_WRITE);
@@ -111,9 +114,9 @@ void dbfs_space_refresh(struct dbfs *fs)
 		fs->space_low = 0;
 		return;
 	}
-	/* Allocate twice the shortfall, so this runs once per reserve's worth
-	 * of growth rather than at every commit. */
-	uint64_t far = used + 2 * want, near = used + want;
+	/* Allocate ahead, so this runs once per reserve's worth of growth
+	 * rather than at every commit; small stores ahead by a quarter. */
+	uint64_t far = used + want + (used < PREFAULT_FROM ? want / 4 : want), near = used + want;
 	if (fs->writemap) {
 		/* The map must cover what we allocate and prefault. */
 		while (fs->map_size < far && dbfs_grow_map(fs, fs->map_size) == 0)
