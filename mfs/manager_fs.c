@@ -182,6 +182,26 @@ static void add_entry(fuse_req_t req, struct mfs_buf *b, const char *name, fuse_
 	b->len += fuse_add_direntry(req, b->p + b->len, need, name, &st, (off_t)(b->len + need));
 }
 
+/*
+ * Reply with a copy of part of a handle's buffer. The kernel completes the
+ * request inside our writev and may then send the release that frees the
+ * handle to another worker, while this one is still returning from writev
+ * (AddressSanitizer checks the iovecs after the call and would see freed
+ * memory). A private copy keeps the reply independent of the handle.
+ */
+static void reply_copy(fuse_req_t req, const char *p, size_t n)
+{
+	char *copy = n ? malloc(n) : NULL;
+	if (n && !copy) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (n)
+		memcpy(copy, p, n);
+	fuse_reply_buf(req, copy, n);
+	free(copy);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mfs_manager *mgr = mgr_of(req);
@@ -238,7 +258,7 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			break;
 		end += rec;
 	}
-	fuse_reply_buf(req, l->buf.p + off, end - (size_t)off);
+	reply_copy(req, l->buf.p + off, end - (size_t)off);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -297,7 +317,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		return;
 	}
 	size_t n = b->len - (size_t)off;
-	fuse_reply_buf(req, b->p + off, n < size ? n : size);
+	reply_copy(req, b->p + off, n < size ? n : size);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
