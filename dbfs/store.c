@@ -222,6 +222,39 @@ static int check_size(struct dbfs *fs, char *err, size_t errlen)
 	return 0;
 }
 
+/* Before an open that may change the file (MDB_WRITEMAP extends it): is
+ * this an intact DBFS store, or an empty environment we may format? */
+static int precheck(struct dbfs *fs, bool create, char *err, size_t errlen)
+{
+	MDB_txn *txn;
+	int rc = check_size(fs, err, errlen);
+	if (rc)
+		return rc;
+	rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &txn);
+	if (rc) {
+		snprintf(err, errlen, "cannot read store: %s", mdb_strerror(rc));
+		return -dbfs_errno(rc);
+	}
+	rc = open_dbis(fs, txn, 0);
+	if (rc == MDB_NOTFOUND) {
+		MDB_stat st;
+		rc = 0;
+		if (!create || mdb_stat(txn, 1 /* MAIN_DBI */, &st) || st.ms_entries) {
+			snprintf(err, errlen, "not a DBFS store (missing tables)");
+			rc = -EINVAL;
+		}
+	} else if (rc) {
+		snprintf(err, errlen, "store is damaged or not a DBFS store: %s", mdb_strerror(rc));
+		rc = -EINVAL;
+	} else {
+		rc = dbfs_super_check(fs, txn, err, errlen);
+		if (rc > 0 || rc <= -4096)
+			rc = -dbfs_errno(rc);
+	}
+	mdb_txn_abort(txn);
+	return rc;
+}
+
 static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t map, char *err,
 		    size_t errlen)
 {
@@ -336,7 +369,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 			rc = open_env(fs, dir, MDB_NOTLS | MDB_RDONLY, map, err, errlen);
 			if (rc)
 				goto fail_env;
-			rc = check_size(fs, err, errlen);
+			rc = precheck(fs, o->create, err, errlen);
 			mdb_env_close(fs->env);
 			if (rc)
 				goto fail_env;
