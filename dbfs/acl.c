@@ -153,7 +153,7 @@ int dbfs_acl_inherit_mode(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint32
 }
 
 int dbfs_acl_inherit(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint64_t ino,
-		     uint32_t *mode, uint32_t umask)
+		     uint32_t mode)
 {
 	MDB_val v;
 	int rc = dbfs_xattr_get(fs, txn, parent, DBFS_ACL_DEFAULT, &v);
@@ -161,20 +161,19 @@ int dbfs_acl_inherit(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint64_t in
 		return 0;
 	if (rc)
 		return rc;
-	(void)umask;
 	unsigned char buf[4 + ACL_MAX_ENTRIES * sizeof(struct acl_entry)];
 	if (v.mv_size <= 4 || v.mv_size > sizeof(buf) || dbfs_acl_valid(v.mv_data, v.mv_size))
 		return 0;
 	size_t len = v.mv_size;
 	memcpy(buf, v.mv_data, len);
-	if (S_ISDIR(*mode)) {
+	if (S_ISDIR(mode)) {
 		rc = dbfs_xattr_set(fs, txn, ino, DBFS_ACL_DEFAULT, buf, len, 0);
 		if (rc)
 			return rc;
 	}
 	/* Access ACL = default ACL with owner/mask/other limited by the mode
 	 * (already computed by dbfs_acl_inherit_mode). */
-	acl_apply_mode(buf, len, *mode, 1);
+	acl_apply_mode(buf, len, mode, 1);
 	if (acl_count(len) > 3)
 		rc = dbfs_xattr_set(fs, txn, ino, DBFS_ACL_ACCESS, buf, len, 0);
 	return rc;

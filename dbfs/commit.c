@@ -160,24 +160,21 @@ int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 		pthread_mutex_unlock(&fs->wq_lock);
 
 		/* Inodes forgotten since the last batch are reaped in this one. */
-		uint64_t *reap = NULL;
-		size_t nreap = 0;
-		void *reap_arg[2] = {NULL, &nreap};
-		struct dbfs_wop reap_op = {.fn = dbfs_reap_fn, .arg = reap_arg};
+		struct dbfs_reap_list reap = {NULL, 0};
+		struct dbfs_wop reap_op = {.fn = dbfs_reap_fn, .arg = &reap};
 		pthread_mutex_lock(&fs->reap_lock);
 		if (fs->nreap && n < BATCH_MAX) {
-			reap = fs->reap;
-			nreap = fs->nreap;
+			reap.ino = fs->reap;
+			reap.n = fs->nreap;
 			fs->reap = NULL;
 			fs->nreap = fs->capreap = 0;
-			reap_arg[0] = reap;
 			batch[n++] = &reap_op;
 		}
 		pthread_mutex_unlock(&fs->reap_lock);
 
 		lead(fs, batch, n);
-		free(reap); /* a failed reap leaves the inodes in the orphan table */
-		if (reap)
+		free(reap.ino); /* a failed reap leaves the inodes in the orphan table */
+		if (reap.ino)
 			n--;
 
 		pthread_mutex_lock(&fs->wq_lock);

@@ -100,7 +100,7 @@ struct dbfs_usage {
 	uint64_t bytes;       /* data bytes allocated (st_blocks * 512 summed) */
 	uint64_t inodes;      /* live inodes, root included */
 	uint64_t map_size;    /* current LMDB map size */
-	uint64_t file_size;   /* size of data.mdb on disk */
+	uint64_t file_size;   /* bytes data.mdb takes on disk (allocated, with the reserve) */
 };
 int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u);
 

@@ -117,7 +117,11 @@ void dbfs_reap_due(struct dbfs *fs);
 /* Reap every queued inode now, in one write transaction. */
 int dbfs_reap_now(struct dbfs *fs);
 /* Leader: move the queued inodes into a batch operation (commit.c). */
-int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg);
+struct dbfs_reap_list {
+	uint64_t *ino;
+	size_t n;
+};
+int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg); /* arg: struct dbfs_reap_list */
 
 /* Read transactions. dbfs_read_begin takes the map lock shared; the
  * transaction (and any pointer into the map) is valid until dbfs_read_end. */
@@ -253,12 +257,14 @@ int dbfs_acl_valid(const void *val, size_t len);
 void dbfs_acl_to_mode(const void *val, size_t len, uint32_t *mode);
 /* chmod: rewrite the access ACL's owner/mask-or-group/other entries. */
 int dbfs_acl_chmod(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint32_t mode);
-/* New node in a directory: apply the parent's default ACL (or the umask
- * when it has none); updates *mode and stores the new node's ACLs. */
-int dbfs_acl_inherit(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint64_t ino,
-		     uint32_t *mode, uint32_t umask);
+/* New node in a directory: its mode from the create mode and the parent's
+ * default ACL, or the umask when the parent has none. */
 int dbfs_acl_inherit_mode(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint32_t *mode,
 			  uint32_t umask, int *has_default);
+/* Store the new node's ACLs from the parent's default ACL (mode as
+ * computed by dbfs_acl_inherit_mode). */
+int dbfs_acl_inherit(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint64_t ino,
+		     uint32_t mode);
 
 /* ---- core operations (ops.c) ---- */
 struct dbfs_cred {

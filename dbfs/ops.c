@@ -139,7 +139,7 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 	/* Changes start here. */
 	if ((rc = dbfs_alloc_ino(fs, txn, ino)))
 		return rc;
-	if (!S_ISLNK(mode) && (rc = dbfs_acl_inherit(fs, txn, parent, *ino, &in->mode, 0)))
+	if (!S_ISLNK(mode) && (rc = dbfs_acl_inherit(fs, txn, parent, *ino, in->mode)))
 		return rc;
 	if ((rc = dbfs_inode_put_link(fs, txn, *ino, in, link, llen)))
 		return rc;

@@ -547,10 +547,9 @@ void dbfs_reap_due(struct dbfs *fs)
 
 int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
-	uint64_t *list = ((void **)arg)[0];
-	size_t n = *(size_t *)((void **)arg)[1];
-	for (size_t i = 0; i < n; i++) {
-		int rc = dbfs_op_reap(fs, txn, list[i]);
+	const struct dbfs_reap_list *l = arg;
+	for (size_t i = 0; i < l->n; i++) {
+		int rc = dbfs_op_reap(fs, txn, l->ino[i]);
 		if (rc)
 			return rc;
 	}
@@ -597,7 +596,8 @@ int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u)
 	char path[4200];
 	struct stat sb;
 	snprintf(path, sizeof(path), "%s/data.mdb", fs->dir);
-	u->file_size = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+	/* Allocated bytes: with MDB_WRITEMAP the file is as long as the map. */
+	u->file_size = stat(path, &sb) == 0 ? (uint64_t)sb.st_blocks * 512 : 0;
 	return 0;
 }
 
