@@ -89,6 +89,13 @@ static void nobody_checks(void *arg)
 	CHECK(stat("pub/mine", &st) == 0);
 	CHECK_EQ(st.st_uid, NOBODY);
 	CHECK_EQ(st.st_gid, NOBODY);
+	/* POSIX: the creating open may write a file whose new mode forbids
+	 * writing; only a later open is refused. */
+	fd = open("pub/readonly", O_WRONLY | O_CREAT | O_EXCL, 0444);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, "r", 1), 1);
+	CHECK(close(fd) == 0);
+	CHECK_ERR(open("pub/readonly", O_WRONLY), EACCES);
 	CHECK(mkdir("pub/mydir", 0700) == 0);
 	CHECK_EQ((stat("pub/mydir", &st), st.st_uid), NOBODY);
 	/* Without the sticky bit, anyone who may write the dir may remove. */
