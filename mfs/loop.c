@@ -59,6 +59,28 @@ static void set_throttled(struct mfs_session *s, bool on)
 		mfs_warn("loop: timerfd: %s", strerror(errno));
 }
 
+/* lock held: requests the governor lets `s` have in flight now. */
+static unsigned fair_limit(const struct mfs_session *s)
+{
+	const struct mfs_loop *loop = s->loop;
+
+	return mfs_fair_limit(loop->nworkers, loop->unfair ? 1 : loop->nsessions,
+			      loop->unfair ? 1 : loop->busy + (s->busy ? 0 : 1),
+			      s->limits.max_concurrent);
+}
+
+bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
+{
+	if (s->ended || s->removed || s->held || s->loop->stopping)
+		return false;
+	mfs_bucket_refill(&s->iops, now_ns);
+	mfs_bucket_refill(&s->bw, now_ns);
+	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw))
+		return false;
+	/* an armed fd already promises one request to some worker */
+	return s->inflight + (s->armed ? 1 : 0) < fair_limit(s);
+}
+
 bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 {
 	struct mfs_loop *loop = s->loop;
@@ -73,10 +95,7 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 		return false;
 	}
 	set_throttled(s, false);
-	unsigned limit = mfs_fair_limit(loop->nworkers, loop->unfair ? 1 : loop->nsessions,
-					loop->unfair ? 1 : loop->busy + (s->busy ? 0 : 1),
-					s->limits.max_concurrent);
-	if (s->inflight >= limit) {
+	if (s->inflight >= fair_limit(s)) {
 		if (!s->held)
 			s->st.capped++;
 		s->held = true;

@@ -77,6 +77,11 @@ void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns);
 /* lock held: free removed sessions no worker can still see. */
 void mfs_loop_sweep(struct mfs_loop *loop);
 
+/* lock held: may a worker that just served `s` read one more request of it
+ * directly (without epoll), within the governor's limits? No side effects
+ * but refilling the buckets. */
+bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns);
+
 /* lock held: let the session read another request if the governor allows
  * (arm its fd), else mark it held. Returns true when it armed. */
 bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns);
