@@ -18,6 +18,14 @@
  * share of governor.h. A timerfd in the same set re-admits throttled
  * sessions; an eventfd made readable wakes every worker to stop.
  *
+ * After serving a request, the worker keeps reading that session for a
+ * short while (pool.c: SPIN_NS, SPIN_MAX), within the governor's limits: a
+ * client working request by request sends its next one microseconds after
+ * the reply, sooner than a sleeping worker could be woken. A session whose
+ * client is sequential is read without re-arming its fd while a worker
+ * spins on it, so no other worker is woken in vain; one with requests
+ * queued behind each other re-arms on every read.
+ *
  * A session ends when its connection goes away (unmount or abort: the read
  * gives ENODEV). Once it has ended and no request is in flight, the loop calls
  * its on_end callback exactly once; the owner then calls mfs_loop_remove and

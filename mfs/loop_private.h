@@ -26,6 +26,8 @@ struct mfs_session {
 	bool end_reported; /* on_end was (being) called */
 	bool busy;         /* requests in flight (counted in loop->busy) */
 	unsigned inflight;
+	bool sequential; /* spinning worker reads without re-arming (pool.c) */
+	unsigned waits;  /* spins in a row that found nothing queued */
 	struct mfs_limits limits;
 	struct mfs_bucket iops;
 	struct mfs_bucket bw;

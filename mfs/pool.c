@@ -42,6 +42,25 @@ static void charge(struct mfs_session *s, const struct fuse_buf *buf)
  * back to epoll_wait, and how many requests it serves that way at most. */
 #define SPIN_NS 50000
 #define SPIN_MAX 256
+#define SEQ_AFTER 8
+
+/*
+ * lock held. Learn whether the client of `s` works request by request: when
+ * requests were already queued as the spinning worker came back (`queued`),
+ * others are waiting behind the one being served, so every read re-arms the
+ * fd (concurrent mode); after SEQ_AFTER spins in a row that had to wait, no
+ * read re-arms while a worker spins (sequential mode): a request then wakes
+ * no sleeping worker that would only find the spinner took it.
+ */
+static void note_spin(struct mfs_session *s, bool queued)
+{
+	if (queued) {
+		s->waits = 0;
+		s->sequential = false;
+	} else if (++s->waits >= SEQ_AFTER) {
+		s->sequential = true;
+	}
+}
 
 static void record_latency(struct mfs_session *s, uint64_t ns)
 {
@@ -58,12 +77,15 @@ static void record_latency(struct mfs_session *s, uint64_t ns)
 /*
  * lock held on entry and return. Read one request of `s` and process it;
  * with `deadline` (a mfs_now_ns() time) keep retrying an empty read until
- * then instead of returning. Returns what fuse_session_receive_buf gave:
- * > 0 when a request was served, -EAGAIN when none came.
+ * then instead of returning. Unless the session is in sequential mode, the
+ * fd is re-armed as soon as a request is read, so that another worker can
+ * take a concurrent one. Returns what fuse_session_receive_buf gave: > 0
+ * when a request was served, -EAGAIN when none came.
  */
 static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadline)
 {
 	struct mfs_loop *loop = s->loop;
+	bool rearm = !s->sequential;
 
 	s->inflight++;
 	if (s->inflight > s->st.peak_inflight)
@@ -71,18 +93,22 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	mfs_session_update_busy(s);
 	pthread_mutex_unlock(&loop->lock);
 
+	unsigned tries = 0;
 	int res;
 	do {
 		buf->flags = 0;
 		res = fuse_session_receive_buf(s->se, buf);
+		tries++;
 	} while (res == -EAGAIN && deadline && mfs_now_ns() < deadline);
 	uint64_t t0 = mfs_now_ns();
 
 	pthread_mutex_lock(&loop->lock);
+	if (deadline)
+		note_spin(s, res > 0 && tries == 1);
 	if (res > 0) {
 		charge(s, buf);
-		/* let another worker take the session's next request */
-		mfs_session_admit(s, t0);
+		if (rearm)
+			mfs_session_admit(s, t0);
 		pthread_mutex_unlock(&loop->lock);
 
 		fuse_session_process_buf(s->se, buf);
@@ -107,7 +133,6 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	}
 	return res;
 }
-
 void *mfs_pool_worker(void *arg)
 {
 	struct mfs_worker *w = arg;
@@ -152,6 +177,8 @@ void *mfs_pool_worker(void *arg)
 				    serve_one(s, &buf, now + SPIN_NS) <= 0)
 					break;
 			}
+		/* in sequential mode the fd stayed unarmed while we spun */
+		mfs_session_admit(s, mfs_now_ns());
 		if (mfs_session_end_due(s)) {
 			pthread_mutex_unlock(&loop->lock);
 			s->on_end(s->arg);
