@@ -120,6 +120,14 @@ void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c);
  * struct dbfs * the requests are for. */
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void);
 
+/* The session's channel: after fuse_session_mount, pass it to
+ * fuse_session_custom_io(se, dbfs_fuse_io(), fuse_session_fd(se)). It
+ * negotiates FUSE_HANDLE_KILLPRIV_V2, which saves the kernel's
+ * security.capability lookup before every write. Each request must be
+ * processed by the thread that received it. */
+struct fuse_custom_io;
+const struct fuse_custom_io *dbfs_fuse_io(void);
+
 /* The store's directory as given to dbfs_open. */
 const char *dbfs_dir(const struct dbfs *fs);
 

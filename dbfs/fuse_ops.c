@@ -211,6 +211,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		c.set |= DBFS_SET_MTIME;
 	if (to_set & FUSE_SET_ATTR_CTIME)
 		c.set |= DBFS_SET_CTIME;
+	/* FATTR_KILL_SUIDGID (libfuse's FUSE_SET_ATTR_KILL_SUID bit) */
+	if (to_set & FUSE_SET_ATTR_KILL_SUID)
+		c.set |= DBFS_SET_KILL_SUIDGID;
+	if (fs->killpriv_v2 &&
+	    (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID | FUSE_SET_ATTR_SIZE)))
+		c.set |= DBFS_SET_KILL_CAPS;
 	int rc = dbfs_write(fs, setattr_fn, &c);
 	if (rc) {
 		reply_err(req, rc);
@@ -456,20 +462,23 @@ struct write_ctx {
 	uint64_t ino, off;
 	const void *buf;
 	size_t len;
+	unsigned kill;
 };
 
 static int write_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	struct write_ctx *c = arg;
-	return dbfs_op_write(fs, txn, c->ino, c->off, c->buf, c->len);
+	return dbfs_op_write(fs, txn, c->ino, c->off, c->buf, c->len, c->kill);
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct dbfs *fs = req_fs(req);
-	struct write_ctx c = {ino, (uint64_t)off, buf, size};
+	struct write_ctx c = {ino, (uint64_t)off, buf, size, 0};
 	(void)fi;
+	if (fs->killpriv_v2)
+		c.kill = DBFS_SET_KILL_CAPS | (dbfs_io_write_kill() ? DBFS_SET_KILL_SUIDGID : 0);
 	fs->cnt.ops++;
 	int rc = off < 0 ? -EINVAL : dbfs_write_sized(fs, write_fn, &c, size);
 	if (rc) {

@@ -71,6 +71,11 @@ struct dbfs {
 		uint64_t key, gen;
 	} written[256];
 
+	/* FUSE_HANDLE_KILLPRIV_V2 was negotiated (fuse_io.c): this file system
+	 * clears set-id bits and capabilities on write, truncate and chown. */
+	_Atomic int killpriv_v2;
+	_Atomic uint64_t init_unique; /* the FUSE_INIT being answered, 0: none */
+
 	_Atomic uint64_t quota_bytes, quota_inodes;
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
@@ -236,6 +241,10 @@ static inline uint64_t dbfs_alloc_round(uint64_t n)
 	return (n + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;
 }
 
+/* ---- the FUSE channel (fuse_io.c) ---- */
+/* Did the request this thread is processing carry FUSE_WRITE_KILL_SUIDGID? */
+bool dbfs_io_write_kill(void);
+
 /* ---- xattrs (xattr.c) ---- */
 int dbfs_xattr_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
 		   MDB_val *val);
@@ -292,10 +301,16 @@ int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t oparent, const char *
 #define DBFS_SET_ATIME_NOW (1u << 7)
 #define DBFS_SET_MTIME_NOW (1u << 8)
 #define DBFS_SET_CTIME     (1u << 10)
+/* What the file system clears itself under FUSE_HANDLE_KILLPRIV_V2: S_ISUID,
+ * and S_ISGID when group-executable (the caller lacks CAP_FSETID, or chown);
+ * the security.capability xattr (a size or owner change). */
+#define DBFS_SET_KILL_SUIDGID (1u << 11)
+#define DBFS_SET_KILL_CAPS    (1u << 12)
 int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct stat *st,
 		    unsigned set, struct dbfs_inode *out);
+/* kill: DBFS_SET_KILL_SUIDGID and/or DBFS_SET_KILL_CAPS, as for setattr. */
 int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, const void *buf,
-		  size_t len);
+		  size_t len, unsigned kill);
 int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uint64_t off,
 		      uint64_t len);
 int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,

@@ -393,6 +393,25 @@ int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t op, const char *on, u
 	return 0;
 }
 
+/* Clear what a write, truncate or chown takes away (DBFS_SET_KILL_*). */
+static int kill_priv(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		     unsigned kill)
+{
+	if (S_ISDIR(in->mode))
+		return 0;
+	if (kill & DBFS_SET_KILL_SUIDGID) {
+		in->mode &= ~(uint32_t)S_ISUID;
+		if (in->mode & S_IXGRP)
+			in->mode &= ~(uint32_t)S_ISGID;
+	}
+	if (kill & DBFS_SET_KILL_CAPS) {
+		int rc = dbfs_xattr_remove(fs, txn, ino, "security.capability");
+		if (rc && rc != -ENODATA)
+			return rc;
+	}
+	return 0;
+}
+
 int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct stat *st,
 		    unsigned set, struct dbfs_inode *in)
 {
@@ -427,6 +446,8 @@ int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct st
 		if ((rc = dbfs_acl_chmod(fs, txn, ino, in->mode)))
 			return rc;
 	}
+	if ((rc = kill_priv(fs, txn, ino, in, set)))
+		return rc;
 	if (set & DBFS_SET_UID)
 		in->uid = st->st_uid;
 	if (set & DBFS_SET_GID)
@@ -456,7 +477,7 @@ int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct st
 }
 
 int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, const void *buf,
-		  size_t len)
+		  size_t len, unsigned kill)
 {
 	struct dbfs_inode in;
 	uint64_t cost = 0;
@@ -479,7 +500,8 @@ int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, con
 		if ((rc = check_byte_quota(fs, txn, cost)))
 			return rc;
 	}
-	if ((rc = dbfs_data_write(fs, txn, ino, &in, off, buf, len)))
+	if ((rc = kill_priv(fs, txn, ino, &in, kill)) ||
+	    (rc = dbfs_data_write(fs, txn, ino, &in, off, buf, len)))
 		return rc;
 	dbfs_touch(&in, 0, 1, 1);
 	return dbfs_inode_put(fs, txn, ino, &in);

@@ -26,8 +26,9 @@ void mfs_fuse_opt_escape(char *out, size_t outlen, const char *s)
 	out[p] = '\0';
 }
 
-int mfs_mount_session(const struct fuse_lowlevel_ops *ops, void *userdata, const char *mnt,
-		      const char *fuse_opts, struct fuse_session **out, char *err, size_t errlen)
+int mfs_mount_session(const struct fuse_lowlevel_ops *ops, const struct fuse_custom_io *io,
+		      void *userdata, const char *mnt, const char *fuse_opts,
+		      struct fuse_session **out, char *err, size_t errlen)
 {
 	char *argv[] = {"mfs", "-o", (char *)fuse_opts, NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
@@ -43,6 +44,13 @@ int mfs_mount_session(const struct fuse_lowlevel_ops *ops, void *userdata, const
 		snprintf(err, errlen, "mounting %s failed", mnt);
 		fuse_session_destroy(se);
 		return -EIO;
+	}
+	int rc = io ? fuse_session_custom_io(se, io, fuse_session_fd(se)) : 0;
+	if (rc) {
+		snprintf(err, errlen, "setting the FUSE channel of %s: %s", mnt, strerror(-rc));
+		fuse_session_unmount(se);
+		fuse_session_destroy(se);
+		return rc;
 	}
 	*out = se;
 	return 0;

@@ -12,15 +12,19 @@
 #include <sys/types.h>
 
 struct fuse_lowlevel_ops;
+struct fuse_custom_io;
 struct fuse_session;
 
 /*
  * Create a session for `ops`/`userdata` with the mount options `fuse_opts`
- * (comma-separated, libfuse syntax) and mount it at `mnt`.
- * Errors: -EINVAL (bad options), -EIO (the mount failed; reason in err).
+ * (comma-separated, libfuse syntax) and mount it at `mnt`; with `io`, the
+ * session talks to the kernel through those hooks (fuse_session_custom_io).
+ * Errors: -EINVAL (bad options), -EIO (the mount failed; reason in err),
+ * -errno of fuse_session_custom_io.
  */
-int mfs_mount_session(const struct fuse_lowlevel_ops *ops, void *userdata, const char *mnt,
-		      const char *fuse_opts, struct fuse_session **out, char *err, size_t errlen);
+int mfs_mount_session(const struct fuse_lowlevel_ops *ops, const struct fuse_custom_io *io,
+		      void *userdata, const char *mnt, const char *fuse_opts,
+		      struct fuse_session **out, char *err, size_t errlen);
 
 /*
  * Unmount `mnt`: lazily (MNT_DETACH) when `lazy`, else failing with -EBUSY

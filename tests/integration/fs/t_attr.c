@@ -2,6 +2,8 @@
  * write, truncate and chown by non-root. Timestamps are in t_times.c. */
 #include "check.h"
 
+#include <sys/xattr.h>
+
 static void test_chmod_chown(void)
 {
 	write_file("f", "x", 1, 0644);
@@ -120,11 +122,55 @@ static void test_suid_clear(void)
 	OK("setuid/setgid cleared on write, truncate and chown by non-root");
 }
 
+/* A valid VFS_CAP_REVISION_2 value (cap_net_bind_service, permitted). */
+static const unsigned char caps_v2[20] = {0x01, 0x00, 0x00, 0x02, 0x00, 0x04};
+
+static int has_caps(const char *path)
+{
+	unsigned char v[64];
+	ssize_t n = getxattr(path, "security.capability", v, sizeof(v));
+	if (n < 0)
+		CHECK_EQ(errno, ENODATA);
+	return n > 0;
+}
+
+static void set_caps(const char *path)
+{
+	CHECK(setxattr(path, "security.capability", caps_v2, sizeof(caps_v2), 0) == 0);
+	CHECK(has_caps(path));
+}
+
+static void test_caps_clear(void)
+{
+	if (!is_root()) {
+		printf("skip - file capabilities need root\n");
+		return;
+	}
+	/* Any write, truncate or chown removes file capabilities, even root's. */
+	write_file("capf", "data", 4, 0755);
+	set_caps("capf");
+	write_as_nobody("capf");
+	CHECK(!has_caps("capf"));
+	set_caps("capf");
+	CHECK(truncate("capf", 2) == 0);
+	CHECK(!has_caps("capf"));
+	set_caps("capf");
+	CHECK(chown("capf", NOBODY, NOBODY) == 0);
+	CHECK(!has_caps("capf"));
+	/* Reading and stat do not. */
+	set_caps("capf");
+	free(read_file("capf", &(size_t){0}));
+	stat_of("capf");
+	CHECK(has_caps("capf"));
+	OK("file capabilities removed on write, truncate and chown");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
 	test_chmod_chown();
 	test_umask_sgid_dir();
 	test_suid_clear();
+	test_caps_clear();
 	return 0;
 }

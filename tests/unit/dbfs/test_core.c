@@ -398,7 +398,7 @@ END_TEST
 
 static int wr(uint64_t ino, uint64_t off, const void *buf, size_t len)
 {
-	return RUN(dbfs_op_write(fs, txn, ino, off, buf, len));
+	return RUN(dbfs_op_write(fs, txn, ino, off, buf, len, 0));
 }
 
 START_TEST(test_data)
@@ -496,7 +496,7 @@ START_TEST(test_small_writes_one_txn)
 	size_t len = 40;
 	for (int round = 0; round < 3; round++, len += 3)
 		for (int i = 0; i < 8; i++)
-			ck_assert_int_eq(dbfs_op_write(fs, txn, f[i], len - 2, "XYZ01", 5), 0);
+			ck_assert_int_eq(dbfs_op_write(fs, txn, f[i], len - 2, "XYZ01", 5, 0), 0);
 	ck_assert_int_eq(mdb_txn_commit(txn), 0);
 	for (int i = 0; i < 8; i++) {
 		memset(want, 'a' + i, 40);
@@ -712,7 +712,7 @@ struct wa {
 static int write_fn(struct dbfs *f, MDB_txn *txn, void *arg)
 {
 	struct wa *w = arg;
-	return dbfs_op_write(f, txn, w->ino, w->off, w->buf, w->len);
+	return dbfs_op_write(f, txn, w->ino, w->off, w->buf, w->len, 0);
 }
 
 START_TEST(test_map_grows_commit)
@@ -777,7 +777,7 @@ static int sc_unlink(MDB_txn *txn)
 static int sc_write(MDB_txn *txn)
 {
 	static char buf[200000];
-	return dbfs_op_write(fs, txn, s_file, 30000, buf, sizeof(buf));
+	return dbfs_op_write(fs, txn, s_file, 30000, buf, sizeof(buf), 0);
 }
 
 static int sc_truncate(MDB_txn *txn)

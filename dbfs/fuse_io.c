@@ -1,0 +1,84 @@
+/*
+ * The FUSE channel of a DBFS session: libfuse's custom I/O hooks, plain
+ * read(2) and writev(2) on /dev/fuse plus what libfuse 3.14 cannot do by
+ * itself.
+ *
+ * FUSE_HANDLE_KILLPRIV_V2. Without it the kernel asks for the
+ * security.capability xattr before every write(2), a second round trip per
+ * write, because it must clear set-id bits and capabilities itself. With it
+ * the kernel leaves that to the file system and tells it when the writer
+ * lacks CAP_FSETID (FUSE_WRITE_KILL_SUIDGID on a write, FATTR_KILL_SUIDGID on
+ * a truncate or chown). libfuse 3.14 neither offers the flag nor passes
+ * write_flags on, so this file adds the flag to the FUSE_INIT reply when the
+ * kernel offered it, and notes each write request's write_flags for the
+ * thread that goes on to process it (the mfs loop reads and processes a
+ * request in one thread: fuse_session_receive_buf, fuse_session_process_buf).
+ */
+#include <stddef.h>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <linux/fuse.h>
+#include <fuse_lowlevel.h>
+
+#include "dbfs/internal.h"
+
+/* write_flags of the request this thread read last. */
+static __thread uint32_t tls_write_flags;
+
+bool dbfs_io_write_kill(void)
+{
+	return (tls_write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct dbfs *fs = userdata;
+	ssize_t n = read(fd, buf, len);
+	const struct fuse_in_header *h = buf;
+	const char *arg = (const char *)buf + sizeof(*h);
+
+	tls_write_flags = 0;
+	if (n < (ssize_t)sizeof(*h))
+		return n;
+	size_t arglen = (size_t)n - sizeof(*h);
+	if (h->opcode == FUSE_WRITE && arglen >= sizeof(struct fuse_write_in)) {
+		tls_write_flags = ((const struct fuse_write_in *)arg)->write_flags;
+	} else if (h->opcode == FUSE_INIT && arglen >= offsetof(struct fuse_init_in, flags) +
+							       sizeof(uint32_t)) {
+		const struct fuse_init_in *in = (const void *)arg;
+		if (in->major == FUSE_KERNEL_VERSION && in->minor >= 33 &&
+		    (in->flags & FUSE_HANDLE_KILLPRIV_V2))
+			fs->init_unique = h->unique;
+	}
+	return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct dbfs *fs = userdata;
+	uint64_t init = fs->init_unique;
+
+	if (init && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+	    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {
+		const struct fuse_out_header *oh = iov[0].iov_base;
+		if (oh->unique == init) {
+			fs->init_unique = 0;
+			if (oh->error == 0) {
+				((struct fuse_init_out *)iov[1].iov_base)->flags |=
+					FUSE_HANDLE_KILLPRIV_V2;
+				fs->killpriv_v2 = 1;
+			}
+		}
+	}
+	return writev(fd, iov, count);
+}
+
+static const struct fuse_custom_io dbfs_io = {
+	.read = io_read,
+	.writev = io_writev,
+};
+
+const struct fuse_custom_io *dbfs_fuse_io(void)
+{
+	return &dbfs_io;
+}
