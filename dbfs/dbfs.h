@@ -120,6 +120,11 @@ void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c);
  * struct dbfs * the requests are for. */
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void);
 
+/* The session serving `fs` (before it serves requests): lets the file
+ * system invalidate what the kernel caches. */
+struct fuse_session;
+void dbfs_set_session(struct dbfs *fs, struct fuse_session *se);
+
 /* The session's channel: after fuse_session_mount, pass it to
  * fuse_session_custom_io(se, dbfs_fuse_io(), fuse_session_fd(se)). It
  * negotiates FUSE_HANDLE_KILLPRIV_V2, which saves the kernel's

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -71,15 +72,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (fs->opt.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	/* Wanted when the kernel has them. POSIX_ACL: the kernel enforces
-	 * ACLs we store. NO_OPEN(DIR)_SUPPORT: opening holds no state here, so
-	 * without open/opendir handlers the kernel skips open, release, opendir
-	 * and releasedir requests and keeps its page and readdir caches
-	 * (FOPEN_KEEP_CACHE, CACHE_DIR). There is no create handler either: a
-	 * file made by FUSE_CREATE is released with a FUSE_RELEASE request
-	 * even without open support, while after the first ENOSYS the kernel
-	 * creates with FUSE_MKNOD and opens locally (still FMODE_CREATED, so
-	 * O_CREAT|O_WRONLY on a new mode-0444 file works), one round trip less
-	 * per created file. */
+	 * ACLs we store. NO_OPEN(DIR)_SUPPORT: see op_open. There is no create
+	 * handler: a file made by FUSE_CREATE is released with a FUSE_RELEASE
+	 * request until some open answered ENOSYS, while after FUSE_CREATE
+	 * answered ENOSYS the kernel creates with FUSE_MKNOD and opens
+	 * locally (still FMODE_CREATED, so O_CREAT|O_WRONLY on a new mode-0444
+	 * file works). */
 	static const unsigned caps[] = {
 		FUSE_CAP_POSIX_ACL,      FUSE_CAP_DONT_MASK,       FUSE_CAP_READDIRPLUS,
 		FUSE_CAP_PARALLEL_DIROPS, FUSE_CAP_ASYNC_DIO,      FUSE_CAP_CACHE_SYMLINKS,
@@ -91,11 +89,47 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* With no open handler the kernel never tells us about O_TRUNC:
 	 * let it send a setattr instead. */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
+	fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* We are the only writer of the store: cached pages stay valid. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_write = 1u << 20;
 	conn->max_readahead = 1u << 20;
 	conn->time_gran = 1;
+}
+
+/* ---- opening ---- */
+
+/*
+ * Opening holds no state here (permissions are the kernel's, O_TRUNC comes
+ * as a setattr). Where the kernel allows it, answer ENOSYS: it then opens
+ * every file (directory) of this mount itself, with its page cache kept
+ * (readdir cache for directories), and sends no open or release requests
+ * again. libfuse 3.14 leaves that answer to the handler. A cached listing
+ * goes stale only when its directory moves to another parent (a new ".."):
+ * op_rename invalidates it then.
+ */
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	if (req_fs(req)->no_open) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->keep_cache = 1;
+	fuse_reply_open(req, fi);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	if (req_fs(req)->no_opendir) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->keep_cache = 1;
+	fi->cache_readdir = 1;
+	fuse_reply_open(req, fi);
 }
 
 /* ---- lookups and attributes ---- */
@@ -346,12 +380,36 @@ static int rename_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	return dbfs_op_rename(fs, txn, c->op, c->on, c->np, c->nn, c->flags);
 }
 
+/* If parent/name is a directory, drop the kernel's cached listing of it. */
+static void inval_listing(struct dbfs *fs, uint64_t parent, const char *name)
+{
+	MDB_txn *txn;
+	uint64_t ino;
+	struct dbfs_inode in;
+
+	if (!fs->se || dbfs_read_begin(fs, &txn))
+		return;
+	int rc = dbfs_op_lookup(fs, txn, parent, name, &ino, &in);
+	dbfs_read_end(fs, txn);
+	if (!rc && S_ISDIR(in.mode))
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+}
+
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		      const char *newname, unsigned int flags)
 {
+	struct dbfs *fs = req_fs(req);
 	struct rename_ctx c = {parent, newparent, name, newname, flags};
-	req_fs(req)->cnt.ops++;
-	reply_err(req, dbfs_write(req_fs(req), rename_fn, &c));
+	fs->cnt.ops++;
+	int rc = dbfs_write(fs, rename_fn, &c);
+	if (!rc && parent != newparent) {
+		/* committed; the kernel waits for our reply and holds no lock
+		 * on the moved directory's pages */
+		inval_listing(fs, newparent, newname);
+		if (flags & RENAME_EXCHANGE)
+			inval_listing(fs, parent, name);
+	}
+	reply_err(req, rc);
 }
 
 struct link_ctx {
@@ -835,6 +893,8 @@ static const struct fuse_lowlevel_ops dbfs_ops = {
 	.getattr = op_getattr,
 	.setattr = op_setattr,
 	.readlink = op_readlink,
+	.open = op_open,
+	.opendir = op_opendir,
 	.mknod = op_mknod,
 	.mkdir = op_mkdir,
 	.symlink = op_symlink,
@@ -856,6 +916,11 @@ static const struct fuse_lowlevel_ops dbfs_ops = {
 	.fallocate = op_fallocate,
 	.copy_file_range = op_copy_file_range,
 };
+
+void dbfs_set_session(struct dbfs *fs, struct fuse_session *se)
+{
+	fs->se = se;
+}
 
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void)
 {

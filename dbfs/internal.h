@@ -62,6 +62,8 @@ struct dbfs {
 	struct dbfs_nodes nodes;   /* kernel lookup counts */
 	int space_low;             /* the space reserve is gone (space.c) */
 	int writemap;              /* the env is open with MDB_WRITEMAP */
+	int no_open, no_opendir;   /* the kernel opens by itself (fuse_ops.c) */
+	struct fuse_session *se;   /* for invalidations (dbfs_set_session) */
 	uint64_t alloc_end;        /* bytes of data.mdb known allocated */
 
 	/* Blocks written in the current write transaction (data.c): a

@@ -167,6 +167,7 @@ int mfs_dbfs_mount(struct mfs_dbfs *d, bool create, char *err, size_t errlen)
 		dbfs_close(fs);
 		return rc;
 	}
+	dbfs_set_session(fs, se);
 	pthread_mutex_lock(&mgr->lock);
 	d->session_ended = false;
 	d->fs = fs;
