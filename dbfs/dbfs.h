@@ -44,6 +44,7 @@ struct dbfs_options {
 	uint64_t initial_map_size;   /* bytes (0: 256 MiB); the map grows on demand */
 	uint64_t quota_bytes;        /* 0: none; data bytes beyond it: EDQUOT */
 	uint64_t quota_inodes;       /* 0: none */
+	uint64_t cache_limit;        /* mem=: bytes of kernel cache for the files; 0: none */
 	double attr_timeout;         /* seconds the kernel may cache attributes */
 	double entry_timeout;        /* seconds the kernel may cache names */
 	bool writeback_cache;        /* let the kernel buffer writes (default off: see README) */
@@ -57,7 +58,8 @@ void dbfs_options_init(struct dbfs_options *o);
  * Parse one mount-option style `key=value` (or bare `key`) into `o`.
  * Known keys: create, ro, durability=full|normal|none, max_readers=N,
  * map_size=SIZE, quota_bytes=SIZE, quota_inodes=N, attr_timeout=SECS,
- * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1. SIZE accepts K, M, G, T suffixes.
+ * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE. SIZE accepts K, M,
+ * G, T suffixes.
  * Returns 0, -ENOENT for an unknown key (so a caller may try its own keys),
  * or -EINVAL for a malformed value (reason in err).
  */
@@ -94,6 +96,20 @@ int dbfs_tick(struct dbfs *fs);
 
 /* Change quotas live (0: none). Takes effect for the next operation. */
 void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes);
+
+/*
+ * The kernel's cache of this DBFS's files (page cache, readdir cache), held
+ * to a limit: see dbfs/cache.c. dbfs_set_cache_limit changes it live (0:
+ * none). When the estimate passes the limit, `cb(arg)` is called from the
+ * request thread (it must not block); the owner then calls dbfs_cache_trim,
+ * which may wait for the kernel: never from a thread that serves requests.
+ * dbfs_tick trims too. Needs dbfs_set_session to reach the kernel.
+ */
+void dbfs_set_cache_limit(struct dbfs *fs, uint64_t bytes);
+void dbfs_set_cache_callback(struct dbfs *fs, void (*cb)(void *arg), void *arg);
+int dbfs_cache_trim(struct dbfs *fs);
+/* Estimated bytes cached, the limit, and the bytes dropped so far. */
+void dbfs_cache_usage(struct dbfs *fs, uint64_t *bytes, uint64_t *limit, uint64_t *trimmed);
 
 /* Usage as recorded in the store. */
 struct dbfs_usage {

@@ -164,8 +164,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void forget_one(struct dbfs *fs, uint64_t ino, uint64_t n)
 {
-	if (dbfs_nodes_unref(&fs->nodes, ino, n) == 0 && ino != DBFS_ROOT_INO)
-		dbfs_reap_later(fs, ino);
+	if (dbfs_nodes_unref(&fs->nodes, ino, n) == 0) {
+		dbfs_cache_forget(fs, ino);
+		if (ino != DBFS_ROOT_INO)
+			dbfs_reap_later(fs, ino);
+	}
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -257,6 +260,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		return;
 	}
 	struct stat st;
+	if (c.set & DBFS_SET_SIZE)
+		dbfs_cache_truncated(fs, ino, c.out.size);
 	dbfs_inode_to_stat(&c.out, ino, &st);
 	fuse_reply_attr(req, &st, fs->opt.attr_timeout);
 }
@@ -514,6 +519,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	fuse_reply_iov(req, iov, n);
 	dbfs_read_end(fs, txn);
 	fs->cnt.read_bytes += got;
+	dbfs_cache_note(fs, ino, got, in.size);
 }
 
 struct write_ctx {
@@ -545,6 +551,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	}
 	fs->cnt.write_bytes += size;
 	fuse_reply_write(req, size);
+	dbfs_cache_note(fs, ino, size, (uint64_t)off + size);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -609,17 +616,20 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			       struct fuse_file_info *fi_out, size_t len, int flags)
 {
+	struct dbfs *fs = req_fs(req); /* the reply frees req */
 	struct copy_ctx c = {ino_in, (uint64_t)off_in, ino_out, (uint64_t)off_out, len, 0};
 	(void)fi_in;
 	(void)fi_out;
-	req_fs(req)->cnt.ops++;
+	fs->cnt.ops++;
 	if (c.len > DBFS_BATCH_BYTES)
 		c.len = DBFS_BATCH_BYTES; /* a short copy: the caller loops */
-	int rc = flags ? -EINVAL : dbfs_write_sized(req_fs(req), copy_fn, &c, c.len);
+	int rc = flags ? -EINVAL : dbfs_write_sized(fs, copy_fn, &c, c.len);
 	if (rc)
 		reply_err(req, rc);
 	else
 		fuse_reply_write(req, c.copied);
+	if (!rc)
+		dbfs_cache_note(fs, ino_out, c.copied, (uint64_t)off_out + c.copied);
 }
 
 /* ---- directories ---- */
@@ -720,6 +730,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
 		reply_err(req, rc);
 	else
 		fuse_reply_buf(req, r.buf, r.used);
+	dbfs_cache_note(fs, ino, r.used, UINT64_MAX); /* the readdir cache */
 	if (r.buf != rd_buf)
 		free(r.buf);
 }

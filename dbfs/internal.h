@@ -23,6 +23,20 @@
 
 struct dbfs_wop;
 
+/* The kernel's cache of this DBFS's files (cache.c). */
+struct dbfs_cache_ent;
+struct dbfs_cache {
+	pthread_mutex_t lock;
+	_Atomic uint64_t limit; /* bytes; 0: none, nothing counted */
+	uint64_t total;         /* estimated bytes cached */
+	uint64_t trimmed;       /* bytes asked to drop so far */
+	struct dbfs_cache_ent **tab, *head, *tail;
+	size_t nbuckets, n;
+	bool told;              /* over the limit, owner told, no trim since */
+	void (*cb)(void *arg);
+	void *cb_arg;
+};
+
 struct dbfs {
 	char *dir;
 	MDB_env *env;
@@ -64,6 +78,7 @@ struct dbfs {
 	int writemap;              /* the env is open with MDB_WRITEMAP */
 	int no_open, no_opendir;   /* the kernel opens by itself (fuse_ops.c) */
 	struct fuse_session *se;   /* for invalidations (dbfs_set_session) */
+	struct dbfs_cache cache;
 	uint64_t alloc_end;        /* bytes of data.mdb known allocated */
 
 	/* Blocks written in the current write transaction (data.c): a
@@ -242,6 +257,15 @@ static inline uint64_t dbfs_alloc_round(uint64_t n)
 {
 	return (n + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;
 }
+
+/* ---- the kernel's cache of the files (cache.c) ---- */
+int dbfs_cache_init(struct dbfs *fs);
+void dbfs_cache_destroy(struct dbfs *fs);
+/* `bytes` of inode `ino` (now `size` bytes long) went into the kernel. */
+void dbfs_cache_note(struct dbfs *fs, uint64_t ino, uint64_t bytes, uint64_t size);
+void dbfs_cache_truncated(struct dbfs *fs, uint64_t ino, uint64_t size);
+/* The kernel forgot the inode: its pages are gone. */
+void dbfs_cache_forget(struct dbfs *fs, uint64_t ino);
 
 /* ---- the FUSE channel (fuse_io.c) ---- */
 /* Did the request this thread is processing carry FUSE_WRITE_KILL_SUIDGID? */

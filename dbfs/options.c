@@ -103,6 +103,8 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 			o->initial_map_size = n;
 	} else if (!strcmp(key, "quota_bytes")) {
 		bad = parse_u64(v, &o->quota_bytes, 1);
+	} else if (!strcmp(key, "mem")) {
+		bad = parse_u64(v, &o->cache_limit, 1);
 	} else if (!strcmp(key, "quota_inodes")) {
 		bad = parse_u64(v, &o->quota_inodes, 0);
 	} else if (!strcmp(key, "attr_timeout")) {

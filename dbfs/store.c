@@ -323,6 +323,8 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	pthread_cond_init(&fs->wq_cond, NULL);
 	fs->wq_tail = &fs->wq_head;
 	pthread_mutex_init(&fs->reap_lock, NULL);
+	dbfs_cache_init(fs);
+	fs->cache.limit = o->cache_limit;
 	if ((rc = dbfs_nodes_init(&fs->nodes))) {
 		snprintf(err, errlen, "out of memory");
 		goto fail_nodes;
@@ -455,6 +457,7 @@ fail_env:
 fail_lock:
 	dbfs_nodes_destroy(&fs->nodes);
 fail_nodes:
+	dbfs_cache_destroy(fs);
 	free(fs->dir);
 	free(fs);
 	return rc;
@@ -478,6 +481,7 @@ void dbfs_close(struct dbfs *fs)
 	mdb_env_close(fs->env);
 	close(fs->lock_fd);
 	dbfs_nodes_destroy(&fs->nodes);
+	dbfs_cache_destroy(fs);
 	pthread_rwlock_destroy(&fs->map_lock);
 	free(fs->reap);
 	free(fs->dir);
@@ -501,6 +505,7 @@ int dbfs_sync(struct dbfs *fs)
 
 int dbfs_tick(struct dbfs *fs)
 {
+	dbfs_cache_trim(fs);
 	if (fs->opt.read_only)
 		return 0;
 	int rc = dbfs_reap_now(fs);

@@ -448,6 +448,9 @@ static int exec_config(struct mfs_cmd *cmd, char *err, size_t errlen)
 		d->limits = lim;
 		d->quota_bytes = o.quota_bytes;
 		d->quota_inodes = o.quota_inodes;
+		d->cache_mem = o.cache_limit;
+		d->cache_limit = UINT64_MAX; /* apply it anew */
+		mfs_cache_rebalance();
 	}
 	pthread_mutex_unlock(&mgr->lock);
 	mfs_dbfs_save(d);

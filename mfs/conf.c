@@ -115,7 +115,7 @@ int mfs_conf_check(const char *key, const char *value, char *err, size_t errlen)
 bool mfs_conf_live(const char *key)
 {
 	static const char *const live[] = {"quota_bytes", "quota_inodes", "max_concurrent", "iops",
-					    "bandwidth"};
+					    "bandwidth",   "mem"};
 	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
 		if (!strcmp(key, live[i]))
 			return true;

@@ -343,12 +343,46 @@ static void stop_all(void)
 	pthread_mutex_unlock(&mgr->lock);
 }
 
+void mfs_cache_rebalance(void)
+{
+	struct mfs_manager *mgr = mfs_ctl.mgr;
+	uint64_t n = 0;
+
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next)
+		if (d->state == MFS_MOUNTED && d->fs)
+			n++;
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
+		if (d->state != MFS_MOUNTED || !d->fs)
+			continue;
+		uint64_t lim = d->cache_mem;
+		if (mgr->mem) {
+			uint64_t share = mgr->mem / n;
+			if (!lim || share < lim)
+				lim = share ? share : 1;
+		}
+		if (lim != d->cache_limit) {
+			d->cache_limit = lim;
+			dbfs_set_cache_limit(d->fs, lim);
+		}
+	}
+}
+
+void mfs_cache_over(void *arg)
+{
+	(void)arg;
+	/* No lock: a request thread must not wait for the control thread. A
+	 * lost wake-up costs a second (the tick trims too). */
+	mfs_ctl.trim_due = true;
+	pthread_cond_signal(&mfs_ctl.wake);
+}
+
 /*
- * libdbfs's housekeeping (dbfs_tick): about once a second for every mounted
- * DBFS, from this thread, never inside a request. Only this thread closes a
- * store, so the pointers stay valid outside the lock.
+ * libdbfs's housekeeping (dbfs_tick, or only dbfs_cache_trim): about once a
+ * second for every mounted DBFS, from this thread, never inside a request.
+ * Only this thread closes a store, so the pointers stay valid outside the
+ * lock.
  */
-static void tick_all(void)
+static void tick_all(bool trim_only)
 {
 	struct mfs_manager *mgr = mfs_ctl.mgr;
 	size_t n = 0, cap = 0;
@@ -363,7 +397,7 @@ static void tick_all(void)
 			fs[n++] = d->fs;
 	pthread_mutex_unlock(&mgr->lock);
 	for (size_t i = 0; i < n; i++) {
-		int rc = dbfs_tick(fs[i]);
+		int rc = trim_only ? dbfs_cache_trim(fs[i]) : dbfs_tick(fs[i]);
 		if (rc)
 			mfs_warn("%s: housekeeping: %s", dbfs_dir(fs[i]), strerror(-rc));
 	}
@@ -377,7 +411,7 @@ int mfs_control_run(void)
 
 	for (;;) {
 		pthread_mutex_lock(&mgr->lock);
-		while (!mfs_ctl.head && !mfs_ctl.stop) {
+		while (!mfs_ctl.head && !mfs_ctl.stop && !mfs_ctl.trim_due) {
 			uint64_t now = mfs_now_ns();
 			if (now >= next_tick)
 				break;
@@ -396,9 +430,15 @@ int mfs_control_run(void)
 			pthread_mutex_unlock(&mgr->lock);
 			break;
 		}
+		if (mfs_ctl.trim_due) {
+			mfs_ctl.trim_due = false;
+			pthread_mutex_unlock(&mgr->lock);
+			tick_all(true);
+			continue;
+		}
 		if (mfs_now_ns() >= next_tick) {
 			pthread_mutex_unlock(&mgr->lock);
-			tick_all();
+			tick_all(false);
 			next_tick = mfs_now_ns() + 1000000000u;
 			continue;
 		}

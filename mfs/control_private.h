@@ -8,6 +8,7 @@
 #define MFS_CONTROL_PRIVATE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "manager.h"
@@ -21,7 +22,16 @@ struct mfs_ctl {
 	struct mfs_job *head, *tail;    /* lock */
 	bool stop;                      /* lock: a stop was asked */
 	bool stopping;                  /* lock: the stop has begun: refuse commands */
+	_Atomic bool trim_due;          /* a DBFS's kernel cache passed its limit */
 };
+
+/* lock held: give every mounted DBFS its cache limit: its own mem=, within
+ * an equal share of the manager's mem= (control.c). */
+void mfs_cache_rebalance(void);
+
+/* libdbfs's callback when a DBFS's kernel cache passes its limit: wake the
+ * control thread to trim (never from the request thread). */
+void mfs_cache_over(void *arg);
 
 extern struct mfs_ctl mfs_ctl;
 

@@ -95,6 +95,7 @@ void mfs_dbfs_finish(struct mfs_dbfs *d, const char *reason)
 	d->state = MFS_UNMOUNTED;
 	d->dev = 0;
 	snprintf(d->reason, sizeof(d->reason), "%s", reason);
+	mfs_cache_rebalance();
 	pthread_mutex_unlock(&mgr->lock);
 	if (sess)
 		mfs_loop_remove(sess);
@@ -168,6 +169,7 @@ int mfs_dbfs_mount(struct mfs_dbfs *d, bool create, char *err, size_t errlen)
 		return rc;
 	}
 	dbfs_set_session(fs, se);
+	dbfs_set_cache_callback(fs, mfs_cache_over, d);
 	pthread_mutex_lock(&mgr->lock);
 	d->session_ended = false;
 	d->fs = fs;
@@ -201,9 +203,12 @@ int mfs_dbfs_mount(struct mfs_dbfs *d, bool create, char *err, size_t errlen)
 	d->limits = lim;
 	d->quota_bytes = o.quota_bytes;
 	d->quota_inodes = o.quota_inodes;
+	d->cache_mem = o.cache_limit;
+	d->cache_limit = o.cache_limit; /* dbfs_open applied it */
 	d->state = MFS_MOUNTED;
 	d->reason[0] = '\0';
 	d->mounted_at = (uint64_t)time(NULL);
+	mfs_cache_rebalance();
 	pthread_mutex_unlock(&mgr->lock);
 	mfs_info("%s: mounted %s at %s", d->conf.name, d->conf.store, d->conf.mountpoint);
 	return 0;

@@ -42,6 +42,7 @@ struct cli {
 	bool debug;
 	bool allow_other;
 	bool unfair;
+	uint64_t mem;
 	unsigned threads;
 	const char *dbfs_store;
 	const char *mountpoint;
@@ -67,6 +68,7 @@ static void usage(FILE *f)
 		"  -o threads=N  worker threads shared by every mount (default %d)\n"
 		"  -o allow_other  let other users read status and manage their own DBFSs\n"
 		"  -o governor=off  no fair share of workers (for comparisons)\n"
+		"  -o mem=SIZE   kernel cache memory for all DBFSs, shared equally\n"
 		"See mfs(8).\n",
 		DEFAULT_THREADS);
 }
@@ -129,11 +131,12 @@ static int parse_o(struct cli *c, const char *s)
 		} else if (!strcmp(k, "debug")) {
 			c->debug = true;
 		} else if (!strcmp(k, "mem") && !c->dbfs_store) {
-			uint64_t sz;
+			uint64_t sz = 0;
 			if (!v || mfs_parse_size(v, &sz)) {
 				fprintf(stderr, "mfs: bad mem= size\n");
 				rc = -1;
 			}
+			c->mem = sz;
 		} else if (generic_mount_option(k) ||
 			   (!strcmp(k, "ro") && !c->dbfs_store)) {
 			continue;
@@ -408,6 +411,7 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&mgr.lock, NULL);
 	mgr.uid = getuid();
 	mgr.allow_other = c.allow_other;
+	mgr.mem = c.mem;
 	mgr.started_at = (uint64_t)time(NULL);
 	mgr.single = c.dbfs_store != NULL;
 	snprintf(mgr.state_dir, sizeof(mgr.state_dir), "%s", c.state_dir);

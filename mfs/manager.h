@@ -60,6 +60,8 @@ struct mfs_dbfs {
 	unsigned conn;        /* kernel connection id (/sys/fs/fuse/connections) */
 	dev_t dev;            /* st_dev of the mount */
 	struct mfs_limits limits;
+	uint64_t cache_mem;    /* its own mem= (0: none) */
+	uint64_t cache_limit;  /* as last applied: min(cache_mem, manager mem / mounted) */
 	uint64_t quota_bytes;  /* as last applied (0: none) */
 	uint64_t quota_inodes;
 	uint64_t mounted_at;  /* CLOCK_REALTIME seconds */
@@ -79,6 +81,7 @@ struct mfs_manager {
 	dev_t dev;               /* st_dev of the manager mount */
 	uid_t uid;               /* who started mfs */
 	bool allow_other;
+	uint64_t mem;            /* -o mem=: kernel cache budget of all DBFSs, 0: none */
 	uint64_t started_at;     /* CLOCK_REALTIME seconds */
 	struct fuse_session *se; /* the manager session (NULL in single mode) */
 	struct mfs_session *sess;

@@ -48,8 +48,11 @@ static void render_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	struct mfs_session_stats st = {0};
 
 	usage_of(d, &u);
-	if (d->state == MFS_MOUNTED && d->fs)
+	uint64_t cb = 0, cl = 0, ct = 0;
+	if (d->state == MFS_MOUNTED && d->fs) {
 		dbfs_counters(d->fs, &c);
+		dbfs_cache_usage(d->fs, &cb, &cl, &ct);
+	}
 	if (d->state == MFS_MOUNTED && d->sess)
 		mfs_loop_stats(d->sess, &st);
 	mfs_buf_printf(b,
@@ -59,7 +62,8 @@ static void render_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 		       "inflight=%u\npeak_inflight=%u\nthrottled=%llu\ncapped=%llu\n"
 		       "bytes_used=%llu\nquota_bytes=%llu\ninodes_used=%llu\nquota_inodes=%llu\n"
 		       "map_size=%llu\nfile_size=%llu\n"
-		       "max_concurrent=%u\niops_limit=%llu\nbandwidth_limit=%llu\n",
+		       "max_concurrent=%u\niops_limit=%llu\nbandwidth_limit=%llu\n"
+		       "cache_bytes=%llu\ncache_limit=%llu\ncache_trimmed=%llu\n",
 		       d->conf.name, mfs_state_name(d->state), (unsigned long long)st.ops,
 		       (unsigned long long)c.ops, (unsigned long long)c.errors,
 		       (unsigned long long)st.read_bytes, (unsigned long long)st.write_bytes,
@@ -72,7 +76,8 @@ static void render_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 		       (unsigned long long)u.inodes, (unsigned long long)d->quota_inodes,
 		       (unsigned long long)u.map_size, (unsigned long long)u.file_size,
 		       d->limits.max_concurrent, (unsigned long long)d->limits.iops,
-		       (unsigned long long)d->limits.bandwidth);
+		       (unsigned long long)d->limits.bandwidth, (unsigned long long)cb,
+		       (unsigned long long)cl, (unsigned long long)ct);
 }
 
 static void render_list(struct mfs_manager *mgr, struct mfs_buf *b)
