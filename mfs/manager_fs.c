@@ -418,6 +418,31 @@ static bool snap_take(pid_t pid, const char *name, struct mfs_buf *text)
 	return found;
 }
 
+/*
+ * The kernel passes no attribute value over XATTR_SIZE_MAX (64 KiB). A list
+ * of many DBFSs is cut at a line there, with a last line that says how many
+ * more there are and where the whole list is; anything else gets E2BIG.
+ */
+static int fit_value(struct mfs_manager *mgr, const char *name, struct mfs_buf *text)
+{
+	if (text->len <= XATTR_SIZE_MAX)
+		return 0;
+	if (strcmp(name, "user.mfs.list"))
+		return -E2BIG;
+	char tail[PATH_MAX + 96];
+	size_t cut = XATTR_SIZE_MAX - sizeof(tail);
+	while (cut > 0 && text->p[cut - 1] != '\n')
+		cut--;
+	unsigned more = 0;
+	for (size_t i = cut; i < text->len; i++)
+		more += text->p[i] == '\n';
+	int n = snprintf(tail, sizeof(tail), "... %u more DBFSs: the whole list is in %s/.list\n",
+			 more, mgr->mountpoint);
+	memcpy(text->p + cut, tail, (size_t)n + 1);
+	text->len = cut + (size_t)n;
+	return 0;
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct mfs_caller who;
@@ -433,14 +458,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		rc = mfs_render_attr(mgr_of(req), name, &who, &text);
 	if (!rc && text.oom)
 		rc = -ENOMEM;
+	if (!rc)
+		rc = fit_value(mgr_of(req), name, &text);
 	if (rc) {
 		mfs_buf_free(&text);
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	if (text.len > XATTR_SIZE_MAX) {
-		mfs_buf_free(&text);
-		fuse_reply_err(req, E2BIG); /* the kernel could not pass it: read the file */
 		return;
 	}
 	if (size == 0) {

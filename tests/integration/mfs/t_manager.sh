@@ -85,7 +85,25 @@ xget list | grep -q "name=b" && fail "b still listed after forget"
 # the other DBFSs kept working through all of it
 [ "$(cat "$T/ma/f1")" = "a 1" ] && ok "a still serves" || fail "a broken"
 
+# more DBFSs than a 64 KiB attribute holds: list is cut at a line and says
+# how many more there are and where the whole list is
+long=$T/$(printf '%0200d' 0)
+i=0
+while [ $i -lt 160 ]; do
+	mkdir -p "$long/s$i" "$long/m$i"
+	xset mount "name=many$i,store=$long/s$i,mountpoint=$long/m$i,create" ||
+		fail "mount many$i: $(cat "$T/xset.err")"
+	i=$((i + 1))
+done
+all=$(wc -l <"$M/.list")
+xget list >"$T/list.txt" || fail "user.mfs.list with $all DBFSs"
+shown=$(grep -c '^name=' "$T/list.txt")
+more=$(tail -n 1 "$T/list.txt" | sed -n 's/^\.\.\. \([0-9]*\) more DBFSs: the whole list is in .*\/\.list$/\1/p')
+[ -n "$more" ] && [ $((shown + more)) = "$all" ] && [ "$(wc -c <"$T/list.txt")" -le 65536 ] &&
+	ok "user.mfs.list with $all DBFSs: $shown lines and '... $more more'" ||
+	fail "list of $all: $shown shown, tail '$(tail -n 1 "$T/list.txt")'"
+
 stop_pid $MPID; rc=$?
 [ $rc = 0 ] && ok "manager exits 0 on SIGTERM" || fail "manager exit $rc"
-for m in "$M" "$T/ma" "$T/mc"; do not_mounted "$m" || fail "$m left mounted"; done
+for m in "$M" "$T/ma" "$T/mc" "$long/m0" "$long/m159"; do not_mounted "$m" || fail "$m left mounted"; done
 ok "nothing left mounted"
