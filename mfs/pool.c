@@ -133,6 +133,7 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	}
 	return res;
 }
+
 void *mfs_pool_worker(void *arg)
 {
 	struct mfs_worker *w = arg;
