@@ -1,8 +1,12 @@
 /*
- * File contents (table "data"): blocks of DBFS_BLOCK_SIZE keyed by
+ * File contents (table "data"): blocks of fs->block_size bytes keyed by
  * (ino, block). A block's value may be shorter than a block: the rest reads
  * as zeros. A missing block is a hole. The inode's alloc counts every value
  * rounded up to DBFS_ALLOC_UNIT and the usage record follows it.
+ *
+ * The block size is the store's (superblock): DBFS_BLOCK_SIZE (64 KiB) in
+ * stores made before format 1.1, one LMDB page less its header since (see
+ * format.h), so that no write ever needs a run of contiguous free pages.
  */
 #include <errno.h>
 #include <string.h>
@@ -117,12 +121,12 @@ static int finish(struct dbfs *fs, MDB_txn *txn, struct dbfs_inode *in, int64_t 
 int dbfs_data_write_cost(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, size_t len,
 			 uint64_t *cost)
 {
+	const uint64_t bs = fs->block_size;
 	*cost = 0;
 	uint64_t end = off + len;
-	for (uint64_t blk = off >> DBFS_BLOCK_SHIFT; len && (blk << DBFS_BLOCK_SHIFT) < end;
-	     blk++) {
-		uint64_t bstart = blk << DBFS_BLOCK_SHIFT;
-		uint64_t hi = end - bstart > DBFS_BLOCK_SIZE ? DBFS_BLOCK_SIZE : end - bstart;
+	for (uint64_t blk = off / bs; len && blk * bs < end; blk++) {
+		uint64_t bstart = blk * bs;
+		uint64_t hi = end - bstart > bs ? bs : end - bstart;
 		MDB_val v;
 		int rc = block_get(fs, txn, ino, blk, &v);
 		if (rc)
@@ -136,12 +140,13 @@ int dbfs_data_write_cost(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t o
 int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		    uint64_t off, const void *buf, size_t len)
 {
+	const uint64_t bs = fs->block_size;
 	int64_t dalloc = 0;
 	const unsigned char *p = buf;
 	while (len) {
-		uint64_t blk = off >> DBFS_BLOCK_SHIFT;
-		size_t boff = off & (DBFS_BLOCK_SIZE - 1);
-		size_t n = DBFS_BLOCK_SIZE - boff;
+		uint64_t blk = off / bs;
+		size_t boff = (size_t)(off % bs);
+		size_t n = bs - boff;
 		if (n > len)
 			n = len;
 		MDB_val old;
@@ -226,14 +231,14 @@ static int zero_in_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t b
 int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		       uint64_t size)
 {
+	const uint64_t bs = fs->block_size;
 	int64_t dalloc = 0;
 	int rc = 0;
 	if (size < in->size) {
-		uint64_t first_whole = (size + DBFS_BLOCK_SIZE - 1) >> DBFS_BLOCK_SHIFT;
+		uint64_t first_whole = (size + bs - 1) / bs;
 		rc = delete_range(fs, txn, ino, first_whole, UINT64_MAX, &dalloc);
-		if (!rc && (size & (DBFS_BLOCK_SIZE - 1)))
-			rc = zero_in_block(fs, txn, ino, size >> DBFS_BLOCK_SHIFT,
-					   size & (DBFS_BLOCK_SIZE - 1), DBFS_BLOCK_SIZE,
+		if (!rc && size % bs)
+			rc = zero_in_block(fs, txn, ino, size / bs, (size_t)(size % bs), bs,
 					   &dalloc);
 		if (rc)
 			return rc;
@@ -245,21 +250,22 @@ int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 int dbfs_data_punch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		    uint64_t off, uint64_t len)
 {
+	const uint64_t bs = fs->block_size;
 	int64_t dalloc = 0;
 	uint64_t end = off + len;
 	if (end > in->size)
 		end = in->size;
 	while (off < end) {
-		uint64_t blk = off >> DBFS_BLOCK_SHIFT;
-		size_t boff = off & (DBFS_BLOCK_SIZE - 1);
-		uint64_t n = DBFS_BLOCK_SIZE - boff;
+		uint64_t blk = off / bs;
+		size_t boff = (size_t)(off % bs);
+		uint64_t n = bs - boff;
 		if (n > end - off)
 			n = end - off;
 		int rc;
-		if (boff == 0 && n == DBFS_BLOCK_SIZE) {
-			uint64_t last = (end >> DBFS_BLOCK_SHIFT) - 1;
+		if (boff == 0 && n == bs) {
+			uint64_t last = end / bs - 1;
 			rc = delete_range(fs, txn, ino, blk, last, &dalloc);
-			off = (last + 1) << DBFS_BLOCK_SHIFT;
+			off = (last + 1) * bs;
 		} else {
 			rc = zero_in_block(fs, txn, ino, blk, boff, boff + n, &dalloc);
 			off += n;
@@ -275,11 +281,12 @@ int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 {
 	/* Materialise zeros over holes so that later writes in the range need
 	 * no new space. Bytes already stored are kept. */
+	const uint64_t bs = fs->block_size;
 	int64_t dalloc = 0;
 	uint64_t end = off + len;
-	for (uint64_t blk = off >> DBFS_BLOCK_SHIFT; (blk << DBFS_BLOCK_SHIFT) < end; blk++) {
-		uint64_t bstart = blk << DBFS_BLOCK_SHIFT;
-		size_t hi = end - bstart > DBFS_BLOCK_SIZE ? DBFS_BLOCK_SIZE : end - bstart;
+	for (uint64_t blk = off / bs; blk * bs < end; blk++) {
+		uint64_t bstart = blk * bs;
+		size_t hi = end - bstart > bs ? bs : end - bstart;
 		MDB_val old;
 		int rc = block_get(fs, txn, ino, blk, &old);
 		if (rc)
@@ -294,54 +301,94 @@ int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 	return finish(fs, txn, in, dalloc);
 }
 
+/* Append `len` zero bytes to the iovecs (merged with a zero run before). */
+static int map_zeros(struct iovec *iov, int n, int max, size_t len)
+{
+	if (n && iov[n - 1].iov_base >= (void *)zeros &&
+	    iov[n - 1].iov_base < (void *)(zeros + sizeof(zeros)) &&
+	    iov[n - 1].iov_len + len <= sizeof(zeros)) {
+		iov[n - 1].iov_len += len;
+		return n;
+	}
+	if (n == max)
+		return -1;
+	iov[n].iov_base = (void *)zeros;
+	iov[n].iov_len = len;
+	return n + 1;
+}
+
 int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got)
 {
+	const uint64_t bs = fs->block_size;
 	int n = 0;
 	*got = 0;
 	if (off >= in->size)
 		return 0;
 	if (len > in->size - off)
 		len = in->size - off;
+	/* One cursor walks the blocks in order: a lookup for the first, then
+	 * a step per stored block. */
+	MDB_cursor *c;
+	int rc = mdb_cursor_open(txn, fs->db_data, &c);
+	if (rc)
+		return rc > 0 ? -EIO : rc;
+	unsigned char kb[16];
+	MDB_val k, v;
+	data_key(kb, ino, off / bs, &k);
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	/* the cursor's block, UINT64_MAX when past this file's blocks */
+	uint64_t cblk = UINT64_MAX;
+	if (rc == 0 && k.mv_size == 16 && dbfs_get_be64(k.mv_data) == ino)
+		cblk = dbfs_get_be64((unsigned char *)k.mv_data + 8);
+	else if (rc && rc != MDB_NOTFOUND)
+		goto out;
+	rc = 0;
 	while (len && n < max) {
-		uint64_t blk = off >> DBFS_BLOCK_SHIFT;
-		size_t boff = off & (DBFS_BLOCK_SIZE - 1);
-		size_t want = DBFS_BLOCK_SIZE - boff;
+		uint64_t blk = off / bs;
+		size_t boff = (size_t)(off % bs);
+		size_t want = bs - boff;
 		if (want > len)
 			want = len;
-		MDB_val v;
-		int rc = block_get(fs, txn, ino, blk, &v);
-		if (rc)
-			return rc;
-		size_t have = v.mv_size > boff ? v.mv_size - boff : 0;
-		if (have > want)
-			have = want;
+		while (cblk < blk) { /* not expected: keys are in order */
+			int r = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+			cblk = (r == 0 && k.mv_size == 16 && dbfs_get_be64(k.mv_data) == ino)
+				       ? dbfs_get_be64((unsigned char *)k.mv_data + 8)
+				       : UINT64_MAX;
+		}
+		size_t have = 0;
+		if (cblk == blk) {
+			have = v.mv_size > boff ? v.mv_size - boff : 0;
+			if (have > want)
+				have = want;
+		}
 		if (have) {
 			iov[n].iov_base = (char *)v.mv_data + boff;
 			iov[n].iov_len = have;
 			n++;
 		}
 		if (have < want) {
-			if (n == max) {
-				want = have;
-			} else {
-				/* merge with a preceding zero run */
-				if (n && iov[n - 1].iov_base >= (void *)zeros &&
-				    iov[n - 1].iov_base < (void *)(zeros + sizeof(zeros)) &&
-				    iov[n - 1].iov_len + (want - have) <= sizeof(zeros)) {
-					iov[n - 1].iov_len += want - have;
-				} else {
-					iov[n].iov_base = (void *)zeros;
-					iov[n].iov_len = want - have;
-					n++;
-				}
-			}
+			int m = n < max ? map_zeros(iov, n, max, want - have) : -1;
+			if (m < 0)
+				want = have; /* out of iovecs: a short answer */
+			else
+				n = m;
 		}
 		*got += want;
 		off += want;
 		len -= want;
 		if (!want)
 			break;
+		if (cblk == blk) {
+			int r = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+			cblk = (r == 0 && k.mv_size == 16 && dbfs_get_be64(k.mv_data) == ino)
+				       ? dbfs_get_be64((unsigned char *)k.mv_data + 8)
+				       : UINT64_MAX;
+		}
 	}
+out:
+	mdb_cursor_close(c);
+	if (rc)
+		return rc > 0 ? -EIO : rc;
 	return n;
 }

@@ -50,10 +50,15 @@
  *   key  +----------------+----------------+
  *        | ino   u64 BE   | block u64 BE   |
  *        +----------------+----------------+
- *   value: 1..DBFS_BLOCK_SIZE bytes of the block starting at file offset
- *   block * DBFS_BLOCK_SIZE. A missing block is a hole; bytes past the end
- *   of a stored value read as zeros. No block lies wholly at or past the
- *   file size.
+ *   value: 1..B bytes of the block starting at file offset block * B, where
+ *   B is the superblock's block_size. A missing block is a hole; bytes past
+ *   the end of a stored value read as zeros. No block lies wholly at or past
+ *   the file size.
+ *   B is DBFS_PAGE_BLOCK(page size), one LMDB page less its 16-byte header:
+ *   a full block fills exactly one overflow page, so rewriting a block frees
+ *   and takes single pages and never needs a run of contiguous free pages
+ *   (LMDB searches its free list for such runs in time that grows with the
+ *   list). Stores made before kept B = DBFS_BLOCK_SIZE (64 KiB, 17 pages).
  *
  * xattr:
  *   key  +----------------+----------------------------+
@@ -81,7 +86,8 @@
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
 #define DBFS_FORMAT_VERSION 1u
 #define DBFS_BLOCK_SHIFT    16
-#define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB */
+#define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB: the largest block size */
+#define DBFS_PAGE_BLOCK(psize) ((psize) - 16u)         /* block size of new stores */
 #define DBFS_ALLOC_UNIT     4096u
 #define DBFS_NAME_MAX       255u
 #define DBFS_XATTR_NAME_MAX 255u
@@ -104,7 +110,7 @@
 struct dbfs_super {
 	char magic[16];         /* DBFS_MAGIC, NUL padded */
 	uint32_t version;       /* DBFS_FORMAT_VERSION */
-	uint32_t block_size;    /* DBFS_BLOCK_SIZE */
+	uint32_t block_size;    /* DBFS_PAGE_BLOCK(page size), or DBFS_BLOCK_SIZE */
 	uint64_t next_ino;      /* next inode number to hand out; never reused */
 	int64_t created_sec;    /* creation time (seconds since the epoch) */
 	uint8_t uuid[16];

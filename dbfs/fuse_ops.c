@@ -19,7 +19,8 @@
 
 #include "dbfs/internal.h"
 
-#define IOV_MAX_READ 64
+/* A read of up to 1 MiB over blocks of 4080 bytes, with zero runs. */
+#define IOV_MAX_READ 320
 
 static struct dbfs *req_fs(fuse_req_t req)
 {

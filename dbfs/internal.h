@@ -43,7 +43,7 @@ struct dbfs {
 	MDB_dbi db_super, db_inode, db_dirent, db_dircook, db_data, db_xattr, db_orphan;
 	int lock_fd;
 	struct dbfs_options opt;
-	uint64_t block_size;
+	uint64_t block_size;       /* of file data, from the superblock (data.c) */
 
 	/* Every transaction holds this for reading; growing the map takes it
 	 * for writing (mdb_env_set_mapsize needs no transaction active). */
@@ -196,6 +196,8 @@ void dbfs_touch(struct dbfs_inode *in, int atime, int mtime, int ctime);
 
 /* ---- super / usage (super.c) ---- */
 int dbfs_format(struct dbfs *fs, MDB_txn *txn);
+/* The block size of a new store: one LMDB page less its header. */
+uint64_t dbfs_page_block(struct dbfs *fs);
 int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen);
 int dbfs_alloc_ino(struct dbfs *fs, MDB_txn *txn, uint64_t *ino);
 int dbfs_usage_get(struct dbfs *fs, MDB_txn *txn, struct dbfs_usage_rec *u);

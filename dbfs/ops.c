@@ -653,7 +653,7 @@ int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t 
 	}
 	while (*copied < len) {
 		struct iovec iov[4];
-		size_t got, chunk = DBFS_BLOCK_SIZE - ((off_in + *copied) & (DBFS_BLOCK_SIZE - 1));
+		size_t got, chunk = fs->block_size - ((off_in + *copied) % fs->block_size);
 		if (chunk > len - *copied)
 			chunk = len - *copied;
 		if ((rc = dbfs_inode_get(fs, txn, ino_in, &src)))

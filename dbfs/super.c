@@ -11,13 +11,22 @@
 static MDB_val key_sb = {2, (void *)"sb"};
 static MDB_val key_usage = {5, (void *)"usage"};
 
+uint64_t dbfs_page_block(struct dbfs *fs)
+{
+	MDB_stat st;
+	if (mdb_env_stat(fs->env, &st) || st.ms_psize < 1024 ||
+	    DBFS_PAGE_BLOCK(st.ms_psize) > DBFS_BLOCK_SIZE)
+		return DBFS_BLOCK_SIZE;
+	return DBFS_PAGE_BLOCK(st.ms_psize);
+}
+
 int dbfs_format(struct dbfs *fs, MDB_txn *txn)
 {
 	struct dbfs_super sb;
 	memset(&sb, 0, sizeof(sb));
 	memcpy(sb.magic, DBFS_MAGIC, sizeof(DBFS_MAGIC));
 	sb.version = DBFS_FORMAT_VERSION;
-	sb.block_size = DBFS_BLOCK_SIZE;
+	sb.block_size = (uint32_t)dbfs_page_block(fs);
 	sb.next_ino = DBFS_ROOT_INO + 1;
 	sb.created_sec = time(NULL);
 	sb.byte_order = 0x0102030405060708ull;
@@ -77,10 +86,11 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
 			 sb.version, DBFS_FORMAT_VERSION);
 		return -EINVAL;
 	}
-	if (sb.block_size != DBFS_BLOCK_SIZE) {
+	if (sb.block_size != DBFS_BLOCK_SIZE && sb.block_size != dbfs_page_block(fs)) {
 		snprintf(err, errlen, "unsupported block size %u", sb.block_size);
 		return -EINVAL;
 	}
+	fs->block_size = sb.block_size;
 	struct dbfs_inode root;
 	rc = dbfs_inode_get(fs, txn, DBFS_ROOT_INO, &root);
 	if (rc || !S_ISDIR(root.mode)) {

@@ -191,9 +191,10 @@ static void check_dircook(struct fsck *f)
 	}
 }
 
-/* Data blocks: owned by a regular file, 1..DBFS_BLOCK_SIZE bytes, below EOF. */
+/* Data blocks: owned by a regular file, 1..block_size bytes, below EOF. */
 static void check_data(struct fsck *f)
 {
+	const uint64_t bs = f->sb.block_size;
 	MDB_cursor *c;
 	MDB_val k, v;
 	int rc;
@@ -218,11 +219,10 @@ static void check_data(struct fsck *f)
 			why = "no such inode";
 		else if (!S_ISREG(in->rec.mode))
 			why = "inode is not a regular file";
-		else if (v.mv_size == 0 || v.mv_size > DBFS_BLOCK_SIZE) {
-			snprintf(buf, sizeof(buf), "length %zu outside 1..%u", v.mv_size,
-				 DBFS_BLOCK_SIZE);
+		else if (v.mv_size == 0 || v.mv_size > bs) {
+			snprintf(buf, sizeof(buf), "length %zu outside 1..%" PRIu64, v.mv_size, bs);
 			why = buf;
-		} else if (blk >= (in->rec.size + DBFS_BLOCK_SIZE - 1) >> DBFS_BLOCK_SHIFT) {
+		} else if (blk >= (in->rec.size + bs - 1) / bs) {
 			snprintf(buf, sizeof(buf), "lies at or past the file size %" PRIu64,
 				 in->rec.size);
 			why = buf;

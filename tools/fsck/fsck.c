@@ -216,9 +216,11 @@ static void read_super(struct fsck *f)
 	if (f->sb.version != DBFS_FORMAT_VERSION)
 		fsck_fatal("%s: format version %u, this dbfs-fsck knows %u", f->store,
 			   f->sb.version, DBFS_FORMAT_VERSION);
-	if (f->sb.block_size != DBFS_BLOCK_SIZE)
-		fsck_fatal("%s: block size %u, expected %u", f->store, f->sb.block_size,
-			   DBFS_BLOCK_SIZE);
+	MDB_stat st;
+	if (f->sb.block_size != DBFS_BLOCK_SIZE &&
+	    (mdb_env_stat(f->env, &st) || f->sb.block_size != DBFS_PAGE_BLOCK(st.ms_psize)))
+		fsck_fatal("%s: block size %u, expected %u or one page less 16 bytes", f->store,
+			   f->sb.block_size, DBFS_BLOCK_SIZE);
 }
 
 static void begin(struct fsck *f, bool write)
