@@ -90,7 +90,7 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 {
 	struct dbfs_inode pin;
 	size_t len = strlen(name), llen = link ? strlen(link) : 0;
-	int rc, has_default;
+	int rc, has_default = 0;
 
 	if ((rc = dbfs_name_check(name, len)))
 		return rc;
@@ -139,7 +139,8 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 	/* Changes start here. */
 	if ((rc = dbfs_alloc_ino(fs, txn, ino)))
 		return rc;
-	if (!S_ISLNK(mode) && (rc = dbfs_acl_inherit(fs, txn, parent, *ino, in->mode)))
+	if (!S_ISLNK(mode) && has_default &&
+	    (rc = dbfs_acl_inherit(fs, txn, parent, *ino, in->mode)))
 		return rc;
 	if ((rc = dbfs_inode_put_link(fs, txn, *ino, in, link, llen)))
 		return rc;
