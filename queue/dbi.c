@@ -244,6 +244,8 @@ int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc)
 			for (unsigned i = 0; i < w->npend; i++)
 				mq_subshard_remember(q, w->pend[i].s, w->pend[i].id,
 						     w->pend[i].dbi);
+		if (!rc)
+			mq_map_check(q);
 	}
 	if (w->glocked)
 		pthread_mutex_unlock(&mq_dbi_global);

@@ -72,10 +72,12 @@ struct mq_counters {
 	_Atomic uint64_t hits, misses, restores, evictions, prefetches;
 	_Atomic uint64_t store_only, pressure_events;
 	_Atomic uint64_t buffered, spilled, bdropped, groups, maint_errors;
+	_Atomic uint64_t map_trims;
 };
 
 struct mq_queue {
 	MDB_env *env;
+	_Atomic uint64_t map_commits; /* own commits, for mq_map_check */
 	char name[MQ_NAME_MAX + 1];
 	struct mq_config cfg;
 	MDB_dbi meta, exc;
@@ -237,5 +239,8 @@ void mq_buffered_free_all(mq_queue *q);
 uint64_t mq_budget_bytes(void);
 void mq_budget_add(int64_t delta);
 uint64_t mq_budget_used(void);
+
+/* After an own commit: keep the map's resident pages under the budget (map.c). */
+void mq_map_check(mq_queue *q);
 
 #endif /* MQ_INTERNAL_H */

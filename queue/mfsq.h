@@ -189,6 +189,7 @@ struct mq_stats {
 	uint64_t buffered_spilled;	    /**< memory-only messages stored (pressure) */
 	uint64_t buffered_dropped;	    /**< memory-only messages dropped unread (budget) */
 	uint64_t pressure_events;	    /**< transitions into memory pressure */
+	uint64_t map_trims;		    /**< times the map's resident pages were dropped */
 	double enqueue_rate;		    /**< messages/s, sum over shards (estimate) */
 	double dequeue_rate;		    /**< messages/s, sum over subscriber-shard pairs */
 	uint64_t sizing_restores_est_milli; /**< estimated restores/s x1000 at target size */
@@ -446,6 +447,16 @@ enum mq_pressure_mode {
  * Thread context: any.
  */
 void mq_memory_budget(uint64_t bytes);
+
+/**
+ * Set the most file-backed memory the process may keep resident before the
+ * engine drops the mapped pages of a queue's environment after a commit
+ * (bytes, default 16 MiB; 0: never). LMDB's shared mapping otherwise keeps
+ * every page it touched resident, so memory would grow with the store; the
+ * pages stay in the page cache. Counted in mq_stats.map_trims.
+ * Thread context: any.
+ */
+void mq_map_budget(uint64_t bytes);
 
 /** Set how pressure is decided. Thread context: any. */
 void mq_pressure_mode(enum mq_pressure_mode mode);
