@@ -73,6 +73,10 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 {
 	if (s->ended || s->removed || s->held || s->loop->stopping)
 		return false;
+	/* While other sessions have requests in flight, the CPU a spin burns
+	 * is theirs: serve them instead. */
+	if (s->loop->busy > (s->busy ? 1u : 0u))
+		return false;
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
 	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw))

@@ -24,7 +24,8 @@
  * the reply, sooner than a sleeping worker could be woken. A session whose
  * client is sequential is read without re-arming its fd while a worker
  * spins on it, so no other worker is woken in vain; one with requests
- * queued behind each other re-arms on every read.
+ * queued behind each other re-arms on every read. No worker spins while
+ * another session has requests in flight: the CPU is theirs then.
  *
  * A session ends when its connection goes away (unmount or abort: the read
  * gives ENODEV). Once it has ended and no request is in flight, the loop calls
