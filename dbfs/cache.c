@@ -126,8 +126,9 @@ void dbfs_cache_note(struct dbfs *fs, uint64_t ino, uint64_t bytes, uint64_t siz
 
 	if (!c->limit || !bytes)
 		return;
-	/* whole pages: the kernel caches pages */
-	size = (size + 4095) & ~(uint64_t)4095;
+	/* whole pages: the kernel caches pages (UINT64_MAX: no bound) */
+	if (size <= UINT64_MAX - 4095)
+		size = (size + 4095) & ~(uint64_t)4095;
 	pthread_mutex_lock(&c->lock);
 	struct dbfs_cache_ent *e = find(c, ino);
 	if (!e) {

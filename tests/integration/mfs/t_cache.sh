@@ -37,6 +37,13 @@ i=0
 while [ $i -lt 6 ]; do cmp -s "$T/src$i" "$T/ma/f$i" || fail "a/f$i differs"; i=$((i + 1)); done
 ok "a's files read back intact after trimming"
 
+# listings count too (the kernel's readdir cache)
+mkdir "$T/ma/d" && (cd "$T/ma/d" && seq 1 1000 | xargs touch) || fail "make a/d"
+c0=$(stat_of a cache_bytes)
+ls "$T/ma/d" >/dev/null || fail "ls a/d"
+[ "$(stat_of a cache_bytes)" -gt $((c0 + 8000)) ] && ok "a readdir of 1000 names counted" \
+	|| fail "cache_bytes $c0 -> $(stat_of a cache_bytes) after ls"
+
 # b: no mem= of its own, so an equal share of the manager's 48M: 24M
 [ "$(stat_of b cache_limit)" = 25165824 ] && ok "b's limit is half the manager's mem=" \
 	|| fail "b cache_limit $(stat_of b cache_limit)"
