@@ -110,27 +110,27 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * goes stale only when its directory moves to another parent (a new ".."):
  * op_rename invalidates it then.
  */
-static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+static void reply_open(fuse_req_t req, struct fuse_file_info *fi, int kernel_opens, int dir)
 {
-	(void)ino;
-	if (req_fs(req)->no_open) {
+	if (kernel_opens) {
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
 	fi->keep_cache = 1;
+	fi->cache_readdir = dir;
 	fuse_reply_open(req, fi);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	reply_open(req, fi, req_fs(req)->no_open, 0);
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	if (req_fs(req)->no_opendir) {
-		fuse_reply_err(req, ENOSYS);
-		return;
-	}
-	fi->keep_cache = 1;
-	fi->cache_readdir = 1;
-	fuse_reply_open(req, fi);
+	reply_open(req, fi, req_fs(req)->no_opendir, 1);
 }
 
 /* ---- lookups and attributes ---- */

@@ -233,17 +233,29 @@ static long status_kb(const char *field)
 	return kb;
 }
 
-static long rss_anon_kb(void)
+enum { FAR_BATCH = 500 };
+
+/* Round r of FAR_BATCH messages, one per enqueuer, due an hour or more
+ * after `far`, in one batch. */
+static void enqueue_far_round(int r, uint64_t far)
 {
-	return status_kb("RssAnon");
+	static struct mq_msg_in in[FAR_BATCH];
+	static uint64_t tags[FAR_BATCH];
+
+	for (int i = 0; i < FAR_BATCH; i++) {
+		tags[i] = (uint64_t)(r * FAR_BATCH + i);
+		in[i] = (struct mq_msg_in){.data = &tags[i],
+					   .len = 8,
+					   .enqueuer = (uint64_t)i,
+					   .deliver_us = far + tags[i] * 997 % 100000000u};
+	}
+	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, FAR_BATCH, NULL), 0);
 }
 
 /* Memory does not grow with pending delayed messages (they live in LMDB). */
 START_TEST(memory_flat)
 {
-	enum { B = 500, ROUNDS = 100 };
-	static struct mq_msg_in in[B];
-	static uint64_t tags[B];
+	enum { ROUNDS = 100 };
 	uint64_t far = now_us() + 3600ull * 1000000u;
 	struct mq_stats st;
 	long before, after;
@@ -253,23 +265,16 @@ START_TEST(memory_flat)
 
 	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int r = 0; r < ROUNDS; r++) {
-		for (int i = 0; i < B; i++) {
-			tags[i] = (uint64_t)(r * B + i);
-			in[i] = (struct mq_msg_in){.data = &tags[i],
-						   .len = 8,
-						   .enqueuer = (uint64_t)i,
-						   .deliver_us = far + tags[i] * 997 % 100000000u};
-		}
-		ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, B, NULL), 0);
+		enqueue_far_round(r, far);
 		if (r == 9) {
 			ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
-			before = rss_anon_kb();
+			before = status_kb("RssAnon");
 		}
 	}
 	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
-	after = rss_anon_kb();
+	after = status_kb("RssAnon");
 	mq_stats(Q, &st);
-	ck_assert_uint_eq(st.delayed_pending, B * ROUNDS);
+	ck_assert_uint_eq(st.delayed_pending, FAR_BATCH * ROUNDS);
 	/* 45,000 more pending messages; allow 1 MiB of allocator noise (not
 	 * under AddressSanitizer, whose quarantine keeps freed memory) */
 #ifndef __SANITIZE_ADDRESS__
@@ -287,28 +292,18 @@ END_TEST
  * 200,000 pending messages leave about 11 MiB of the store mapped. */
 START_TEST(map_resident_bounded)
 {
-	enum { B = 500, ROUNDS = 400 };
-	static struct mq_msg_in in[B];
-	static uint64_t tags[B];
+	enum { ROUNDS = 400 };
 	uint64_t far = now_us() + 3600ull * 1000000u;
 	struct mq_stats st;
 
 	mq_map_budget(2u << 20);
 	long before = status_kb("RssFile");
-	for (int r = 0; r < ROUNDS; r++) {
-		for (int i = 0; i < B; i++) {
-			tags[i] = (uint64_t)(r * B + i);
-			in[i] = (struct mq_msg_in){.data = &tags[i],
-						   .len = 8,
-						   .enqueuer = (uint64_t)i,
-						   .deliver_us = far + tags[i]};
-		}
-		ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, B, NULL), 0);
-	}
+	for (int r = 0; r < ROUNDS; r++)
+		enqueue_far_round(r, far);
 	long after = status_kb("RssFile");
 	mq_stats(Q, &st);
 	mq_map_budget(16u << 20);
-	ck_assert_uint_eq(st.delayed_pending, B * ROUNDS);
+	ck_assert_uint_eq(st.delayed_pending, FAR_BATCH * ROUNDS);
 	ck_assert_uint_gt(st.map_trims, 0);
 	/* at most 64 commits' worth (the check interval) above the budget */
 	ck_assert_int_lt(after - before, 6 * 1024);
