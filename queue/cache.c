@@ -71,8 +71,18 @@ static void entry_free(mq_queue *q, uint32_t s, struct mq_centry *e)
 		;
 	if (*pp)
 		*pp = e->next;
-	for (uint64_t i = 0; i < e->hi - e->lo; i++)
-		free(e->v[i]);
+	while (e->chunks) {
+		struct mq_chunk *c = e->chunks;
+
+		e->chunks = c->next;
+		if (c->size == MQ_CHUNK_BYTES && q->nspare_chunks < MQ_CHUNK_SPARE) {
+			c->next = q->spare_chunks;
+			q->spare_chunks = c;
+			q->nspare_chunks++;
+		} else {
+			free(c);
+		}
+	}
 	q->cache_bytes -= e->bytes;
 	mq_budget_add(-(int64_t)e->bytes);
 	free(e->v);
@@ -180,6 +190,33 @@ static struct mq_centry *entry_new(mq_queue *q, uint32_t s, uint64_t sub_first, 
 	return e;
 }
 
+/* @n bytes (16-aligned) for a message of entry @e, from its newest chunk. */
+static void *carve(mq_queue *q, struct mq_centry *e, size_t n)
+{
+	struct mq_chunk *c = e->chunks;
+	size_t need = (n + 15) & ~(size_t)15;
+
+	if (!c || c->size - c->used < need) {
+		if (need <= MQ_CHUNK_BYTES / 4 && q->spare_chunks) {
+			c = q->spare_chunks;
+			q->spare_chunks = c->next;
+			q->nspare_chunks--;
+		} else {
+			size_t sz = need <= MQ_CHUNK_BYTES / 4 ? MQ_CHUNK_BYTES : need;
+
+			c = malloc(sizeof(*c) + sz);
+			if (!c)
+				return NULL;
+			c->size = sz;
+		}
+		c->used = 0;
+		c->next = e->chunks;
+		e->chunks = c;
+	}
+	c->used += need;
+	return c->mem + c->used - need;
+}
+
 static int entry_push(mq_queue *q, struct mq_centry *e, uint64_t seq, const struct mq_disk_msg *h,
 		      const void *data, size_t len)
 {
@@ -194,7 +231,7 @@ static int entry_push(mq_queue *q, struct mq_centry *e, uint64_t seq, const stru
 		e->v = nv;
 		e->cap = nc;
 	}
-	m = malloc(sizeof(*m) + len);
+	m = carve(q, e, sizeof(*m) + len);
 	if (!m)
 		return ENOMEM;
 	m->seq = seq;
@@ -308,11 +345,17 @@ void mq_cache_shrink(mq_queue *q)
 
 void mq_cache_free_all(mq_queue *q)
 {
-	if (!q->shards)
-		return;
-	for (uint32_t s = 0; s < q->cfg.nshards; s++)
-		while (q->shards[s].cache)
-			entry_free(q, s, q->shards[s].cache);
+	if (q->shards)
+		for (uint32_t s = 0; s < q->cfg.nshards; s++)
+			while (q->shards[s].cache)
+				entry_free(q, s, q->shards[s].cache);
+	while (q->spare_chunks) {
+		struct mq_chunk *c = q->spare_chunks;
+
+		q->spare_chunks = c->next;
+		free(c);
+	}
+	q->nspare_chunks = 0;
 }
 
 /* Re-derive the target size from the measured rates (every 100 ms). */

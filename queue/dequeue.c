@@ -110,13 +110,21 @@ static int src_from_store(struct dq *d, struct src *r)
 
 static int src_fill(struct dq *d, struct src *r)
 {
-	struct mq_cmsg *cm;
+	struct mq_centry *e = r->pin;
+	struct mq_cmsg *cm = NULL;
 
 	if (r->pos >= r->end) {
 		r->active = 0;
 		return 0;
 	}
-	cm = mq_cache_find(d->s->q, r->shard, r->pos, &r->pin);
+	/* the entry pinned for the previous message usually holds this one:
+	 * a reader that keeps up walks the shard's entry list once per entry */
+	if (e && e->lo <= r->pos && r->pos < e->hi)
+		cm = e->v[r->pos - e->lo];
+	if (!cm) {
+		mq_cache_unpin(&r->pin);
+		cm = mq_cache_find(d->s->q, r->shard, r->pos, &r->pin);
+	}
 	if (cm) {
 		atomic_fetch_add(&d->s->q->c.hits, 1);
 		r->h = cm->h;
@@ -245,8 +253,8 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 			d->nexp++;
 			continue;
 		}
+		/* the pin stays until the source leaves its entry or the call ends */
 		rc = emit(d, out, n, best->shard, seq, &best->h, best->data, best->len);
-		mq_cache_unpin(&best->pin);
 		if (rc)
 			return rc;
 	}

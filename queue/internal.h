@@ -31,6 +31,16 @@ struct mq_cmsg {
 	unsigned char data[];
 };
 
+/* Cached messages are carved out of chunks (one malloc per chunk, not per
+ * message); a message too large for a chunk gets a chunk of its own. */
+#define MQ_CHUNK_BYTES (64u << 10)
+#define MQ_CHUNK_SPARE 32 /* free chunks kept per queue, so pages stay mapped */
+struct mq_chunk {
+	struct mq_chunk *next;
+	size_t size, used;
+	_Alignas(16) unsigned char mem[];
+};
+
 /* A cached contiguous range [lo, hi) of one subshard. */
 struct mq_centry {
 	uint64_t sub_first;
@@ -38,6 +48,7 @@ struct mq_centry {
 	struct mq_cmsg **v;
 	size_t cap;
 	uint64_t bytes;
+	struct mq_chunk *chunks; /* newest first; messages are carved from the head */
 	int pins; /* readers holding pointers into it */
 	struct mq_centry *next;
 };
@@ -72,7 +83,7 @@ struct mq_counters {
 	_Atomic uint64_t hits, misses, restores, evictions, prefetches;
 	_Atomic uint64_t store_only, pressure_events;
 	_Atomic uint64_t buffered, spilled, bdropped, groups, maint_errors;
-	_Atomic uint64_t map_trims;
+	_Atomic uint64_t map_trims, meta_syncs;
 };
 
 struct mq_queue {
@@ -96,6 +107,8 @@ struct mq_queue {
 
 	pthread_mutex_t cache_lock; /* cache entries, rates, sizing */
 	uint64_t cache_bytes, cache_target;
+	struct mq_chunk *spare_chunks; /* MQ_CHUNK_BYTES each, under cache_lock */
+	unsigned nspare_chunks;
 	uint64_t next_sizing_us;
 	double avg_msg_bytes;
 	double sizing_est;
@@ -106,6 +119,10 @@ struct mq_queue {
 	pthread_cond_t gcond;
 	struct mq_greq *ghead, **gtail;
 	int gleader;
+	/* deferred meta sync (MDB_NOMETASYNC): groups committed, groups known
+	 * durable, and the range a failed mdb_env_sync() left in doubt */
+	uint64_t gcommitted, gsynced, gerr_from, gerr_upto;
+	int gerr;
 
 	_Atomic uint64_t next_retention_us;
 	_Atomic uint64_t maint_retry_us; /* after a failed maintenance */
