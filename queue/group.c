@@ -9,6 +9,15 @@
  * that carried its messages, so durability per call is unchanged. If a
  * group fails as a whole (e.g. ENOSPC), its requests are retried one by
  * one so each caller gets its own outcome.
+ *
+ * An environment opened with MDB_NOMETASYNC (and without MDB_NOSYNC) makes
+ * a commit cost one sync instead of two: the data pages are synced, the
+ * meta page is written but not synced, so the commit is durable only after
+ * the next sync of the file. Callers still return only once their commit
+ * is durable: a group's callers wait for the next group's commit (its data
+ * sync carries the previous meta page) or, when no group follows, for one
+ * mdb_env_sync() by the last leader. Integrity is LMDB's: a meta page is
+ * never written before the data it points to is on disk.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +34,7 @@ struct mq_greq {
 	struct mq_put *puts;
 	size_t nputs;
 	int rc, done;
+	uint64_t group; /* deferred meta sync: durable once gsynced >= group */
 	struct mq_greq *next;
 };
 
@@ -70,10 +80,11 @@ static int run(mq_queue *q, struct mq_greq *batch)
 	return rc;
 }
 
-/* Run @batch (leader, no lock held); sets rc of every request. */
-static void lead(mq_queue *q, struct mq_greq *batch)
+/* Run @batch (leader, no lock held); sets rc of every request. Returns the
+ * number of commits made. */
+static int lead(mq_queue *q, struct mq_greq *batch)
 {
-	int rc = run(q, batch);
+	int rc = run(q, batch), commits = 0;
 
 	if (rc && batch->next) {
 		/* one by one: a failure belongs to the request that caused it */
@@ -81,12 +92,76 @@ static void lead(mq_queue *q, struct mq_greq *batch)
 			nx = r->next;
 			r->next = NULL;
 			r->rc = mq_lmdb_err(run(q, r));
+			commits += !r->rc;
 			r->next = nx;
 		}
-		return;
+		return commits;
 	}
 	for (struct mq_greq *r = batch; r; r = r->next)
 		r->rc = mq_lmdb_err(rc);
+	return !rc;
+}
+
+/* Whether own commits leave their meta page unsynced (see the top). */
+static int meta_deferred(mq_queue *q)
+{
+	unsigned fl = 0;
+
+	mdb_env_get_flags(q->env, &fl);
+	return (fl & MDB_NOMETASYNC) && !(fl & MDB_NOSYNC);
+}
+
+/* A request is finished once committed (or failed) and, with a deferred
+ * meta sync, once a later sync made its commit durable. */
+static int finished(mq_queue *q, struct mq_greq *r)
+{
+	if (!r->done || r->rc || r->group <= q->gsynced)
+		return r->done;
+	return 0;
+}
+
+/* Leader's turn, called and returning with q->glock held. */
+static void turn(mq_queue *q)
+{
+	struct mq_greq *batch = q->ghead;
+	int deferred = meta_deferred(q), commits = 0;
+
+	q->gleader = 1;
+	q->ghead = NULL;
+	q->gtail = &q->ghead;
+	pthread_mutex_unlock(&q->glock);
+	if (batch)
+		commits = lead(q, batch);
+	pthread_mutex_lock(&q->glock);
+	if (commits) {
+		/* this turn's first data sync made every earlier group durable */
+		q->gsynced = q->gcommitted;
+		if (deferred)
+			q->gcommitted++;
+	}
+	for (struct mq_greq *b = batch; b; b = b->next) {
+		b->group = deferred && !b->rc ? q->gcommitted : 0;
+		b->done = 1;
+	}
+	if (q->gsynced < q->gcommitted && !q->ghead) {
+		/* no group follows to carry the meta page: sync it now */
+		uint64_t from = q->gsynced, upto = q->gcommitted;
+		int rc;
+
+		pthread_mutex_unlock(&q->glock);
+		rc = mdb_env_sync(q->env, 1);
+		atomic_fetch_add(&q->c.meta_syncs, 1);
+		pthread_mutex_lock(&q->glock);
+		if (rc) {
+			q->gerr = rc;
+			q->gerr_from = from;
+			q->gerr_upto = upto;
+		}
+		if (q->gsynced < upto)
+			q->gsynced = upto;
+	}
+	q->gleader = 0;
+	pthread_cond_broadcast(&q->gcond);
 }
 
 static int submit(mq_queue *q, struct mq_greq *rp)
@@ -96,24 +171,14 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 	pthread_mutex_lock(&q->glock);
 	*q->gtail = &r;
 	q->gtail = &r.next;
-	while (!r.done) {
-		if (q->gleader) {
+	while (!finished(q, &r)) {
+		if (q->gleader)
 			pthread_cond_wait(&q->gcond, &q->glock);
-			continue;
-		}
-		struct mq_greq *batch = q->ghead;
-
-		q->gleader = 1;
-		q->ghead = NULL;
-		q->gtail = &q->ghead;
-		pthread_mutex_unlock(&q->glock);
-		lead(q, batch);
-		pthread_mutex_lock(&q->glock);
-		for (struct mq_greq *b = batch; b; b = b->next)
-			b->done = 1;
-		q->gleader = 0;
-		pthread_cond_broadcast(&q->gcond);
+		else
+			turn(q);
 	}
+	if (!r.rc && r.group && r.group > q->gerr_from && r.group <= q->gerr_upto)
+		r.rc = q->gerr; /* committed, but the sync that was to make it durable failed */
 	pthread_mutex_unlock(&q->glock);
 	return r.rc;
 }

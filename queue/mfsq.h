@@ -60,6 +60,15 @@
  *   its own; the caller must not call mdb_dbi_open()/mdb_dbi_close() on the
  *   same environment concurrently with a queue call (open the caller's
  *   databases before, or serialise).
+ * - Durability follows the environment's flags. "Durable on return" below
+ *   means: as durable as a commit of that environment (with MDB_NOSYNC,
+ *   only across a process crash). An environment opened with
+ *   MDB_NOMETASYNC (and without MDB_NOSYNC) makes the queue's group commits
+ *   cost one sync instead of two and they stay durable on return: the
+ *   callers of a group wait until the next group's commit, or one
+ *   mdb_env_sync() when none follows, has synced the meta page
+ *   (mq_stats.meta_syncs). The caller's own commits in such an environment
+ *   are not durable until the next commit or mdb_env_sync() (see lmdb.h).
  * - Two processes may use one queue (LMDB is multi-process safe). Each
  *   process should enqueue with its own enqueuer ids; a durable subscriber
  *   name must be used by one process at a time.
@@ -190,6 +199,8 @@ struct mq_stats {
 	uint64_t buffered_dropped;	    /**< memory-only messages dropped unread (budget) */
 	uint64_t pressure_events;	    /**< transitions into memory pressure */
 	uint64_t map_trims;		    /**< times the map's resident pages were dropped */
+	uint64_t meta_syncs; /**< mdb_env_sync() calls of group commits that made a
+				  deferred meta page durable (MDB_NOMETASYNC) */
 	double enqueue_rate;		    /**< messages/s, sum over shards (estimate) */
 	double dequeue_rate;		    /**< messages/s, sum over subscriber-shard pairs */
 	uint64_t sizing_restores_est_milli; /**< estimated restores/s x1000 at target size */
@@ -279,6 +290,9 @@ uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n);
  *            abort it and retry (at most once per such subshard);
  *   ENOSPC   the map is full (own txn: nothing changed; caller txn: LMDB
  *            marks it failed, the caller must abort it);
+ *   EIO etc. (txn NULL, MDB_NOMETASYNC environment) the error of the
+ *            mdb_env_sync() that was to make the commit durable: the
+ *            message is committed but may not survive a power loss;
  *   ENOMEM, MDB_DBS_FULL, other LMDB errors.
  * Thread context: any. With txn == NULL the thread must not hold a write
  * transaction on the environment.
@@ -377,7 +391,8 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
  *        once: if that transaction aborts, the acknowledgement is written
  *        with the next one; reopen the subscriber to have the messages
  *        delivered again.
- * @return 0, or EINVAL (@p m not delivered to @p s), ENOSPC, LMDB errors.
+ * @return 0, or EINVAL (@p m not delivered to @p s), ENOSPC, EIO etc. (as
+ *   mq_enqueue(): committed, the sync failed), LMDB errors.
  * Thread context: as mq_dequeue(); with txn, the thread owning it.
  */
 int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m);

@@ -397,6 +397,7 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->cache_target_bytes = q->cache_target;
 	st->pressure_events = q->c.pressure_events;
 	st->map_trims = q->c.map_trims;
+	st->meta_syncs = q->c.meta_syncs;
 	st->sizing_restores_est_milli = (uint64_t)(q->sizing_est * 1000.0);
 	for (uint32_t s = 0; s < q->cfg.nshards; s++)
 		st->enqueue_rate += mq_rate_get(&q->shards[s].enq, now);

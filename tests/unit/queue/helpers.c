@@ -14,13 +14,19 @@ static void env_open(struct tenv *t)
 	ck_assert_int_eq(mdb_env_set_maxdbs(t->env, 4 * mq_dbs_needed(NULL) + 64), 0);
 	ck_assert_int_eq(mdb_env_set_mapsize(t->env, t->mapsize), 0);
 	ck_assert_int_eq(mdb_env_set_maxreaders(t->env, 256), 0);
-	ck_assert_int_eq(mdb_env_open(t->env, t->dir, MDB_NOTLS | MDB_NOSYNC, 0644), 0);
+	ck_assert_int_eq(mdb_env_open(t->env, t->dir, MDB_NOTLS | t->envflags, 0644), 0);
 }
 
 void tenv_open(struct tenv *t, size_t mapsize)
 {
+	tenv_open_flags(t, mapsize, MDB_NOSYNC);
+}
+
+void tenv_open_flags(struct tenv *t, size_t mapsize, unsigned envflags)
+{
 	const char *base = getenv("TMPDIR");
 
+	t->envflags = envflags;
 	snprintf(t->dir, sizeof(t->dir), "%s/mfsq-test-XXXXXX", base ? base : "/tmp");
 	ck_assert_ptr_nonnull(mkdtemp(t->dir));
 	t->mapsize = mapsize ? mapsize : (size_t)256 << 20;

@@ -13,10 +13,13 @@ struct tenv {
 	char dir[256];
 	MDB_env *env;
 	size_t mapsize;
+	unsigned envflags; /* mdb_env_open() flags besides MDB_NOTLS */
 };
 
 /* Create a fresh directory and open an environment in it. */
 void tenv_open(struct tenv *t, size_t mapsize);
+/* The same with other environment flags (tenv_open: MDB_NOSYNC). */
+void tenv_open_flags(struct tenv *t, size_t mapsize, unsigned envflags);
 /* Reopen the same environment (simulates a restart of the process). */
 void tenv_reopen(struct tenv *t);
 void tenv_close(struct tenv *t);

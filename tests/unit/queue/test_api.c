@@ -654,7 +654,54 @@ START_TEST(group_commit)
 	mq_stats(Q, &st);
 	ck_assert_uint_eq(st.batches, W * 40);
 	ck_assert_uint_gt(st.commit_groups, 0);
+	ck_assert_uint_eq(st.meta_syncs, 0); /* MDB_NOSYNC: nothing to make durable */
 	mq_unsubscribe(s);
+}
+END_TEST
+
+/*
+ * MDB_NOMETASYNC: a commit leaves its meta page unsynced, so a group with
+ * no group after it must sync it before its callers return; concurrent
+ * groups carry each other's meta pages and every call still returns.
+ */
+START_TEST(group_meta_sync)
+{
+	enum { W = 8 };
+	struct worker w[W];
+	pthread_t th[W];
+	struct mq_msg out[64];
+	struct mq_stats st;
+	struct tenv t;
+	mq_queue *q;
+	mq_sub *s;
+	size_t n, got = 0;
+
+	tenv_open_flags(&t, 0, MDB_NOMETASYNC);
+	ck_assert_int_eq(mq_open(t.env, "q", NULL, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(put_msg(q, NULL, 1, 0, NULL), 0);
+	mq_stats(q, &st);
+	ck_assert_uint_eq(st.commit_groups, 1);
+	ck_assert_uint_eq(st.meta_syncs, 1); /* alone: synced before returning */
+	for (int i = 0; i < W; i++) {
+		w[i] = (struct worker){q, (uint64_t)i + 2, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, enqueue_many, &w[i]), 0);
+	}
+	while (got < W * 40 + 1) {
+		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		got += n;
+		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	}
+	for (int i = 0; i < W; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].rc, 0);
+	}
+	mq_stats(q, &st);
+	ck_assert_uint_ge(st.meta_syncs, 2);
+	ck_assert_uint_le(st.meta_syncs, st.commit_groups);
+	mq_unsubscribe(s);
+	mq_close(q);
+	tenv_destroy(&t);
 }
 END_TEST
 
@@ -758,6 +805,7 @@ Suite *suite_api(void)
 	tcase_add_test(tc, map_full);
 	tcase_add_test(tc, buffered);
 	tcase_add_test(tc, group_commit);
+	tcase_add_test(tc, group_meta_sync);
 	tcase_add_test(tc, buffered_spill);
 	suite_add_tcase(s, tc);
 	return s;

@@ -87,7 +87,14 @@ static void report(uint64_t msgs, uint64_t t_us, struct lat *all, int nl)
 
 /* ---- common: an environment ---- */
 
-static MDB_env *env_open(const char *dir, int durable, unsigned maxdbs)
+/*
+ * Durable environments sync every commit. The queue's is opened with
+ * MDB_NOMETASYNC: its group commit then syncs once per commit and still
+ * returns only after the commit is durable (queue/group.c). Raw LMDB keeps
+ * LMDB's default (two syncs): with one writer and nothing committing after
+ * it, a commit is durable on return only that way.
+ */
+static MDB_env *env_open(const char *dir, int durable, unsigned maxdbs, unsigned extra)
 {
 	MDB_env *env;
 	int rc;
@@ -95,7 +102,7 @@ static MDB_env *env_open(const char *dir, int durable, unsigned maxdbs)
 	if ((rc = mdb_env_create(&env)) || (rc = mdb_env_set_maxdbs(env, maxdbs)) ||
 	    (rc = mdb_env_set_mapsize(env, (size_t)16 << 30)) ||
 	    (rc = mdb_env_set_maxreaders(env, 512)) ||
-	    (rc = mdb_env_open(env, dir, MDB_NOTLS | (durable ? 0 : MDB_NOSYNC), 0644)))
+	    (rc = mdb_env_open(env, dir, MDB_NOTLS | extra | (durable ? 0 : MDB_NOSYNC), 0644)))
 		fail("env", rc);
 	return env;
 }
@@ -199,7 +206,7 @@ static int run_raw(int argc, char **argv)
 	int e = atoi(argv[1]), s = atoi(argv[2]), size = atoi(argv[3]), batch = atoi(argv[4]);
 	int dur = atoi(argv[5]);
 	uint64_t n = strtoull(argv[6], NULL, 10), t0;
-	MDB_env *env = env_open(dir, dur, 8);
+	MDB_env *env = env_open(dir, dur, 8, 0);
 	atomic_uint_fast64_t written = 0;
 	struct job w = {0}, *r = calloc((size_t)s, sizeof(*r));
 	pthread_t tw, *tr = calloc((size_t)s, sizeof(*tr)), ts;
@@ -320,7 +327,7 @@ static int run_queue(int argc, char **argv)
 	mq_config_default(&c);
 	c.nshards = 16;
 	c.retain_max = 256;
-	env = env_open(dir, dur, mq_dbs_needed(&c) + 8);
+	env = env_open(dir, dur, mq_dbs_needed(&c) + 8, dur ? MDB_NOMETASYNC : 0);
 	if ((rc = mq_open(env, "bench", &c, MQ_CREATE, &q)))
 		fail("open", rc);
 	mq_memory_budget(256u << 20);
@@ -701,7 +708,7 @@ static int run_delay(int argc, char **argv)
 	(void)argc;
 	mq_config_default(&c);
 	c.nshards = 4;
-	env = env_open(dir, 0, mq_dbs_needed(&c) + 8);
+	env = env_open(dir, 0, mq_dbs_needed(&c) + 8, 0);
 	if ((rc = mq_open(env, "delay", &c, MQ_CREATE, &q)))
 		fail("open", rc);
 	if (!getenv("QBENCH_NOSYNC"))
