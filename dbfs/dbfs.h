@@ -41,7 +41,7 @@ struct dbfs_options {
 	bool read_only;              /* open the environment MDB_RDONLY */
 	enum dbfs_durability durability;
 	unsigned max_readers;        /* LMDB reader slots (0: 512) */
-	uint64_t initial_map_size;   /* bytes (0: 256 MiB); the map grows on demand */
+	uint64_t initial_map_size;   /* bytes (0: auto, see dbfs_open); grows on demand */
 	uint64_t quota_bytes;        /* 0: none; data bytes beyond it: EDQUOT */
 	uint64_t quota_inodes;       /* 0: none */
 	uint64_t cache_limit;        /* mem=: bytes of kernel cache for the files; 0: none */
@@ -135,6 +135,11 @@ void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c);
 /* The FUSE low-level operations; the session's userdata must be the
  * struct dbfs * the requests are for. */
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void);
+
+/* The readahead window the ops offer the kernel (INIT max_readahead); the
+ * mounter should give the mount's bdi the same read_ahead_kb, since the
+ * kernel keeps its 128 KiB default otherwise. */
+#define DBFS_READ_AHEAD (1u << 20)
 
 /* The session serving `fs` (before it serves requests): lets the file
  * system invalidate what the kernel caches. */

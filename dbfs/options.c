@@ -11,7 +11,7 @@ void dbfs_options_init(struct dbfs_options *o)
 	memset(o, 0, sizeof(*o));
 	o->durability = DBFS_DURABLE_NORMAL;
 	o->max_readers = 512;
-	o->initial_map_size = 256ull << 20;
+	o->initial_map_size = 0; /* auto: see dbfs_open */
 	o->attr_timeout = 86400.0;
 	o->entry_timeout = 86400.0;
 	o->writeback_cache = false;
