@@ -95,7 +95,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* We are the only writer of the store: cached pages stay valid. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_write = 1u << 20;
-	conn->max_readahead = 1u << 20;
+	conn->max_readahead = DBFS_READ_AHEAD;
 	conn->time_gran = 1;
 }
 

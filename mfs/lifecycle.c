@@ -163,7 +163,8 @@ int mfs_dbfs_mount(struct mfs_dbfs *d, bool create, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	fuse_opts_for(d, o.read_only, opts, sizeof(opts));
-	rc = mfs_mount_session(dbfs_fuse_ops(), dbfs_fuse_io(), fs, d->conf.mountpoint, opts, &se, err, errlen);
+	rc = mfs_mount_session(dbfs_fuse_ops(), dbfs_fuse_io(), fs, d->conf.mountpoint, opts,
+			       DBFS_READ_AHEAD, &se, err, errlen);
 	if (rc) {
 		dbfs_close(fs);
 		return rc;

@@ -343,7 +343,7 @@ static int serve_manager(struct mfs_manager *mgr, const struct cli *c)
 	mfs_clean_stale(mgr->mountpoint);
 	snprintf(opts, sizeof(opts), "fsname=mfs,subtype=mfs,nodev,nosuid%s",
 		 c->allow_other ? ",allow_other" : "");
-	rc = mfs_mount_session(mfs_manager_fs_ops(), NULL, mgr, mgr->mountpoint, opts, &mgr->se, err,
+	rc = mfs_mount_session(mfs_manager_fs_ops(), NULL, mgr, mgr->mountpoint, opts, 0, &mgr->se, err,
 			       sizeof(err));
 	if (rc) {
 		mfs_err("%s", err);

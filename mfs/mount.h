@@ -19,11 +19,13 @@ struct fuse_session;
  * Create a session for `ops`/`userdata` with the mount options `fuse_opts`
  * (comma-separated, libfuse syntax) and mount it at `mnt`; with `io`, the
  * session talks to the kernel through those hooks (fuse_session_custom_io).
+ * A non-zero `read_ahead` (bytes) sets the mount's readahead window, as far
+ * as the process may (root); it should match the ops' INIT max_readahead.
  * Errors: -EINVAL (bad options), -EIO (the mount failed; reason in err),
  * -errno of fuse_session_custom_io.
  */
 int mfs_mount_session(const struct fuse_lowlevel_ops *ops, const struct fuse_custom_io *io,
-		      void *userdata, const char *mnt, const char *fuse_opts,
+		      void *userdata, const char *mnt, const char *fuse_opts, unsigned read_ahead,
 		      struct fuse_session **out, char *err, size_t errlen);
 
 /*

@@ -22,6 +22,9 @@ for want in default_permissions allow_other "dbfs:$T/store" fuse.dbfs; do
 	case "$opts" in *"$want"*) ok "mount has $want" ;; *) fail "mount lacks $want: $opts" ;; esac
 done
 echo hello >"$T/mnt/f" && [ "$(cat "$T/mnt/f")" = hello ] && ok "write/read" || fail "write/read"
+# the mount's readahead window is the 1 MiB DBFS offers, not the kernel's 128 KiB
+ra=$(cat "/sys/class/bdi/$(mountpoint -d "$T/mnt")/read_ahead_kb")
+[ "$ra" = 1024 ] && ok "readahead 1 MiB" || fail "read_ahead_kb is $ra"
 threads=$(ls /proc/$SPID/task | wc -l)
 fusermount3 -u "$T/mnt" || fail "fusermount3 -u"
 wait_for 10 is_dead $SPID || fail "did not exit after unmount"
