@@ -459,7 +459,7 @@ static int prefetch_pick(mq_queue *q, uint64_t now, uint32_t *ps, uint64_t *pseq
 	return found;
 }
 
-void mq_cache_prefetch(mq_queue *q, uint64_t now)
+void mq_cache_prefetch(mq_queue *q, uint64_t now, MDB_txn **spare)
 {
 	uint64_t seq = 0, first, id, end;
 	struct mq_disk_shard st;
@@ -476,7 +476,7 @@ void mq_cache_prefetch(mq_queue *q, uint64_t now)
 	if (!found)
 		return;
 	pthread_rwlock_rdlock(&q->droplock);
-	if (mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn)) {
+	if (mq_rtxn_begin(q, spare, &txn)) {
 		pthread_rwlock_unlock(&q->droplock);
 		return;
 	}
@@ -495,6 +495,6 @@ void mq_cache_prefetch(mq_queue *q, uint64_t now)
 		pthread_mutex_unlock(&q->cache_lock);
 		mdb_cursor_close(c);
 	}
-	mdb_txn_abort(txn);
+	mq_rtxn_end(spare, txn);
 	pthread_rwlock_unlock(&q->droplock);
 }

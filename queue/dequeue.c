@@ -376,7 +376,7 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 	d->now = mq_now_us();
 	memset(d->src, 0, ns * sizeof(*d->src));
 	pthread_rwlock_rdlock(&q->droplock);
-	rc = mdb_txn_begin(q->env, NULL, MDB_RDONLY, &d->txn);
+	rc = mq_rtxn_begin(q, &s->rtxn, &d->txn);
 	if (!rc) {
 		rc = start(d);
 		if (!rc && !d->lagged) {
@@ -396,7 +396,7 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 		for (uint32_t i = 0; i < ns; i++)
 			if (d->src[i].cur)
 				mdb_cursor_close(d->src[i].cur);
-		mdb_txn_abort(d->txn);
+		mq_rtxn_end(&s->rtxn, d->txn);
 	}
 	pthread_rwlock_unlock(&q->droplock);
 	if (rc)
@@ -480,7 +480,7 @@ static uint64_t next_due(mq_queue *q)
  * stop subscribers from reading what is there: it is counted, kept for
  * mq_stats(), and retried 100 ms later.
  */
-static void housekeeping(mq_queue *q, uint64_t now)
+static void housekeeping(mq_queue *q, uint64_t now, MDB_txn **spare)
 {
 	int rc = 0;
 
@@ -499,7 +499,7 @@ static void housekeeping(mq_queue *q, uint64_t now)
 		}
 	}
 	mq_cache_sizing(q, now);
-	mq_cache_prefetch(q, now);
+	mq_cache_prefetch(q, now, spare);
 }
 
 int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout_ms)
@@ -532,7 +532,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 	for (;;) {
 		uint64_t gen, now = mq_now_us(), wake;
 
-		housekeeping(q, now);
+		housekeeping(q, now, &s->rtxn);
 		pthread_mutex_lock(&q->lock);
 		gen = q->gen;
 		pthread_mutex_unlock(&q->lock);

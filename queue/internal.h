@@ -116,8 +116,7 @@ struct mq_queue {
 
 	/* group commit of concurrent own-transaction enqueues (group.c) */
 	pthread_mutex_t glock;
-	pthread_cond_t gcond;
-	struct mq_greq *ghead, **gtail;
+	struct mq_greq *ghead, **gtail, *gwait;
 	int gleader;
 	/* deferred meta sync (MDB_NOMETASYNC): groups committed, groups known
 	 * durable, and the range a failed mdb_env_sync() left in doubt */
@@ -143,6 +142,7 @@ struct mq_sub {
 	struct mq_rate *rate;  /* dequeue rate per shard (under q->cache_lock) */
 	double *peak_lag;      /* per shard (under q->cache_lock) */
 	int lagging;
+	MDB_txn *rtxn;	    /* a reset read transaction, renewed by the next dequeue */
 	unsigned char *buf; /* payload copies of the last dequeue */
 	size_t buflen, bufcap;
 	struct mq_sub *next;
@@ -156,6 +156,8 @@ int mq_read_shard(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *s
 int mq_write_shard(mq_queue *q, MDB_txn *txn, uint32_t s, const struct mq_disk_shard *st);
 void mq_shard_key(unsigned char k[5], uint32_t s);
 void mq_late_record(mq_queue *q, uint64_t late_us);
+int mq_rtxn_begin(mq_queue *q, MDB_txn **spare, MDB_txn **txn);
+void mq_rtxn_end(MDB_txn **spare, MDB_txn *txn);
 
 /* Internal: restart the transaction (a handle is newer than it). */
 #define MQ_RETRY (-30601)
@@ -241,7 +243,8 @@ int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, ui
 void mq_cache_shrink(mq_queue *q); /* takes the lock */
 void mq_cache_free_all(mq_queue *q);
 void mq_cache_sizing(mq_queue *q, uint64_t now);
-void mq_cache_prefetch(mq_queue *q, uint64_t now); /* takes the locks it needs */
+/* takes the locks it needs; @spare as for mq_rtxn_begin() */
+void mq_cache_prefetch(mq_queue *q, uint64_t now, MDB_txn **spare);
 int mq_cache_enabled(mq_queue *q);
 
 /* buffered.c (under q->cache_lock unless said) */

@@ -16,6 +16,34 @@ uint64_t mq_now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
+/*
+ * Read transactions of a subscriber are reset and renewed, not begun anew:
+ * mdb_txn_begin() callocs a transaction sized by maxdbs (about 200 KB with
+ * thousands of databases), on every dequeue. A reset transaction keeps its
+ * reader slot. @spare holds the reset one (or NULL); NULL @spare: plain.
+ */
+int mq_rtxn_begin(mq_queue *q, MDB_txn **spare, MDB_txn **txn)
+{
+	if (spare && *spare) {
+		*txn = *spare;
+		*spare = NULL;
+		if (!mdb_txn_renew(*txn))
+			return 0;
+		mdb_txn_abort(*txn);
+	}
+	return mdb_txn_begin(q->env, NULL, MDB_RDONLY, txn);
+}
+
+void mq_rtxn_end(MDB_txn **spare, MDB_txn *txn)
+{
+	if (!spare || *spare) {
+		mdb_txn_abort(txn);
+		return;
+	}
+	mdb_txn_reset(txn);
+	*spare = txn;
+}
+
 /* The one place LMDB codes become queue codes. */
 int mq_lmdb_err(int rc)
 {
@@ -225,7 +253,6 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_mutex_init(&q->cache_lock, NULL);
 	pthread_mutex_init(&q->glock, NULL);
-	pthread_cond_init(&q->gcond, NULL);
 	q->gtail = &q->ghead;
 	{
 		pthread_condattr_t ca;
@@ -264,7 +291,6 @@ void mq_close(mq_queue *q)
 	pthread_mutex_destroy(&q->lock);
 	pthread_mutex_destroy(&q->cache_lock);
 	pthread_mutex_destroy(&q->glock);
-	pthread_cond_destroy(&q->gcond);
 	pthread_cond_destroy(&q->cond);
 	free(q);
 }

@@ -86,6 +86,8 @@ static int sub_load(mq_sub *s, MDB_txn *txn, int *found)
 
 static void sub_free(mq_sub *s)
 {
+	if (s->rtxn)
+		mdb_txn_abort(s->rtxn);
 	free((void *)s->pos);
 	free(s->bpos);
 	free(s->acked);
