@@ -66,6 +66,7 @@ int mq_buffered_put(mq_queue *q, const struct mq_msg_in *in, uint64_t *seq)
 	m->h.exp_us = in->expire_us;
 	m->h.enqueuer = in->enqueuer;
 	m->h.prio = in->prio;
+	m->h.tag = in->tag;
 	m->h.flags = MQ_MSG_BUFFERED;
 	if (in->len)
 		memcpy(m->data, in->data, in->len);

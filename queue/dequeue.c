@@ -15,6 +15,7 @@
 #include "internal.h"
 
 #define MAX_EXPIRED 64
+#define MAX_SKIPPED 4096 /* messages a rule may pass over in one read */
 
 struct src {
 	uint32_t shard;
@@ -48,6 +49,7 @@ struct dq {
 		uint64_t seq;
 	} exp[MAX_EXPIRED];
 	int progressed, lagged;
+	size_t skipped; /* by the rule in this read */
 	uint64_t *enq_delta;
 };
 
@@ -169,12 +171,39 @@ static int emit(struct dq *d, struct mq_msg *out, size_t *n, uint32_t shard, uin
 	m->expire_us = h->exp_us;
 	m->enqueuer = h->enqueuer;
 	m->prio = h->prio;
+	m->tag = h->tag;
 	m->flags = h->flags;
 	m->len = len;
 	m->data = (void *)(uintptr_t)d->s->buflen; /* offset, fixed later */
 	memcpy(d->s->buf + d->s->buflen, data, len);
 	d->s->buflen += len;
 	(*n)++;
+	return 0;
+}
+
+/* Whether the subscriber's rule takes the message (header only: no payload
+ * is read or copied for a message the rule passes over). */
+static int rule_takes(struct dq *d, uint32_t shard, uint64_t seq, const struct mq_disk_msg *h,
+		      size_t len)
+{
+	struct mq_msg m;
+
+	if (!d->s->rule)
+		return 1;
+	m = (struct mq_msg){.shard = shard,
+			    .seq = seq,
+			    .enqueue_us = h->enq_us,
+			    .deliver_us = h->dlv_us,
+			    .expire_us = h->exp_us,
+			    .enqueuer = h->enqueuer,
+			    .prio = h->prio,
+			    .flags = h->flags,
+			    .tag = h->tag,
+			    .len = len};
+	if (mq_rule_match(d->s->rule, &m, d->now))
+		return 1;
+	d->skipped++;
+	atomic_fetch_add(&d->s->q->c.filtered, 1);
 	return 0;
 }
 
@@ -203,7 +232,7 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 	uint32_t ns = d->s->q->cfg.nshards;
 	int rc = 0;
 
-	while (*n < max) {
+	while (*n < max && d->skipped < MAX_SKIPPED) {
 		struct src *best = NULL;
 		struct bsrc *bb;
 
@@ -229,6 +258,8 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 				atomic_fetch_add(&d->s->q->c.expired, 1);
 				continue;
 			}
+			if (!rule_takes(d, (uint32_t)(bb - d->bsrc), m->seq, &m->h, m->len))
+				continue;
 			rc = emit(d, out, n, (uint32_t)(bb - d->bsrc), m->seq, &m->h, m->data,
 				  m->len);
 			if (rc)
@@ -253,6 +284,8 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 			d->nexp++;
 			continue;
 		}
+		if (!rule_takes(d, best->shard, seq, &best->h, best->len))
+			continue;
 		/* the pin stays until the source leaves its entry or the call ends */
 		rc = emit(d, out, n, best->shard, seq, &best->h, best->data, best->len);
 		if (rc)
@@ -538,6 +571,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		pthread_mutex_unlock(&q->lock);
 		d->progressed = 0;
 		d->lagged = 0;
+		d->skipped = 0;
 		rc = read_once(s, out, max, n, d);
 		if (rc == MQ_RETRY) {
 			MDB_dbi dbi;

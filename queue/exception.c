@@ -65,6 +65,7 @@ int mq_exception_next(mq_queue *q, uint64_t *cursor, struct mq_msg *m, int *reas
 		m->expire_us = h.exp_us;
 		m->enqueuer = h.enqueuer;
 		m->prio = h.prio;
+		m->tag = h.tag;
 		m->flags = h.flags;
 		m->len = val.mv_size - EXC_HDR - sizeof(h);
 		if (buf)

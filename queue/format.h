@@ -28,6 +28,12 @@
  *   | 'U' | name (1..48 bytes)  |   ->   | struct mq_disk_sub | acked[nshards] u64 |
  *   +-----+---------------------+        +---------------------------------+
  *
+ *   rule of a durable subscriber (mq_subscribe_rule()), absent if none;
+ *   parsed again when the subscriber is opened
+ *   +-----+---------------------+        +-------------------------------------+
+ *   | 'R' | name (1..48 bytes)  |   ->   | rule text (no NUL, <= MQ_RULE_MAX)  |
+ *   +-----+---------------------+        +-------------------------------------+
+ *
  * Q/s/<shard>/<id as 16 hex digits>   one subshard. Ids are never reused.
  *   A spare subshard is created ahead by the queue's own transactions, so
  *   that an enqueue inside a caller's transaction never has to create one.
@@ -100,7 +106,8 @@ struct mq_disk_msg {
 	uint64_t enqueuer;
 	uint8_t prio;
 	uint8_t flags;
-	uint8_t pad[6];
+	uint8_t pad[2];
+	uint32_t tag; /* the caller's attribute (was padding: 0 in older records) */
 };
 
 static inline void mq_be64_put(unsigned char *p, uint64_t v)

@@ -34,7 +34,7 @@ struct mq_greq {
 	struct mq_put *puts;
 	size_t nputs;
 	int rc, done;
-	uint64_t group; /* deferred meta sync: durable once gsynced >= group */
+	uint64_t group;	       /* deferred meta sync: durable once gsynced >= group */
 	struct mq_greq *next;  /* queued for the next turn, then in its batch */
 	struct mq_greq *wnext; /* committed, waiting for a sync (q->gwait) */
 	pthread_cond_t cv;

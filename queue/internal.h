@@ -49,7 +49,7 @@ struct mq_centry {
 	size_t cap;
 	uint64_t bytes;
 	struct mq_chunk *chunks; /* newest first; messages are carved from the head */
-	int pins; /* readers holding pointers into it */
+	int pins;		 /* readers holding pointers into it */
 	struct mq_centry *next;
 };
 
@@ -136,6 +136,7 @@ struct mq_sub {
 	unsigned flags;
 	mq_filter_fn *filter;
 	void *arg;
+	struct mq_rule *rule;  /* NULL: none */
 	_Atomic uint64_t *pos; /* next seq to read, per shard */
 	uint64_t *bpos;	       /* next buffered seq to read (under q->cache_lock) */
 	uint64_t *acked;       /* next seq not acknowledged, per shard */
@@ -229,6 +230,14 @@ int mq_delay_promote(mq_queue *q);
 int mq_delay_promote_loaded(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st,
 			    uint64_t now);
 uint64_t mq_delay_next_due(mq_queue *q);
+
+/* rule.c: compiled rules of rule-based subscribers */
+struct mq_rule;
+int mq_rule_compile(const char *text, struct mq_rule **out, char *why, size_t whylen);
+void mq_rule_free(struct mq_rule *r);
+const char *mq_rule_text(const struct mq_rule *r);
+int mq_rule_trivial(const struct mq_rule *r); /* "true": takes everything */
+int mq_rule_match(const struct mq_rule *r, const struct mq_msg *m, uint64_t now);
 
 /* exception.c */
 int mq_exception_put(mq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq, int reason,

@@ -156,6 +156,7 @@ struct mq_msg_in {
 	uint64_t expire_us;  /**< absolute expiry time; 0: never */
 	uint8_t prio;	     /**< 0..9, lower first among messages due together */
 	uint8_t flags;	     /**< 0 or MQ_MSG_BUFFERED */
+	uint32_t tag;	     /**< the caller's attribute, for rules (mq_subscribe_rule()) */
 };
 
 /** A delivered message. Pointers stay valid until the next dequeue on the
@@ -169,15 +170,68 @@ struct mq_msg {
 	uint64_t enqueuer;
 	uint8_t prio;
 	uint8_t flags; /**< MQ_MSG_* */
+	uint32_t tag;  /**< as enqueued */
 	const void *data;
 	size_t len;
 };
 
-/** A rule for rule-based subscribers: return non-zero to receive the message.
- *  Called on the dequeuing thread with no queue lock held; it must not call
- *  queue functions on the same subscriber. Messages it rejects are skipped
- *  (and count as acknowledged by the next mq_ack()). */
+/** A filter callback (mq_subscribe()): return non-zero to receive the
+ *  message. Called on the dequeuing thread with no queue lock held, after
+ *  the payload was copied; it must not call queue functions on the same
+ *  subscriber. Messages it rejects are skipped (and count as acknowledged by
+ *  the next mq_ack()). Unlike a rule, it is not stored: a durable
+ *  subscriber must pass it again on every mq_subscribe(). */
 typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
+
+/*
+ * Rules
+ * -----
+ * A rule-based subscriber (mq_subscribe_rule()) receives only the messages
+ * its rule takes. A rule is a text, parsed and checked when the subscriber
+ * is created, stored with a durable subscriber (it survives restarts) and
+ * applied by the dequeue to the message header, before any payload is
+ * copied. Examples:
+ *
+ *     priority <= 3 && enqueuer == 7
+ *     tag in (1, 2, 5) || (size >= 64KiB && !delayed)
+ *     age < 30s && deliver_us >= 0x18b3c5a0f0000
+ *
+ * Grammar (spaces are free; at most MQ_RULE_MAX bytes, 32 levels of '(' and
+ * '!', 64 values in one "in" list):
+ *
+ *     rule   := or
+ *     or     := and { "||" and }
+ *     and    := unary { "&&" unary }
+ *     unary  := "!" unary | "(" or ")" | "true" | "false" | test
+ *     test   := FLAG | ATTR cmp value | ATTR "in" "(" value { "," value } ")"
+ *     cmp    := "==" | "!=" | "<" | "<=" | ">" | ">="
+ *     value  := decimal or 0x-hexadecimal unsigned 64-bit integer, and for a
+ *               decimal an optional unit written right after it
+ *
+ * Attributes (ATTR; all unsigned, compared as 64-bit integers):
+ *
+ *     priority, prio   mq_msg.prio, 0..9 (a value above 9 is an error)
+ *     enqueuer         mq_msg.enqueuer
+ *     tag              mq_msg.tag, the caller's attribute (mq_msg_in.tag)
+ *     size             payload bytes; units B, KiB, MiB, GiB
+ *     shard, seq       where the message is
+ *     enqueue_us, deliver_us, expire_us
+ *                      times in microseconds since the epoch (expire_us 0:
+ *                      never); units us, ms, s, min, h, d
+ *     age              now minus enqueue_us, at the dequeue; same units
+ *
+ * Flags (FLAG, a condition by themselves): "delayed" (came through the
+ * delay shard, MQ_MSG_DELAYED), "buffered" (memory-only, MQ_MSG_BUFFERED).
+ *
+ * Messages a rule passes over are skipped and count as acknowledged by the
+ * next mq_ack(s, NULL, NULL); they are counted in mq_stats.filtered. A
+ * durable subscriber whose rule takes nothing for a long time should still
+ * call mq_ack(s, NULL, NULL) now and then (e.g. after a dequeue that timed
+ * out), or it holds retention. Expired messages go to the exception queue
+ * whatever the rule says.
+ */
+/** Longest rule text (bytes, without the NUL). */
+#define MQ_RULE_MAX 1024
 
 /** Statistics, a snapshot (mq_stats()). Counters are for this process. */
 struct mq_stats {
@@ -188,7 +242,7 @@ struct mq_stats {
 	uint64_t delayed_enqueued, delayed_promoted, delayed_pending;
 	uint64_t lateness_max_us, lateness_p50_us, lateness_p99_us;
 	uint64_t expired;  /**< moved to the exception queue */
-	uint64_t filtered; /**< skipped by rule-based subscribers */
+	uint64_t filtered; /**< skipped by rules and filter callbacks */
 	uint64_t lagging;  /**< subscribers marked lagging */
 	uint64_t cache_hits, cache_misses, cache_restores, cache_evictions;
 	uint64_t cache_prefetches; /**< subshards loaded before a reader reached them */
@@ -199,8 +253,8 @@ struct mq_stats {
 	uint64_t buffered_dropped;	    /**< memory-only messages dropped unread (budget) */
 	uint64_t pressure_events;	    /**< transitions into memory pressure */
 	uint64_t map_trims;		    /**< times the map's resident pages were dropped */
-	uint64_t meta_syncs; /**< mdb_env_sync() calls of group commits that made a
-				  deferred meta page durable (MDB_NOMETASYNC) */
+	uint64_t meta_syncs;		    /**< mdb_env_sync() calls of group commits that made a
+						 deferred meta page durable (MDB_NOMETASYNC) */
 	double enqueue_rate;		    /**< messages/s, sum over shards (estimate) */
 	double dequeue_rate;		    /**< messages/s, sum over subscriber-shard pairs */
 	uint64_t sizing_restores_est_milli; /**< estimated restores/s x1000 at target size */
@@ -331,17 +385,57 @@ int mq_tick(mq_queue *q);
  *        its position is lost on close), or the name (1..MQ_NAME_MAX bytes) of a
  *        durable subscriber: created on first use, resumed afterwards.
  * @param flags MQ_SUB_DURABLE (required with a name), MQ_SUB_FROM_START.
- * @param filter NULL, or a rule: only messages it accepts are delivered.
+ * @param filter NULL, or a callback: only messages it accepts are delivered.
  * @param arg passed to @p filter.
  * @param out receives the subscriber.
+ * A durable subscriber keeps the rule stored by mq_subscribe_rule(), if any
+ * (it applies before @p filter).
  * @return 0, or
- *   EINVAL   bad name or flags;
+ *   EINVAL   bad name or flags; the stored rule no longer parses;
  *   EBUSY    this durable subscriber is already open in this process;
+ *   MDB_CORRUPTED  the stored rule is longer than MQ_RULE_MAX;
  *   ENOMEM, ENOSPC, LMDB errors.
  * Thread context: any thread not holding a write transaction on the env.
  */
 int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *filter, void *arg,
 		 mq_sub **out);
+
+/**
+ * Subscribe with a rule (see "Rules"): as mq_subscribe(), and
+ * @param rule the rule text; a durable subscriber stores it in the same
+ *        transaction that creates or resumes it, replacing the stored one;
+ *        "true" removes the stored rule (every message is delivered); NULL
+ *        keeps the stored rule, if any.
+ * @param why NULL, or a buffer that receives the reason of an EINVAL (for
+ *        a bad rule: "column N: ..."), or "" when the call succeeds or fails
+ *        otherwise.
+ * @param whylen its size (the reason is cut to fit; 128 bytes is enough
+ *        for any reason but an unknown attribute's, which lists them all).
+ * @return 0, or
+ *   EINVAL   bad name or flags (why: ""); the rule is empty, malformed,
+ *            uses an unknown attribute or unit, a unit that does not fit
+ *            its attribute, a priority above 9, a number above 2^64-1,
+ *            nests deeper than 32, has more than 64 values in a list, or is
+ *            longer than MQ_RULE_MAX (why says which, and where); with
+ *            @p rule NULL, the stored rule no longer parses. Nothing is
+ *            created or changed then.
+ *   EBUSY, MDB_CORRUPTED, ENOMEM, ENOSPC, LMDB errors as mq_subscribe().
+ * Thread context: as mq_subscribe().
+ */
+int mq_subscribe_rule(mq_queue *q, const char *name, unsigned flags, const char *rule, char *why,
+		      size_t whylen, mq_sub **out);
+
+/**
+ * Check a rule without subscribing (e.g. a control command validating its
+ * input).
+ * @return 0, or EINVAL with the reason in @p why (as mq_subscribe_rule()),
+ *   ENOMEM. Thread context: any.
+ */
+int mq_rule_check(const char *rule, char *why, size_t whylen);
+
+/** The rule text in effect for @p s, or NULL if it has none. Valid until
+ *  mq_unsubscribe(s). Thread context: any. */
+const char *mq_sub_rule(const mq_sub *s);
 
 /**
  * Close a subscriber. A durable subscriber keeps its acknowledged position
@@ -351,7 +445,8 @@ int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *fi
 void mq_unsubscribe(mq_sub *s);
 
 /**
- * Remove a durable subscriber from the store (it no longer holds messages).
+ * Remove a durable subscriber, and its rule, from the store (it no longer
+ * holds messages).
  * @return 0, EINVAL bad name, ENOENT unknown subscriber, EBUSY open in this
  *   process, ENOSPC, LMDB errors. Thread context: as mq_subscribe().
  */

@@ -78,6 +78,7 @@ int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t
 		h.exp_us = m[i].expire_us;
 		h.enqueuer = m[i].enqueuer;
 		h.prio = m[i].prio;
+		h.tag = m[i].tag;
 		if (m[i].deliver_us > t) {
 			h.dlv_us = m[i].deliver_us;
 			h.flags = MQ_MSG_DELAYED;

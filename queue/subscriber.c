@@ -6,6 +6,7 @@
  * unacknowledged message is delivered again (at-least-once).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,8 +85,63 @@ static int sub_load(mq_sub *s, MDB_txn *txn, int *found)
 	return 0;
 }
 
+/* The rule of a durable subscriber: 'R' + name -> rule text (format.h). */
+static void rule_key(const char *name, unsigned char *k, MDB_val *key)
+{
+	size_t nl = strlen(name);
+
+	k[0] = 'R';
+	memcpy(k + 1, name, nl);
+	key->mv_size = nl + 1;
+	key->mv_data = k;
+}
+
+/* Store @r as the subscriber's rule, or remove the stored one (r NULL). */
+static int rule_store(mq_sub *s, MDB_txn *txn, const struct mq_rule *r)
+{
+	unsigned char k[MQ_NAME_MAX + 1];
+	MDB_val key, val;
+	int rc;
+
+	rule_key(s->name, k, &key);
+	if (!r) {
+		rc = mdb_del(txn, s->q->meta, &key, NULL);
+		return rc == MDB_NOTFOUND ? 0 : rc;
+	}
+	val.mv_data = (void *)mq_rule_text(r);
+	val.mv_size = strlen(mq_rule_text(r));
+	return mdb_put(txn, s->q->meta, &key, &val, 0);
+}
+
+/* Compile the stored rule, if any, into s->rule. */
+static int rule_load(mq_sub *s, MDB_txn *txn, char *why, size_t whylen)
+{
+	unsigned char k[MQ_NAME_MAX + 1];
+	char text[MQ_RULE_MAX + 1];
+	MDB_val key, val;
+	int rc;
+
+	rule_key(s->name, k, &key);
+	rc = mdb_get(txn, s->q->meta, &key, &val);
+	if (rc)
+		return rc == MDB_NOTFOUND ? 0 : rc;
+	if (val.mv_size > MQ_RULE_MAX)
+		return MDB_CORRUPTED;
+	memcpy(text, val.mv_data, val.mv_size);
+	text[val.mv_size] = 0;
+	rc = mq_rule_compile(text, &s->rule, why, whylen);
+	if (rc == EINVAL && why && whylen) {
+		char tmp[256];
+
+		snprintf(tmp, sizeof(tmp), "stored rule of '%s': %s", s->name, why);
+		snprintf(why, whylen, "%s", tmp);
+	}
+	return rc;
+}
+
 static void sub_free(mq_sub *s)
 {
+	mq_rule_free(s->rule);
 	if (s->rtxn)
 		mdb_txn_abort(s->rtxn);
 	free((void *)s->pos);
@@ -110,22 +166,41 @@ static int start_positions(mq_sub *s, MDB_txn *txn)
 	return 0;
 }
 
-int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *filter, void *arg,
-		 mq_sub **out)
+/*
+ * @rule: NULL keeps a durable subscriber's stored rule (none for an
+ * ephemeral one); a text replaces it ("true" removes it).
+ */
+static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *rule,
+		     mq_filter_fn *filter, void *arg, char *why, size_t whylen, mq_sub **out)
 {
 	uint32_t n = q->cfg.nshards;
 	size_t nl = name ? strlen(name) : 0;
+	struct mq_rule *given = NULL;
 	struct mq_wtx w;
 	mq_sub *s;
 	int rc, found = 0;
 
 	*out = NULL;
+	if (why && whylen)
+		why[0] = 0;
 	if ((name && (nl == 0 || nl > MQ_NAME_MAX || !(flags & MQ_SUB_DURABLE))) ||
 	    (!name && (flags & MQ_SUB_DURABLE)) || (flags & ~(MQ_SUB_DURABLE | MQ_SUB_FROM_START)))
 		return EINVAL;
+	if (rule) {
+		rc = mq_rule_compile(rule, &given, why, whylen);
+		if (rc)
+			return rc;
+		if (mq_rule_trivial(given)) {
+			mq_rule_free(given);
+			given = NULL;
+		}
+	}
 	s = calloc(1, sizeof(*s));
-	if (!s)
+	if (!s) {
+		mq_rule_free(given);
 		return ENOMEM;
+	}
+	s->rule = given;
 	s->q = q;
 	s->flags = flags;
 	s->filter = filter;
@@ -155,6 +230,8 @@ int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *fi
 	rc = mq_wtx_begin(q, NULL, 0, &w);
 	if (!rc && name)
 		rc = sub_load(s, w.txn, &found);
+	if (!rc && name)
+		rc = rule ? rule_store(s, w.txn, s->rule) : rule_load(s, w.txn, why, whylen);
 	if (!rc && !found)
 		rc = start_positions(s, w.txn);
 	if (!rc && name && !found)
@@ -176,6 +253,23 @@ int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *fi
 	pthread_mutex_unlock(&q->cache_lock);
 	*out = s;
 	return 0;
+}
+
+int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *filter, void *arg,
+		 mq_sub **out)
+{
+	return subscribe(q, name, flags, NULL, filter, arg, NULL, 0, out);
+}
+
+int mq_subscribe_rule(mq_queue *q, const char *name, unsigned flags, const char *rule, char *why,
+		      size_t whylen, mq_sub **out)
+{
+	return subscribe(q, name, flags, rule, NULL, NULL, why, whylen, out);
+}
+
+const char *mq_sub_rule(const mq_sub *s)
+{
+	return mq_rule_text(s->rule);
 }
 
 void mq_unsubscribe(mq_sub *s)
@@ -220,6 +314,14 @@ int mq_subscriber_delete(mq_queue *q, const char *name)
 	if (rc)
 		return mq_lmdb_err(rc);
 	rc = mdb_del(w.txn, q->meta, &key, NULL);
+	if (!rc) {
+		MDB_val rkey;
+
+		rule_key(name, k, &rkey);
+		rc = mdb_del(w.txn, q->meta, &rkey, NULL);
+		if (rc == MDB_NOTFOUND)
+			rc = 0;
+	}
 	rc = mq_wtx_end(q, &w, rc);
 	if (rc == MDB_NOTFOUND)
 		return ENOENT;

@@ -40,5 +40,6 @@ Suite *suite_delay(void);
 Suite *suite_cache(void);
 Suite *suite_sizing(void);
 Suite *suite_multi(void);
+Suite *suite_rule(void);
 
 #endif

@@ -10,7 +10,7 @@ static const struct {
 	Suite *(*make)(void);
 } suites[] = {
     {"api", suite_api},	      {"delay", suite_delay}, {"cache", suite_cache},
-    {"sizing", suite_sizing}, {"multi", suite_multi},
+    {"sizing", suite_sizing}, {"multi", suite_multi}, {"rule", suite_rule},
 };
 
 int main(int argc, char **argv)
