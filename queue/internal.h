@@ -174,6 +174,11 @@ struct mq_wtx {
 		MDB_dbi dbi;
 	} * pend;
 	unsigned npend, cappend;
+	/* the handle last resolved (enqueues of a batch share a tail) */
+	int has_last;
+	uint32_t last_s;
+	uint64_t last_id;
+	MDB_dbi last_dbi;
 };
 void mq_subshard_name(const mq_queue *q, uint32_t s, uint64_t id, char *buf, size_t len);
 void mq_subshard_remember(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi dbi);
