@@ -17,6 +17,12 @@
 /* While a session is throttled a timer wakes a worker this often to refill. */
 #define THROTTLE_TICK_MS 2
 
+/* A session is heavy when over a window of LOAD_WINDOW_NS a quarter of its
+ * requests (and at least 8) overlapped another of its requests, and stays
+ * heavy HEAVY_NS after such a window. */
+#define LOAD_WINDOW_NS 10000000ull
+#define HEAVY_NS 50000000ull
+
 uint64_t mfs_now_ns(void)
 {
 	struct timespec ts;
@@ -82,14 +88,62 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw))
 		return false;
 	/* an armed fd already promises one request to some worker */
-	return s->inflight + (s->armed ? 1 : 0) < fair_limit(s);
+	return s->inflight + (s->armed || s->xarmed ? 1 : 0) < fair_limit(s);
+}
+
+void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
+{
+	s->win_reads++;
+	if (s->processing)
+		s->win_overlap++;
+	if (now_ns - s->win_start < LOAD_WINDOW_NS)
+		return;
+	if (s->win_overlap >= 8 && s->win_overlap * 4 >= s->win_reads) {
+		s->heavy_until = now_ns + HEAVY_NS;
+		s->loop->heavy = s;
+		s->loop->heavy_until = s->heavy_until;
+	}
+	s->win_start = now_ns;
+	s->win_reads = s->win_overlap = 0;
+}
+
+/* lock held: should `s` be armed in the express set rather than the main
+ * one? Only in latency mode. */
+static bool wants_express(const struct mfs_session *s, uint64_t now_ns)
+{
+	const struct mfs_loop *loop = s->loop;
+
+	return loop->xstarted && loop->latency && !loop->unfair && loop->heavy && loop->heavy != s &&
+	       now_ns < loop->heavy_until && now_ns >= s->heavy_until;
+}
+
+void mfs_loop_note_light(struct mfs_loop *loop, uint64_t now_ns)
+{
+	loop->light_until = now_ns + HEAVY_NS;
+}
+
+bool mfs_session_should_yield(const struct mfs_session *s, uint64_t now_ns)
+{
+	return s->loop->latency && !s->loop->unfair && now_ns < s->heavy_until &&
+	       now_ns < s->loop->light_until;
+}
+
+/* lock held: arm `s` in `epfd` for one request. */
+static bool arm(struct mfs_session *s, int epfd)
+{
+	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = s};
+
+	if (epoll_ctl(epfd, EPOLL_CTL_MOD, s->fd, &ev) == 0)
+		return true;
+	mfs_err("%s: epoll_ctl: %s", s->name, strerror(errno));
+	return false;
 }
 
 bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 {
 	struct mfs_loop *loop = s->loop;
 
-	if (s->ended || s->armed)
+	if (s->ended || s->armed || s->xarmed)
 		return false;
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
@@ -106,13 +160,10 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 		return false;
 	}
 	s->held = false;
-	struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT, .data.ptr = s};
-	if (epoll_ctl(loop->epfd, EPOLL_CTL_MOD, s->fd, &ev) < 0) {
-		mfs_err("%s: epoll_ctl: %s", s->name, strerror(errno));
-		return false;
-	}
-	s->armed = true;
-	return true;
+	if (wants_express(s, now_ns) && (s->xarmed = arm(s, loop->xepfd)))
+		return true;
+	s->armed = arm(s, loop->epfd);
+	return s->armed;
 }
 
 bool mfs_session_end_due(struct mfs_session *s)
@@ -135,7 +186,7 @@ void mfs_loop_sweep(struct mfs_loop *loop)
 	if (!loop->grave)
 		return;
 	uint64_t oldest = UINT64_MAX;
-	for (unsigned i = 0; i < loop->nworkers; i++)
+	for (unsigned i = 0; i < loop->nworkers + (loop->xstarted ? 1 : 0); i++)
 		if (loop->wgen[i] < oldest)
 			oldest = loop->wgen[i];
 	for (struct mfs_session **pp = &loop->grave; *pp;) {
@@ -158,19 +209,20 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		return -ENOMEM;
 	int rc;
 	loop->nworkers = workers;
-	loop->epfd = loop->evfd = loop->tfd = -1;
+	loop->epfd = loop->xepfd = loop->evfd = loop->tfd = -1;
 	pthread_mutex_init(&loop->lock, NULL);
 	loop->workers = calloc(workers, sizeof(*loop->workers));
 	loop->wargs = calloc(workers, sizeof(*loop->wargs));
-	loop->wgen = calloc(workers, sizeof(*loop->wgen));
+	loop->wgen = calloc(workers + 1, sizeof(*loop->wgen));
 	if (!loop->workers || !loop->wargs || !loop->wgen) {
 		rc = -ENOMEM;
 		goto fail;
 	}
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+	loop->xepfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	loop->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (loop->epfd < 0 || loop->evfd < 0 || loop->tfd < 0) {
+	if (loop->epfd < 0 || loop->xepfd < 0 || loop->evfd < 0 || loop->tfd < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -178,8 +230,10 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 	 * thread the kernel wakes, with no hand-off between threads. */
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &loop->evfd};
 	struct epoll_event tev = {.events = EPOLLIN, .data.ptr = &loop->tfd};
+	struct epoll_event xev = {.events = EPOLLIN, .data.ptr = &loop->evfd};
 	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->evfd, &ev) < 0 ||
-	    epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->tfd, &tev) < 0) {
+	    epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->tfd, &tev) < 0 ||
+	    epoll_ctl(loop->xepfd, EPOLL_CTL_ADD, loop->evfd, &xev) < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -193,11 +247,18 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 			return rc;
 		}
 	}
+	loop->xwarg.loop = loop;
+	loop->xwarg.idx = workers;
+	loop->xwarg.express = true;
+	if (pthread_create(&loop->xworker, NULL, mfs_pool_worker, &loop->xwarg) == 0)
+		loop->xstarted = true; /* without it, light sessions share the workers */
 	*out = loop;
 	return 0;
 fail:
 	if (loop->epfd >= 0)
 		close(loop->epfd);
+	if (loop->xepfd >= 0)
+		close(loop->xepfd);
 	if (loop->evfd >= 0)
 		close(loop->evfd);
 	if (loop->tfd >= 0)
@@ -220,12 +281,15 @@ void mfs_loop_destroy(struct mfs_loop *loop)
 		mfs_warn("loop: eventfd write: %s", strerror(errno));
 	for (unsigned i = 0; i < loop->nworkers; i++)
 		pthread_join(loop->workers[i], NULL);
+	if (loop->xstarted)
+		pthread_join(loop->xworker, NULL);
 	while (loop->grave) {
 		struct mfs_session *g = loop->grave;
 		loop->grave = g->grave_next;
 		free(g);
 	}
 	close(loop->epfd);
+	close(loop->xepfd);
 	close(loop->evfd);
 	close(loop->tfd);
 	pthread_mutex_destroy(&loop->lock);
@@ -239,6 +303,13 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair)
 {
 	pthread_mutex_lock(&loop->lock);
 	loop->unfair = !fair;
+	pthread_mutex_unlock(&loop->lock);
+}
+
+void mfs_loop_set_latency(struct mfs_loop *loop, bool on)
+{
+	pthread_mutex_lock(&loop->lock);
+	loop->latency = on;
 	pthread_mutex_unlock(&loop->lock);
 }
 
@@ -268,6 +339,12 @@ int mfs_loop_add(struct mfs_loop *loop, struct fuse_session *se, const char *nam
 	struct epoll_event ev = {.events = EPOLLONESHOT, .data.ptr = s};
 	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, s->fd, &ev) < 0) {
 		int rc = -errno;
+		free(s);
+		return rc;
+	}
+	if (epoll_ctl(loop->xepfd, EPOLL_CTL_ADD, s->fd, &ev) < 0) {
+		int rc = -errno;
+		epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s->fd, NULL);
 		free(s);
 		return rc;
 	}
@@ -303,6 +380,9 @@ void mfs_loop_remove(struct mfs_session *s)
 
 	pthread_mutex_lock(&loop->lock);
 	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s->fd, NULL);
+	epoll_ctl(loop->xepfd, EPOLL_CTL_DEL, s->fd, NULL);
+	if (loop->heavy == s)
+		loop->heavy = NULL;
 	if (s->prev)
 		s->prev->next = s->next;
 	else

@@ -53,6 +53,7 @@ struct mfs_session_stats {
 	uint64_t write_bytes;   /* carried by FUSE_WRITE requests */
 	uint64_t throttled;     /* times held back by an IOPS or bandwidth bucket */
 	uint64_t capped;        /* times held back by the concurrency limit */
+	uint64_t express;       /* requests served by the express thread */
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];
@@ -78,6 +79,16 @@ void mfs_loop_destroy(struct mfs_loop *loop);
  * as a plain thread pool would) or on (the default). For benchmarks.
  */
 void mfs_loop_set_fair(struct mfs_loop *loop, bool fair);
+
+/*
+ * Latency mode (governor=latency): while some session is heavy, light
+ * sessions are served by the express thread, and heavy sessions' requests
+ * are processed at SCHED_IDLE while a light one is active, so that the
+ * threads of light sessions and their clients preempt them at once. The
+ * cost: a heavy session gets little CPU while light ones are active and
+ * other programs keep the CPUs busy. See loop_private.h.
+ */
+void mfs_loop_set_latency(struct mfs_loop *loop, bool on);
 
 /* Number of worker threads. */
 unsigned mfs_loop_workers(const struct mfs_loop *loop);

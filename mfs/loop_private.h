@@ -28,6 +28,13 @@ struct mfs_session {
 	unsigned inflight;
 	bool sequential; /* spinning worker reads without re-arming (pool.c) */
 	unsigned waits;  /* spins in a row that found nothing queued */
+	bool spinning;   /* a worker is spinning on it (one at most) */
+	bool xarmed;     /* armed in the express set too (see struct mfs_loop) */
+	uint64_t heavy_until; /* heavy until then (ns): see mfs_session_note_load */
+	unsigned processing;  /* requests read and not yet answered */
+	uint64_t win_start;   /* current load window: start (ns) */
+	unsigned win_reads;   /* requests read in it */
+	unsigned win_overlap; /* of which while another was being processed */
 	struct mfs_limits limits;
 	struct mfs_bucket iops;
 	struct mfs_bucket bw;
@@ -43,6 +50,7 @@ struct mfs_loop;
 struct mfs_worker {
 	struct mfs_loop *loop;
 	unsigned idx;
+	bool express; /* waits on the express set */
 };
 
 struct mfs_loop {
@@ -62,9 +70,28 @@ struct mfs_loop {
 	 * the removal (wgen[i] > removed_gen for all i). */
 	struct mfs_session *grave;
 	uint64_t gen;   /* epoll_wait calls started */
-	uint64_t *wgen; /* per worker: gen of its current wait */
+	uint64_t *wgen; /* per thread (workers, then express): gen of its wait */
 
-	bool unfair; /* governor's fair share off (benchmarks) */
+	/*
+	 * The express lane (latency mode only). A worker that served a heavy
+	 * session (one whose requests overlap) has used its CPU share: when
+	 * woken for another session it waits behind that session's clients in
+	 * the CPU run queue, for milliseconds when they saturate the CPUs. So
+	 * while some session is heavy, the fds of the light ones are armed in
+	 * a second epoll set instead, waited on by one more thread (nice -10
+	 * when allowed) that serves only them, and the heavy sessions' requests
+	 * run at SCHED_IDLE meanwhile (pool.c).
+	 */
+	int xepfd;
+	pthread_t xworker;
+	struct mfs_worker xwarg;
+	bool xstarted;
+	struct mfs_session *heavy; /* the session marked heavy last */
+	uint64_t heavy_until;      /* its heavy_until */
+	uint64_t light_until;      /* the express thread served a request until */
+
+	bool unfair;  /* governor's fair share off (benchmarks) */
+	bool latency; /* express lane and yielding on (mfs_loop_set_latency) */
 	unsigned nworkers;
 	pthread_t *workers;
 	struct mfs_worker *wargs;
@@ -87,6 +114,19 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns);
 /* lock held: let the session read another request if the governor allows
  * (arm its fd), else mark it held. Returns true when it armed. */
 bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns);
+
+/* lock held: a worker read a request of `s` at `now` (ns), with
+ * s->processing requests of it still being processed. A session whose
+ * requests often overlap (its clients run concurrently) is heavy for a
+ * while. */
+void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns);
+
+/* lock held: the express thread serves a request at `now`. */
+void mfs_loop_note_light(struct mfs_loop *loop, uint64_t now_ns);
+
+/* lock held: should a request of `s` read at `now` be processed at idle
+ * priority (s is heavy and a light session was served recently)? */
+bool mfs_session_should_yield(const struct mfs_session *s, uint64_t now_ns);
 
 /* lock held: recompute s->busy and loop->busy. */
 void mfs_session_update_busy(struct mfs_session *s);

@@ -42,6 +42,7 @@ struct cli {
 	bool debug;
 	bool allow_other;
 	bool unfair;
+	bool latency;
 	uint64_t mem;
 	unsigned threads;
 	const char *dbfs_store;
@@ -68,6 +69,8 @@ static void usage(FILE *f)
 		"  -o threads=N  worker threads shared by every mount (default %d)\n"
 		"  -o allow_other  let other users read status and manage their own DBFSs\n"
 		"  -o governor=off  no fair share of workers (for comparisons)\n"
+		"  -o governor=latency  fair share, and busy DBFSs yield the CPU to\n"
+		"                quiet ones (see GOVERNOR in mfs(8))\n"
 		"  -o mem=SIZE   kernel cache memory for all DBFSs, shared equally\n"
 		"See mfs(8).\n",
 		DEFAULT_THREADS);
@@ -121,11 +124,12 @@ static int parse_o(struct cli *c, const char *s)
 				strcpy(c->state_dir, v);
 			}
 		} else if (!strcmp(k, "governor")) {
-			if (!v || (strcmp(v, "on") && strcmp(v, "off"))) {
-				fprintf(stderr, "mfs: governor=on|off\n");
+			if (!v || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "latency"))) {
+				fprintf(stderr, "mfs: governor=on|off|latency\n");
 				rc = -1;
 			}
 			c->unfair = v && !strcmp(v, "off");
+			c->latency = v && !strcmp(v, "latency");
 		} else if (!strcmp(k, "allow_other")) {
 			c->allow_other = true;
 		} else if (!strcmp(k, "debug")) {
@@ -424,6 +428,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	mfs_loop_set_fair(mgr.loop, !c.unfair);
+	mfs_loop_set_latency(mgr.loop, c.latency);
 	rc = mgr.single ? serve_single(&mgr, &c) : serve_manager(&mgr, &c);
 	if (rc) {
 		mfs_loop_destroy(mgr.loop);

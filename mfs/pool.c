@@ -5,8 +5,12 @@
  * the next request). See loop.h for the flow.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <unistd.h>
+#include <sched.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <linux/fuse.h>
@@ -62,6 +66,22 @@ static void note_spin(struct mfs_session *s, bool queued)
 	}
 }
 
+/*
+ * A worker processes requests of a heavy session as SCHED_IDLE while a
+ * light one is being served (loop_private.h, the express lane): any other
+ * thread that wakes on its CPU, the express thread or a light session's
+ * client, then preempts it at once instead of waiting for the next tick.
+ * Switched only on a change, and never while loop->lock is held.
+ */
+static void set_idle(bool idle)
+{
+	static __thread bool cur;
+	struct sched_param sp = {0};
+
+	if (idle != cur && sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0)
+		cur = idle;
+}
+
 static void record_latency(struct mfs_session *s, uint64_t ns)
 {
 	int b = ns ? 63 - __builtin_clzll(ns) : 0;
@@ -107,15 +127,20 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 		note_spin(s, res > 0 && tries == 1);
 	if (res > 0) {
 		charge(s, buf);
+		mfs_session_note_load(s, t0);
+		s->processing++;
 		if (rearm)
 			mfs_session_admit(s, t0);
+		bool yield = mfs_session_should_yield(s, t0);
 		pthread_mutex_unlock(&loop->lock);
 
+		set_idle(yield);
 		fuse_session_process_buf(s->se, buf);
 
 		uint64_t t1 = mfs_now_ns();
 		pthread_mutex_lock(&loop->lock);
 		record_latency(s, t1 - t0);
+		s->processing--;
 		s->inflight--;
 		mfs_session_update_busy(s);
 		if (s->held)
@@ -134,6 +159,27 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	return res;
 }
 
+/*
+ * The express thread asks the scheduler for a higher weight (nice -10,
+ * when the process may) and, on EEVDF (Linux 6.12 and later), for a short
+ * time slice: a waking thread with a shorter slice may preempt the running
+ * one. It only serves light sessions, so it cannot take much CPU. Older
+ * kernels ignore sched_runtime for SCHED_OTHER; failures cost nothing.
+ */
+static void express_priority(void)
+{
+	struct { /* struct sched_attr, first version (<sched.h> clashes with it) */
+		uint32_t size, sched_policy;
+		uint64_t sched_flags;
+		int32_t sched_nice;
+		uint32_t sched_priority;
+		uint64_t sched_runtime, sched_deadline, sched_period;
+	} a = {.size = sizeof(a), .sched_policy = SCHED_OTHER, .sched_runtime = 100000};
+
+	syscall(SYS_sched_setattr, 0, &a, 0);
+	setpriority(PRIO_PROCESS, 0, -10);
+}
+
 void *mfs_pool_worker(void *arg)
 {
 	struct mfs_worker *w = arg;
@@ -141,6 +187,8 @@ void *mfs_pool_worker(void *arg)
 	struct fuse_buf buf = {.mem = NULL};
 	struct epoll_event ev;
 
+	if (w->express)
+		express_priority();
 	pthread_mutex_lock(&loop->lock);
 	for (;;) {
 		if (loop->stopping)
@@ -148,7 +196,7 @@ void *mfs_pool_worker(void *arg)
 		loop->wgen[w->idx] = ++loop->gen;
 		mfs_loop_sweep(loop);
 		pthread_mutex_unlock(&loop->lock);
-		int n = epoll_wait(loop->epfd, &ev, 1, -1);
+		int n = epoll_wait(w->express ? loop->xepfd : loop->epfd, &ev, 1, -1);
 		pthread_mutex_lock(&loop->lock);
 		if (n < 0 && errno != EINTR)
 			mfs_err("loop: epoll_wait: %s", strerror(errno));
@@ -163,21 +211,33 @@ void *mfs_pool_worker(void *arg)
 		struct mfs_session *s = ev.data.ptr;
 		if (s->removed)
 			continue;
-		s->armed = false;
+		if (w->express)
+			s->xarmed = false;
+		else
+			s->armed = false;
 		if (s->ended)
 			continue;
-		/* A client that works request by request sends its next one a
-		 * few microseconds after our reply: wait for it here, awake,
-		 * rather than sleep and be woken, which costs more than most
-		 * requests. Bounded in time and in number, and only within
-		 * the governor's limits. */
-		if (serve_one(s, &buf, 0) > 0)
+		if (w->express) {
+			/* one request of a light session, no spinning */
+			mfs_loop_note_light(loop, mfs_now_ns());
+			if (serve_one(s, &buf, 0) > 0)
+				s->st.express++;
+		} else if (serve_one(s, &buf, 0) > 0 && !s->spinning) {
+			/* A client that works request by request sends its
+			 * next one a few microseconds after our reply: wait for
+			 * it here, awake, rather than sleep and be woken, which
+			 * costs more than most requests. Bounded in time and in
+			 * number, within the governor's limits, and one spinning
+			 * worker per session. */
+			s->spinning = true;
 			for (unsigned i = 0; i < SPIN_MAX; i++) {
 				uint64_t now = mfs_now_ns();
 				if (!mfs_session_may_spin(s, now) ||
 				    serve_one(s, &buf, now + SPIN_NS) <= 0)
 					break;
 			}
+			s->spinning = false;
+		}
 		/* in sequential mode the fd stayed unarmed while we spun */
 		mfs_session_admit(s, mfs_now_ns());
 		if (mfs_session_end_due(s)) {

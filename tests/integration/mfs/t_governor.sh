@@ -6,7 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 
 M=$T/mfs
-start_manager "$M" threads=4
+start_manager "$M" threads=4,governor=latency
 mkdir -p "$T/ma" "$T/mb"
 xset mount "name=a,store=$T/sa,mountpoint=$T/ma,create,max_concurrent=1" || fail "mount a"
 xset mount "name=b,store=$T/sb,mountpoint=$T/mb,create" || fail "mount b"
@@ -45,3 +45,32 @@ dd if=/dev/zero of="$T/ma/big" bs=1M count=6 conv=fsync 2>/dev/null || fail "dd"
 [ "$(stat_of a throttled)" -gt "$t0" ] && ok "bandwidth bucket throttled a" || fail "bw not throttled"
 xset config "name=a,bandwidth=0" && [ "$(stat_of a bandwidth_limit)" = 0 ] && ok "limits removed" \
 	|| fail "remove limits"
+
+# The express lane (governor=latency): while b has concurrent requests (8 writers), the
+# requests of a, a single client, are served by the express thread; b's are
+# not. Counters only: the writers run until a's client has done its work.
+x0=$(stat_of a express)
+touch "$T/ma/q"
+rm -f "$T/stopw"
+i=0
+wp=""
+while [ $i -lt 8 ]; do
+	(while [ ! -e "$T/stopw" ]; do
+		dd if=/dev/zero of="$T/mb/x$i" bs=256k count=8 conv=fsync 2>/dev/null || break
+	done) &
+	wp="$wp $!"
+	i=$((i + 1))
+done
+# a's client: getxattr (never cached by the kernel) in a loop until the
+# express thread served some of it (bounded: 600 rounds), then stop the writers
+n=0
+while [ "$(stat_of a express)" -le "$x0" ] && [ $n -lt 600 ]; do
+	getfattr -n user.none "$T/ma/q" >/dev/null 2>&1
+	n=$((n + 1))
+done
+touch "$T/stopw"
+for p in $wp; do wait "$p"; done
+[ "$(stat_of a express)" -gt "$x0" ] && ok "express thread served a ($(stat_of a express))" \
+	|| fail "express never served a"
+[ "$(stat_of b express)" = 0 ] && ok "b (heavy) not on the express lane" \
+	|| fail "b on the express lane: $(stat_of b express)"
