@@ -86,9 +86,11 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair);
  * are processed at SCHED_IDLE while a light one is active, so that the
  * threads of light sessions and their clients preempt them at once. The
  * cost: a heavy session gets little CPU while light ones are active and
- * other programs keep the CPUs busy. See loop_private.h.
+ * other programs keep the CPUs busy. See loop_private.h. Turning it on
+ * starts the express thread: call it before any session is added.
+ * Errors: -EAGAIN (thread).
  */
-void mfs_loop_set_latency(struct mfs_loop *loop, bool on);
+int mfs_loop_set_latency(struct mfs_loop *loop, bool on);
 
 /* Number of worker threads. */
 unsigned mfs_loop_workers(const struct mfs_loop *loop);

@@ -28,7 +28,6 @@ struct mfs_session {
 	unsigned inflight;
 	bool sequential; /* spinning worker reads without re-arming (pool.c) */
 	unsigned waits;  /* spins in a row that found nothing queued */
-	bool spinning;   /* a worker is spinning on it (one at most) */
 	bool xarmed;     /* armed in the express set too (see struct mfs_loop) */
 	uint64_t heavy_until; /* heavy until then (ns): see mfs_session_note_load */
 	unsigned processing;  /* requests read and not yet answered */
@@ -83,6 +82,7 @@ struct mfs_loop {
 	 * run at SCHED_IDLE meanwhile (pool.c).
 	 */
 	int xepfd;
+	int xevfd; /* in the express set only: wakes the express thread */
 	pthread_t xworker;
 	struct mfs_worker xwarg;
 	bool xstarted;

@@ -428,7 +428,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	mfs_loop_set_fair(mgr.loop, !c.unfair);
-	mfs_loop_set_latency(mgr.loop, c.latency);
+	if (mfs_loop_set_latency(mgr.loop, c.latency))
+		mfs_warn("governor=latency: cannot start the express thread");
 	rc = mgr.single ? serve_single(&mgr, &c) : serve_manager(&mgr, &c);
 	if (rc) {
 		mfs_loop_destroy(mgr.loop);

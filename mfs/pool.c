@@ -202,6 +202,12 @@ void *mfs_pool_worker(void *arg)
 			mfs_err("loop: epoll_wait: %s", strerror(errno));
 		if (n <= 0 || ev.data.ptr == &loop->evfd)
 			continue;
+		if (ev.data.ptr == &loop->xevfd) {
+			uint64_t pokes;
+			if (read(loop->xevfd, &pokes, sizeof(pokes)) < 0 && errno != EAGAIN)
+				mfs_warn("loop: eventfd read: %s", strerror(errno));
+			continue;
+		}
 		if (ev.data.ptr == &loop->tfd) {
 			uint64_t ticks;
 			if (read(loop->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
@@ -222,21 +228,18 @@ void *mfs_pool_worker(void *arg)
 			mfs_loop_note_light(loop, mfs_now_ns());
 			if (serve_one(s, &buf, 0) > 0)
 				s->st.express++;
-		} else if (serve_one(s, &buf, 0) > 0 && !s->spinning) {
+		} else if (serve_one(s, &buf, 0) > 0) {
 			/* A client that works request by request sends its
 			 * next one a few microseconds after our reply: wait for
 			 * it here, awake, rather than sleep and be woken, which
 			 * costs more than most requests. Bounded in time and in
-			 * number, within the governor's limits, and one spinning
-			 * worker per session. */
-			s->spinning = true;
+			 * number, and within the governor's limits. */
 			for (unsigned i = 0; i < SPIN_MAX; i++) {
 				uint64_t now = mfs_now_ns();
 				if (!mfs_session_may_spin(s, now) ||
 				    serve_one(s, &buf, now + SPIN_NS) <= 0)
 					break;
 			}
-			s->spinning = false;
 		}
 		/* in sequential mode the fd stayed unarmed while we spun */
 		mfs_session_admit(s, mfs_now_ns());
