@@ -28,7 +28,7 @@ struct mfs_session {
 	unsigned inflight;
 	bool sequential; /* spinning worker reads without re-arming (pool.c) */
 	unsigned waits;  /* spins in a row that found nothing queued */
-	bool xarmed;     /* armed in the express set too (see struct mfs_loop) */
+	bool xarmed;     /* armed in the express set instead (struct mfs_loop) */
 	uint64_t heavy_until; /* heavy until then (ns): see mfs_session_note_load */
 	unsigned processing;  /* requests read and not yet answered */
 	uint64_t win_start;   /* current load window: start (ns) */

@@ -71,7 +71,9 @@ static void note_spin(struct mfs_session *s, bool queued)
  * light one is being served (loop_private.h, the express lane): any other
  * thread that wakes on its CPU, the express thread or a light session's
  * client, then preempts it at once instead of waiting for the next tick.
- * Switched only on a change, and never while loop->lock is held.
+ * Only for fuse_session_process_buf: a thread at SCHED_IDLE must never
+ * hold loop->lock, where a busy machine could keep it off the CPU while
+ * every other worker waits for the lock.
  */
 static void set_idle(bool idle)
 {
@@ -136,6 +138,7 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 
 		set_idle(yield);
 		fuse_session_process_buf(s->se, buf);
+		set_idle(false);
 
 		uint64_t t1 = mfs_now_ns();
 		pthread_mutex_lock(&loop->lock);
