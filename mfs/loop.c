@@ -93,6 +93,8 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 
 void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
 {
+	if (!s->loop->latency) /* only latency mode tells heavy from light */
+		return;
 	s->win_reads++;
 	if (s->processing)
 		s->win_overlap++;
@@ -101,7 +103,6 @@ void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
 	if (s->win_overlap >= 8 && s->win_overlap * 4 >= s->win_reads) {
 		s->heavy_until = now_ns + HEAVY_NS;
 		s->loop->heavy = s;
-		s->loop->heavy_until = s->heavy_until;
 	}
 	s->win_start = now_ns;
 	s->win_reads = s->win_overlap = 0;
@@ -114,7 +115,7 @@ static bool wants_express(const struct mfs_session *s, uint64_t now_ns)
 	const struct mfs_loop *loop = s->loop;
 
 	return loop->xstarted && loop->latency && !loop->unfair && loop->heavy && loop->heavy != s &&
-	       now_ns < loop->heavy_until && now_ns >= s->heavy_until;
+	       now_ns < loop->heavy->heavy_until && now_ns >= s->heavy_until;
 }
 
 void mfs_loop_note_light(struct mfs_loop *loop, uint64_t now_ns)

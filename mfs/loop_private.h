@@ -87,8 +87,7 @@ struct mfs_loop {
 	struct mfs_worker xwarg;
 	bool xstarted;
 	struct mfs_session *heavy; /* the session marked heavy last */
-	uint64_t heavy_until;      /* its heavy_until */
-	uint64_t light_until;      /* the express thread served a request until */
+	uint64_t light_until;      /* a light session counts as active until (ns) */
 
 	bool unfair;  /* governor's fair share off (benchmarks) */
 	bool latency; /* express lane and yielding on (mfs_loop_set_latency) */
