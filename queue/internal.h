@@ -31,10 +31,11 @@ struct mq_cmsg {
 	unsigned char data[];
 };
 
-/* Cached messages are carved out of chunks (one malloc per chunk, not per
- * message); a message too large for a chunk gets a chunk of its own. */
+/* Cached messages are carved out of chunks (one mapping of MQ_CHUNK_BYTES
+ * per chunk, header included, not an allocation per message); a message
+ * too large for a quarter chunk gets a malloc'ed chunk of its own. */
 #define MQ_CHUNK_BYTES (64u << 10)
-#define MQ_CHUNK_SPARE 32 /* free chunks kept per queue, so pages stay mapped */
+#define MQ_CHUNK_SPARE 32 /* free chunks always kept per queue (cache.c: spare_limit) */
 struct mq_chunk {
 	struct mq_chunk *next;
 	size_t size, used;

@@ -260,6 +260,9 @@ struct mq_stats {
 	uint64_t sizing_restores_est_milli; /**< estimated restores/s x1000 at target size */
 	uint64_t maintenance_errors;	    /**< failed promotions/retention runs (retried) */
 	int last_maintenance_error;	    /**< code of the last one (0: none) */
+	uint64_t cache_spare_bytes;	    /**< free cache chunks kept for reuse: up to
+						 cache_target_bytes - cache_bytes (2 MiB at
+						 least), not counted in the memory budget */
 };
 
 typedef struct mq_queue mq_queue;

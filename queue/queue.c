@@ -421,6 +421,7 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	pthread_mutex_lock(&q->cache_lock);
 	st->cache_bytes = q->cache_bytes;
 	st->cache_target_bytes = q->cache_target;
+	st->cache_spare_bytes = (uint64_t)q->nspare_chunks * MQ_CHUNK_BYTES;
 	st->pressure_events = q->c.pressure_events;
 	st->map_trims = q->c.map_trims;
 	st->meta_syncs = q->c.meta_syncs;

@@ -254,6 +254,109 @@ START_TEST(no_budget_no_cache)
 }
 END_TEST
 
+/* The chunks free cache memory is kept in (mq_stats: cache_spare_bytes). */
+#define CHUNK_SPARE_MIN (32u * (64u << 10))
+
+static void check_spares(void)
+{
+	struct mq_stats st;
+
+	mq_stats(Q, &st);
+	ck_assert_uint_le(st.cache_spare_bytes,
+			  st.cache_target_bytes > st.cache_bytes + CHUNK_SPARE_MIN
+			      ? st.cache_target_bytes - st.cache_bytes
+			      : CHUNK_SPARE_MIN);
+}
+
+/* Sealed entries every subscriber has passed are freed at once; their
+ * chunks are kept and take the next appends. */
+START_TEST(passed_entries_dropped)
+{
+	struct mq_stats st;
+	struct mq_msg out[64];
+	mq_sub *a, *b;
+	uint32_t sh = mq_shard_of(Q, 1);
+	uint64_t spare;
+	size_t n;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &a), 0);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &b), 0);
+	for (uint64_t i = 0; i < 64 * 3; i++)
+		put_sized(1, i, 1000);
+	for (int k = 0; k < 2; k++) { /* a passes the first two subshards */
+		ck_assert_int_eq(mq_dequeue(a, out, 64, &n, 0), 0);
+		ck_assert_uint_eq(n, 64);
+	}
+	/* b has not: nothing is dropped */
+	ck_assert(mq_cache_has(Q, sh, 1));
+	ck_assert(mq_cache_has(Q, sh, 65));
+	for (int k = 0; k < 2; k++) {
+		ck_assert_int_eq(mq_dequeue(b, out, 64, &n, 0), 0);
+		ck_assert_uint_eq(n, 64);
+		ck_assert_uint_eq(tag_of(&out[63]), 64 * (uint64_t)k + 63);
+	}
+	ck_assert(!mq_cache_has(Q, sh, 1));
+	ck_assert(!mq_cache_has(Q, sh, 64));
+	ck_assert(!mq_cache_has(Q, sh, 65));
+	ck_assert(mq_cache_has(Q, sh, 129)); /* the tail is kept */
+	mq_stats(Q, &st);
+	ck_assert_uint_ge(st.cache_evictions, 2);
+	ck_assert_uint_gt(st.cache_spare_bytes, 0);
+	ck_assert_uint_ge(st.cache_bytes, 64 * 1000);
+	ck_assert_uint_lt(st.cache_bytes, 2 * 64 * 1000);
+	spare = st.cache_spare_bytes;
+	check_spares();
+	/* the next subshard is cached in the kept chunks */
+	for (uint64_t i = 64 * 3; i < 64 * 4; i++)
+		put_sized(1, i, 1000);
+	mq_stats(Q, &st);
+	ck_assert_uint_lt(st.cache_spare_bytes, spare);
+	ck_assert(mq_cache_has(Q, sh, 64 * 3 + 1));
+	for (uint64_t got = 128; got < 64 * 4;) {
+		ck_assert_int_eq(mq_dequeue(a, out, 64, &n, 0), 0);
+		for (size_t i = 0; i < n; i++, got++)
+			ck_assert_uint_eq(tag_of(&out[i]), got);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.cache_misses, 0);
+	mq_unsubscribe(a);
+	mq_unsubscribe(b);
+}
+END_TEST
+
+/* Spares never exceed the room below the target, and pressure gives them
+ * back down to the fixed minimum. */
+START_TEST(spares_bounded)
+{
+	struct mq_stats st;
+	struct mq_msg out[64];
+	mq_sub *s;
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	/* 8 KiB messages, 512 KiB per subshard: 3 MiB passed below */
+	for (uint64_t i = 0; i < 64 * 7; i++)
+		put_sized(1, i, 8192);
+	while (got < 64 * 6) {
+		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 0), 0);
+		for (size_t i = 0; i < n; i++, got++)
+			ck_assert_uint_eq(tag_of(&out[i]), got);
+		check_spares();
+	}
+	mq_stats(Q, &st);
+	if (st.cache_target_bytes >= st.cache_bytes + (4u << 20))
+		ck_assert_uint_gt(st.cache_spare_bytes, CHUNK_SPARE_MIN); /* over the old 32 */
+	mq_pressure_mode(MQ_PRESSURE_ON);
+	ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 0), 0);
+	ck_assert_uint_eq(n, 64);
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.cache_bytes, 0);
+	ck_assert_uint_le(st.cache_spare_bytes, CHUNK_SPARE_MIN);
+	mq_pressure_mode(MQ_PRESSURE_OFF);
+	mq_unsubscribe(s);
+}
+END_TEST
+
 Suite *suite_cache(void)
 {
 	Suite *s = suite_create("cache");
@@ -267,6 +370,8 @@ Suite *suite_cache(void)
 	tcase_add_test(tc, budget_respected);
 	tcase_add_test(tc, pressure_switch);
 	tcase_add_test(tc, no_budget_no_cache);
+	tcase_add_test(tc, passed_entries_dropped);
+	tcase_add_test(tc, spares_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
