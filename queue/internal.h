@@ -119,6 +119,7 @@ struct mq_queue {
 	pthread_mutex_t glock;
 	struct mq_greq *ghead, **gtail, *gwait;
 	int gleader;
+	int glarge; /* the last turn wrote large values (group.c: submit) */
 	/* deferred meta sync (MDB_NOMETASYNC): groups committed, groups known
 	 * durable, and the range a failed mdb_env_sync() left in doubt */
 	uint64_t gcommitted, gsynced, gerr_from, gerr_upto;

@@ -705,6 +705,104 @@ START_TEST(group_meta_sync)
 }
 END_TEST
 
+struct big_worker {
+	mq_queue *q;
+	uint64_t id;
+	int rc;
+};
+
+/* 20 batches of 16 messages of 4 KiB: (id, n) in the first 16 bytes. */
+static void *enqueue_big(void *arg)
+{
+	struct big_worker *w = arg;
+	unsigned char(*buf)[4096] = malloc(16 * sizeof(*buf));
+	struct mq_msg_in in[16];
+
+	if (!buf) {
+		w->rc = ENOMEM;
+		return NULL;
+	}
+
+	for (uint64_t b = 0; b < 20 && !w->rc; b++) {
+		for (int i = 0; i < 16; i++) {
+			uint64_t k = b * 16 + (uint64_t)i;
+
+			memcpy(buf[i], &w->id, 8);
+			memcpy(buf[i] + 8, &k, 8);
+			in[i] = (struct mq_msg_in){.data = buf[i], .len = 4096, .enqueuer = w->id};
+		}
+		w->rc = mq_enqueue_batch(w->q, NULL, in, 16, NULL);
+	}
+	free(buf);
+	return NULL;
+}
+
+/*
+ * Groups of large values: a leader goes on leading for the others
+ * (group.c), in relaxed and in deferred-meta environments; every call
+ * returns, nothing is lost or reordered per enqueuer, and with
+ * MDB_NOMETASYNC the last group is still synced.
+ */
+static void group_large(unsigned envflags)
+{
+	enum { W = 6 };
+	struct big_worker w[W];
+	pthread_t th[W];
+	uint64_t next[W] = {0};
+	struct mq_msg out[64];
+	struct mq_stats st;
+	struct tenv t;
+	mq_queue *q;
+	mq_sub *s;
+	size_t n, got = 0;
+
+	tenv_open_flags(&t, 64u << 20, envflags);
+	ck_assert_int_eq(mq_open(t.env, "q", NULL, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	for (int i = 0; i < W; i++) {
+		w[i] = (struct big_worker){q, (uint64_t)i, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, enqueue_big, &w[i]), 0);
+	}
+	while (got < W * 320) {
+		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		for (size_t i = 0; i < n; i++, got++) {
+			uint64_t e, k;
+
+			ck_assert_uint_eq(out[i].len, 4096);
+			memcpy(&e, out[i].data, 8);
+			memcpy(&k, (const char *)out[i].data + 8, 8);
+			ck_assert_uint_lt(e, W);
+			ck_assert_uint_eq(k, next[e]++);
+		}
+		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	}
+	for (int i = 0; i < W; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].rc, 0);
+	}
+	mq_stats(q, &st);
+	ck_assert_uint_eq(st.batches, W * 20);
+	if (envflags & MDB_NOMETASYNC)
+		ck_assert_uint_ge(st.meta_syncs, 1);
+	else
+		ck_assert_uint_eq(st.meta_syncs, 0);
+	mq_unsubscribe(s);
+	mq_close(q);
+	tenv_destroy(&t);
+}
+
+START_TEST(group_large_relaxed)
+{
+	group_large(MDB_NOSYNC);
+}
+END_TEST
+
+START_TEST(group_large_meta_sync)
+{
+	group_large(MDB_NOMETASYNC);
+}
+END_TEST
+
 /* Memory-only messages: delivered here, never stored, merged in time order. */
 START_TEST(buffered)
 {
@@ -806,6 +904,8 @@ Suite *suite_api(void)
 	tcase_add_test(tc, buffered);
 	tcase_add_test(tc, group_commit);
 	tcase_add_test(tc, group_meta_sync);
+	tcase_add_test(tc, group_large_relaxed);
+	tcase_add_test(tc, group_large_meta_sync);
 	tcase_add_test(tc, buffered_spill);
 	suite_add_tcase(s, tc);
 	return s;
