@@ -76,7 +76,7 @@ void mq_cache_unpin(struct mq_centry **pin)
  */
 static void chunk_free(struct mq_chunk *c)
 {
-	if (c->size == CHUNK_USABLE)
+	if (c->mapped)
 		munmap(c, MQ_CHUNK_BYTES);
 	else
 		free(c);
@@ -116,7 +116,7 @@ static void entry_free(mq_queue *q, uint32_t s, struct mq_centry *e)
 		struct mq_chunk *c = e->chunks;
 
 		e->chunks = c->next;
-		if (c->size == CHUNK_USABLE && q->nspare_chunks < spare_limit(q)) {
+		if (c->mapped && q->nspare_chunks < spare_limit(q)) {
 			c->next = q->spare_chunks;
 			q->spare_chunks = c;
 			q->nspare_chunks++;
@@ -261,13 +261,13 @@ static void *carve(mq_queue *q, struct mq_centry *e, size_t n)
 			if (c == MAP_FAILED)
 				return NULL;
 			c->size = CHUNK_USABLE;
+			c->mapped = 1;
 		} else {
-			size_t sz = need;
-
-			c = malloc(sizeof(*c) + sz);
+			c = malloc(sizeof(*c) + need);
 			if (!c)
 				return NULL;
-			c->size = sz;
+			c->size = need;
+			c->mapped = 0;
 		}
 		c->used = 0;
 		c->next = e->chunks;

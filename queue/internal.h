@@ -39,6 +39,7 @@ struct mq_cmsg {
 struct mq_chunk {
 	struct mq_chunk *next;
 	size_t size, used;
+	int mapped; /* a standard chunk, mapped by itself (cache.c) */
 	_Alignas(16) unsigned char mem[];
 };
 

@@ -357,6 +357,52 @@ START_TEST(spares_bounded)
 }
 END_TEST
 
+/* Messages too large for a shared chunk get one of their own, whatever
+ * their size (one the size of a standard chunk's room too), and go back to
+ * the allocator they came from when dropped. */
+START_TEST(own_chunks)
+{
+	static const size_t lens[] = {16384, 16400, 65432, 65440, 65448, 65536, 200000};
+	enum { N = sizeof(lens) / sizeof(lens[0]) };
+	unsigned char *buf = malloc(200000);
+	struct mq_stats st;
+	struct mq_msg out[N];
+	mq_sub *s;
+	size_t n, got = 0;
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	for (int round = 0; round < 3; round++) {
+		for (size_t i = 0; i < N; i++) {
+			struct mq_msg_in in = {.data = buf, .len = lens[i], .enqueuer = 1};
+
+			memset(buf, (int)(i + 1), lens[i]);
+			ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+		}
+		for (got = 0; got < N; got += n) {
+			ck_assert_int_eq(mq_dequeue(s, out, N - got, &n, 1000), 0);
+			for (size_t i = 0; i < n; i++) {
+				const unsigned char *d = out[i].data;
+
+				ck_assert_uint_eq(out[i].len, lens[got + i]);
+				ck_assert_uint_eq(d[0], got + i + 1);
+				ck_assert_uint_eq(d[out[i].len - 1], got + i + 1);
+			}
+		}
+		/* pressure drops every entry, and their chunks */
+		mq_pressure_mode(MQ_PRESSURE_ON);
+		ck_assert_int_eq(mq_dequeue(s, out, 1, &n, 0), EAGAIN);
+		mq_stats(Q, &st);
+		ck_assert_uint_eq(st.cache_bytes, 0);
+		mq_pressure_mode(MQ_PRESSURE_OFF);
+	}
+	mq_stats(Q, &st);
+	ck_assert_uint_ge(st.cache_hits, N);
+	mq_unsubscribe(s);
+	free(buf);
+}
+END_TEST
+
 Suite *suite_cache(void)
 {
 	Suite *s = suite_create("cache");
@@ -372,6 +418,7 @@ Suite *suite_cache(void)
 	tcase_add_test(tc, no_budget_no_cache);
 	tcase_add_test(tc, passed_entries_dropped);
 	tcase_add_test(tc, spares_bounded);
+	tcase_add_test(tc, own_chunks);
 	suite_add_tcase(s, tc);
 	return s;
 }
