@@ -119,6 +119,11 @@ int dbfs_grow_map(struct dbfs *fs, uint64_t seen);
 void dbfs_space_refresh(struct dbfs *fs);
 /* Does the store's file system support fallocate on fd? */
 int dbfs_space_supported(int fd);
+/* Pages in LMDB's free list as of read transaction `t`: counted from the
+ * B-trees' sizes (-1 when `t` is not the newest snapshot or the store holds
+ * a named database DBFS does not know), or read record by record. */
+int64_t dbfs_free_pages_counted(struct dbfs *fs, MDB_txn *t);
+uint64_t dbfs_free_pages_listed(MDB_txn *t);
 
 /* -ENOSPC when the store's file system has no room left for growth; an
  * operation that adds data calls it before its first change. */

@@ -25,6 +25,11 @@
 #define RESERVE_MAX (16u << 20)
 #define PREFAULT_FROM (64u << 20)
 
+/* LMDB's fixed database handles and meta pages (lmdb.h keeps them private) */
+#define FREE_DBI 0
+#define MAIN_DBI 1
+#define NUM_METAS 2
+
 /* The reserve scales with the store, so that a thousand small stores do
  * not pin gigabytes while a large one can still delete. */
 static uint64_t reserve_for(uint64_t used)
@@ -43,23 +48,73 @@ static uint64_t used_bytes(struct dbfs *fs, unsigned *psize)
 	return ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
 }
 
-/* Bytes in LMDB's free list (pages that deletes gave back). */
-static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
+static uint64_t tree_pages(MDB_txn *t, MDB_dbi dbi)
 {
-	MDB_txn *t;
+	MDB_stat st;
+	if (mdb_stat(t, dbi, &st))
+		return 0;
+	return (uint64_t)st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages;
+}
+
+/*
+ * Pages in LMDB's free list, counted without reading it: every page up to
+ * the last one is either a meta page, a page of a B-tree (the free list's
+ * own, the main database's, or a named database's) or in the free list.
+ * Needs the newest snapshot (mdb_env_info describes the newest commit) and
+ * no named database this file does not know of; returns -1 otherwise.
+ */
+int64_t dbfs_free_pages_counted(struct dbfs *fs, MDB_txn *t)
+{
+	const MDB_dbi dbs[] = {FREE_DBI, MAIN_DBI, fs->db_super, fs->db_inode, fs->db_dirent,
+			       fs->db_dircook, fs->db_data, fs->db_xattr, fs->db_orphan};
+	const size_t ndbs = sizeof(dbs) / sizeof(dbs[0]);
+	MDB_envinfo info;
+	MDB_stat main;
+	uint64_t used = NUM_METAS;
+
+	if (mdb_env_info(fs->env, &info) || info.me_last_txnid != mdb_txn_id(t) ||
+	    mdb_stat(t, MAIN_DBI, &main) || main.ms_entries != ndbs - 2)
+		return -1;
+	for (size_t i = 0; i < ndbs; i++)
+		used += tree_pages(t, dbs[i]);
+	return used <= info.me_last_pgno + 1 ? (int64_t)(info.me_last_pgno + 1 - used) : -1;
+}
+
+/* Pages in LMDB's free list, by reading it: one record per transaction
+ * that freed pages, each a count and the page numbers. */
+uint64_t dbfs_free_pages_listed(MDB_txn *t)
+{
 	MDB_cursor *c;
 	MDB_val k, v;
 	uint64_t pages = 0;
-	if (dbfs_read_begin(fs, &t))
-		return 0;
-	if (mdb_cursor_open(t, 0 /* FREE_DBI */, &c) == 0) {
+
+	if (mdb_cursor_open(t, FREE_DBI, &c) == 0) {
 		while (mdb_cursor_get(c, &k, &v, MDB_NEXT) == 0)
 			if (v.mv_size >= sizeof(size_t))
 				pages += *(size_t *)v.mv_data;
 		mdb_cursor_close(c);
 	}
-	dbfs_read_end(fs, t);
-	return pages * psize;
+	return pages;
+}
+
+/* Bytes in LMDB's free list (pages that deletes gave back). statfs asks
+ * for it on every call, and programs call statfs often (stress-ng before
+ * every file it makes), while the list can hold many thousand records:
+ * count it when we can, read it when we must. */
+static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
+{
+	MDB_txn *t;
+	int64_t pages = -1;
+
+	for (int tries = 0; pages < 0 && tries < 3; tries++) {
+		if (dbfs_read_begin(fs, &t))
+			return 0;
+		pages = dbfs_free_pages_counted(fs, t);
+		if (pages < 0 && tries == 2)
+			pages = (int64_t)dbfs_free_pages_listed(t);
+		dbfs_read_end(fs, t);
+	}
+	return (uint64_t)pages * psize;
 }
 
 uint64_t dbfs_slack_bytes(struct dbfs *fs)

@@ -490,6 +490,39 @@ START_TEST(test_data)
 }
 END_TEST
 
+/* statfs counts LMDB's free pages from the B-trees' sizes instead of
+ * reading the free list: the two must agree, and an unknown named
+ * database must turn the count off. */
+START_TEST(test_free_pages_counted)
+{
+	static unsigned char buf[100000];
+	char name[16];
+	for (int i = 0; i < 40; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		uint64_t f = mk(DBFS_ROOT_INO, name, S_IFREG | 0644);
+		memset(buf, i, sizeof(buf));
+		ck_assert_int_eq(wr(f, 0, buf, sizeof(buf) - (size_t)i * 1000), 0);
+		if (i % 3 == 0)
+			ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, name, 0)), 0);
+	}
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	uint64_t listed = dbfs_free_pages_listed(t);
+	int64_t counted = dbfs_free_pages_counted(fs, t);
+	dbfs_read_end(fs, t);
+	ck_assert_uint_gt(listed, 0);
+	ck_assert_int_eq(counted, (int64_t)listed);
+
+	MDB_dbi extra;
+	t = txn_begin();
+	ck_assert_int_eq(mdb_dbi_open(t, "extra", MDB_CREATE, &extra), 0);
+	txn_end(t, 0);
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_free_pages_counted(fs, t), -1);
+	dbfs_read_end(fs, t);
+}
+END_TEST
+
 /* Several partial writes of small files in one transaction: their blocks
  * share leaf pages, which the puts rewrite while old bytes are read. */
 START_TEST(test_small_writes_one_txn)
@@ -854,6 +887,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_rename);
 	tcase_add_test(tc, test_data);
 	tcase_add_test(tc, test_small_writes_one_txn);
+	tcase_add_test(tc, test_free_pages_counted);
 	tcase_add_test(tc, test_copy_range);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_acl);
