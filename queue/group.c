@@ -52,7 +52,7 @@ static int run(mq_queue *q, struct mq_greq *batch)
 {
 	struct mq_loaded *ls = calloc(q->cfg.nshards, sizeof(*ls));
 	struct mq_wtx w;
-	int rc;
+	int rc, enqueued = 0;
 
 	if (!ls)
 		return ENOMEM;
@@ -79,12 +79,19 @@ static int run(mq_queue *q, struct mq_greq *batch)
 		for (struct mq_greq *r = batch; r; r = r->next) {
 			if (r->op)
 				continue;
+			enqueued = 1;
 			atomic_fetch_add(&q->c.enqueued, r->n);
 			atomic_fetch_add(&q->c.batches, 1);
 			atomic_fetch_add(&q->c.delayed_enqueued, r->n - r->nputs);
 			mq_cache_append(q, r->puts, r->nputs);
 		}
-		mq_put_committed(q, ls, NULL, 0);
+		/* A group of acks alone has nothing to deliver: waking every
+		 * waiting subscriber for it made each of 4 subscribers of a
+		 * batch-1 stream run several empty dequeues per message. */
+		if (enqueued)
+			mq_put_committed(q, ls, NULL, 0);
+		else if (atomic_load(&q->retention_due))
+			mq_retention(q);
 	}
 	free(ls);
 	return rc;
