@@ -201,6 +201,17 @@ void mfs_loop_sweep(struct mfs_loop *loop)
 	}
 }
 
+unsigned mfs_loop_graveyard(struct mfs_loop *loop)
+{
+	unsigned n = 0;
+
+	pthread_mutex_lock(&loop->lock);
+	for (struct mfs_session *g = loop->grave; g; g = g->grave_next)
+		n++;
+	pthread_mutex_unlock(&loop->lock);
+	return n;
+}
+
 int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 {
 	if (workers < 1 || workers > 1024)

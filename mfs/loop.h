@@ -117,6 +117,10 @@ void mfs_loop_abort(struct mfs_session *s);
 /* Forget `s` (after on_end was called) and free it. Any thread. */
 void mfs_loop_remove(struct mfs_session *s);
 
+/* Removed sessions not freed yet (they wait until no worker can still
+ * hold an event naming them; a timer makes idle workers pass). For tests. */
+unsigned mfs_loop_graveyard(struct mfs_loop *loop);
+
 /* Change the governor's limits of `s`; takes effect at the next request. */
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l);
 

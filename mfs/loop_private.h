@@ -66,7 +66,8 @@ struct mfs_loop {
 	bool stopping;
 	/* Removed sessions wait here until no worker can still hold an epoll
 	 * event naming them: freed once every worker has started a wait after
-	 * the removal (wgen[i] > removed_gen for all i). */
+	 * the removal (wgen[i] > removed_gen for all i). Idle workers start a
+	 * new wait every WAIT_MS (pool.c), so none holds the graveyard long. */
 	struct mfs_session *grave;
 	uint64_t gen;   /* epoll_wait calls started */
 	uint64_t *wgen; /* per thread (workers, then express): gen of its wait */

@@ -48,6 +48,13 @@ static void charge(struct mfs_session *s, const struct fuse_buf *buf)
 #define SPIN_MAX 256
 #define SEQ_AFTER 8
 
+/* An idle worker wakes this often (ms) to start a new wait: a worker keeps
+ * the generation of the wait it is in, and removed sessions are freed only
+ * once every worker started one after their removal (loop_private.h).
+ * Epoll wakes the worker that began waiting last, so no event can be
+ * relied on to reach the idle ones. */
+#define WAIT_MS 2000
+
 /*
  * lock held. Learn whether the client of `s` works request by request: when
  * requests were already queued as the spinning worker came back (`queued`),
@@ -199,7 +206,7 @@ void *mfs_pool_worker(void *arg)
 		loop->wgen[w->idx] = ++loop->gen;
 		mfs_loop_sweep(loop);
 		pthread_mutex_unlock(&loop->lock);
-		int n = epoll_wait(w->express ? loop->xepfd : loop->epfd, &ev, 1, -1);
+		int n = epoll_wait(w->express ? loop->xepfd : loop->epfd, &ev, 1, WAIT_MS);
 		pthread_mutex_lock(&loop->lock);
 		if (n < 0 && errno != EINTR)
 			mfs_err("loop: epoll_wait: %s", strerror(errno));

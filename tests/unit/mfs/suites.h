@@ -9,5 +9,6 @@ Suite *mfs_governor_suite(void);
 Suite *mfs_conf_suite(void);
 Suite *mfs_registry_suite(void);
 Suite *mfs_path_suite(void);
+Suite *mfs_loop_suite(void);
 
 #endif

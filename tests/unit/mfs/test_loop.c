@@ -1,0 +1,80 @@
+/* loop.c: sessions served by the worker pool, without a kernel mount (each
+ * session's fd is a pipe nobody writes to, through libfuse's custom I/O). */
+#include <fuse_lowlevel.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loop.h"
+#include "suites.h"
+
+static ssize_t no_read(int fd, void *buf, size_t len, void *userdata)
+{
+	(void)userdata;
+	return read(fd, buf, len);
+}
+
+static ssize_t no_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	(void)userdata;
+	return writev(fd, iov, count);
+}
+
+static const struct fuse_custom_io pipe_io = {.read = no_read, .writev = no_writev};
+
+static void on_end(void *arg)
+{
+	(void)arg;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* A removed session is freed once no worker can still hold an epoll event
+ * naming it; workers that sit idle in epoll_wait must not keep it forever. */
+START_TEST(graveyard_empties_while_idle)
+{
+	struct mfs_loop *loop;
+	ck_assert_int_eq(mfs_loop_create(4, &loop), 0);
+	sleep_ms(50); /* let every worker start its first wait */
+
+	for (int round = 0; round < 2; round++) {
+		char *argv[] = {"test_loop", NULL};
+		struct fuse_args args = FUSE_ARGS_INIT(1, argv);
+		struct fuse_lowlevel_ops ops = {0};
+		struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+		ck_assert_ptr_nonnull(se);
+		int p[2];
+		ck_assert_int_eq(pipe(p), 0);
+		ck_assert_int_eq(fuse_session_custom_io(se, &pipe_io, p[0]), 0);
+
+		struct mfs_session *s;
+		ck_assert_int_eq(mfs_loop_add(loop, se, "idle", on_end, NULL, &s), 0);
+		sleep_ms(20);
+		mfs_loop_remove(s);
+		unsigned left = mfs_loop_graveyard(loop);
+		for (int i = 0; i < 1000 && left; i++) {
+			sleep_ms(10);
+			left = mfs_loop_graveyard(loop);
+		}
+		ck_assert_msg(left == 0, "round %d: %u removed sessions still not freed after 10 s",
+			      round, left);
+		fuse_session_destroy(se); /* closes p[0] */
+		close(p[1]);
+	}
+	mfs_loop_destroy(loop);
+}
+END_TEST
+
+Suite *mfs_loop_suite(void)
+{
+	Suite *s = suite_create("loop");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, graveyard_empties_while_idle);
+	suite_add_tcase(s, tc);
+	return s;
+}
