@@ -172,10 +172,16 @@ static void turn(mq_queue *q)
 		if (deferred)
 			q->gcommitted++;
 	}
-	for (struct mq_greq *b = batch; b; b = b->next) {
+	/* A finished request is woken here and not touched again: its caller
+	 * may return (and its request, on its stack, go) as soon as the lock
+	 * is released, which the sync below does. */
+	for (struct mq_greq *b = batch, *nx; b; b = nx) {
+		nx = b->next;
 		b->group = deferred && !b->rc ? q->gcommitted : 0;
 		b->done = 1;
-		if (!finished(q, b)) {
+		if (finished(q, b)) {
+			wake(b);
+		} else {
 			b->wnext = q->gwait; /* until a later sync */
 			q->gwait = b;
 		}
@@ -198,9 +204,6 @@ static void turn(mq_queue *q)
 			q->gsynced = upto;
 	}
 	q->gleader = 0;
-	for (struct mq_greq *b = batch; b; b = b->next)
-		if (finished(q, b))
-			wake(b);
 	for (wp = &q->gwait; *wp;) {
 		struct mq_greq *w = *wp;
 
@@ -232,6 +235,14 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 		pthread_cond_wait(&r.cv, &q->glock);
 		r.sleeping = 0;
 	}
+	for (struct mq_greq **wp = &q->gwait; *wp; wp = &(*wp)->wnext)
+		if (*wp == &r) {
+			/* finished by a commit whose leader is syncing (lock
+			 * released) and woken early, e.g. spuriously: r lives on
+			 * this stack, so it must not stay on the list */
+			*wp = r.wnext;
+			break;
+		}
 	/*
 	 * After turns that write large values, lead a few more before handing
 	 * over: LMDB mallocs the overflow pages of a transaction in the arena
