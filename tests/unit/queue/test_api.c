@@ -4,6 +4,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -803,6 +805,63 @@ START_TEST(group_large_meta_sync)
 }
 END_TEST
 
+/*
+ * The merge: earliest delivery time first, ties to the lower shard, a shard
+ * that runs out in the middle of a read leaves the others going.
+ */
+START_TEST(merge_ties_and_ends)
+{
+	static const char *want[] = {"b_early", "a0", "a1", "a2", "b0", "a_late"};
+	struct mq_config c;
+	struct mq_msg out[16];
+	struct timespec ts;
+	struct tenv t;
+	mq_queue *q;
+	mq_sub *s;
+	uint64_t ea = 0, eb = 0, due;
+	size_t n, got = 0;
+
+	tenv_open(&t, 0);
+	small_cfg(&c, 4, 64);
+	ck_assert_int_eq(mq_open(t.env, "q", &c, MQ_CREATE, &q), 0);
+	while (mq_shard_of(q, ea) != 0) /* the lowest shard, and one above it */
+		ea++;
+	while (mq_shard_of(q, eb) == 0)
+		eb++;
+	ck_assert_int_eq(mq_subscribe(q, NULL, 0, NULL, NULL, &s), 0);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	due = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u + 200000u;
+	{
+		struct mq_msg_in in[] = {
+		    {.data = "b_early", .len = 7, .enqueuer = eb},
+		    {.data = "a0", .len = 2, .enqueuer = ea, .deliver_us = due},
+		    {.data = "a1", .len = 2, .enqueuer = ea, .deliver_us = due},
+		    {.data = "b0", .len = 2, .enqueuer = eb, .deliver_us = due},
+		    {.data = "a2", .len = 2, .enqueuer = ea, .deliver_us = due},
+		};
+		struct mq_msg_in late = {.data = "a_late", .len = 6, .enqueuer = ea};
+
+		ck_assert_int_eq(mq_enqueue_batch(q, NULL, in, 5, NULL), 0);
+		usleep(300000); /* all due, then one more after them */
+		ck_assert_int_eq(mq_enqueue(q, NULL, &late, NULL), 0);
+	}
+	while (got < 6) {
+		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 5000), 0);
+		for (size_t i = 0; i < n; i++, got++) {
+			ck_assert_uint_lt(got, 6);
+			ck_assert_uint_eq(out[i].len, strlen(want[got]));
+			ck_assert_int_eq(memcmp(out[i].data, want[got], out[i].len), 0);
+			if (got >= 1 && got <= 4)
+				ck_assert_uint_eq(out[i].deliver_us, due);
+		}
+	}
+	ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 0), EAGAIN);
+	mq_unsubscribe(s);
+	mq_close(q);
+	tenv_destroy(&t);
+}
+END_TEST
+
 /* Memory-only messages: delivered here, never stored, merged in time order. */
 START_TEST(buffered)
 {
@@ -906,6 +965,7 @@ Suite *suite_api(void)
 	tcase_add_test(tc, group_meta_sync);
 	tcase_add_test(tc, group_large_relaxed);
 	tcase_add_test(tc, group_large_meta_sync);
+	tcase_add_test(tc, merge_ties_and_ends);
 	tcase_add_test(tc, buffered_spill);
 	suite_add_tcase(s, tc);
 	return s;
