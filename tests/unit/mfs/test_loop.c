@@ -46,6 +46,7 @@ START_TEST(graveyard_empties_while_idle)
 		struct fuse_args args = FUSE_ARGS_INIT(1, argv);
 		struct fuse_lowlevel_ops ops = {0};
 		struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), NULL);
+		fuse_opt_free_args(&args);
 		ck_assert_ptr_nonnull(se);
 		int p[2];
 		ck_assert_int_eq(pipe(p), 0);
