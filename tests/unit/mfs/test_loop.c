@@ -8,19 +8,19 @@
 #include "loop.h"
 #include "suites.h"
 
-static ssize_t no_read(int fd, void *buf, size_t len, void *userdata)
+static ssize_t pipe_read(int fd, void *buf, size_t len, void *userdata)
 {
 	(void)userdata;
 	return read(fd, buf, len);
 }
 
-static ssize_t no_writev(int fd, struct iovec *iov, int count, void *userdata)
+static ssize_t pipe_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	(void)userdata;
 	return writev(fd, iov, count);
 }
 
-static const struct fuse_custom_io pipe_io = {.read = no_read, .writev = no_writev};
+static const struct fuse_custom_io pipe_io = {.read = pipe_read, .writev = pipe_writev};
 
 static void on_end(void *arg)
 {
