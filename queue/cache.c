@@ -86,18 +86,24 @@ static void chunk_free(struct mq_chunk *c)
  * How many free chunks to keep for reuse: a fresh chunk costs a mapping
  * and a page fault per page, and an eviction frees a whole entry (up to a
  * subshard, 16 MiB of 4 KiB messages) while appends go on taking chunks.
- * Spares fill the room between the cache's size and its target, at least
- * MQ_CHUNK_SPARE; under pressure or over the process budget only that
- * minimum. They are not cached data: they count in neither cache_bytes
- * nor the budget (mq_stats() shows them).
+ * Spares fill the room between the cache's size and its target and, with
+ * the other queues' cached data and spares, stay within the process
+ * budget; at least MQ_CHUNK_SPARE are kept, under pressure only that. They
+ * are not cached data: cache_bytes and the budget's use do not count them
+ * (mq_stats() shows them), so they never make the cache evict.
  */
 static unsigned spare_limit(const mq_queue *q)
 {
-	uint64_t room = 0;
+	uint64_t own = (uint64_t)q->nspare_chunks * MQ_CHUNK_BYTES, all = mq_spare_used();
+	uint64_t held = mq_budget_used() + (all > own ? all - own : 0);
+	uint64_t budget = mq_budget_bytes(), room = 0;
 
-	if (!q->in_pressure && mq_budget_used() <= mq_budget_bytes() &&
-	    q->cache_bytes < q->cache_target)
-		room = (q->cache_target - q->cache_bytes) / MQ_CHUNK_BYTES;
+	if (!q->in_pressure && held < budget && q->cache_bytes < q->cache_target) {
+		room = q->cache_target - q->cache_bytes;
+		if (room > budget - held)
+			room = budget - held;
+		room /= MQ_CHUNK_BYTES;
+	}
 	return room > MQ_CHUNK_SPARE ? (unsigned)(room < UINT32_MAX ? room : UINT32_MAX)
 				     : MQ_CHUNK_SPARE;
 }
@@ -120,6 +126,7 @@ static void entry_free(mq_queue *q, uint32_t s, struct mq_centry *e)
 			c->next = q->spare_chunks;
 			q->spare_chunks = c;
 			q->nspare_chunks++;
+			mq_spare_add(MQ_CHUNK_BYTES);
 		} else {
 			chunk_free(c);
 		}
@@ -138,6 +145,7 @@ static void spares_trim(mq_queue *q)
 
 		q->spare_chunks = c->next;
 		q->nspare_chunks--;
+		mq_spare_add(-(int64_t)MQ_CHUNK_BYTES);
 		chunk_free(c);
 	}
 }
@@ -254,6 +262,7 @@ static void *carve(mq_queue *q, struct mq_centry *e, size_t n)
 			c = q->spare_chunks;
 			q->spare_chunks = c->next;
 			q->nspare_chunks--;
+			mq_spare_add(-(int64_t)MQ_CHUNK_BYTES);
 		} else if (need <= MQ_CHUNK_BYTES / 4) {
 			/* mapped, not malloc'ed: see chunk_free() */
 			c = mmap(NULL, MQ_CHUNK_BYTES, PROT_READ | PROT_WRITE,
@@ -455,6 +464,7 @@ void mq_cache_free_all(mq_queue *q)
 		q->spare_chunks = c->next;
 		chunk_free(c);
 	}
+	mq_spare_add(-(int64_t)q->nspare_chunks * MQ_CHUNK_BYTES);
 	q->nspare_chunks = 0;
 }
 

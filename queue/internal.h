@@ -276,6 +276,8 @@ void mq_buffered_free_all(mq_queue *q);
 uint64_t mq_budget_bytes(void);
 void mq_budget_add(int64_t delta);
 uint64_t mq_budget_used(void);
+void mq_spare_add(int64_t delta); /* free cache chunks of all queues */
+uint64_t mq_spare_used(void);
 
 /* After an own commit: keep the map's resident pages under the budget (map.c). */
 void mq_map_check(mq_queue *q);

@@ -261,8 +261,9 @@ struct mq_stats {
 	uint64_t maintenance_errors;	    /**< failed promotions/retention runs (retried) */
 	int last_maintenance_error;	    /**< code of the last one (0: none) */
 	uint64_t cache_spare_bytes;	    /**< free cache chunks kept for reuse: up to
-						 cache_target_bytes - cache_bytes (2 MiB at
-						 least), not counted in the memory budget */
+						 cache_target_bytes - cache_bytes and what the
+						 budget leaves (2 MiB at least); not cached
+						 data, not counted as the budget's use */
 };
 
 typedef struct mq_queue mq_queue;

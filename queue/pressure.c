@@ -37,6 +37,21 @@ uint64_t mq_budget_used(void)
 	return u > 0 ? (uint64_t)u : 0;
 }
 
+/* Free cache chunks kept by all queues (cache.c: spare_limit). */
+static _Atomic int64_t spares;
+
+void mq_spare_add(int64_t delta)
+{
+	atomic_fetch_add(&spares, delta);
+}
+
+uint64_t mq_spare_used(void)
+{
+	int64_t u = atomic_load(&spares);
+
+	return u > 0 ? (uint64_t)u : 0;
+}
+
 void mq_pressure_mode(enum mq_pressure_mode m)
 {
 	atomic_store(&mode, (int)m);

@@ -357,6 +357,51 @@ START_TEST(spares_bounded)
 }
 END_TEST
 
+/* Spares of one queue give way to the other queues' cached data: with the
+ * budget's use they stay within the process budget (or the minimum). */
+START_TEST(spares_within_budget)
+{
+	static unsigned char buf[8192];
+	const uint64_t budget = 6u << 20;
+	struct mq_config c;
+	struct mq_stats sa, sb;
+	struct mq_msg out[64];
+	mq_queue *qa;
+	mq_sub *a, *b;
+	size_t n;
+	uint64_t room;
+
+	mq_memory_budget(budget);
+	small_cfg(&c, 2, 64);
+	ck_assert_int_eq(mq_open(T.env, "other", &c, MQ_CREATE, &qa), 0);
+	ck_assert_int_eq(mq_subscribe(qa, NULL, 0, NULL, NULL, &a), 0); /* never reads */
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &b), 0);
+	/* this queue caches 4 MiB, then its reader passes it: spares */
+	for (uint64_t i = 0; i < 64 * 8; i++)
+		put_sized(1, i, 8192);
+	for (uint64_t got = 0; got < 64 * 8; got += n)
+		ck_assert_int_eq(mq_dequeue(b, out, 64, &n, 1000), 0);
+	mq_stats(Q, &sb);
+	ck_assert_uint_gt(sb.cache_spare_bytes, CHUNK_SPARE_MIN);
+	/* the other queue now caches 4 MiB of unread messages */
+	for (uint64_t i = 0; i < 500; i++) {
+		struct mq_msg_in in = {.data = buf, .len = sizeof(buf), .enqueuer = 1};
+
+		ck_assert_int_eq(mq_enqueue(qa, NULL, &in, NULL), 0);
+	}
+	ck_assert_int_eq(mq_dequeue(b, out, 64, &n, 0), EAGAIN); /* housekeeping */
+	mq_stats(qa, &sa);
+	mq_stats(Q, &sb);
+	ck_assert_uint_gt(sa.cache_bytes, 3u << 20);
+	room =
+	    budget > sa.cache_bytes + sb.cache_bytes ? budget - sa.cache_bytes - sb.cache_bytes : 0;
+	ck_assert_uint_le(sb.cache_spare_bytes, room > CHUNK_SPARE_MIN ? room : CHUNK_SPARE_MIN);
+	mq_unsubscribe(a);
+	mq_unsubscribe(b);
+	mq_close(qa);
+}
+END_TEST
+
 /* Messages too large for a shared chunk get one of their own, whatever
  * their size (one the size of a standard chunk's room too), and go back to
  * the allocator they came from when dropped. */
@@ -419,6 +464,7 @@ Suite *suite_cache(void)
 	tcase_add_test(tc, passed_entries_dropped);
 	tcase_add_test(tc, spares_bounded);
 	tcase_add_test(tc, own_chunks);
+	tcase_add_test(tc, spares_within_budget);
 	suite_add_tcase(s, tc);
 	return s;
 }
