@@ -758,54 +758,14 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct dbfs *fs = req_fs(req);
-	struct statvfs sv, out;
-	struct dbfs_usage_rec u = {0, 0};
-	MDB_txn *txn;
+	struct statvfs out;
 	(void)ino;
 	fs->cnt.ops++;
-	dbfs_reap_now(fs); /* so that space freed by unlinks shows */
-	if (statvfs(fs->dir, &sv) < 0)
-		memset(&sv, 0, sizeof(sv));
-	int rc = dbfs_read_begin(fs, &txn);
-	if (!rc) {
-		rc = dbfs_usage_get(fs, txn, &u);
-		dbfs_read_end(fs, txn);
-	}
-	if (rc) {
+	int rc = dbfs_statfs(fs, &out);
+	if (rc)
 		reply_err(req, rc);
-		return;
-	}
-	memset(&out, 0, sizeof(out));
-	out.f_bsize = 4096;
-	out.f_frsize = 4096;
-	out.f_namemax = DBFS_NAME_MAX;
-	uint64_t used = u.bytes / 4096;
-	uint64_t slack = dbfs_slack_bytes(fs) / 4096;
-	uint64_t avail = (sv.f_frsize ? (uint64_t)sv.f_bavail * sv.f_frsize / 4096 : 0) + slack;
-	uint64_t freeb = (sv.f_frsize ? (uint64_t)sv.f_bfree * sv.f_frsize / 4096 : 0) + slack;
-	uint64_t qb = fs->quota_bytes;
-	if (qb) {
-		uint64_t qblocks = qb / 4096;
-		uint64_t qfree = qblocks > used ? qblocks - used : 0;
-		out.f_blocks = qblocks;
-		out.f_bfree = qfree < freeb ? qfree : freeb;
-		out.f_bavail = qfree < avail ? qfree : avail;
-	} else {
-		out.f_blocks = used + freeb;
-		out.f_bfree = freeb;
-		out.f_bavail = avail;
-	}
-	uint64_t qi = fs->quota_inodes;
-	if (qi) {
-		out.f_files = qi;
-		out.f_ffree = out.f_favail = qi > u.inodes ? qi - u.inodes : 0;
-	} else {
-		/* No inode table to run out of: bounded by space (one 4 KiB
-		 * page per inode at worst). */
-		out.f_files = u.inodes + out.f_bfree;
-		out.f_ffree = out.f_favail = out.f_bfree;
-	}
-	fuse_reply_statfs(req, &out);
+	else
+		fuse_reply_statfs(req, &out);
 }
 
 /* ---- extended attributes ---- */

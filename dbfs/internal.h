@@ -123,6 +123,13 @@ int dbfs_space_supported(int fd);
  * B-trees' sizes (-1 when `t` is not the newest snapshot or the store holds
  * a named database DBFS does not know), or read record by record. */
 int64_t dbfs_free_pages_counted(struct dbfs *fs, MDB_txn *t);
+
+/* statfs of the DBFS: sizes in 4 KiB blocks, free space of the backing file
+ * system plus what the store holds free, within quotas; inodes queued for
+ * reaping count as gone. Commits nothing unless more than 256 are queued.
+ * Returns 0 or an LMDB error. */
+struct statvfs;
+int dbfs_statfs(struct dbfs *fs, struct statvfs *out);
 uint64_t dbfs_free_pages_listed(MDB_txn *t);
 
 /* -ENOSPC when the store's file system has no room left for growth; an

@@ -16,8 +16,10 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 
 #include "dbfs/internal.h"
 
@@ -199,4 +201,96 @@ int dbfs_space_supported(int fd)
 	/* A no-op allocation of the first page tells whether the file system
 	 * supports fallocate at all (without it, MDB_WRITEMAP is not safe). */
 	return fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 4096) == 0;
+}
+
+/*
+ * Inodes waiting to be reaped (forgotten after their last unlink) and the
+ * bytes they hold, as of `t`: statfs counts them as free already rather
+ * than commit the reap, which on a disk costs a synced commit per statfs.
+ * Returns false when more than STATFS_REAPS are queued.
+ */
+#define STATFS_REAPS 256
+
+static bool pending_reaps(struct dbfs *fs, MDB_txn *t, uint64_t *inodes, uint64_t *bytes)
+{
+	uint64_t ino[STATFS_REAPS];
+	size_t n;
+
+	pthread_mutex_lock(&fs->reap_lock);
+	n = fs->nreap;
+	if (n && n <= STATFS_REAPS)
+		memcpy(ino, fs->reap, n * sizeof(*ino));
+	pthread_mutex_unlock(&fs->reap_lock);
+	if (n > STATFS_REAPS)
+		return false;
+	*inodes = *bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct dbfs_inode in;
+		if (dbfs_inode_get(fs, t, ino[i], &in) == 0 && in.nlink == 0) {
+			(*inodes)++;
+			*bytes += in.alloc;
+		}
+	}
+	return true;
+}
+
+int dbfs_statfs(struct dbfs *fs, struct statvfs *out)
+{
+	struct statvfs sv;
+	struct dbfs_usage_rec u = {0, 0};
+	uint64_t gone_inodes = 0, gone_bytes = 0;
+	MDB_txn *txn;
+	int rc;
+
+	if (statvfs(fs->dir, &sv) < 0)
+		memset(&sv, 0, sizeof(sv));
+	for (int tries = 0;; tries++) {
+		rc = dbfs_read_begin(fs, &txn);
+		if (rc)
+			return rc;
+		rc = dbfs_usage_get(fs, txn, &u);
+		bool counted = !rc && pending_reaps(fs, txn, &gone_inodes, &gone_bytes);
+		dbfs_read_end(fs, txn);
+		if (rc || counted)
+			break;
+		if (tries) /* still more queued than we count: reap them */
+			break;
+		dbfs_reap_now(fs);
+	}
+	if (rc)
+		return rc;
+	u.inodes = u.inodes > gone_inodes ? u.inodes - gone_inodes : 0;
+	u.bytes = u.bytes > gone_bytes ? u.bytes - gone_bytes : 0;
+
+	memset(out, 0, sizeof(*out));
+	out->f_bsize = 4096;
+	out->f_frsize = 4096;
+	out->f_namemax = DBFS_NAME_MAX;
+	uint64_t used = u.bytes / 4096;
+	uint64_t slack = (dbfs_slack_bytes(fs) + gone_bytes) / 4096;
+	uint64_t avail = (sv.f_frsize ? (uint64_t)sv.f_bavail * sv.f_frsize / 4096 : 0) + slack;
+	uint64_t freeb = (sv.f_frsize ? (uint64_t)sv.f_bfree * sv.f_frsize / 4096 : 0) + slack;
+	uint64_t qb = fs->quota_bytes;
+	if (qb) {
+		uint64_t qblocks = qb / 4096;
+		uint64_t qfree = qblocks > used ? qblocks - used : 0;
+		out->f_blocks = qblocks;
+		out->f_bfree = qfree < freeb ? qfree : freeb;
+		out->f_bavail = qfree < avail ? qfree : avail;
+	} else {
+		out->f_blocks = used + freeb;
+		out->f_bfree = freeb;
+		out->f_bavail = avail;
+	}
+	uint64_t qi = fs->quota_inodes;
+	if (qi) {
+		out->f_files = qi;
+		out->f_ffree = out->f_favail = qi > u.inodes ? qi - u.inodes : 0;
+	} else {
+		/* No inode table to run out of: bounded by space (one 4 KiB
+		 * page per inode at worst). */
+		out->f_files = u.inodes + out->f_bfree;
+		out->f_ffree = out->f_favail = out->f_bfree;
+	}
+	return 0;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -523,6 +524,37 @@ START_TEST(test_free_pages_counted)
 }
 END_TEST
 
+/* statfs counts an inode waiting to be reaped as gone, without committing
+ * the reap (a synced commit per statfs on a disk). */
+START_TEST(test_statfs_pending_reap)
+{
+	static unsigned char buf[100000];
+	struct statvfs s0, s1, s2;
+	uint64_t f = mk(DBFS_ROOT_INO, "big", S_IFREG | 0644);
+	ck_assert_int_eq(wr(f, 0, buf, sizeof(buf)), 0);
+	uint64_t alloc = iget(f).alloc;
+	ck_assert_uint_gt(alloc, sizeof(buf) - 1);
+	ck_assert_int_eq(dbfs_statfs(fs, &s0), 0);
+	ck_assert_uint_eq((s0.f_blocks - s0.f_bfree) * 4096, usage().bytes);
+	ck_assert_uint_eq(s0.f_files - s0.f_ffree, 2);
+
+	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0); /* open in the kernel */
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
+	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, f, 1), 0); /* last close */
+	dbfs_reap_later(fs, f);
+	ck_assert_int_eq(dbfs_statfs(fs, &s1), 0);
+	ck_assert_uint_eq(fs->nreap, 1); /* nothing committed */
+	ck_assert_uint_eq(s1.f_blocks - s1.f_bfree, (s0.f_blocks - s0.f_bfree) - alloc / 4096);
+	ck_assert_uint_eq(s1.f_files - s1.f_ffree, 1);
+
+	ck_assert_int_eq(dbfs_reap_now(fs), 0);
+	ck_assert_uint_eq(fs->nreap, 0);
+	ck_assert_int_eq(dbfs_statfs(fs, &s2), 0);
+	ck_assert_uint_eq(s2.f_blocks - s2.f_bfree, s1.f_blocks - s1.f_bfree);
+	ck_assert_uint_eq(s2.f_files - s2.f_ffree, 1);
+}
+END_TEST
+
 /* Several partial writes of small files in one transaction: their blocks
  * share leaf pages, which the puts rewrite while old bytes are read. */
 START_TEST(test_small_writes_one_txn)
@@ -888,6 +920,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_data);
 	tcase_add_test(tc, test_small_writes_one_txn);
 	tcase_add_test(tc, test_free_pages_counted);
+	tcase_add_test(tc, test_statfs_pending_reap);
 	tcase_add_test(tc, test_copy_range);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_acl);
