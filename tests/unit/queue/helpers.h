@@ -41,5 +41,6 @@ Suite *suite_cache(void);
 Suite *suite_sizing(void);
 Suite *suite_multi(void);
 Suite *suite_rule(void);
+Suite *suite_wake(void);
 
 #endif

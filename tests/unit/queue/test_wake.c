@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Waits that end before the condition they wait for was signalled. POSIX
+ * lets pthread_cond_wait() return without a signal, and a thread woken on
+ * purpose may run only much later, when the state has moved on (on a loaded
+ * machine, after other threads took the mutex several times). A wait loop
+ * that is only correct when every return follows the signal meant for it
+ * passes every ordinary test. This executable is linked with
+ * -Wl,--wrap=pthread_cond_wait,--wrap=mdb_env_sync (meson.build): while a
+ * test turns injection on, every wait in the library returns by itself
+ * after a short nap, and a meta sync by the group commit (which its leader
+ * runs with the lock released) takes longer, so callers wake, look and
+ * sleep again many times during each sync.
+ *
+ * The group commit (group.c, before 990e536) let a caller return while its
+ * request, on its stack, was still on the list of committed requests
+ * waiting for a sync; the leader then walked that stack memory. Here that
+ * hangs (the request, reused by the caller's next call, ends up on the list
+ * twice) or crashes. It needs no spurious wake-up: a caller woken to lead
+ * the next turn, on a loaded machine, may run only after another leader's
+ * turn committed its request and the turn after made it durable and is
+ * syncing its own meta page with the lock released.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "helpers.h"
+
+int __real_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
+int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
+int __real_mdb_env_sync(MDB_env *env, int force);
+int __wrap_mdb_env_sync(MDB_env *env, int force);
+
+static atomic_int inject;
+static atomic_ulong spurious;
+
+int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
+{
+	if (!atomic_load(&inject))
+		return __real_pthread_cond_wait(c, m);
+	pthread_mutex_unlock(m);
+	usleep(50);
+	pthread_mutex_lock(m);
+	atomic_fetch_add(&spurious, 1);
+	return 0;
+}
+
+int __wrap_mdb_env_sync(MDB_env *env, int force)
+{
+	if (atomic_load(&inject))
+		usleep(500); /* a slow disk: the leader syncs with the lock released */
+	return __real_mdb_env_sync(env, force);
+}
+
+/* The link wrapped the calls: a wait with nobody to signal returns. */
+static void wrap_works(void)
+{
+	pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+	unsigned long before = atomic_load(&spurious);
+
+	atomic_store(&inject, 1);
+	pthread_mutex_lock(&m);
+	ck_assert_int_eq(pthread_cond_wait(&c, &m), 0);
+	pthread_mutex_unlock(&m);
+	atomic_store(&inject, 0);
+	ck_assert_uint_eq(atomic_load(&spurious), before + 1);
+}
+
+struct wworker {
+	mq_queue *q;
+	uint64_t id;
+	int n, rc;
+};
+
+static void *wenqueue(void *arg)
+{
+	struct wworker *w = arg;
+
+	for (int i = 0; i < w->n && !w->rc; i++)
+		w->rc = put_msg(w->q, NULL, w->id, (uint64_t)i, NULL);
+	return NULL;
+}
+
+/*
+ * Deferred meta syncs (MDB_NOMETASYNC) with callers that wake up on their
+ * own: concurrent enqueues and acknowledgements all return, nothing is
+ * lost or reordered per enqueuer.
+ */
+static void group_spurious(unsigned envflags)
+{
+	enum { W = 6, N = 150 };
+	struct wworker w[W];
+	pthread_t th[W];
+	uint64_t next[W] = {0};
+	struct mq_msg out[64];
+	struct mq_stats st;
+	struct tenv t;
+	mq_queue *q;
+	mq_sub *s;
+	size_t n, got = 0;
+
+	tenv_open_flags(&t, 0, envflags);
+	ck_assert_int_eq(mq_open(t.env, "q", NULL, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	wrap_works();
+	atomic_store(&inject, 1);
+	for (int i = 0; i < W; i++) {
+		w[i] = (struct wworker){q, (uint64_t)i, N, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, wenqueue, &w[i]), 0);
+	}
+	while (got < W * N) {
+		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		for (size_t i = 0; i < n; i++, got++) {
+			uint64_t e, k;
+
+			ck_assert_int_eq(parse_msg(&out[i], &e, &k), 0);
+			ck_assert_uint_lt(e, W);
+			ck_assert_uint_eq(k, next[e]++);
+		}
+		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	}
+	for (int i = 0; i < W; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].rc, 0);
+	}
+	atomic_store(&inject, 0);
+	mq_stats(q, &st);
+	ck_assert_uint_eq(st.batches, W * N);
+	if (envflags & MDB_NOMETASYNC)
+		ck_assert_uint_ge(st.meta_syncs, 1);
+	mq_unsubscribe(s);
+	mq_close(q);
+	tenv_destroy(&t);
+}
+
+START_TEST(group_spurious_meta_sync)
+{
+	group_spurious(MDB_NOMETASYNC);
+}
+END_TEST
+
+START_TEST(group_spurious_relaxed)
+{
+	group_spurious(MDB_NOSYNC);
+}
+END_TEST
+
+Suite *suite_wake(void)
+{
+	Suite *s = suite_create("wake");
+	TCase *tc = tcase_create("spurious");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, group_spurious_meta_sync);
+	tcase_add_test(tc, group_spurious_relaxed);
+	suite_add_tcase(s, tc);
+	return s;
+}
