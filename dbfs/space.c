@@ -253,9 +253,9 @@ int dbfs_statfs(struct dbfs *fs, struct statvfs *out)
 		dbfs_read_end(fs, txn);
 		if (rc || counted)
 			break;
-		if (tries) /* still more queued than we count: reap them */
+		if (tries) /* reaped once and more queued again: count none */
 			break;
-		dbfs_reap_now(fs);
+		dbfs_reap_now(fs); /* more queued than we count: reap them */
 	}
 	if (rc)
 		return rc;
