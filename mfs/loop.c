@@ -221,7 +221,7 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		return -ENOMEM;
 	int rc;
 	loop->nworkers = workers;
-	loop->epfd = loop->xepfd = loop->evfd = loop->xevfd = loop->tfd = -1;
+	loop->epfd = loop->xepfd = loop->evfd = loop->tfd = -1;
 	pthread_mutex_init(&loop->lock, NULL);
 	loop->workers = calloc(workers, sizeof(*loop->workers));
 	loop->wargs = calloc(workers, sizeof(*loop->wargs));
@@ -233,10 +233,8 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->xepfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	loop->xevfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	loop->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (loop->epfd < 0 || loop->xepfd < 0 || loop->evfd < 0 || loop->xevfd < 0 ||
-	    loop->tfd < 0) {
+	if (loop->epfd < 0 || loop->xepfd < 0 || loop->evfd < 0 || loop->tfd < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -245,11 +243,9 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &loop->evfd};
 	struct epoll_event tev = {.events = EPOLLIN, .data.ptr = &loop->tfd};
 	struct epoll_event xev = {.events = EPOLLIN, .data.ptr = &loop->evfd};
-	struct epoll_event xxev = {.events = EPOLLIN, .data.ptr = &loop->xevfd};
 	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->evfd, &ev) < 0 ||
 	    epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->tfd, &tev) < 0 ||
-	    epoll_ctl(loop->xepfd, EPOLL_CTL_ADD, loop->evfd, &xev) < 0 ||
-	    epoll_ctl(loop->xepfd, EPOLL_CTL_ADD, loop->xevfd, &xxev) < 0) {
+	    epoll_ctl(loop->xepfd, EPOLL_CTL_ADD, loop->evfd, &xev) < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -270,8 +266,6 @@ fail:
 		close(loop->epfd);
 	if (loop->xepfd >= 0)
 		close(loop->xepfd);
-	if (loop->xevfd >= 0)
-		close(loop->xevfd);
 	if (loop->evfd >= 0)
 		close(loop->evfd);
 	if (loop->tfd >= 0)
@@ -303,7 +297,6 @@ void mfs_loop_destroy(struct mfs_loop *loop)
 	}
 	close(loop->epfd);
 	close(loop->xepfd);
-	close(loop->xevfd);
 	close(loop->evfd);
 	close(loop->tfd);
 	pthread_mutex_destroy(&loop->lock);
@@ -407,14 +400,8 @@ void mfs_loop_remove(struct mfs_session *s)
 
 	pthread_mutex_lock(&loop->lock);
 	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s->fd, NULL);
-	if (loop->xstarted) {
+	if (loop->xstarted)
 		epoll_ctl(loop->xepfd, EPOLL_CTL_DEL, s->fd, NULL);
-		/* wake the express thread, so that it starts a new wait and
-		 * the graveyard can free `s` (mfs_loop_sweep) */
-		uint64_t one = 1;
-		if (write(loop->xevfd, &one, sizeof(one)) < 0)
-			mfs_warn("loop: eventfd write: %s", strerror(errno));
-	}
 	if (loop->heavy == s)
 		loop->heavy = NULL;
 	if (s->prev)

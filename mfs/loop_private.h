@@ -83,7 +83,6 @@ struct mfs_loop {
 	 * run at SCHED_IDLE meanwhile (pool.c).
 	 */
 	int xepfd;
-	int xevfd; /* in the express set only: wakes the express thread */
 	pthread_t xworker;
 	struct mfs_worker xwarg;
 	bool xstarted;

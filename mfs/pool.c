@@ -48,11 +48,11 @@ static void charge(struct mfs_session *s, const struct fuse_buf *buf)
 #define SPIN_MAX 256
 #define SEQ_AFTER 8
 
-/* An idle worker wakes this often (ms) to start a new wait: a worker keeps
- * the generation of the wait it is in, and removed sessions are freed only
- * once every worker started one after their removal (loop_private.h).
- * Epoll wakes the worker that began waiting last, so no event can be
- * relied on to reach the idle ones. */
+/* An idle worker, or the express thread, wakes this often (ms) to start a
+ * new wait: a thread keeps the generation of the wait it is in, and removed
+ * sessions are freed only once every thread started one after their
+ * removal (loop_private.h). Epoll wakes the worker that began waiting last,
+ * so no event can be relied on to reach the idle ones. */
 #define WAIT_MS 2000
 
 /*
@@ -217,12 +217,6 @@ void *mfs_pool_worker(void *arg)
 			mfs_err("loop: epoll_wait: %s", strerror(errno));
 		if (n <= 0 || ev.data.ptr == &loop->evfd)
 			continue;
-		if (ev.data.ptr == &loop->xevfd) {
-			uint64_t pokes;
-			if (read(loop->xevfd, &pokes, sizeof(pokes)) < 0 && errno != EAGAIN)
-				mfs_warn("loop: eventfd read: %s", strerror(errno));
-			continue;
-		}
 		if (ev.data.ptr == &loop->tfd) {
 			uint64_t ticks;
 			if (read(loop->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
