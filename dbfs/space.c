@@ -71,11 +71,11 @@ int64_t dbfs_free_pages_counted(struct dbfs *fs, MDB_txn *t)
 			       fs->db_dircook, fs->db_data, fs->db_xattr, fs->db_orphan};
 	const size_t ndbs = sizeof(dbs) / sizeof(dbs[0]);
 	MDB_envinfo info;
-	MDB_stat main;
+	MDB_stat maindb;
 	uint64_t used = NUM_METAS;
 
 	if (mdb_env_info(fs->env, &info) || info.me_last_txnid != mdb_txn_id(t) ||
-	    mdb_stat(t, MAIN_DBI, &main) || main.ms_entries != ndbs - 2)
+	    mdb_stat(t, MAIN_DBI, &maindb) || maindb.ms_entries != ndbs - 2)
 		return -1;
 	for (size_t i = 0; i < ndbs; i++)
 		used += tree_pages(t, dbs[i]);
