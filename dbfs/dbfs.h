@@ -154,6 +154,12 @@ void dbfs_set_session(struct dbfs *fs, struct fuse_session *se);
 struct fuse_custom_io;
 const struct fuse_custom_io *dbfs_fuse_io(void);
 
+/* A request of `fs` (`len` bytes at `buf`, laid out as /dev/fuse gives
+ * it) that reached the server another way than dbfs_fuse_io's read hook,
+ * such as an io_uring queue: the thread about to process it calls this
+ * first, as the read hook would have. */
+void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len);
+
 /* The store's directory as given to dbfs_open. */
 const char *dbfs_dir(const struct dbfs *fs);
 

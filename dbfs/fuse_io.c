@@ -30,17 +30,15 @@ bool dbfs_io_write_kill(void)
 	return (tls_write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
 }
 
-static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len)
 {
-	struct dbfs *fs = userdata;
-	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *h = buf;
 	const char *arg = (const char *)buf + sizeof(*h);
 
 	tls_write_flags = 0;
-	if (n < (ssize_t)sizeof(*h))
-		return n;
-	size_t arglen = (size_t)n - sizeof(*h);
+	if (len < sizeof(*h))
+		return;
+	size_t arglen = len - sizeof(*h);
 	if (h->opcode == FUSE_WRITE && arglen >= sizeof(struct fuse_write_in)) {
 		tls_write_flags = ((const struct fuse_write_in *)arg)->write_flags;
 	} else if (h->opcode == FUSE_INIT && arglen >= offsetof(struct fuse_init_in, flags) +
@@ -50,6 +48,13 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 		    (in->flags & FUSE_HANDLE_KILLPRIV_V2))
 			fs->init_unique = h->unique;
 	}
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+
+	dbfs_io_received(userdata, buf, n > 0 ? (size_t)n : 0);
 	return n;
 }
 

@@ -233,7 +233,7 @@ static void run_remount(uint32_t id)
 		return;
 	struct stat st;
 	int rc = 0;
-	if (stat(d->conf.mountpoint, &st) < 0 && errno == ENOTCONN)
+	if (stat(d->conf.mountpoint, &st) < 0 && mfs_errno_dead_mount(errno))
 		rc = mfs_clean_stale(d->conf.mountpoint) < 0 ? -EBUSY : 0;
 	if (rc)
 		snprintf(err, sizeof(err), "stale mount at %.120s cannot be removed",

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "loop.h"
 #include "mount.h"
+#include "uring.h"
 
 /* How long an unmounted session may take to end before the next, harder step
  * (lazy unmount -> connection abort -> closing the device). */
@@ -88,15 +89,18 @@ void mfs_dbfs_finish(struct mfs_dbfs *d, const char *reason)
 	pthread_mutex_lock(&mgr->lock);
 	struct mfs_session *sess = d->sess;
 	struct fuse_session *se = d->se;
+	struct mfs_uring_sess *ring = d->ring;
 	struct dbfs *fs = d->fs;
 	d->sess = NULL;
 	d->se = NULL;
+	d->ring = NULL;
 	d->fs = NULL;
 	d->state = MFS_UNMOUNTED;
 	d->dev = 0;
 	snprintf(d->reason, sizeof(d->reason), "%s", reason);
 	mfs_cache_rebalance();
 	pthread_mutex_unlock(&mgr->lock);
+	mfs_uring_detach(ring); /* before the loop session and se go */
 	if (sess)
 		mfs_loop_remove(sess);
 	if (se)
@@ -124,6 +128,12 @@ int mfs_dbfs_unmount(struct mfs_dbfs *d, bool force, const char *reason)
 	mfs_session_stop(d->conf.name, &d->session_ended, d->conn, d->sess);
 	mfs_dbfs_finish(d, reason);
 	return 0;
+}
+
+/* A DBFS request that came over an io_uring queue (uring.h). */
+static void received(void *fs, const void *buf, size_t len)
+{
+	dbfs_io_received(fs, buf, len);
 }
 
 static void fuse_opts_for(const struct mfs_dbfs *d, bool ro, char *out, size_t cap)
@@ -163,32 +173,41 @@ int mfs_dbfs_mount(struct mfs_dbfs *d, bool create, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	fuse_opts_for(d, o.read_only, opts, sizeof(opts));
-	rc = mfs_mount_session(dbfs_fuse_ops(), dbfs_fuse_io(), fs, d->conf.mountpoint, opts,
-			       DBFS_READ_AHEAD, &se, err, errlen);
+	const struct fuse_custom_io *io = mgr->uring ? mfs_uring_io(mgr->uring) : dbfs_fuse_io();
+	rc = mfs_mount_session(dbfs_fuse_ops(), io, fs, d->conf.mountpoint, opts, DBFS_READ_AHEAD,
+			       &se, err, errlen);
 	if (rc) {
 		dbfs_close(fs);
 		return rc;
 	}
+	struct mfs_uring_sess *ring = NULL;
+	if (mgr->uring && mfs_uring_attach(mgr->uring, se, received, fs, &ring))
+		mfs_warn("%s: no memory for io_uring queues: served over /dev/fuse", d->conf.name);
 	dbfs_set_session(fs, se);
 	dbfs_set_cache_callback(fs, mfs_cache_over, d);
 	pthread_mutex_lock(&mgr->lock);
 	d->session_ended = false;
 	d->fs = fs;
 	d->se = se;
+	d->ring = ring;
 	pthread_mutex_unlock(&mgr->lock);
 	rc = mfs_loop_add(mgr->loop, se, d->conf.name, mfs_control_dbfs_ended, d, &sess);
 	if (rc) {
 		snprintf(err, errlen, "cannot serve the mount: %.120s", strerror(-rc));
 		mfs_unmount_path(d->conf.mountpoint, true);
+		mfs_uring_detach(ring);
 		fuse_session_destroy(se);
 		dbfs_close(fs);
 		pthread_mutex_lock(&mgr->lock);
 		d->fs = NULL;
 		d->se = NULL;
+		d->ring = NULL;
 		pthread_mutex_unlock(&mgr->lock);
 		return rc;
 	}
 	mfs_loop_set_limits(sess, &lim);
+	if (ring)
+		mfs_uring_bind(ring, sess);
 	/* The new mount's device (its minor is the FUSE connection id): one
 	 * getattr that the pool answers, instead of scanning mountinfo. */
 	struct stat st;

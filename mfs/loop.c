@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
+#include <linux/fuse.h>
 #include <fuse_lowlevel.h>
 
 #include "log.h"
@@ -173,6 +174,88 @@ bool mfs_session_end_due(struct mfs_session *s)
 		return false;
 	s->end_reported = true;
 	return true;
+}
+
+/* What a request costs the governor: one operation, plus its payload bytes
+ * for reads and writes (parsed from the kernel's request header). */
+void mfs_session_charge(struct mfs_session *s, const struct fuse_buf *buf)
+{
+	uint64_t bytes = 0;
+
+	s->st.ops++;
+	if (!(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(struct fuse_in_header)) {
+		const struct fuse_in_header *h = buf->mem;
+		const char *arg = (const char *)buf->mem + sizeof(*h);
+		size_t arglen = buf->size - sizeof(*h);
+		if (h->opcode == FUSE_READ && arglen >= sizeof(struct fuse_read_in)) {
+			bytes = ((const struct fuse_read_in *)arg)->size;
+			s->st.read_bytes += bytes;
+		} else if (h->opcode == FUSE_WRITE && arglen >= sizeof(struct fuse_write_in)) {
+			bytes = ((const struct fuse_write_in *)arg)->size;
+			s->st.write_bytes += bytes;
+		}
+	}
+	mfs_bucket_take(&s->iops, 1);
+	mfs_bucket_take(&s->bw, (double)bytes);
+}
+
+void mfs_session_record_latency(struct mfs_session *s, uint64_t ns)
+{
+	int b = ns ? 63 - __builtin_clzll(ns) : 0;
+
+	if (b >= MFS_LAT_BUCKETS)
+		b = MFS_LAT_BUCKETS - 1;
+	s->st.lat_hist[b]++;
+	s->st.lat_sum_ns += ns;
+	if (ns > s->st.lat_max_ns)
+		s->st.lat_max_ns = ns;
+}
+
+int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns)
+{
+	struct mfs_loop *loop = s->loop;
+	int r = MFS_RING_GO;
+
+	pthread_mutex_lock(&loop->lock);
+	mfs_bucket_refill(&s->iops, now_ns);
+	mfs_bucket_refill(&s->bw, now_ns);
+	if (s->ended || s->end_reported || s->removed) {
+		r = MFS_RING_GONE;
+	} else if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw)) {
+		s->st.throttled++;
+		r = MFS_RING_WAIT;
+	} else if (s->limits.max_concurrent && s->inflight >= s->limits.max_concurrent) {
+		s->st.capped++;
+		r = MFS_RING_WAIT;
+	} else {
+		s->inflight++;
+		if (s->inflight > s->st.peak_inflight)
+			s->st.peak_inflight = s->inflight;
+		mfs_session_update_busy(s);
+		mfs_session_charge(s, buf);
+		s->processing++;
+		s->st.ring++;
+	}
+	pthread_mutex_unlock(&loop->lock);
+	return r;
+}
+
+void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns)
+{
+	struct mfs_loop *loop = s->loop;
+	uint64_t t1 = mfs_now_ns();
+
+	pthread_mutex_lock(&loop->lock);
+	mfs_session_record_latency(s, t1 - t0_ns);
+	s->processing--;
+	s->inflight--;
+	mfs_session_update_busy(s);
+	if (s->held)
+		mfs_session_admit(s, t1);
+	bool due = mfs_session_end_due(s);
+	pthread_mutex_unlock(&loop->lock);
+	if (due)
+		s->on_end(s->arg);
 }
 
 void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns)

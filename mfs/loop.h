@@ -54,6 +54,7 @@ struct mfs_session_stats {
 	uint64_t throttled;     /* times held back by an IOPS or bandwidth bucket */
 	uint64_t capped;        /* times held back by the concurrency limit */
 	uint64_t express;       /* requests served by the express thread */
+	uint64_t ring;          /* requests served over io_uring (uring.h) */
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];
@@ -120,6 +121,20 @@ void mfs_loop_remove(struct mfs_session *s);
 /* Removed sessions not freed yet (they wait until no worker can still
  * hold an event naming them; a timer makes idle workers pass). For tests. */
 unsigned mfs_loop_graveyard(struct mfs_loop *loop);
+
+/*
+ * For the io_uring rings (uring.h), which serve requests of `s` outside the
+ * pool. mfs_loop_ring_begin, before processing a request read into `buf`
+ * at `now_ns`, returns MFS_RING_GO (counted in flight: call
+ * mfs_loop_ring_end when answered), MFS_RING_WAIT (a limit of the governor
+ * holds it back: try again later) or MFS_RING_GONE (the session ended or is
+ * no longer served: answer EIO). mfs_loop_ring_end may call on_end. Any
+ * thread but a worker inside a request of `s`.
+ */
+enum { MFS_RING_GO, MFS_RING_WAIT, MFS_RING_GONE };
+struct fuse_buf;
+int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns);
+void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns);
 
 /* Change the governor's limits of `s`; takes effect at the next request. */
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l);

@@ -10,6 +10,8 @@
 
 #include "loop.h"
 
+struct fuse_buf;
+
 struct mfs_session {
 	struct mfs_loop *loop;
 	struct fuse_session *se;
@@ -126,6 +128,13 @@ void mfs_loop_note_light(struct mfs_loop *loop, uint64_t now_ns);
 /* lock held: should a request of `s` read at `now` be processed at idle
  * priority (s is heavy and a light session was served recently)? */
 bool mfs_session_should_yield(const struct mfs_session *s, uint64_t now_ns);
+
+/* lock held: count one request read into `buf` against s's counters and
+ * token buckets. */
+void mfs_session_charge(struct mfs_session *s, const struct fuse_buf *buf);
+
+/* lock held: a request of `s` took `ns` from being read to its reply. */
+void mfs_session_record_latency(struct mfs_session *s, uint64_t ns);
 
 /* lock held: recompute s->busy and loop->busy. */
 void mfs_session_update_busy(struct mfs_session *s);

@@ -34,8 +34,11 @@
 #include "manager_fs.h"
 #include "mount.h"
 #include "registry.h"
+#include "uring.h"
 
 #define DEFAULT_THREADS 8
+
+enum { URING_AUTO, URING_OFF, URING_ON };
 
 struct cli {
 	bool foreground;
@@ -43,6 +46,7 @@ struct cli {
 	bool allow_other;
 	bool unfair;
 	bool latency;
+	int uring; /* URING_* */
 	uint64_t mem;
 	unsigned threads;
 	const char *dbfs_store;
@@ -72,6 +76,9 @@ static void usage(FILE *f)
 		"  -o governor=latency  fair share, and busy DBFSs yield the CPU to\n"
 		"                quiet ones (see GOVERNOR in mfs(8))\n"
 		"  -o mem=SIZE   kernel cache memory for all DBFSs, shared equally\n"
+		"  -o uring=auto|on|off  serve DBFS requests over per-CPU io_uring queues\n"
+		"                when the kernel offers them (auto, the default); on: as\n"
+		"                root, also turn the fuse module's enable_uring on\n"
 		"See mfs(8).\n",
 		DEFAULT_THREADS);
 }
@@ -130,6 +137,14 @@ static int parse_o(struct cli *c, const char *s)
 			}
 			c->unfair = v && !strcmp(v, "off");
 			c->latency = v && !strcmp(v, "latency");
+		} else if (!strcmp(k, "uring")) {
+			if (!v || (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off"))) {
+				fprintf(stderr, "mfs: uring=auto|on|off\n");
+				rc = -1;
+			}
+			c->uring = !v || !strcmp(v, "auto") ? URING_AUTO
+				   : !strcmp(v, "on")        ? URING_ON
+							     : URING_OFF;
 		} else if (!strcmp(k, "allow_other")) {
 			c->allow_other = true;
 		} else if (!strcmp(k, "debug")) {
@@ -311,6 +326,38 @@ static void raise_nofile(void)
 	}
 }
 
+/* FUSE over io_uring (uring.h): the rings exist unless turned off; each
+ * DBFS uses them when its FUSE_INIT says the kernel offers them. */
+static void start_uring(struct mfs_manager *mgr, int mode)
+{
+	static const char param[] = "/sys/module/fuse/parameters/enable_uring";
+
+	if (mode == URING_OFF)
+		return;
+	if (mode == URING_ON && !mfs_uring_kernel_enabled()) {
+		int fd = open(param, O_WRONLY | O_CLOEXEC);
+		if (fd < 0 || write(fd, "Y", 1) != 1)
+			mfs_warn("uring=on: cannot turn on %s: %s", param, strerror(errno));
+		else
+			mfs_info("uring=on: turned on %s", param);
+		if (fd >= 0)
+			close(fd);
+	}
+	int rc = mfs_uring_create(dbfs_fuse_io(), &mgr->uring);
+	if (rc) {
+		mgr->uring = NULL;
+		if (mode == URING_ON)
+			mfs_warn("uring=on: no io_uring queues (%s): DBFSs use /dev/fuse",
+				 strerror(-rc));
+		else
+			mfs_debug("no io_uring queues (%s)", strerror(-rc));
+		return;
+	}
+	mfs_debug("io_uring queues ready; the kernel %s them", mfs_uring_kernel_enabled()
+								 ? "offers"
+								 : "does not offer (enable_uring=N)");
+}
+
 static int serve_single(struct mfs_manager *mgr, const struct cli *c)
 {
 	struct mfs_dbfs *d = calloc(1, sizeof(*d));
@@ -390,7 +437,7 @@ int main(int argc, char **argv)
 		mfs_log_set_level(MFS_LOG_DEBUG);
 	if (!realpath(c.mountpoint, mgr.mountpoint)) {
 		/* a stale mount still resolves by name */
-		if (errno != ENOTCONN || strlen(c.mountpoint) >= sizeof(mgr.mountpoint)) {
+		if (!mfs_errno_dead_mount(errno) || strlen(c.mountpoint) >= sizeof(mgr.mountpoint)) {
 			fprintf(stderr, "mfs: %s: %s\n", c.mountpoint, strerror(errno));
 			return 1;
 		}
@@ -430,8 +477,12 @@ int main(int argc, char **argv)
 	mfs_loop_set_fair(mgr.loop, !c.unfair);
 	if (mfs_loop_set_latency(mgr.loop, c.latency))
 		mfs_warn("governor=latency: cannot start the express thread");
+	/* In latency mode light DBFSs are served by the express thread; a ring
+	 * would serve them behind busy ones, in arrival order. */
+	start_uring(&mgr, c.latency && c.uring == URING_AUTO ? URING_OFF : c.uring);
 	rc = mgr.single ? serve_single(&mgr, &c) : serve_manager(&mgr, &c);
 	if (rc) {
+		mfs_uring_destroy(mgr.uring);
 		mfs_loop_destroy(mgr.loop);
 		mfs_registry_close(mgr.reg);
 		daemon_ready(1);
@@ -443,6 +494,7 @@ int main(int argc, char **argv)
 
 	mfs_control_run();
 
+	mfs_uring_destroy(mgr.uring);
 	mfs_loop_destroy(mgr.loop);
 	mfs_registry_close(mgr.reg);
 	mfs_info("stopped");

@@ -23,6 +23,8 @@ struct fuse_session;
 struct mfs_loop;
 struct mfs_session;
 struct mfs_registry;
+struct mfs_uring;
+struct mfs_uring_sess;
 
 #define MFS_NAME_MAX 64
 #define MFS_OPTS_MAX 4096
@@ -57,6 +59,7 @@ struct mfs_dbfs {
 	struct dbfs *fs;      /* MOUNTED or UNMOUNTING */
 	struct mfs_session *sess;
 	struct fuse_session *se;
+	struct mfs_uring_sess *ring; /* its io_uring queues (uring.h), or NULL */
 	unsigned conn;        /* kernel connection id (/sys/fs/fuse/connections) */
 	dev_t dev;            /* st_dev of the mount */
 	struct mfs_limits limits;
@@ -75,6 +78,7 @@ struct mfs_manager {
 	uint32_t next_id;        /* lock */
 
 	struct mfs_loop *loop;
+	struct mfs_uring *uring;  /* per-CPU io_uring queues for DBFSs, or NULL */
 	struct mfs_registry *reg; /* NULL in single-DBFS mode */
 	char mountpoint[PATH_MAX];
 	char state_dir[PATH_MAX];

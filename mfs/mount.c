@@ -203,7 +203,7 @@ int mfs_clean_stale(const char *mnt)
 {
 	struct stat st;
 
-	if (stat(mnt, &st) == 0 || errno != ENOTCONN)
+	if (stat(mnt, &st) == 0 || !mfs_errno_dead_mount(errno))
 		return 0;
 	mfs_warn("%s: stale mount (transport endpoint is not connected), unmounting it", mnt);
 	int rc = mfs_unmount_path(mnt, true);

@@ -7,6 +7,7 @@
 #ifndef MFS_MOUNT_H
 #define MFS_MOUNT_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -64,6 +65,14 @@ int mfs_conn_abort(unsigned conn);
  * stale, -errno when the unmount failed.
  */
 int mfs_clean_stale(const char *mnt);
+
+/* Does errno `e` from a file operation on a FUSE mount say that its server
+ * is gone? ENOTCONN, or ECONNABORTED while the kernel is still tearing down
+ * the io_uring queues of a server that died. */
+static inline bool mfs_errno_dead_mount(int e)
+{
+	return e == ENOTCONN || e == ECONNABORTED;
+}
 
 /* Escape `s` for a libfuse option value (`,` and `\`) into out. */
 void mfs_fuse_opt_escape(char *out, size_t outlen, const char *s);

@@ -10,6 +10,13 @@
 
 #include "path.h"
 
+/* A dead FUSE mount answers ENOTCONN, or ECONNABORTED while the kernel
+ * tears down the io_uring queues of its server: report both as ENOTCONN. */
+static int dead_or(int rc)
+{
+	return rc == -ECONNABORTED ? -ENOTCONN : rc;
+}
+
 #define MAX_LINKS 40
 
 int mfs_path_resolve(const char *path, dev_t avoid, char *out, size_t cap)
@@ -79,7 +86,7 @@ int mfs_path_resolve(const char *path, dev_t avoid, char *out, size_t cap)
 			cur[clen++] = '/';
 		strcpy(cur + clen, name);
 		if (lstat(cur, &st) < 0) {
-			rc = -errno;
+			rc = dead_or(-errno);
 			if ((rc == -ENOENT || rc == -ENOTCONN) && last)
 				snprintf(out, cap, "%s", cur);
 			goto out;
@@ -114,7 +121,7 @@ int mfs_path_resolve(const char *path, dev_t avoid, char *out, size_t cap)
 		p = rest;
 	}
 	if (stat(cur, &st) < 0) {
-		rc = -errno;
+		rc = dead_or(-errno);
 		if (rc == -ENOTCONN)
 			snprintf(out, cap, "%s", cur);
 		goto out;

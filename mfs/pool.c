@@ -19,29 +19,6 @@
 #include "log.h"
 #include "loop_private.h"
 
-/* What a request costs the governor: one operation, plus its payload bytes
- * for reads and writes (parsed from the kernel's request header). */
-static void charge(struct mfs_session *s, const struct fuse_buf *buf)
-{
-	uint64_t bytes = 0;
-
-	s->st.ops++;
-	if (!(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(struct fuse_in_header)) {
-		const struct fuse_in_header *h = buf->mem;
-		const char *arg = (const char *)buf->mem + sizeof(*h);
-		size_t arglen = buf->size - sizeof(*h);
-		if (h->opcode == FUSE_READ && arglen >= sizeof(struct fuse_read_in)) {
-			bytes = ((const struct fuse_read_in *)arg)->size;
-			s->st.read_bytes += bytes;
-		} else if (h->opcode == FUSE_WRITE && arglen >= sizeof(struct fuse_write_in)) {
-			bytes = ((const struct fuse_write_in *)arg)->size;
-			s->st.write_bytes += bytes;
-		}
-	}
-	mfs_bucket_take(&s->iops, 1);
-	mfs_bucket_take(&s->bw, (double)bytes);
-}
-
 /* How long a worker that served a session keeps reading it before it goes
  * back to epoll_wait, and how many requests it serves that way at most. */
 #define SPIN_NS 50000
@@ -93,18 +70,6 @@ static void set_idle(bool idle)
 		cur = idle;
 }
 
-static void record_latency(struct mfs_session *s, uint64_t ns)
-{
-	int b = ns ? 63 - __builtin_clzll(ns) : 0;
-
-	if (b >= MFS_LAT_BUCKETS)
-		b = MFS_LAT_BUCKETS - 1;
-	s->st.lat_hist[b]++;
-	s->st.lat_sum_ns += ns;
-	if (ns > s->st.lat_max_ns)
-		s->st.lat_max_ns = ns;
-}
-
 /*
  * lock held on entry and return. Read one request of `s` and process it;
  * with `deadline` (a mfs_now_ns() time) keep retrying an empty read until
@@ -140,7 +105,7 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	if (deadline)
 		note_spin(s, res > 0 && tries == 1);
 	if (res > 0) {
-		charge(s, buf);
+		mfs_session_charge(s, buf);
 		mfs_session_note_load(s, t0);
 		s->processing++;
 		if (rearm)
@@ -154,7 +119,7 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 
 		uint64_t t1 = mfs_now_ns();
 		pthread_mutex_lock(&loop->lock);
-		record_latency(s, t1 - t0);
+		mfs_session_record_latency(s, t1 - t0);
 		s->processing--;
 		s->inflight--;
 		mfs_session_update_busy(s);

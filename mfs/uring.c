@@ -1,0 +1,762 @@
+/*
+ * FUSE over io_uring: per-CPU ring threads serving every attached session
+ * (see uring.h).
+ *
+ * One ring entry (the kernel's struct fuse_ring_ent, ours is struct uent):
+ *
+ *   h    ->  +------------------+-----------------+----------------------+
+ *            | in_out (128)     | op_in (128)     | ent_in_out (32)      |
+ *            | fuse_in_header / | the op's fixed  | commit_id,           |
+ *            | fuse_out_header  | header (arg 0)  | payload_sz           |
+ *            +------------------+-----------------+----------------------+
+ *   base ->  +-- HEADROOM ------+-- payload (MFS_URING_PAYLOAD) ---------+
+ *            |     ...| in hdr | op hdr | the op's other args, data ...  |
+ *            +------------------+----------------------------------------+
+ *                     ^ buf.mem handed to fuse_session_process_buf
+ *
+ * libfuse 3.14 parses a request laid out as /dev/fuse gives it (header,
+ * then the arguments), so the ring thread copies the in header and the op
+ * header into the headroom just before the payload the kernel filled: the
+ * payload (a write's data) is not copied. The op header's size is what the
+ * header's len leaves: len - sizeof(in header) - payload_sz.
+ *
+ * Every SQE of a ring is prepared and submitted by its own thread (no
+ * lock on the submission queue): the reply of a ring request is written by
+ * the custom writev hook on the thread that processes it (thread-local
+ * `cur`), and other threads hand work to a ring (a new session's entries,
+ * stopping) through its eventfd.
+ *
+ * An entry the kernel gave us must always go back with a commit, even for a
+ * session that is going (answered EIO): the kernel keeps a mount's teardown
+ * waiting for its entries.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/sysinfo.h>
+#include <sys/uio.h>
+#include <linux/fuse.h>
+#include <liburing.h>
+#include <fuse_lowlevel.h>
+
+#include "log.h"
+#include "loop.h"
+#include "uring.h"
+
+/* The kernel's ABI (include/uapi/linux/fuse.h, 7.42), absent from older
+ * system headers. */
+#define URING_INIT_FLAG (1ull << 41) /* FUSE_OVER_IO_URING */
+#define URING_CMD_REGISTER 1         /* register an entry, fetch a request */
+#define URING_CMD_COMMIT_AND_FETCH 2 /* reply, fetch the next request */
+
+struct uring_ent_in_out {
+	uint64_t flags;
+	uint64_t commit_id;
+	uint32_t payload_sz;
+	uint32_t padding;
+	uint64_t reserved;
+};
+
+struct uring_req_header {
+	char in_out[128];
+	char op_in[128];
+	struct uring_ent_in_out ent;
+};
+
+struct uring_cmd_req { /* in the SQE's 80-byte command area */
+	uint64_t flags;
+	uint64_t commit_id;
+	uint16_t qid;
+	uint8_t padding[6];
+};
+
+#define HEADROOM 4096 /* room for the in header and the op header */
+#define DEPTH 2       /* entries per session and queue */
+#define SQ_SIZE 256
+#define CQ_SIZE 4096
+#define DEFER_NS 1000000ull /* retry of a request its governor held back */
+#define BIND_WAIT_MS 1000
+
+struct uq;
+
+struct uent {
+	struct mfs_uring_sess *us;
+	struct uq *q;
+	struct uring_req_header *h;
+	char *base;
+	struct iovec iov[2];
+	uint64_t unique;  /* request being processed (0: none) */
+	bool replied;     /* its commit is queued */
+	bool registered;  /* the kernel holds or gave us this entry */
+	struct uent *next; /* deferred list */
+};
+
+struct uq {
+	struct mfs_uring *u;
+	unsigned qid;
+	pthread_t tid;
+	bool started;
+	int evfd;
+	struct io_uring ring;
+	/* u->lock */
+	struct mfs_uring_sess *pending; /* sessions whose entries to register here */
+	/* ring thread only */
+	struct uent *deferred, **deferred_tail;
+	uint64_t retry_at;
+};
+
+struct mfs_uring_sess {
+	struct mfs_uring *u;
+	struct fuse_session *se;
+	int fd;      /* libfuse's /dev/fuse fd (to recognise its INIT) */
+	int ring_fd; /* our duplicate, named by every SQE: libfuse closes its
+		      * fd when the session goes, entries may still need it */
+	void (*received)(void *arg, const void *buf, size_t len);
+	void *rarg;
+
+	/* u->lock */
+	struct mfs_session *s;  /* NULL until bound, and again once detached */
+	bool dead;              /* detached */
+	bool active;            /* the kernel offered the ring and we took it */
+	uint64_t init_unique;   /* FUSE_INIT waiting for its reply (0: none) */
+	unsigned live;          /* entries the kernel may still give back */
+	unsigned refs;          /* live entries + 1 until detached */
+	struct mfs_uring_sess *next;         /* every attached session */
+	struct mfs_uring_sess **pending_next; /* per queue: next pending */
+	struct uent *ents;      /* nq * DEPTH */
+};
+
+struct mfs_uring {
+	const struct fuse_custom_io *inner;
+	struct fuse_custom_io io;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct mfs_uring_sess *sessions;
+	unsigned inits; /* sessions waiting for an INIT reply (lock-free hint) */
+	bool stopping;
+	unsigned nq;
+	struct uq *q;
+};
+
+/* The one set of rings of the process: libfuse hands the custom I/O hooks
+ * only the session's userdata (the DBFS), not ours. */
+static struct mfs_uring *the_uring;
+
+/* The ring entry whose request this thread is processing. */
+static __thread struct uent *cur;
+
+bool mfs_uring_kernel_enabled(void)
+{
+	char c = 'N';
+	int fd = open("/sys/module/fuse/parameters/enable_uring", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	if (read(fd, &c, 1) != 1)
+		c = 'N';
+	close(fd);
+	return c == 'Y' || c == 'y' || c == '1';
+}
+
+/* u->lock held: drop a reference; free `us` at the last one. */
+static void sess_put(struct mfs_uring_sess *us)
+{
+	if (--us->refs)
+		return;
+	struct mfs_uring *u = us->u;
+	for (struct mfs_uring_sess **pp = &u->sessions; *pp; pp = &(*pp)->next)
+		if (*pp == us) {
+			*pp = us->next;
+			break;
+		}
+	for (unsigned i = 0; i < u->nq * DEPTH; i++) {
+		struct uent *e = &us->ents[i];
+		if (e->h)
+			munmap(e->h, 4096);
+		if (e->base)
+			munmap(e->base, HEADROOM + MFS_URING_PAYLOAD);
+	}
+	if (us->ring_fd >= 0)
+		close(us->ring_fd);
+	free(us->ents);
+	free(us->pending_next);
+	free(us);
+}
+
+/* ---- submissions (ring thread only) ---- */
+
+static struct io_uring_sqe *get_sqe(struct uq *q)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&q->ring);
+	while (!sqe) { /* full: hand what is queued to the kernel first */
+		io_uring_submit(&q->ring);
+		sqe = io_uring_get_sqe(&q->ring);
+	}
+	return sqe;
+}
+
+static void prep_cmd(struct uq *q, struct uent *e, uint32_t op)
+{
+	struct io_uring_sqe *sqe = get_sqe(q);
+
+	memset(sqe, 0, 2 * sizeof(*sqe)); /* SQE128: the command area too */
+	sqe->opcode = IORING_OP_URING_CMD;
+	sqe->fd = e->us->ring_fd;
+	sqe->cmd_op = op;
+	io_uring_sqe_set_data(sqe, e);
+	struct uring_cmd_req *c = (struct uring_cmd_req *)sqe->cmd;
+	c->qid = (uint16_t)q->qid;
+	if (op == URING_CMD_REGISTER) {
+		sqe->addr = (uint64_t)(uintptr_t)e->iov;
+		sqe->len = 2;
+	} else {
+		c->commit_id = e->h->ent.commit_id;
+	}
+}
+
+static void prep_poll(struct uq *q)
+{
+	struct io_uring_sqe *sqe = get_sqe(q);
+
+	io_uring_prep_poll_add(sqe, q->evfd, POLLIN);
+	io_uring_sqe_set_data(sqe, &q->evfd);
+}
+
+/* Queue the reply `oh` + `iov[0..n)` of e's request. */
+static void commit_reply(struct uent *e, const struct fuse_out_header *oh, const struct iovec *iov,
+			 int n)
+{
+	struct fuse_out_header *ro = (struct fuse_out_header *)e->h->in_out;
+	size_t len = 0;
+
+	*ro = *oh;
+	for (int i = 0; i < n; i++) {
+		if (len + iov[i].iov_len > MFS_URING_PAYLOAD) {
+			ro->error = -EIO; /* cannot happen: the kernel bounds replies */
+			len = 0;
+			break;
+		}
+		memcpy(e->base + HEADROOM + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	ro->len = (uint32_t)(sizeof(*ro) + len);
+	e->h->ent.payload_sz = (uint32_t)len;
+	e->replied = true;
+	e->unique = 0;
+	prep_cmd(e->q, e, URING_CMD_COMMIT_AND_FETCH);
+}
+
+static void commit_error(struct uent *e, uint64_t unique, int err)
+{
+	struct fuse_out_header oh = {.len = sizeof(oh), .error = -err, .unique = unique};
+
+	commit_reply(e, &oh, NULL, 0);
+}
+
+/* ---- the custom I/O hooks ---- */
+
+static struct mfs_uring_sess *sess_by_fd(struct mfs_uring *u, int fd)
+{
+	for (struct mfs_uring_sess *us = u->sessions; us; us = us->next)
+		if (us->fd == fd && !us->dead)
+			return us;
+	return NULL;
+}
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	struct mfs_uring *u = the_uring;
+	ssize_t n = u->inner->read(fd, buf, len, userdata);
+	const struct fuse_in_header *h = buf;
+
+	if (n < (ssize_t)(sizeof(*h) + sizeof(struct fuse_init_in)) || h->opcode != FUSE_INIT)
+		return n;
+	const struct fuse_init_in *in = (const void *)(h + 1);
+	uint64_t flags = in->flags;
+	if (in->flags & FUSE_INIT_EXT)
+		flags |= (uint64_t)in->flags2 << 32;
+	if (!(flags & URING_INIT_FLAG))
+		return n;
+	pthread_mutex_lock(&u->lock);
+	struct mfs_uring_sess *us = sess_by_fd(u, fd);
+	if (us && !us->init_unique) {
+		us->init_unique = h->unique;
+		__atomic_add_fetch(&u->inits, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&u->lock);
+	return n;
+}
+
+static ssize_t iov_total(const struct iovec *iov, int count)
+{
+	ssize_t n = 0;
+
+	for (int i = 0; i < count; i++)
+		n += (ssize_t)iov[i].iov_len;
+	return n;
+}
+
+/*
+ * The reply to a session's FUSE_INIT: when the kernel offered the ring
+ * (io_read noted it), take it, send the reply, then have every queue
+ * register the session's entries (the kernel accepts them only once the
+ * reply made the connection initialised).
+ */
+static ssize_t init_reply(struct mfs_uring *u, int fd, struct iovec *iov, int count,
+			  void *userdata)
+{
+	const struct fuse_out_header *oh = iov[0].iov_base;
+	struct fuse_init_out *out = iov[1].iov_base;
+
+	pthread_mutex_lock(&u->lock);
+	struct mfs_uring_sess *us = sess_by_fd(u, fd);
+	if (!us || !us->init_unique || us->init_unique != oh->unique) {
+		pthread_mutex_unlock(&u->lock);
+		return u->inner->writev(fd, iov, count, userdata);
+	}
+	us->init_unique = 0;
+	__atomic_sub_fetch(&u->inits, 1, __ATOMIC_RELAXED);
+	/* the control thread binds the loop session just after adding it */
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += BIND_WAIT_MS / 1000;
+	while (!us->s && !us->dead)
+		if (pthread_cond_timedwait(&u->cond, &u->lock, &ts) == ETIMEDOUT)
+			break;
+	bool take = us->s && !us->dead && oh->error == 0 &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + sizeof(out->flags2) &&
+		    (out->flags & FUSE_INIT_EXT);
+	if (take && us->ring_fd < 0)
+		us->ring_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (take && us->ring_fd < 0) {
+		mfs_warn("uring: fd %d: cannot duplicate it: %s", fd, strerror(errno));
+		take = false;
+	}
+	if (take)
+		us->refs++; /* for the registrations below */
+	pthread_mutex_unlock(&u->lock);
+	if (!take)
+		return u->inner->writev(fd, iov, count, userdata);
+
+	out->flags2 |= (uint32_t)(URING_INIT_FLAG >> 32);
+	ssize_t r = u->inner->writev(fd, iov, count, userdata);
+	pthread_mutex_lock(&u->lock);
+	if (r >= 0 && !us->dead) {
+		us->active = true;
+		for (unsigned i = 0; i < u->nq; i++) {
+			us->refs++; /* dropped once queue i registered its entries */
+			us->pending_next[i] = u->q[i].pending;
+			u->q[i].pending = us;
+		}
+	}
+	sess_put(us);
+	pthread_mutex_unlock(&u->lock);
+	if (r >= 0) {
+		uint64_t one = 1;
+		for (unsigned i = 0; i < u->nq; i++)
+			if (write(u->q[i].evfd, &one, sizeof(one)) < 0)
+				mfs_warn("uring: waking queue %u: %s", i, strerror(errno));
+		mfs_debug("uring: fd %d: FUSE over io_uring on %u queues", fd, u->nq);
+	}
+	return r;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	struct mfs_uring *u = the_uring;
+	struct uent *e = cur;
+	const struct fuse_out_header *oh = iov[0].iov_base;
+
+	if (count >= 1 && iov[0].iov_len >= sizeof(*oh)) {
+		if (e && e->unique && oh->unique == e->unique) {
+			commit_reply(e, oh, iov + 1, count - 1);
+			return iov_total(iov, count);
+		}
+		if (count >= 2 && oh->unique && __atomic_load_n(&u->inits, __ATOMIC_RELAXED))
+			return init_reply(u, fd, iov, count, userdata);
+	}
+	return u->inner->writev(fd, iov, count, userdata);
+}
+
+/* ---- the ring threads ---- */
+
+/* Queue `qid`'s entries of the sessions waiting for it. */
+static void register_pending(struct uq *q)
+{
+	struct mfs_uring *u = q->u;
+
+	pthread_mutex_lock(&u->lock);
+	struct mfs_uring_sess *list = q->pending;
+	q->pending = NULL;
+	pthread_mutex_unlock(&u->lock);
+	while (list) {
+		struct mfs_uring_sess *us = list;
+		list = us->pending_next[q->qid];
+		for (unsigned i = 0; i < DEPTH && !us->dead; i++) {
+			struct uent *e = &us->ents[q->qid * DEPTH + i];
+			e->h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				    -1, 0);
+			e->base = mmap(NULL, HEADROOM + MFS_URING_PAYLOAD, PROT_READ | PROT_WRITE,
+				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			if (e->h == MAP_FAILED || e->base == MAP_FAILED) {
+				mfs_warn("uring: no memory for a ring entry of fd %d", us->fd);
+				if (e->h != MAP_FAILED)
+					munmap(e->h, 4096);
+				if (e->base != MAP_FAILED)
+					munmap(e->base, HEADROOM + MFS_URING_PAYLOAD);
+				e->h = NULL;
+				e->base = NULL;
+				break;
+			}
+			e->us = us;
+			e->q = q;
+			e->iov[0] = (struct iovec){e->h, sizeof(*e->h)};
+			e->iov[1] = (struct iovec){e->base + HEADROOM, MFS_URING_PAYLOAD};
+			e->registered = true;
+			pthread_mutex_lock(&u->lock);
+			us->live++;
+			us->refs++;
+			pthread_mutex_unlock(&u->lock);
+			prep_cmd(q, e, URING_CMD_REGISTER);
+		}
+		pthread_mutex_lock(&u->lock);
+		sess_put(us);
+		pthread_mutex_unlock(&u->lock);
+	}
+}
+
+/* The kernel gave `e` back for good (its connection ended, or it refused
+ * the entry). */
+static void retire(struct uent *e, int res)
+{
+	struct mfs_uring_sess *us = e->us;
+	struct mfs_uring *u = us->u;
+
+	if (res != -ENOTCONN && res != -ECONNABORTED && res != -ECANCELED && res != -ENODEV)
+		mfs_warn("uring: fd %d: ring entry refused: %s; this mount stays on /dev/fuse",
+			 us->fd, strerror(-res));
+	e->registered = false;
+	pthread_mutex_lock(&u->lock);
+	us->live--;
+	sess_put(us);
+	pthread_mutex_unlock(&u->lock);
+}
+
+/* Process the request in `e` (its in header, op header and payload are in
+ * place), or defer it when its governor says wait. */
+static void serve(struct uq *q, struct uent *e)
+{
+	struct mfs_uring_sess *us = e->us;
+	struct mfs_uring *u = q->u;
+	const struct fuse_in_header *in = (const void *)e->h->in_out;
+	uint32_t psz = e->h->ent.payload_sz;
+	size_t opsz = in->len >= sizeof(*in) + psz ? in->len - sizeof(*in) - psz : SIZE_MAX;
+
+	if (opsz > sizeof(e->h->op_in) || psz > MFS_URING_PAYLOAD) {
+		mfs_warn("uring: fd %d: malformed request (opcode %u, len %u, payload %u)", us->fd,
+			 in->opcode, in->len, psz);
+		commit_error(e, in->unique, EIO);
+		return;
+	}
+	char *mem = e->base + HEADROOM - sizeof(*in) - opsz;
+	memcpy(mem, in, sizeof(*in));
+	memcpy(mem + sizeof(*in), e->h->op_in, opsz);
+	struct fuse_buf buf = {.mem = mem, .size = sizeof(*in) + opsz + psz};
+
+	uint64_t t0 = mfs_now_ns();
+	pthread_mutex_lock(&u->lock);
+	struct mfs_session *s = us->dead ? NULL : us->s;
+	int go = s ? mfs_loop_ring_begin(s, &buf, t0) : MFS_RING_GONE;
+	pthread_mutex_unlock(&u->lock);
+	if (go == MFS_RING_WAIT) {
+		e->next = NULL;
+		*q->deferred_tail = e;
+		q->deferred_tail = &e->next;
+		if (!q->retry_at)
+			q->retry_at = t0 + DEFER_NS;
+		return;
+	}
+	if (go == MFS_RING_GONE) {
+		commit_error(e, in->unique, EIO);
+		return;
+	}
+	if (us->received)
+		us->received(us->rarg, buf.mem, buf.size);
+	e->unique = in->unique;
+	e->replied = false;
+	cur = e;
+	fuse_session_process_buf(us->se, &buf);
+	cur = NULL;
+	if (!e->replied) /* an op that answered nothing: the entry must go back */
+		commit_error(e, in->unique, EIO);
+	mfs_loop_ring_end(s, t0);
+}
+
+static void retry_deferred(struct uq *q)
+{
+	struct uent *list = q->deferred;
+
+	q->deferred = NULL;
+	q->deferred_tail = &q->deferred;
+	q->retry_at = 0;
+	while (list) {
+		struct uent *e = list;
+		list = e->next;
+		serve(q, e); /* in order: one deferred again goes back at the end */
+	}
+}
+
+static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
+{
+	void *data = io_uring_cqe_get_data(cqe);
+
+	if (data == &q->evfd) {
+		uint64_t v;
+		if (read(q->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+			mfs_warn("uring: queue %u: eventfd: %s", q->qid, strerror(errno));
+		if (!__atomic_load_n(&q->u->stopping, __ATOMIC_ACQUIRE)) {
+			prep_poll(q);
+			register_pending(q);
+		}
+		return;
+	}
+	struct uent *e = data;
+	if (cqe->res == -EINTR || cqe->res == -EAGAIN) {
+		prep_cmd(q, e, e->replied ? URING_CMD_COMMIT_AND_FETCH : URING_CMD_REGISTER);
+		return;
+	}
+	if (cqe->res < 0) {
+		retire(e, cqe->res);
+		return;
+	}
+	serve(q, e);
+}
+
+static void pin(unsigned cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* a CPU that is offline now: the thread runs anywhere */
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+static void *ring_main(void *arg)
+{
+	struct uq *q = arg;
+	struct io_uring_cqe *cqe;
+	bool warned = false;
+
+	pin(q->qid);
+	prep_poll(q);
+	while (!__atomic_load_n(&q->u->stopping, __ATOMIC_ACQUIRE)) {
+		int rc;
+		if (q->deferred) {
+			uint64_t now = mfs_now_ns();
+			uint64_t wait = q->retry_at > now ? q->retry_at - now : 0;
+			struct __kernel_timespec ts = {.tv_sec = (long long)(wait / 1000000000u),
+						       .tv_nsec = (long long)(wait % 1000000000u)};
+			rc = io_uring_submit_and_wait_timeout(&q->ring, &cqe, 1, &ts, NULL);
+		} else {
+			rc = io_uring_submit_and_wait(&q->ring, 1);
+		}
+		if (rc < 0 && rc != -EINTR && rc != -ETIME && rc != -EAGAIN && rc != -EBUSY &&
+		    !warned) {
+			mfs_err("uring: queue %u: io_uring_enter: %s", q->qid, strerror(-rc));
+			warned = true;
+		}
+		unsigned head, n = 0;
+		io_uring_for_each_cqe(&q->ring, head, cqe)
+		{
+			n++;
+			on_cqe(q, cqe);
+		}
+		io_uring_cq_advance(&q->ring, n);
+		if (q->deferred && mfs_now_ns() >= q->retry_at)
+			retry_deferred(q);
+	}
+	/* Answer what is still deferred, then closing the ring cancels the
+	 * entries the kernel holds. */
+	while (q->deferred) {
+		struct uent *e = q->deferred;
+		q->deferred = e->next;
+		commit_error(e, ((const struct fuse_in_header *)e->h->in_out)->unique, EIO);
+	}
+	io_uring_submit(&q->ring);
+	return NULL;
+}
+
+/* ---- set-up and sessions ---- */
+
+int mfs_uring_create(const struct fuse_custom_io *inner, struct mfs_uring **out)
+{
+	struct mfs_uring *u;
+	int rc;
+
+	if (the_uring)
+		return -EBUSY;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	int n = get_nprocs_conf();
+	u->nq = n > 0 ? (unsigned)n : 1;
+	u->q = calloc(u->nq, sizeof(*u->q));
+	if (!u->q) {
+		free(u);
+		return -ENOMEM;
+	}
+	u->inner = inner;
+	for (unsigned i = 0; i < u->nq; i++)
+		u->q[i].evfd = -1;
+	u->io = (struct fuse_custom_io){.read = io_read, .writev = io_writev};
+	pthread_mutex_init(&u->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_cond_init(&u->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	for (unsigned i = 0; i < u->nq; i++) {
+		struct uq *q = &u->q[i];
+		q->u = u;
+		q->qid = i;
+		q->deferred_tail = &q->deferred;
+		q->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+		if (q->evfd < 0) {
+			rc = -errno;
+			goto fail;
+		}
+		struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE,
+					    .cq_entries = CQ_SIZE};
+		rc = io_uring_queue_init_params(SQ_SIZE, &q->ring, &p);
+		if (rc) {
+			close(q->evfd);
+			q->evfd = -1;
+			goto fail;
+		}
+	}
+	the_uring = u;
+	for (unsigned i = 0; i < u->nq; i++) {
+		rc = -pthread_create(&u->q[i].tid, NULL, ring_main, &u->q[i]);
+		if (rc) {
+			the_uring = NULL;
+			goto fail;
+		}
+		u->q[i].started = true;
+	}
+	*out = u;
+	return 0;
+fail:
+	mfs_uring_destroy(u);
+	return rc;
+}
+
+void mfs_uring_destroy(struct mfs_uring *u)
+{
+	if (!u)
+		return;
+	__atomic_store_n(&u->stopping, true, __ATOMIC_RELEASE);
+	uint64_t one = 1;
+	for (unsigned i = 0; i < u->nq; i++)
+		if (u->q[i].started && write(u->q[i].evfd, &one, sizeof(one)) < 0)
+			mfs_warn("uring: stopping queue %u: %s", i, strerror(errno));
+	for (unsigned i = 0; i < u->nq; i++) {
+		struct uq *q = &u->q[i];
+		if (q->started)
+			pthread_join(q->tid, NULL);
+		if (q->evfd >= 0) {
+			io_uring_queue_exit(&q->ring);
+			close(q->evfd);
+		}
+	}
+	if (the_uring == u)
+		the_uring = NULL;
+	while (u->sessions) { /* the kernel has let go of every entry now */
+		struct mfs_uring_sess *us = u->sessions;
+		us->refs = 1;
+		sess_put(us);
+	}
+	pthread_cond_destroy(&u->cond);
+	pthread_mutex_destroy(&u->lock);
+	free(u->q);
+	free(u);
+}
+
+const struct fuse_custom_io *mfs_uring_io(struct mfs_uring *u)
+{
+	return &u->io;
+}
+
+int mfs_uring_attach(struct mfs_uring *u, struct fuse_session *se,
+		     void (*received)(void *arg, const void *buf, size_t len), void *arg,
+		     struct mfs_uring_sess **out)
+{
+	struct mfs_uring_sess *us = calloc(1, sizeof(*us));
+
+	if (!us)
+		return -ENOMEM;
+	us->ents = calloc((size_t)u->nq * DEPTH, sizeof(*us->ents));
+	us->pending_next = calloc(u->nq, sizeof(*us->pending_next));
+	if (!us->ents || !us->pending_next) {
+		free(us->ents);
+		free(us->pending_next);
+		free(us);
+		return -ENOMEM;
+	}
+	us->u = u;
+	us->se = se;
+	us->fd = fuse_session_fd(se);
+	us->received = received;
+	us->rarg = arg;
+	us->ring_fd = -1;
+	us->refs = 1;
+	pthread_mutex_lock(&u->lock);
+	us->next = u->sessions;
+	u->sessions = us;
+	pthread_mutex_unlock(&u->lock);
+	*out = us;
+	return 0;
+}
+
+void mfs_uring_bind(struct mfs_uring_sess *us, struct mfs_session *s)
+{
+	pthread_mutex_lock(&us->u->lock);
+	us->s = s;
+	pthread_cond_broadcast(&us->u->cond);
+	pthread_mutex_unlock(&us->u->lock);
+}
+
+void mfs_uring_detach(struct mfs_uring_sess *us)
+{
+	if (!us)
+		return;
+	struct mfs_uring *u = us->u;
+	pthread_mutex_lock(&u->lock);
+	us->dead = true;
+	us->s = NULL;
+	if (us->init_unique) {
+		us->init_unique = 0;
+		__atomic_sub_fetch(&u->inits, 1, __ATOMIC_RELAXED);
+	}
+	pthread_cond_broadcast(&u->cond);
+	sess_put(us);
+	pthread_mutex_unlock(&u->lock);
+}
+
+bool mfs_uring_active(const struct mfs_uring_sess *us)
+{
+	struct mfs_uring *u = us->u;
+
+	pthread_mutex_lock(&u->lock);
+	bool a = us->active;
+	pthread_mutex_unlock(&u->lock);
+	return a;
+}
