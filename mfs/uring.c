@@ -80,7 +80,10 @@ struct uring_cmd_req { /* in the SQE's 80-byte command area */
 };
 
 #define HEADROOM 4096 /* room for the in header and the op header */
-#define DEPTH 2       /* entries per session and queue */
+/* Entries per session and queue. A ring thread processes one request at a
+ * time, and a commit fetches the next request in the same call: more
+ * entries would only hold more memory. */
+#define DEPTH 1
 #define SQ_SIZE 256
 #define CQ_SIZE 4096
 #define DEFER_NS 1000000ull /* retry of a request its governor held back */
@@ -91,7 +94,8 @@ struct uq;
 struct uent {
 	struct mfs_uring_sess *us;
 	struct uq *q;
-	struct uring_req_header *h;
+	struct uring_req_header *h; /* points to hdr */
+	struct uring_req_header hdr;
 	char *base;
 	struct iovec iov[2];
 	uint64_t unique;  /* request being processed (0: none) */
@@ -180,8 +184,6 @@ static void sess_put(struct mfs_uring_sess *us)
 		}
 	for (unsigned i = 0; i < u->nq * DEPTH; i++) {
 		struct uent *e = &us->ents[i];
-		if (e->h)
-			munmap(e->h, 4096);
 		if (e->base)
 			munmap(e->base, HEADROOM + MFS_URING_PAYLOAD);
 	}
@@ -403,20 +405,16 @@ static void register_pending(struct uq *q)
 		list = us->pending_next[q->qid];
 		for (unsigned i = 0; i < DEPTH && !us->dead; i++) {
 			struct uent *e = &us->ents[q->qid * DEPTH + i];
-			e->h = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-				    -1, 0);
+			/* untouched pages cost nothing: most requests use
+			 * the first page or two */
 			e->base = mmap(NULL, HEADROOM + MFS_URING_PAYLOAD, PROT_READ | PROT_WRITE,
 				       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-			if (e->h == MAP_FAILED || e->base == MAP_FAILED) {
+			if (e->base == MAP_FAILED) {
 				mfs_warn("uring: no memory for a ring entry of fd %d", us->fd);
-				if (e->h != MAP_FAILED)
-					munmap(e->h, 4096);
-				if (e->base != MAP_FAILED)
-					munmap(e->base, HEADROOM + MFS_URING_PAYLOAD);
-				e->h = NULL;
 				e->base = NULL;
 				break;
 			}
+			e->h = &e->hdr;
 			e->us = us;
 			e->q = q;
 			e->iov[0] = (struct iovec){e->h, sizeof(*e->h)};
