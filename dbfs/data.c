@@ -192,6 +192,28 @@ static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t fi
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+		   uint64_t off, size_t len, void *buf, size_t *got)
+{
+	unsigned char *p = buf;
+	*got = 0;
+	while (*got < len) {
+		struct iovec iov[16];
+		size_t n;
+		int k = dbfs_data_map(fs, txn, ino, in, off + *got, len - *got, iov, 16, &n);
+		if (k < 0)
+			return k;
+		if (!n)
+			break; /* end of file */
+		for (int i = 0; i < k; i++) {
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+			p += iov[i].iov_len;
+		}
+		*got += n;
+	}
+	return 0;
+}
+
 int dbfs_data_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
 	int64_t dalloc = 0;

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -19,7 +20,8 @@
 
 #include "dbfs/internal.h"
 
-/* A read of up to 1 MiB over blocks of 4080 bytes, with zero runs. */
+/* A read of up to 1 MiB over blocks of 4080 bytes, with zero runs (more
+ * pieces than that are copied, see op_read). */
 #define IOV_MAX_READ 320
 
 static struct dbfs *req_fs(fuse_req_t req)
@@ -231,6 +233,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct setattr_ctx c = {.ino = ino, .st = *attr};
 	(void)fi;
 	fs->cnt.ops++;
+	fprintf(stderr, "PJDDEBUG setattr ino=%lu to_set=%#x\n", (unsigned long)ino, to_set);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		c.set |= DBFS_SET_MODE;
 	if (to_set & FUSE_SET_ATTR_UID)
@@ -481,6 +484,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct iovec iov[IOV_MAX_READ];
 	struct dbfs_inode in;
 	MDB_txn *txn;
+	void *tail = NULL;
 	size_t got = 0;
 	int n = 0;
 	(void)fi;
@@ -507,18 +511,34 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!rc && S_ISDIR(in.mode))
 		rc = -EISDIR;
 	if (!rc) {
-		n = dbfs_data_map(fs, txn, ino, &in, (uint64_t)off, size, iov, IOV_MAX_READ, &got);
+		n = dbfs_data_map(fs, txn, ino, &in, (uint64_t)off, size, iov, IOV_MAX_READ - 1,
+				  &got);
 		if (n < 0)
 			rc = n;
 	}
+	/* Out of iovecs (many short blocks and holes): copy the rest. A short
+	 * reply is end of file to the kernel, which would shrink its size. */
+	if (!rc && got < size && (uint64_t)off + got < in.size) {
+		uint64_t at = (uint64_t)off + got;
+		size_t rest = in.size - at < size - got ? (size_t)(in.size - at) : size - got, more;
+		tail = malloc(rest);
+		rc = tail ? dbfs_data_read(fs, txn, ino, &in, at, rest, tail, &more) : -ENOMEM;
+		if (!rc) {
+			iov[n].iov_base = tail;
+			iov[n++].iov_len = more;
+			got += more;
+		}
+	}
 	if (rc) {
 		dbfs_read_end(fs, txn);
+		free(tail);
 		reply_err(req, rc);
 		return;
 	}
 	/* The iovecs point into the map: reply before ending the transaction. */
 	fuse_reply_iov(req, iov, n);
 	dbfs_read_end(fs, txn);
+	free(tail);
 	fs->cnt.read_bytes += got;
 	dbfs_cache_note(fs, ino, got, in.size);
 }

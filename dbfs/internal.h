@@ -266,6 +266,10 @@ int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 struct iovec;
 int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got);
+/* Copy [off, off+len) of a file into buf, holes as zeros; *got is short
+ * only at the end of the file. Returns 0 or a negative errno. */
+int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+		   uint64_t off, size_t len, void *buf, size_t *got);
 int dbfs_data_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
 static inline uint64_t dbfs_alloc_round(uint64_t n)
 {
