@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -233,7 +232,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct setattr_ctx c = {.ino = ino, .st = *attr};
 	(void)fi;
 	fs->cnt.ops++;
-	fprintf(stderr, "PJDDEBUG setattr ino=%lu to_set=%#x\n", (unsigned long)ino, to_set);
 	if (to_set & FUSE_SET_ATTR_MODE)
 		c.set |= DBFS_SET_MODE;
 	if (to_set & FUSE_SET_ATTR_UID)
