@@ -433,14 +433,15 @@ int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct st
 	uint32_t ns;
 	dbfs_now(&s, &ns);
 	if (set & DBFS_SET_SIZE) {
-		int changed = (uint64_t)st->st_size != in->size;
 		rc = dbfs_data_truncate(fs, txn, ino, in, (uint64_t)st->st_size);
 		if (rc)
 			return rc;
-		if (changed) {
-			in->mtime_sec = s;
-			in->mtime_nsec = ns;
-		}
+		/* Even when the size stays: the kernel sends this same request
+		 * for truncate(2), ftruncate(2) and open(O_TRUNC), and POSIX
+		 * has open(O_TRUNC) mark mtime and ctime on any existing file
+		 * (ext4 and tmpfs update both on every truncate). */
+		in->mtime_sec = s;
+		in->mtime_nsec = ns;
 	}
 	if (set & DBFS_SET_MODE) {
 		in->mode = (in->mode & S_IFMT) | (st->st_mode & 07777);

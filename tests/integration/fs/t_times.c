@@ -139,6 +139,17 @@ static void test_time_updates(void)
 	hi = now();
 	CHECK(close(fd) == 0);
 	check_recent("mtime after O_TRUNC", stat_of("tu/f").st_mtim, lo, hi);
+	/* POSIX: O_TRUNC marks mtime and ctime even when the file is already
+	 * empty (the size does not change). */
+	set_times("tu/f", old, old);
+	lo = now();
+	fd = open("tu/f", O_WRONLY | O_TRUNC);
+	CHECK(fd >= 0);
+	hi = now();
+	CHECK(close(fd) == 0);
+	st = stat_of("tu/f");
+	check_recent("mtime after O_TRUNC of an empty file", st.st_mtim, lo, hi);
+	check_recent("ctime after O_TRUNC of an empty file", st.st_ctim, lo, hi);
 
 	/* chmod changes ctime only. */
 	write_file("tu/f", "0123456789", 10, 0644);
