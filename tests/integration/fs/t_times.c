@@ -237,6 +237,21 @@ static void test_time_updates(void)
 		check_recent("atime after read (relatime, atime older than a day)", st.st_atim,
 			     lo, hi);
 		CHECK_EQ(st.st_mtim.tv_sec, old);
+		/* Listing a directory marks its atime too (POSIX readdir);
+		 * relatime: the atime is not newer than the mtime here. */
+		CHECK(mkdir("tu/ls", 0755) == 0);
+		write_file("tu/ls/e", "", 0, 0644);
+		set_times("tu/ls", old, old);
+		lo = now();
+		d = opendir("tu/ls");
+		CHECK(d != NULL);
+		while (readdir(d) != NULL)
+			;
+		CHECK(closedir(d) == 0);
+		hi = now();
+		st = stat_of("tu/ls");
+		check_recent("directory atime after listing it", st.st_atim, lo, hi);
+		CHECK_EQ(st.st_mtim.tv_sec, old);
 	}
 	OK("atime, mtime, ctime updates");
 }
