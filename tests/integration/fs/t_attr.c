@@ -88,6 +88,11 @@ static void chgrp_as_nobody(void *arg)
 	CHECK(chown(arg, (uid_t)-1, NOBODY) == 0);
 }
 
+static void chown_nothing_as_nobody(void *arg)
+{
+	CHECK(chown(arg, (uid_t)-1, (gid_t)-1) == 0);
+}
+
 static void test_suid_clear(void)
 {
 	if (!is_root()) {
@@ -119,6 +124,17 @@ static void test_suid_clear(void)
 	as_user(NOBODY, NOBODY, chgrp_as_nobody, "su");
 	CHECK_EQ(stat_of("su").st_gid, NOBODY);
 	CHECK_EQ(stat_of("su").st_mode & 07777, 0755);
+	/* Even chown with owner and group -1 clears them (Linux: for root
+	 * too), but S_ISGID only with group execute. */
+	CHECK(chmod("su", 06755) == 0);
+	as_user(NOBODY, NOBODY, chown_nothing_as_nobody, "su");
+	CHECK_EQ(stat_of("su").st_mode & 07777, 0755);
+	CHECK(chmod("su", 06755) == 0);
+	CHECK(chown("su", (uid_t)-1, (gid_t)-1) == 0);
+	CHECK_EQ(stat_of("su").st_mode & 07777, 0755);
+	CHECK(chmod("su", 06745) == 0);
+	CHECK(chown("su", (uid_t)-1, (gid_t)-1) == 0);
+	CHECK_EQ(stat_of("su").st_mode & 07777, 02745);
 	OK("setuid/setgid cleared on write, truncate and chown by non-root");
 }
 
