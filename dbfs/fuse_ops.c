@@ -275,6 +275,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	fuse_reply_attr(req, &st, fs->opt.attr_timeout);
 }
 
+static void mark_atime(struct dbfs *fs, uint64_t ino); /* with op_read's atime rule */
+
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	struct dbfs *fs = req_fs(req);
@@ -298,6 +300,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 		return;
 	}
 	buf[len] = '\0';
+	mark_atime(fs, ino);
 	fuse_reply_readlink(req, buf);
 }
 
@@ -480,6 +483,27 @@ static int atime_due(const struct dbfs_inode *in)
 		return 1;
 	dbfs_now(&s, &ns);
 	return s - in->atime_sec >= 86400;
+}
+
+/*
+ * POSIX: reading a directory (readdir) or a symbolic link (readlink, and
+ * so following it) marks its atime; here with op_read's relatime rule.
+ * Call before the reply, after which the kernel asks for the attributes
+ * again. What the kernel caches (listings, link targets) is read from us
+ * again once it changed, which is when relatime wants the update anyway.
+ */
+static void mark_atime(struct dbfs *fs, uint64_t ino)
+{
+	struct dbfs_inode in;
+	MDB_txn *txn;
+	if (fs->opt.read_only || dbfs_read_begin(fs, &txn))
+		return;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	dbfs_read_end(fs, txn);
+	if (!rc && atime_due(&in)) {
+		struct atime_ctx a = {ino};
+		dbfs_write(fs, atime_fn, &a);
+	}
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -720,33 +744,13 @@ static int rd_cb(void *arg, uint64_t cookie, uint64_t ino, uint32_t type, const 
 
 static __thread char rd_buf[64 * 1024];
 
-/*
- * POSIX: reading a directory marks its atime, here with op_read's relatime
- * rule. Before the reply, after which the kernel asks for the attributes
- * again. A listing the kernel caches is read from us again only once the
- * directory changed, which is when relatime wants the update anyway.
- */
-static void dir_atime(struct dbfs *fs, uint64_t ino)
-{
-	struct dbfs_inode in;
-	MDB_txn *txn;
-	if (fs->opt.read_only || dbfs_read_begin(fs, &txn))
-		return;
-	int rc = dbfs_inode_get(fs, txn, ino, &in);
-	dbfs_read_end(fs, txn);
-	if (!rc && S_ISDIR(in.mode) && atime_due(&in)) {
-		struct atime_ctx a = {ino};
-		dbfs_write(fs, atime_fn, &a);
-	}
-}
-
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
 	struct dbfs *fs = req_fs(req);
 	struct dbfs_inode din;
 	struct rd_ctx r = {.req = req, .fs = fs, .size = size, .plus = plus};
 	fs->cnt.ops++;
-	dir_atime(fs, ino);
+	mark_atime(fs, ino);
 	r.buf = size <= sizeof(rd_buf) ? rd_buf : malloc(size);
 	if (!r.buf) {
 		reply_err(req, -ENOMEM);

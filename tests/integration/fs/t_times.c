@@ -252,6 +252,17 @@ static void test_time_updates(void)
 		st = stat_of("tu/ls");
 		check_recent("directory atime after listing it", st.st_atim, lo, hi);
 		CHECK_EQ(st.st_mtim.tv_sec, old);
+		/* And reading a symbolic link marks the link's (POSIX
+		 * readlink). Its first reading: the kernel caches the target. */
+		CHECK(symlink("target", "tu/sl") == 0);
+		set_times("tu/sl", old, old);
+		lo = now();
+		char target[16];
+		CHECK_EQ(readlink("tu/sl", target, sizeof target), 6);
+		hi = now();
+		CHECK(lstat("tu/sl", &st) == 0);
+		check_recent("symlink atime after readlink", st.st_atim, lo, hi);
+		CHECK_EQ(st.st_mtim.tv_sec, old);
 	}
 	OK("atime, mtime, ctime updates");
 }
