@@ -258,6 +258,32 @@ void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns)
 		s->on_end(s->arg);
 }
 
+void mfs_loop_post(struct mfs_loop *loop, struct mfs_loop_job *job)
+{
+	uint64_t one = 1;
+
+	job->next = NULL;
+	pthread_mutex_lock(&loop->lock);
+	*loop->jobs_tail = job;
+	loop->jobs_tail = &job->next;
+	pthread_mutex_unlock(&loop->lock);
+	/* a semaphore eventfd: each count wakes one waiting worker */
+	if (write(loop->jfd, &one, sizeof(one)) < 0)
+		mfs_err("loop: job eventfd: %s", strerror(errno));
+}
+
+struct mfs_loop_job *mfs_loop_take_job(struct mfs_loop *loop)
+{
+	struct mfs_loop_job *job = loop->jobs;
+
+	if (job) {
+		loop->jobs = job->next;
+		if (!loop->jobs)
+			loop->jobs_tail = &loop->jobs;
+	}
+	return job;
+}
+
 void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns)
 {
 	for (struct mfs_session *s = loop->sessions; s; s = s->next)
@@ -304,7 +330,8 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		return -ENOMEM;
 	int rc;
 	loop->nworkers = workers;
-	loop->epfd = loop->xepfd = loop->evfd = loop->tfd = -1;
+	loop->epfd = loop->xepfd = loop->evfd = loop->tfd = loop->jfd = -1;
+	loop->jobs_tail = &loop->jobs;
 	pthread_mutex_init(&loop->lock, NULL);
 	loop->workers = calloc(workers, sizeof(*loop->workers));
 	loop->wargs = calloc(workers, sizeof(*loop->wargs));
@@ -317,7 +344,8 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 	loop->xepfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	loop->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (loop->epfd < 0 || loop->xepfd < 0 || loop->evfd < 0 || loop->tfd < 0) {
+	loop->jfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
+	if (loop->epfd < 0 || loop->xepfd < 0 || loop->evfd < 0 || loop->tfd < 0 || loop->jfd < 0) {
 		rc = -errno;
 		goto fail;
 	}
@@ -326,8 +354,10 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 	struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &loop->evfd};
 	struct epoll_event tev = {.events = EPOLLIN, .data.ptr = &loop->tfd};
 	struct epoll_event xev = {.events = EPOLLIN, .data.ptr = &loop->evfd};
+	struct epoll_event jev = {.events = EPOLLIN, .data.ptr = &loop->jfd};
 	if (epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->evfd, &ev) < 0 ||
 	    epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->tfd, &tev) < 0 ||
+	    epoll_ctl(loop->epfd, EPOLL_CTL_ADD, loop->jfd, &jev) < 0 ||
 	    epoll_ctl(loop->xepfd, EPOLL_CTL_ADD, loop->evfd, &xev) < 0) {
 		rc = -errno;
 		goto fail;
@@ -353,6 +383,8 @@ fail:
 		close(loop->evfd);
 	if (loop->tfd >= 0)
 		close(loop->tfd);
+	if (loop->jfd >= 0)
+		close(loop->jfd);
 	free(loop->workers);
 	free(loop->wargs);
 	free(loop->wgen);
@@ -382,6 +414,7 @@ void mfs_loop_destroy(struct mfs_loop *loop)
 	close(loop->xepfd);
 	close(loop->evfd);
 	close(loop->tfd);
+	close(loop->jfd);
 	pthread_mutex_destroy(&loop->lock);
 	free(loop->workers);
 	free(loop->wargs);

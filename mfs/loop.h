@@ -132,6 +132,17 @@ unsigned mfs_loop_graveyard(struct mfs_loop *loop);
  * thread but a worker inside a request of `s`.
  */
 enum { MFS_RING_GO, MFS_RING_WAIT, MFS_RING_GONE };
+
+/* Work handed to the pool: fn(arg) runs on a worker, once per post. The
+ * caller owns the struct, which must stay valid until fn has started. */
+struct mfs_loop_job {
+	void (*fn)(void *arg);
+	void *arg;
+	struct mfs_loop_job *next;
+};
+
+/* Run `job` on a worker as soon as one is free (FIFO). Any thread. */
+void mfs_loop_post(struct mfs_loop *loop, struct mfs_loop_job *job);
 struct fuse_buf;
 int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns);
 void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns);

@@ -59,6 +59,7 @@ struct mfs_loop {
 	int epfd;
 	int evfd; /* readable once stopping: wakes every worker */
 	int tfd;  /* timerfd ticking while any session is throttled */
+	int jfd;  /* semaphore eventfd: one count per posted job (mfs_loop_post) */
 
 	/* lock */
 	struct mfs_session *sessions;
@@ -66,6 +67,7 @@ struct mfs_loop {
 	unsigned busy;
 	unsigned throttled;
 	bool stopping;
+	struct mfs_loop_job *jobs, **jobs_tail; /* posted, not started */
 	/* Removed sessions wait here until no worker can still hold an epoll
 	 * event naming them: freed once every worker has started a wait after
 	 * the removal (wgen[i] > removed_gen for all i). Idle workers start a
@@ -100,6 +102,9 @@ struct mfs_loop {
 
 /* Worker thread body (pool.c); arg is its struct mfs_worker. */
 void *mfs_pool_worker(void *arg);
+
+/* lock held: take the oldest posted job, or NULL. */
+struct mfs_loop_job *mfs_loop_take_job(struct mfs_loop *loop);
 
 /* lock held: re-admit throttled sessions (on a timer tick). */
 void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns);

@@ -182,6 +182,18 @@ void *mfs_pool_worker(void *arg)
 			mfs_err("loop: epoll_wait: %s", strerror(errno));
 		if (n <= 0 || ev.data.ptr == &loop->evfd)
 			continue;
+		if (ev.data.ptr == &loop->jfd) {
+			uint64_t one;
+			struct mfs_loop_job *job = NULL;
+			if (read(loop->jfd, &one, sizeof(one)) == sizeof(one))
+				job = mfs_loop_take_job(loop);
+			if (job) {
+				pthread_mutex_unlock(&loop->lock);
+				job->fn(job->arg);
+				pthread_mutex_lock(&loop->lock);
+			}
+			continue;
+		}
 		if (ev.data.ptr == &loop->tfd) {
 			uint64_t ticks;
 			if (read(loop->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))

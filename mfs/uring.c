@@ -88,6 +88,13 @@ struct uring_cmd_req { /* in the SQE's 80-byte command area */
 #define CQ_SIZE 4096
 #define DEFER_NS 1000000ull /* retry of a request its governor held back */
 #define BIND_WAIT_MS 1000
+/* Requests that may wait long go to the worker pool (hand_off): explicit
+ * syncs, writes over BIG_WRITE bytes, and every change of a session whose
+ * changes took over SLOW_NS on average lately (its commits wait for a disk)
+ * until they are under FAST_NS again. */
+#define BIG_WRITE (64u << 10)
+#define SLOW_NS 200000u
+#define FAST_NS 50000u
 
 struct uq;
 
@@ -99,9 +106,14 @@ struct uent {
 	char *base;
 	struct iovec iov[2];
 	uint64_t unique;  /* request being processed (0: none) */
-	bool replied;     /* its commit is queued */
+	bool replied;     /* its reply is in place (and, on the ring thread,
+			   * its commit queued) */
 	bool registered;  /* the kernel holds or gave us this entry */
-	struct uent *next; /* deferred list */
+	bool on_worker;   /* handed to the pool (hand_off) */
+	struct uent *next; /* deferred list, or the queue's done list */
+	struct mfs_loop_job job;    /* for the pool */
+	struct mfs_session *s; /* while on a worker: its loop session */
+	uint64_t t0;           /* ... and when the ring thread took it */
 };
 
 struct uq {
@@ -113,6 +125,7 @@ struct uq {
 	struct io_uring ring;
 	/* u->lock */
 	struct mfs_uring_sess *pending; /* sessions whose entries to register here */
+	struct uent *done;              /* answered on a worker, to commit */
 	/* ring thread only */
 	struct uent *deferred, **deferred_tail;
 	uint64_t retry_at;
@@ -126,6 +139,10 @@ struct mfs_uring_sess {
 		      * fd when the session goes, entries may still need it */
 	void (*received)(void *arg, const void *buf, size_t len);
 	void *rarg;
+	/* Moving average of the time its small changes take (ns): over
+	 * SLOW_NS they go to the pool (hand_off). Racy by design: an estimate. */
+	uint64_t change_ns;
+	bool slow;
 
 	/* u->lock */
 	struct mfs_session *s;  /* NULL until bound, and again once detached */
@@ -140,6 +157,7 @@ struct mfs_uring_sess {
 };
 
 struct mfs_uring {
+	struct mfs_loop *loop;
 	const struct fuse_custom_io *inner;
 	struct fuse_custom_io io;
 	pthread_mutex_t lock;
@@ -254,7 +272,8 @@ static void commit_reply(struct uent *e, const struct fuse_out_header *oh, const
 	e->h->ent.payload_sz = (uint32_t)len;
 	e->replied = true;
 	e->unique = 0;
-	prep_cmd(e->q, e, URING_CMD_COMMIT_AND_FETCH);
+	if (!e->on_worker) /* a worker's entry is committed by its ring (work) */
+		prep_cmd(e->q, e, URING_CMD_COMMIT_AND_FETCH);
 }
 
 static void commit_error(struct uent *e, uint64_t unique, int err)
@@ -449,8 +468,124 @@ static void retire(struct uent *e, int res)
 	pthread_mutex_unlock(&u->lock);
 }
 
+static bool is_change(uint32_t opcode)
+{
+	switch (opcode) {
+	case FUSE_WRITE: case FUSE_SETATTR: case FUSE_MKNOD: case FUSE_MKDIR: case FUSE_UNLINK:
+	case FUSE_RMDIR: case FUSE_RENAME: case FUSE_RENAME2: case FUSE_LINK: case FUSE_SYMLINK:
+	case FUSE_CREATE: case FUSE_SETXATTR: case FUSE_REMOVEXATTR: case FUSE_FALLOCATE:
+	case FUSE_COPY_FILE_RANGE: case FUSE_TMPFILE:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The op header of e's request (opsz bytes), or NULL. */
+static const void *op_arg(const struct uent *e, size_t opsz)
+{
+	return opsz ? e->h->op_in : NULL;
+}
+
+/*
+ * Should this request run on a worker instead of the ring thread? A ring
+ * thread serves every DBFS's requests from its CPU in turn: one that waits
+ * for a disk or copies a megabyte would hold all of them up, and requests
+ * that wait for a commit only share commits (group commit) when several run
+ * at once. Reads and lookups stay on the ring: they are what the ring is for.
+ */
+static bool hand_off(struct mfs_uring_sess *us, const struct fuse_in_header *in, const void *op)
+{
+	switch (in->opcode) {
+	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_SYNCFS: case FUSE_FLUSH:
+		return true;
+	case FUSE_WRITE:
+		if (op && ((const struct fuse_write_in *)op)->size > BIG_WRITE)
+			return true;
+		break;
+	default:
+		break;
+	}
+	return is_change(in->opcode) && __atomic_load_n(&us->slow, __ATOMIC_RELAXED);
+}
+
+/* A small change of `us` took `ns`: update its average and slow flag. */
+static void note_time(struct mfs_uring_sess *us, uint32_t opcode, uint64_t ns)
+{
+	if (!is_change(opcode))
+		return;
+	uint64_t avg = __atomic_load_n(&us->change_ns, __ATOMIC_RELAXED);
+	avg = avg - avg / 8 + ns / 8;
+	__atomic_store_n(&us->change_ns, avg, __ATOMIC_RELAXED);
+	bool slow = __atomic_load_n(&us->slow, __ATOMIC_RELAXED);
+	if (slow != (slow ? avg > FAST_NS : avg > SLOW_NS))
+		__atomic_store_n(&us->slow, !slow, __ATOMIC_RELAXED);
+}
+
+/* Run the request laid out in `buf` through libfuse; its reply lands in `e`. */
+static void process(struct uent *e, struct fuse_buf *buf)
+{
+	struct mfs_uring_sess *us = e->us;
+	uint64_t unique = e->unique;
+
+	if (us->received)
+		us->received(us->rarg, buf->mem, buf->size);
+	cur = e;
+	fuse_session_process_buf(us->se, buf);
+	cur = NULL;
+	if (!e->replied) /* an op that answered nothing: the entry must go back */
+		commit_error(e, unique, EIO);
+}
+
+/* A request handed to the pool, on a worker: process it, then give the
+ * entry to its ring thread to commit. */
+static void work(void *arg)
+{
+	struct uent *e = arg;
+	struct uq *q = e->q;
+	struct mfs_uring *u = q->u;
+	const struct fuse_in_header *in = (const void *)e->h->in_out;
+	uint32_t opcode = in->opcode, psz = e->h->ent.payload_sz;
+	size_t opsz = in->len - sizeof(*in) - psz; /* checked by serve */
+	struct mfs_session *s = e->s;
+	uint64_t t0 = e->t0;
+	uint64_t one = 1;
+
+	char *mem = e->base + HEADROOM - sizeof(*in) - opsz;
+	struct fuse_buf buf = {.mem = mem, .size = sizeof(*in) + opsz + psz};
+	uint64_t t1 = mfs_now_ns();
+	process(e, &buf);
+	uint64_t t2 = mfs_now_ns();
+	pthread_mutex_lock(&u->lock);
+	e->next = q->done;
+	q->done = e;
+	pthread_mutex_unlock(&u->lock);
+	if (write(q->evfd, &one, sizeof(one)) < 0)
+		mfs_err("uring: queue %u: eventfd: %s", q->qid, strerror(errno));
+	/* after this, `e` belongs to the ring thread again */
+	note_time(e->us, opcode, t2 - t1);
+	mfs_loop_ring_end(s, t0);
+}
+
+/* The ring thread commits the entries its workers answered. */
+static void commit_done(struct uq *q)
+{
+	struct mfs_uring *u = q->u;
+
+	pthread_mutex_lock(&u->lock);
+	struct uent *list = q->done;
+	q->done = NULL;
+	pthread_mutex_unlock(&u->lock);
+	while (list) {
+		struct uent *e = list;
+		list = e->next;
+		e->on_worker = false;
+		prep_cmd(q, e, URING_CMD_COMMIT_AND_FETCH);
+	}
+}
+
 /* Process the request in `e` (its in header, op header and payload are in
- * place), or defer it when its governor says wait. */
+ * place), or defer it when its governor says wait, or hand it to the pool. */
 static void serve(struct uq *q, struct uent *e)
 {
 	struct mfs_uring_sess *us = e->us;
@@ -487,16 +622,20 @@ static void serve(struct uq *q, struct uent *e)
 		commit_error(e, in->unique, EIO);
 		return;
 	}
-	if (us->received)
-		us->received(us->rarg, buf.mem, buf.size);
 	e->unique = in->unique;
 	e->replied = false;
-	cur = e;
-	fuse_session_process_buf(us->se, &buf);
-	cur = NULL;
-	if (!e->replied) /* an op that answered nothing: the entry must go back */
-		commit_error(e, in->unique, EIO);
+	if (hand_off(us, in, op_arg(e, opsz))) {
+		e->on_worker = true;
+		e->s = s;
+		e->t0 = t0;
+		e->job.fn = work;
+		e->job.arg = e;
+		mfs_loop_post(u->loop, &e->job);
+		return;
+	}
+	process(e, &buf);
 	mfs_loop_ring_end(s, t0);
+	note_time(us, in->opcode, mfs_now_ns() - t0);
 }
 
 static void retry_deferred(struct uq *q)
@@ -521,6 +660,7 @@ static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
 		uint64_t v;
 		if (read(q->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			mfs_warn("uring: queue %u: eventfd: %s", q->qid, strerror(errno));
+		commit_done(q);
 		if (!__atomic_load_n(&q->u->stopping, __ATOMIC_ACQUIRE)) {
 			prep_poll(q);
 			register_pending(q);
@@ -596,7 +736,8 @@ static void *ring_main(void *arg)
 
 /* ---- set-up and sessions ---- */
 
-int mfs_uring_create(const struct fuse_custom_io *inner, struct mfs_uring **out)
+int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
+		     struct mfs_uring **out)
 {
 	struct mfs_uring *u;
 	int rc;
@@ -613,6 +754,7 @@ int mfs_uring_create(const struct fuse_custom_io *inner, struct mfs_uring **out)
 		free(u);
 		return -ENOMEM;
 	}
+	u->loop = loop;
 	u->inner = inner;
 	for (unsigned i = 0; i < u->nq; i++)
 		u->q[i].evfd = -1;

@@ -54,12 +54,16 @@ struct mfs_uring_sess;
 bool mfs_uring_kernel_enabled(void);
 
 /*
- * Start one ring thread per possible CPU. `inner` is the custom I/O the
+ * Start one ring thread per possible CPU; requests that may wait long (syncs,
+ * large writes, changes of a DBFS whose commits wait for a disk) are handed
+ * to `loop`'s workers. `inner` is the custom I/O the
  * sessions would use without a ring (DBFS's); the sessions attached later
  * get mfs_uring_io(), which wraps it. Errors: -ENOSYS (the kernel has no
  * io_uring), -ENOMEM, -EAGAIN (threads), -errno of io_uring_queue_init.
  */
-int mfs_uring_create(const struct fuse_custom_io *inner, struct mfs_uring **out);
+struct mfs_loop;
+int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
+		     struct mfs_uring **out);
 
 /*
  * Stop the ring threads and free everything. Call after every attached
