@@ -165,13 +165,29 @@ int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
 	return finish(fs, txn, in, dalloc);
 }
 
-/* Delete blocks [first, last] (last inclusive, UINT64_MAX for all). */
+/* Bytes of data this transaction may still free with bounded deletes
+ * (DBFS_FREE_MAX per transaction, see internal.h). */
+static uint64_t *free_budget(struct dbfs *fs, MDB_txn *txn)
+{
+	uint64_t id = mdb_txn_id(txn);
+	if (fs->free_gen != fs->txn_gen || fs->free_txn != id) {
+		fs->free_gen = fs->txn_gen;
+		fs->free_txn = id;
+		fs->free_left = DBFS_FREE_MAX;
+	}
+	return &fs->free_left;
+}
+
+/* Delete blocks [first, last] (last inclusive, UINT64_MAX for all). With
+ * `more`, stop once the transaction's budget is spent and set *more if
+ * blocks are left; without, delete them all (and still count them). */
 static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first,
-			uint64_t last, int64_t *dalloc)
+			uint64_t last, int64_t *dalloc, int *more)
 {
 	unsigned char kb[16];
 	MDB_val k, v;
 	MDB_cursor *c;
+	uint64_t *left = free_budget(fs, txn);
 	data_key(kb, ino, first, &k);
 	int rc = mdb_cursor_open(txn, fs->db_data, &c);
 	if (rc)
@@ -181,7 +197,13 @@ static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t fi
 		if (k.mv_size != 16 || dbfs_get_be64(k.mv_data) != ino ||
 		    dbfs_get_be64((unsigned char *)k.mv_data + 8) > last)
 			break;
-		*dalloc -= (int64_t)dbfs_alloc_round(v.mv_size);
+		uint64_t n = dbfs_alloc_round(v.mv_size);
+		if (more && *left < n) {
+			*more = 1;
+			break;
+		}
+		*left = *left > n ? *left - n : 0;
+		*dalloc -= (int64_t)n;
 		rc = dbfs_cursor_del(c);
 		if (rc)
 			break;
@@ -214,10 +236,11 @@ int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbf
 	return 0;
 }
 
-int dbfs_data_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
+int dbfs_data_delete_some(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int64_t *dalloc,
+			  int *more)
 {
-	int64_t dalloc = 0;
-	return delete_range(fs, txn, ino, 0, UINT64_MAX, &dalloc);
+	*more = 0;
+	return delete_range(fs, txn, ino, 0, UINT64_MAX, dalloc, more);
 }
 
 /* Zero [from, to) inside one block, shrinking the value when the range
@@ -258,7 +281,7 @@ int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 	int rc = 0;
 	if (size < in->size) {
 		uint64_t first_whole = (size + bs - 1) / bs;
-		rc = delete_range(fs, txn, ino, first_whole, UINT64_MAX, &dalloc);
+		rc = delete_range(fs, txn, ino, first_whole, UINT64_MAX, &dalloc, NULL);
 		if (!rc && size % bs)
 			rc = zero_in_block(fs, txn, ino, size / bs, (size_t)(size % bs), bs,
 					   &dalloc);
@@ -286,7 +309,7 @@ int dbfs_data_punch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
 		int rc;
 		if (boff == 0 && n == bs) {
 			uint64_t last = end / bs - 1;
-			rc = delete_range(fs, txn, ino, blk, last, &dalloc);
+			rc = delete_range(fs, txn, ino, blk, last, &dalloc, NULL);
 			off = (last + 1) * bs;
 		} else {
 			rc = zero_in_block(fs, txn, ino, blk, boff, boff + n, &dalloc);

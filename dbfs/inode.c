@@ -107,19 +107,31 @@ static int orphan_key(uint64_t ino, unsigned char *kb, MDB_val *k)
 	return 0;
 }
 
-int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
+int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more)
 {
 	struct dbfs_inode in;
+	int64_t dalloc = 0;
+	unsigned char kb[8];
+	MDB_val k, v = {0, NULL};
+	*more = 0;
 	int rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (rc)
 		return rc == -ENOENT ? 0 : rc;
-	if ((rc = dbfs_data_delete_all(fs, txn, ino)))
+	if ((rc = dbfs_data_delete_some(fs, txn, ino, &dalloc, more)))
 		return rc;
+	orphan_key(ino, kb, &k);
+	if (*more) {
+		/* The rest goes in later transactions; until then the inode, with
+		 * what it still holds, waits in the orphan table (also across a
+		 * crash: dbfs_open goes on). */
+		in.alloc += (uint64_t)dalloc;
+		if ((rc = dbfs_inode_put(fs, txn, ino, &in)) ||
+		    (rc = dbfs_put(txn, fs->db_orphan, &k, &v, 0)))
+			return rc;
+		return dbfs_usage_add(fs, txn, dalloc, 0);
+	}
 	if ((rc = dbfs_xattr_delete_all(fs, txn, ino)))
 		return rc;
-	unsigned char kb[8];
-	MDB_val k;
-	orphan_key(ino, kb, &k);
 	if ((rc = dbfs_del(txn, fs->db_inode, &k, NULL)))
 		return rc;
 	rc = dbfs_del(txn, fs->db_orphan, &k, NULL);
@@ -130,16 +142,21 @@ int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 
 int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
-	if (dbfs_nodes_count(&fs->nodes, ino) == 0)
-		return dbfs_inode_destroy(fs, txn, ino);
+	if (dbfs_nodes_count(&fs->nodes, ino) == 0) {
+		int more, rc = dbfs_inode_destroy(fs, txn, ino, &more);
+		if (!rc && more)
+			dbfs_reap_queue(fs, ino);
+		return rc;
+	}
 	unsigned char kb[8];
 	MDB_val k, v = {0, NULL};
 	orphan_key(ino, kb, &k);
 	return dbfs_put(txn, fs->db_orphan, &k, &v, 0);
 }
 
-int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count)
+int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count, int *more)
 {
+	*more = 0;
 	for (;;) {
 		MDB_cursor *c;
 		MDB_val k, v;
@@ -155,7 +172,7 @@ int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count)
 			return rc;
 		if (!ino)
 			return -EIO;
-		if ((rc = dbfs_inode_destroy(fs, txn, ino)))
+		if ((rc = dbfs_inode_destroy(fs, txn, ino, more)) || *more)
 			return rc;
 		/* destroy deletes the orphan key only if the inode existed */
 		unsigned char kb[8];

@@ -87,6 +87,9 @@ struct dbfs {
 	struct {
 		uint64_t key, gen;
 	} written[256];
+	/* What this transaction may still free (data.c): free_left bytes,
+	 * valid while free_gen and free_txn name it. Leader only. */
+	uint64_t free_gen, free_txn, free_left;
 
 	/* FUSE_HANDLE_KILLPRIV_V2 was negotiated (fuse_io.c): this file system
 	 * clears set-id bits and capabilities on write, truncate and chown. */
@@ -145,6 +148,8 @@ uint64_t dbfs_slack_bytes(struct dbfs *fs);
 
 /* Queue a forgotten inode for reaping (forget handler). */
 void dbfs_reap_later(struct dbfs *fs, uint64_t ino);
+/* Queue it without reaping now: safe inside a write transaction. */
+void dbfs_reap_queue(struct dbfs *fs, uint64_t ino);
 /* From request handlers: reap when inodes have waited a second or more,
  * in case no write comes to take them along. */
 void dbfs_reap_due(struct dbfs *fs);
@@ -223,12 +228,17 @@ int dbfs_inode_get_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char 
 int dbfs_inode_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in);
 int dbfs_inode_put_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 			const char *target, size_t len);
-/* Delete an inode with its data and xattrs, fix usage, drop from orphans. */
-int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+/* Delete an inode with its data and xattrs, fix usage, drop from orphans.
+ * A file with more data than one transaction may free (DBFS_FREE_MAX)
+ * loses part of it and waits in the orphan table: *more is set, call
+ * again in a new transaction. */
+int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more);
 /* The inode lost its last link: destroy it now, or park it in the orphan
  * table while the kernel still knows it. */
 int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
-int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count);
+/* Destroy orphans, within one transaction's budget: *more is set when some
+ * are left (call again in a new transaction). */
+int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count, int *more);
 void dbfs_inode_to_stat(const struct dbfs_inode *in, uint64_t ino, struct stat *st);
 
 /* ---- directories (dir.c) ---- */
@@ -270,7 +280,17 @@ int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs
  * only at the end of the file. Returns 0 or a negative errno. */
 int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 		   uint64_t off, size_t len, void *buf, size_t *got);
-int dbfs_data_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+/* Delete a file's blocks, as many as the transaction's budget allows:
+ * *more is set when some are left for another transaction. *dalloc gets
+ * the (negative) change of alloc; the caller updates inode and usage. */
+int dbfs_data_delete_some(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int64_t *dalloc,
+			  int *more);
+/* Data bytes one transaction frees by deleting files (dbfs_data_delete_some):
+ * every freed page costs LMDB fresh pages (its free-list record, copied
+ * leaves), and on a full disk a transaction has only the space reserve
+ * (space.c) to write them in. 64 MiB of 4080-byte blocks: about 128 KiB of
+ * free list and 140 leaf pages. */
+#define DBFS_FREE_MAX (64ull << 20)
 static inline uint64_t dbfs_alloc_round(uint64_t n)
 {
 	return (n + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;

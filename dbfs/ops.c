@@ -690,5 +690,11 @@ int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 	int rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (rc)
 		return rc == -ENOENT ? 0 : rc;
-	return in.nlink ? 0 : dbfs_inode_destroy(fs, txn, ino);
+	if (in.nlink)
+		return 0;
+	int more;
+	rc = dbfs_inode_destroy(fs, txn, ino, &more);
+	if (!rc && more)
+		dbfs_reap_queue(fs, ino); /* the rest in the next batch */
+	return rc;
 }

@@ -194,9 +194,26 @@ static int lock_store(struct dbfs *fs, char *err, size_t errlen)
 	return 0;
 }
 
-static int reclaim(struct dbfs *fs, MDB_txn *txn, void *arg)
+struct reclaim_ctx {
+	uint64_t count;
+	int more;
+};
+
+static int reclaim_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
-	return dbfs_orphans_reclaim(fs, txn, arg);
+	struct reclaim_ctx *c = arg;
+	return dbfs_orphans_reclaim(fs, txn, &c->count, &c->more);
+}
+
+/* Destroy every orphan, in as many transactions as their data needs. */
+static int reclaim(struct dbfs *fs)
+{
+	struct reclaim_ctx c = {0, 0};
+	int rc;
+	do
+		rc = dbfs_write(fs, reclaim_fn, &c);
+	while (!rc && c.more);
+	return rc;
 }
 
 /* Check the environment's data file against what its meta page claims, so
@@ -460,8 +477,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	dbfs_find_map(fs);
 
 	if (!o->read_only) {
-		uint64_t n = 0;
-		rc = dbfs_write(fs, reclaim, &n);
+		rc = reclaim(fs);
 		if (rc) {
 			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(dbfs_errno(rc)));
 			rc = -dbfs_errno(rc);
@@ -491,9 +507,8 @@ void dbfs_close(struct dbfs *fs)
 	if (!fs->opt.read_only) {
 		/* The session is gone: the kernel holds no inode any more, and
 		 * it may have dropped its last forgets at unmount. */
-		uint64_t n = 0;
 		dbfs_reap_now(fs);
-		dbfs_write(fs, reclaim, &n);
+		reclaim(fs);
 	}
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
@@ -538,7 +553,8 @@ int dbfs_tick(struct dbfs *fs)
 	return rc;
 }
 
-void dbfs_reap_later(struct dbfs *fs, uint64_t ino)
+/* Append ino to the reap queue; returns the queue's length. */
+static size_t reap_append(struct dbfs *fs, uint64_t ino)
 {
 	size_t n = 0;
 	pthread_mutex_lock(&fs->reap_lock);
@@ -557,9 +573,19 @@ void dbfs_reap_later(struct dbfs *fs, uint64_t ino)
 	}
 	n = fs->nreap;
 	pthread_mutex_unlock(&fs->reap_lock);
+	return n;
+}
+
+void dbfs_reap_queue(struct dbfs *fs, uint64_t ino)
+{
+	reap_append(fs, ino);
+}
+
+void dbfs_reap_later(struct dbfs *fs, uint64_t ino)
+{
 	/* Out of memory: the inode stays in the orphan table, reclaimed at
 	 * the next mount. Many queued: reap them now, in one commit. */
-	if (n >= 256)
+	if (reap_append(fs, ino) >= 256)
 		dbfs_reap_now(fs);
 }
 
@@ -592,11 +618,18 @@ static int noop_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 
 int dbfs_reap_now(struct dbfs *fs)
 {
-	pthread_mutex_lock(&fs->reap_lock);
-	size_t n = fs->nreap;
-	pthread_mutex_unlock(&fs->reap_lock);
-	/* The leader of the batch takes the queue (commit.c). */
-	return n ? dbfs_write(fs, noop_fn, NULL) : 0;
+	/* The leader of the batch takes the queue (commit.c); a large file
+	 * queues itself again until its data is gone (DBFS_FREE_MAX). */
+	for (;;) {
+		pthread_mutex_lock(&fs->reap_lock);
+		size_t n = fs->nreap;
+		pthread_mutex_unlock(&fs->reap_lock);
+		if (!n)
+			return 0;
+		int rc = dbfs_write(fs, noop_fn, NULL);
+		if (rc)
+			return rc;
+	}
 }
 
 void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes)

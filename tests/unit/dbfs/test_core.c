@@ -555,6 +555,67 @@ START_TEST(test_statfs_pending_reap)
 }
 END_TEST
 
+static uint64_t orphans(void)
+{
+	MDB_txn *t;
+	MDB_stat st;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(mdb_stat(t, fs->db_orphan, &st), 0);
+	dbfs_read_end(fs, t);
+	return st.ms_entries;
+}
+
+/* A file holding more than one transaction may free (DBFS_FREE_MAX) is
+ * destroyed over several, waiting in the orphan table in between. In one
+ * transaction, a 9 GB file on a full disk needed more fresh pages (its
+ * free-list record alone is 18 MB) than the space reserve: mfs died of
+ * SIGBUS at the reap, and again at every mount, reclaiming the orphan. */
+START_TEST(test_destroy_in_pieces)
+{
+	static unsigned char buf[1 << 20];
+	const uint64_t size = DBFS_FREE_MAX + (DBFS_FREE_MAX >> 1);
+	uint64_t base = usage().bytes;
+	memset(buf, 0x5a, sizeof(buf));
+	while (fs->map_size < (512u << 20)) /* RUN does not grow the map */
+		ck_assert_int_eq(dbfs_grow_map(fs, fs->map_size), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		uint64_t f = mk(DBFS_ROOT_INO, "big", S_IFREG | 0644);
+		for (uint64_t off = 0; off < size; off += sizeof(buf))
+			ck_assert_int_eq(wr(f, off, buf, sizeof(buf)), 0);
+		uint64_t alloc = iget(f).alloc;
+		ck_assert_uint_ge(alloc, size);
+		if (pass == 0) {
+			/* Not open: unlink frees what one transaction may, queues the rest. */
+			ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
+			struct dbfs_inode in = iget(f);
+			ck_assert_uint_eq(in.nlink, 0);
+			ck_assert_uint_le(alloc - in.alloc, DBFS_FREE_MAX);
+			ck_assert_uint_gt(in.alloc, 0);
+			ck_assert_uint_eq(usage().bytes, base + in.alloc);
+			ck_assert_uint_eq(orphans(), 1);
+			ck_assert_uint_eq(fs->nreap, 1);
+			ck_assert_int_eq(dbfs_reap_now(fs), 0);
+			ck_assert_uint_eq(fs->nreap, 0);
+		} else {
+			/* Open at a crash: the next mount reclaims it, in pieces. */
+			ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0);
+			ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
+			ck_assert_uint_eq(orphans(), 1);
+			fs->opt.read_only = true; /* dbfs_close must not reclaim it */
+			dbfs_close(fs);
+			open_store();
+		}
+		struct dbfs_inode in;
+		MDB_txn *t;
+		ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+		ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), -ENOENT);
+		dbfs_read_end(fs, t);
+		ck_assert_uint_eq(orphans(), 0);
+		ck_assert_uint_eq(usage().bytes, base);
+	}
+}
+END_TEST
+
 /* Several partial writes of small files in one transaction: their blocks
  * share leaf pages, which the puts rewrite while old bytes are read. */
 START_TEST(test_small_writes_one_txn)
@@ -921,6 +982,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_small_writes_one_txn);
 	tcase_add_test(tc, test_free_pages_counted);
 	tcase_add_test(tc, test_statfs_pending_reap);
+	tcase_add_test(tc, test_destroy_in_pieces);
 	tcase_add_test(tc, test_copy_range);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_acl);
