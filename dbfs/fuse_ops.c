@@ -260,8 +260,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	 * file_remove_privs() would kill and flags it only along with a uid,
 	 * gid or size. What is left of chown(f, -1, -1), which Linux makes
 	 * clear S_ISUID and S_ISGID (with g+x) even for root, or of such a
-	 * write, is a request that sets nothing: it means exactly that. */
-	if (fs->killpriv_v2 && to_set == 0)
+	 * write, is a request that sets nothing but, with writeback_cache,
+	 * the kernel's ctime: it means exactly that. */
+	if (fs->killpriv_v2 && !(to_set & ~FUSE_SET_ATTR_CTIME))
 		c.set |= DBFS_SET_KILL_SUIDGID | DBFS_SET_KILL_CAPS;
 	int rc = dbfs_write(fs, setattr_fn, &c);
 	if (rc) {
