@@ -8,6 +8,7 @@
 
 #include "loop.h"
 #include "render.h"
+#include "uring.h"
 #include "verbs.h"
 
 const char *const mfs_file_names[MFS_NFILES] = {
@@ -132,12 +133,13 @@ static void render_manager(struct mfs_manager *mgr, struct mfs_buf *b)
 	}
 	mfs_buf_printf(b,
 		       "version=%s\npid=%d\nuptime=%llu\nmountpoint=%s\nstate_dir=%s\n"
-		       "workers=%u\nthreads=%u\nrss_kib=%ld\nfds=%u\ndbfs=%u\nmounted=%u\n",
+		       "workers=%u\nthreads=%u\nrss_kib=%ld\nfds=%u\ndbfs=%u\nmounted=%u\n"
+		       "uring_queues=%u\nuring_offered=%s\n",
 		       MFS_VERSION, (int)getpid(),
 		       (unsigned long long)(time(NULL) - (time_t)mgr->started_at), mgr->mountpoint,
 		       mgr->state_dir, mfs_loop_workers(mgr->loop), count_dir("/proc/self/task"),
 		       pages * (sysconf(_SC_PAGESIZE) / 1024), count_dir("/proc/self/fd"), total,
-		       mounted);
+		       mounted, mfs_uring_queues(mgr->uring), mfs_uring_kernel_enabled() ? "yes" : "no");
 }
 
 int mfs_render_attr(struct mfs_manager *mgr, const char *attr, const struct mfs_caller *who,

@@ -900,3 +900,8 @@ bool mfs_uring_active(const struct mfs_uring_sess *us)
 	pthread_mutex_unlock(&u->lock);
 	return a;
 }
+
+unsigned mfs_uring_queues(const struct mfs_uring *u)
+{
+	return u ? u->nq : 0;
+}

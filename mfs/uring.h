@@ -100,6 +100,9 @@ void mfs_uring_bind(struct mfs_uring_sess *us, struct mfs_session *s);
  */
 void mfs_uring_detach(struct mfs_uring_sess *us);
 
+/* Ring threads of `u` (one per possible CPU); 0 for NULL. */
+unsigned mfs_uring_queues(const struct mfs_uring *u);
+
 /* Does the session serve requests over the ring (its entries registered)? */
 bool mfs_uring_active(const struct mfs_uring_sess *us);
 

@@ -40,6 +40,9 @@ mkdir "$T/ma/dir" && mv "$T/ma/f" "$T/ma/dir/g" && ln -s g "$T/ma/dir/l" &&
 	ok "namespace operations" || fail "namespace operations"
 setfattr -n user.k -v v "$T/mb/f" && [ "$(getfattr --only-values -n user.k "$T/mb/f")" = v ] &&
 	ok "xattrs" || fail "xattrs"
+st=$(xget status)
+echo "$st" | grep -q '^uring_queues=[1-9]' && echo "$st" | grep -q '^uring_offered=yes' &&
+	ok "status shows the rings" || fail "status: $(echo "$st" | grep uring)"
 ra=$(stat_of a ring)
 rb=$(stat_of b ring)
 [ "${ra:-0}" -gt 0 ] && [ "${rb:-0}" -gt 0 ] && ok "requests served over the rings (a $ra, b $rb)" \
@@ -84,5 +87,6 @@ mkdir -p "$T/mc"
 xset mount "name=c,store=$T/sc,mountpoint=$T/mc,create" || fail "mount c"
 cp "$T/ref" "$T/mc/f" && cmp -s "$T/ref" "$T/mc/f" || fail "c bytes"
 [ "$(stat_of c ring)" = 0 ] && ok "uring=off: /dev/fuse only" || fail "c ring $(stat_of c ring)"
+xget status | grep -q '^uring_queues=0$' && ok "uring=off: no ring threads" || fail "uring=off status"
 grep -E '(warning|error): uring' "$T/mfs.log" && fail "ring trouble in the log"
 exit 0
