@@ -211,7 +211,8 @@ void mfs_session_record_latency(struct mfs_session *s, uint64_t ns)
 		s->st.lat_max_ns = ns;
 }
 
-int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns)
+int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns,
+			bool again)
 {
 	struct mfs_loop *loop = s->loop;
 	int r = MFS_RING_GO;
@@ -222,10 +223,10 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 	if (s->ended || s->end_reported || s->removed) {
 		r = MFS_RING_GONE;
 	} else if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw)) {
-		s->st.throttled++;
+		s->st.throttled += !again; /* once per request held back, as the pool counts */
 		r = MFS_RING_WAIT;
 	} else if (s->limits.max_concurrent && s->inflight >= s->limits.max_concurrent) {
-		s->st.capped++;
+		s->st.capped += !again;
 		r = MFS_RING_WAIT;
 	} else {
 		s->inflight++;

@@ -128,7 +128,8 @@ unsigned mfs_loop_graveyard(struct mfs_loop *loop);
  * at `now_ns`, returns MFS_RING_GO (counted in flight: call
  * mfs_loop_ring_end when answered), MFS_RING_WAIT (a limit of the governor
  * holds it back: try again later) or MFS_RING_GONE (the session ended or is
- * no longer served: answer EIO). mfs_loop_ring_end may call on_end. Any
+ * no longer served: answer EIO); `again` when a WAIT came before for this
+ * request (counted once). mfs_loop_ring_end may call on_end. Any
  * thread but a worker inside a request of `s`.
  */
 enum { MFS_RING_GO, MFS_RING_WAIT, MFS_RING_GONE };
@@ -144,7 +145,8 @@ struct mfs_loop_job {
 /* Run `job` on a worker as soon as one is free (FIFO). Any thread. */
 void mfs_loop_post(struct mfs_loop *loop, struct mfs_loop_job *job);
 struct fuse_buf;
-int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns);
+int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns,
+			bool again);
 void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns);
 
 /* Change the governor's limits of `s`; takes effect at the next request. */
