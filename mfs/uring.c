@@ -564,16 +564,16 @@ static void work(void *arg)
 	struct fuse_buf buf = {.mem = mem, .size = sizeof(*in) + opsz + psz};
 	uint64_t t1 = mfs_now_ns();
 	process(e, &buf);
-	uint64_t t2 = mfs_now_ns();
+	note_time(e->us, opcode, mfs_now_ns() - t1);
+	/* From here `e` (and its session's ring state) belongs to the ring
+	 * thread again, which may commit it and see it retired and freed. */
 	pthread_mutex_lock(&u->lock);
 	e->next = q->done;
 	q->done = e;
 	pthread_mutex_unlock(&u->lock);
 	if (write(q->evfd, &one, sizeof(one)) < 0)
 		mfs_err("uring: queue %u: eventfd: %s", q->qid, strerror(errno));
-	/* after this, `e` belongs to the ring thread again */
-	note_time(e->us, opcode, t2 - t1);
-	mfs_loop_ring_end(s, t0);
+	mfs_loop_ring_end(s, t0); /* s lives while this request is in flight */
 }
 
 /* The ring thread commits the entries its workers answered. */
