@@ -241,18 +241,23 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 	return r;
 }
 
+void mfs_session_request_done(struct mfs_session *s, uint64_t t0_ns, uint64_t t1_ns)
+{
+	mfs_session_record_latency(s, t1_ns - t0_ns);
+	s->processing--;
+	s->inflight--;
+	mfs_session_update_busy(s);
+	if (s->held)
+		mfs_session_admit(s, t1_ns);
+}
+
 void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns)
 {
 	struct mfs_loop *loop = s->loop;
 	uint64_t t1 = mfs_now_ns();
 
 	pthread_mutex_lock(&loop->lock);
-	mfs_session_record_latency(s, t1 - t0_ns);
-	s->processing--;
-	s->inflight--;
-	mfs_session_update_busy(s);
-	if (s->held)
-		mfs_session_admit(s, t1);
+	mfs_session_request_done(s, t0_ns, t1);
 	bool due = mfs_session_end_due(s);
 	pthread_mutex_unlock(&loop->lock);
 	if (due)

@@ -141,6 +141,10 @@ void mfs_session_charge(struct mfs_session *s, const struct fuse_buf *buf);
 /* lock held: a request of `s` took `ns` from being read to its reply. */
 void mfs_session_record_latency(struct mfs_session *s, uint64_t ns);
 
+/* lock held: a request of `s` read at t0 was answered at t1 (ns): count it
+ * and let the session read another if the governor held it back. */
+void mfs_session_request_done(struct mfs_session *s, uint64_t t0_ns, uint64_t t1_ns);
+
 /* lock held: recompute s->busy and loop->busy. */
 void mfs_session_update_busy(struct mfs_session *s);
 

@@ -119,12 +119,7 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 
 		uint64_t t1 = mfs_now_ns();
 		pthread_mutex_lock(&loop->lock);
-		mfs_session_record_latency(s, t1 - t0);
-		s->processing--;
-		s->inflight--;
-		mfs_session_update_busy(s);
-		if (s->held)
-			mfs_session_admit(s, t1);
+		mfs_session_request_done(s, t0, t1);
 	} else {
 		s->inflight--;
 		mfs_session_update_busy(s);
