@@ -110,13 +110,13 @@ struct uent {
 	uint64_t unique;  /* request being processed (0: none) */
 	bool replied;     /* its reply is in place (and, on the ring thread,
 			   * its commit queued) */
-	bool registered;  /* the kernel holds or gave us this entry */
 	bool on_worker;   /* handed to the pool (hand_off) */
 	bool held;        /* deferred by the governor at least once */
 	struct uent *next; /* deferred list, or the queue's done list */
 	struct mfs_loop_job job;    /* for the pool */
-	struct mfs_session *s; /* while on a worker: its loop session */
-	uint64_t t0;           /* ... and when the ring thread took it */
+	struct mfs_session *s; /* while on a worker: its loop session, */
+	uint64_t t0;           /* when the ring thread took it */
+	struct fuse_buf buf;   /* and the request as laid out by serve */
 };
 
 struct uq {
@@ -151,10 +151,9 @@ struct mfs_uring_sess {
 	/* u->lock */
 	struct mfs_session *s;  /* NULL until bound, and again once detached */
 	bool dead;              /* detached */
-	bool active;            /* the kernel offered the ring and we took it */
 	uint64_t init_unique;   /* FUSE_INIT waiting for its reply (0: none) */
-	unsigned live;          /* entries the kernel may still give back */
-	unsigned refs;          /* live entries + 1 until detached */
+	unsigned refs;          /* entries the kernel may still give back, plus
+				 * one until detached, one per pending queue */
 	struct mfs_uring_sess *next;         /* every attached session */
 	struct mfs_uring_sess **pending_next; /* per queue: next pending */
 	struct uent *ents;      /* nq * DEPTH */
@@ -376,7 +375,6 @@ static ssize_t init_reply(struct mfs_uring *u, int fd, struct iovec *iov, int co
 	ssize_t r = u->inner->writev(fd, iov, count, userdata);
 	pthread_mutex_lock(&u->lock);
 	if (r >= 0 && !us->dead) {
-		us->active = true;
 		for (unsigned i = 0; i < u->nq; i++) {
 			us->refs++; /* dropped once queue i registered its entries */
 			us->pending_next[i] = u->q[i].pending;
@@ -442,9 +440,7 @@ static void register_pending(struct uq *q)
 			e->q = q;
 			e->iov[0] = (struct iovec){e->h, sizeof(*e->h)};
 			e->iov[1] = (struct iovec){e->base + HEADROOM, MFS_URING_PAYLOAD};
-			e->registered = true;
 			pthread_mutex_lock(&u->lock);
-			us->live++;
 			us->refs++;
 			pthread_mutex_unlock(&u->lock);
 			prep_cmd(q, e, URING_CMD_REGISTER);
@@ -465,9 +461,7 @@ static void retire(struct uent *e, int res)
 	if (res != -ENOTCONN && res != -ECONNABORTED && res != -ECANCELED && res != -ENODEV)
 		mfs_warn("uring: fd %d: ring entry refused: %s; this mount stays on /dev/fuse",
 			 us->fd, strerror(-res));
-	e->registered = false;
 	pthread_mutex_lock(&u->lock);
-	us->live--;
 	sess_put(us);
 	pthread_mutex_unlock(&u->lock);
 }
@@ -553,17 +547,13 @@ static void work(void *arg)
 	struct uent *e = arg;
 	struct uq *q = e->q;
 	struct mfs_uring *u = q->u;
-	const struct fuse_in_header *in = (const void *)e->h->in_out;
-	uint32_t opcode = in->opcode, psz = e->h->ent.payload_sz;
-	size_t opsz = in->len - sizeof(*in) - psz; /* checked by serve */
+	uint32_t opcode = ((const struct fuse_in_header *)e->h->in_out)->opcode;
 	struct mfs_session *s = e->s;
 	uint64_t t0 = e->t0;
 	uint64_t one = 1;
 
-	char *mem = e->base + HEADROOM - sizeof(*in) - opsz;
-	struct fuse_buf buf = {.mem = mem, .size = sizeof(*in) + opsz + psz};
 	uint64_t t1 = mfs_now_ns();
-	process(e, &buf);
+	process(e, &e->buf);
 	note_time(e->us, opcode, mfs_now_ns() - t1);
 	/* From here `e` (and its session's ring state) belongs to the ring
 	 * thread again, which may commit it and see it retired and freed. */
@@ -638,6 +628,7 @@ static void serve(struct uq *q, struct uent *e)
 		e->on_worker = true;
 		e->s = s;
 		e->t0 = t0;
+		e->buf = buf;
 		e->job.fn = work;
 		e->job.arg = e;
 		mfs_loop_post(u->loop, &e->job);
@@ -940,16 +931,6 @@ void mfs_uring_detach(struct mfs_uring_sess *us)
 	pthread_cond_broadcast(&u->cond);
 	sess_put(us);
 	pthread_mutex_unlock(&u->lock);
-}
-
-bool mfs_uring_active(const struct mfs_uring_sess *us)
-{
-	struct mfs_uring *u = us->u;
-
-	pthread_mutex_lock(&u->lock);
-	bool a = us->active;
-	pthread_mutex_unlock(&u->lock);
-	return a;
 }
 
 unsigned mfs_uring_queues(const struct mfs_uring *u)

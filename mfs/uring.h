@@ -103,7 +103,4 @@ void mfs_uring_detach(struct mfs_uring_sess *us);
 /* Ring threads of `u` (one per possible CPU); 0 for NULL. */
 unsigned mfs_uring_queues(const struct mfs_uring *u);
 
-/* Does the session serve requests over the ring (its entries registered)? */
-bool mfs_uring_active(const struct mfs_uring_sess *us);
-
 #endif
