@@ -134,12 +134,13 @@ static void render_manager(struct mfs_manager *mgr, struct mfs_buf *b)
 	mfs_buf_printf(b,
 		       "version=%s\npid=%d\nuptime=%llu\nmountpoint=%s\nstate_dir=%s\n"
 		       "workers=%u\nthreads=%u\nrss_kib=%ld\nfds=%u\ndbfs=%u\nmounted=%u\n"
-		       "uring_queues=%u\nuring_offered=%s\n",
+		       "uring_queues=%u\nuring_offered=%s\nuring_roams=%llu\n",
 		       MFS_VERSION, (int)getpid(),
 		       (unsigned long long)(time(NULL) - (time_t)mgr->started_at), mgr->mountpoint,
 		       mgr->state_dir, mfs_loop_workers(mgr->loop), count_dir("/proc/self/task"),
 		       pages * (sysconf(_SC_PAGESIZE) / 1024), count_dir("/proc/self/fd"), total,
-		       mounted, mfs_uring_queues(mgr->uring), mfs_uring_kernel_enabled() ? "yes" : "no");
+		       mounted, mfs_uring_queues(mgr->uring), mfs_uring_kernel_enabled() ? "yes" : "no",
+		       (unsigned long long)mfs_uring_roams(mgr->uring));
 }
 
 int mfs_render_attr(struct mfs_manager *mgr, const char *attr, const struct mfs_caller *who,

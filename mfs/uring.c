@@ -97,6 +97,10 @@ struct uring_cmd_req { /* in the SQE's 80-byte command area */
 #define BIG_WRITE (64u << 10)
 #define SLOW_NS 200000u
 #define FAST_NS 50000u
+/* A ring thread that serves a read of STREAM_READ bytes or more may leave
+ * its CPU (roam) until it has served none for ROAM_NS: see roam_or_home. */
+#define STREAM_READ (256u << 10)
+#define ROAM_NS 5000000ull
 
 struct uq;
 
@@ -133,6 +137,10 @@ struct uq {
 	struct uent *deferred, **deferred_tail;
 	uint64_t retry_at;
 	uint64_t no_yield_until; /* commit at normal priority until then (ns) */
+	bool roaming;            /* may run on any CPU of u->cpus */
+	uint64_t roam_until;     /* pinned again at the first small request after */
+	/* counters, read by other threads */
+	uint64_t roams;          /* times it left its CPU for big reads */
 };
 
 struct mfs_uring_sess {
@@ -170,6 +178,7 @@ struct mfs_uring {
 	bool stopping;
 	unsigned nq;
 	struct uq *q;
+	cpu_set_t cpus; /* where the process may run: a roaming thread's set */
 };
 
 /* The one set of rings of the process: libfuse hands the custom I/O hooks
@@ -583,6 +592,47 @@ static void commit_done(struct uq *q)
 	}
 }
 
+static void pin(unsigned cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	/* a CPU that is offline now: the thread runs anywhere */
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/*
+ * A ring thread stays on its CPU, where the requests of its queue come
+ * from: a caller that waits for each small request then finds its answer
+ * without a wake-up across CPUs (see submit_commits). A sequential reader
+ * does not wait for each request: the kernel's readahead asks for the next
+ * megabyte while the reader copies the last one out of the page cache, and
+ * on the reader's CPU the two copies of a ring reply (the store into the
+ * entry, the entry into the page cache) would queue behind its own. So a
+ * thread that serves a big read lets the scheduler put it on any CPU (it
+ * moves at its next wake-up, to an idle one), and comes home, at once, with
+ * the first small request ROAM_NS after its last big read. On 2 vCPUs, cold
+ * 1 MiB sequential reads: 2.7 GB/s pinned, 4.3 GB/s roaming.
+ */
+static void roam_or_home(struct uq *q, const struct fuse_in_header *in, const void *op,
+			 uint64_t now)
+{
+	if (in->opcode == FUSE_READ && op &&
+	    ((const struct fuse_read_in *)op)->size >= STREAM_READ) {
+		q->roam_until = now + ROAM_NS;
+		if (q->roaming || CPU_COUNT(&q->u->cpus) < 2)
+			return;
+		if (sched_setaffinity(0, sizeof(q->u->cpus), &q->u->cpus) == 0) {
+			q->roaming = true;
+			__atomic_add_fetch(&q->roams, 1, __ATOMIC_RELAXED);
+		}
+	} else if (q->roaming && now >= q->roam_until) {
+		q->roaming = false;
+		pin(q->qid);
+	}
+}
+
 /* Process the request in `e` (its in header, op header and payload are in
  * place), or defer it when its governor says wait, or hand it to the pool. */
 static void serve(struct uq *q, struct uent *e)
@@ -624,6 +674,7 @@ static void serve(struct uq *q, struct uent *e)
 	}
 	e->unique = in->unique;
 	e->replied = false;
+	roam_or_home(q, in, op_arg(e, opsz), t0);
 	if (hand_off(us, in, op_arg(e, opsz))) {
 		e->on_worker = true;
 		e->s = s;
@@ -705,7 +756,8 @@ static void submit_commits(struct uq *q)
 	if (!io_uring_sq_ready(&q->ring))
 		return;
 	uint64_t t0 = mfs_now_ns();
-	if (t0 < q->no_yield_until || sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
+	/* roaming, it should look busy: a reader woken here stays on its CPU */
+	if (q->roaming || t0 < q->no_yield_until || sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
 		return; /* submit_and_wait sends them */
 	io_uring_submit(&q->ring);
 	if (sched_setscheduler(0, SCHED_OTHER, &sp) != 0) {
@@ -717,22 +769,15 @@ static void submit_commits(struct uq *q)
 		q->no_yield_until = t1 + NO_YIELD_NS;
 }
 
-static void pin(unsigned cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	/* a CPU that is offline now: the thread runs anywhere */
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
 static void *ring_main(void *arg)
 {
 	struct uq *q = arg;
 	struct io_uring_cqe *cqe;
 	bool warned = false;
 
+	char name[16];
+	snprintf(name, sizeof(name), "mfs-ring%u", q->qid % 10000);
+	pthread_setname_np(pthread_self(), name);
 	pin(q->qid);
 	struct rlimit rl;
 	if (geteuid() != 0 && (getrlimit(RLIMIT_NICE, &rl) != 0 || rl.rlim_cur < 20))
@@ -798,6 +843,8 @@ int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
 	}
 	u->loop = loop;
 	u->inner = inner;
+	if (sched_getaffinity(0, sizeof(u->cpus), &u->cpus) != 0)
+		CPU_ZERO(&u->cpus); /* unknown: never roam */
 	for (unsigned i = 0; i < u->nq; i++)
 		u->q[i].evfd = -1;
 	u->io = (struct fuse_custom_io){.read = io_read, .writev = io_writev};
@@ -936,4 +983,13 @@ void mfs_uring_detach(struct mfs_uring_sess *us)
 unsigned mfs_uring_queues(const struct mfs_uring *u)
 {
 	return u ? u->nq : 0;
+}
+
+uint64_t mfs_uring_roams(const struct mfs_uring *u)
+{
+	uint64_t n = 0;
+
+	for (unsigned i = 0; u && i < u->nq; i++)
+		n += __atomic_load_n(&u->q[i].roams, __ATOMIC_RELAXED);
+	return n;
 }

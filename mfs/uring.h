@@ -103,4 +103,8 @@ void mfs_uring_detach(struct mfs_uring_sess *us);
 /* Ring threads of `u` (one per possible CPU); 0 for NULL. */
 unsigned mfs_uring_queues(const struct mfs_uring *u);
 
+/* Times a ring thread of `u` left its CPU to serve big reads (roaming, see
+ * uring.c); 0 for NULL. */
+uint64_t mfs_uring_roams(const struct mfs_uring *u);
+
 #endif

@@ -48,6 +48,34 @@ rb=$(stat_of b ring)
 [ "${ra:-0}" -gt 0 ] && [ "${rb:-0}" -gt 0 ] && ok "requests served over the rings (a $ra, b $rb)" \
 	|| fail "ring counters a=$ra b=$rb"
 
+# roaming: 1 MiB reads let a ring thread leave its CPU; small requests on
+# each CPU, 5 ms after the last big one, bring every ring thread home
+ring_cpus() { # one line per ring thread: its allowed CPUs
+	for t in /proc/$MPID/task/*; do
+		grep -q '^mfs-ring' "$t/comm" 2>/dev/null && sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$t/status"
+	done
+}
+all_home() {
+	for c in $(seq 0 $(($(nproc) - 1))); do
+		taskset -c "$c" dd if="$T/ma/d" of=/dev/null bs=4k count=2 iflag=direct 2>/dev/null
+	done
+	! ring_cpus | grep -q '[-,]'
+}
+r0=$(xget status | sed -n 's/^uring_roams=//p')
+[ -n "$r0" ] || fail "status has no uring_roams"
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
+	[ "$(ring_cpus | wc -l)" -ge 2 ] && ! ring_cpus | grep -q '[-,]' &&
+		ok "ring threads named and pinned, one per CPU" || fail "ring threads: $(ring_cpus)"
+	for c in $(seq 0 $(($(nproc) - 1))); do
+		taskset -c "$c" dd if="$T/ma/d" of="$T/d.big" bs=1M iflag=direct 2>/dev/null || fail "1M read"
+	done
+	cmp -s "$T/ref" "$T/d.big" || fail "1M O_DIRECT read bytes"
+	r1=$(xget status | sed -n 's/^uring_roams=//p')
+	[ "$r1" -gt "$r0" ] && ok "1 MiB reads: ring threads roam ($r0 -> $r1)" || fail "no roaming: $r0 -> $r1"
+	wait_for 10 all_home && ok "small requests bring ring threads home" ||
+		fail "ring threads still roaming: $(ring_cpus)"
+fi
+
 # governor limits hold on the ring: an IOPS bucket defers requests
 xset config "name=a,iops=100" || fail "config iops"
 t0=$(stat_of a throttled)
