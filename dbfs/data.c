@@ -214,6 +214,40 @@ static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t fi
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+int dbfs_data_free_cut(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,
+		       uint64_t *cut)
+{
+	unsigned char kb[16];
+	MDB_val k, v;
+	MDB_cursor *c;
+	uint64_t left = *free_budget(fs, txn), sum = 0;
+	*cut = first;
+	if (end <= first)
+		return 0;
+	data_key(kb, ino, end, &k);
+	int rc = mdb_cursor_open(txn, fs->db_data, &c);
+	if (rc)
+		return rc;
+	/* the block before (ino, end): the last one below end */
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	rc = mdb_cursor_get(c, &k, &v, rc == MDB_NOTFOUND ? MDB_LAST : MDB_PREV);
+	while (rc == 0) {
+		if (k.mv_size != 16 || dbfs_get_be64(k.mv_data) != ino)
+			break;
+		uint64_t blk = dbfs_get_be64((unsigned char *)k.mv_data + 8);
+		if (blk < first)
+			break;
+		sum += dbfs_alloc_round(v.mv_size);
+		if (sum > left) {
+			*cut = blk + 1;
+			break;
+		}
+		rc = mdb_cursor_get(c, &k, &v, MDB_PREV);
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 		   uint64_t off, size_t len, void *buf, size_t *got)
 {

@@ -225,6 +225,30 @@ static int setattr_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	return dbfs_op_setattr(fs, txn, c->ino, &c->st, c->set, &c->out);
 }
 
+struct piece_ctx {
+	uint64_t ino, off, end;
+	int more;
+};
+
+static int piece_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct piece_ctx *c = arg;
+	return dbfs_op_free_piece(fs, txn, c->ino, c->off, c->end, &c->more);
+}
+
+/* Free what a truncate to `off` (end UINT64_MAX) or a hole in [off, end)
+ * frees beyond one transaction's share, in transactions of their own
+ * (dbfs_op_free_piece); the operation then does the rest. */
+static int free_in_pieces(struct dbfs *fs, uint64_t ino, uint64_t off, uint64_t end)
+{
+	struct piece_ctx c = {ino, off, end, 0};
+	int rc;
+	do
+		rc = dbfs_write(fs, piece_fn, &c);
+	while (!rc && c.more);
+	return rc;
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -264,7 +288,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	 * the kernel's ctime: it means exactly that. */
 	if (fs->killpriv_v2 && !(to_set & ~FUSE_SET_ATTR_CTIME))
 		c.set |= DBFS_SET_KILL_SUIDGID | DBFS_SET_KILL_CAPS;
-	int rc = dbfs_write(fs, setattr_fn, &c);
+	int rc = 0;
+	if ((c.set & DBFS_SET_SIZE) && attr->st_size >= 0)
+		rc = free_in_pieces(fs, ino, (uint64_t)attr->st_size, UINT64_MAX);
+	if (!rc)
+		rc = dbfs_write(fs, setattr_fn, &c);
 	if (rc) {
 		reply_err(req, rc);
 		return;
@@ -646,7 +674,11 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 			rc = dbfs_write_sized(req_fs(req), falloc_fn, &c, c.len);
 		}
 	} else if (!rc) {
-		rc = dbfs_write(req_fs(req), falloc_fn, &c);
+		/* only for a punch the operation will accept */
+		if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+			rc = free_in_pieces(req_fs(req), ino, c.off, c.off + c.len);
+		if (!rc)
+			rc = dbfs_write(req_fs(req), falloc_fn, &c);
 	}
 	reply_err(req, rc);
 }

@@ -285,6 +285,11 @@ int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbf
  * the (negative) change of alloc; the caller updates inode and usage. */
 int dbfs_data_delete_some(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int64_t *dalloc,
 			  int *more);
+/* The lowest block `cut` in [first, end) such that the blocks of `ino` in
+ * [cut, end) fit in what this transaction may still free (DBFS_FREE_MAX
+ * less what it freed): `first` when they all fit. */
+int dbfs_data_free_cut(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,
+		       uint64_t *cut);
 /* Data bytes one transaction frees by deleting files (dbfs_data_delete_some):
  * every freed page costs LMDB fresh pages (its free-list record, copied
  * leaves), and on a full disk a transaction has only the space reserve
@@ -377,6 +382,18 @@ int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, con
 		  size_t len, unsigned kill);
 int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uint64_t off,
 		      uint64_t len);
+/* A truncate to `off` (end UINT64_MAX) or a hole punched in [off, end) may
+ * free more than one transaction can (DBFS_FREE_MAX; on a full disk a
+ * transaction has only the space reserve for the free list). This frees,
+ * from the end down, the whole blocks one transaction may: the truncate's
+ * piece shrinks the file to where the piece starts, so that every state
+ * committed between pieces is a file truncated part of the way, and a hole
+ * piece punches its blocks. *more is 1 when it freed a piece and more whole
+ * blocks than fit in one transaction are left; 0 (having changed nothing)
+ * when the rest fits in one: the caller then runs the operation itself,
+ * which also reports its errors. */
+int dbfs_op_free_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, uint64_t end,
+		       int *more);
 int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
 		     const void *val, size_t len, int flags);
 int dbfs_op_removexattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name);

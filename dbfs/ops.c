@@ -550,6 +550,35 @@ int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uin
 	return dbfs_inode_put(fs, txn, ino, &in);
 }
 
+int dbfs_op_free_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, uint64_t end,
+		       int *more)
+{
+	const uint64_t bs = fs->block_size;
+	struct dbfs_inode in;
+	uint64_t cut;
+	*more = 0;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc || !S_ISREG(in.mode) || off >= in.size)
+		return rc == -ENOENT ? 0 : rc;
+	bool truncate = end == UINT64_MAX;
+	uint64_t first = off / bs + (off % bs != 0);
+	uint64_t last = (end < in.size ? end : in.size) / bs; /* whole blocks: [first, last) */
+	if (truncate)
+		last = UINT64_MAX;
+	if ((rc = dbfs_data_free_cut(fs, txn, ino, first, last, &cut)) || cut == first ||
+	    cut * bs >= in.size)
+		return rc;
+	if (truncate)
+		rc = dbfs_data_truncate(fs, txn, ino, &in, cut * bs);
+	else
+		rc = dbfs_data_punch(fs, txn, ino, &in, cut * bs, (last - cut) * bs);
+	if (rc)
+		return rc;
+	*more = 1;
+	dbfs_touch(&in, 0, 1, 1);
+	return dbfs_inode_put(fs, txn, ino, &in);
+}
+
 static int xattr_ns_check(const struct dbfs_inode *in, const char *name)
 {
 	if (!strncmp(name, "user.", 5)) {

@@ -251,6 +251,66 @@ static void test_fragmented(void)
 	OK("fragmented file (a short value and a hole per block) reads back whole");
 }
 
+/* A hole or a truncate that frees more than one transaction of the store
+ * may (64 MiB: dbfs_op_free_piece) is done in pieces; through the mount it
+ * is still one call with the usual result. */
+static void test_big_trim(void)
+{
+	const size_t chunk = 4 * MiB;
+	const off_t size = 200 * MiB + 777, hole = MiB + 100, hole_end = 150 * MiB + 5;
+	uint8_t *buf = malloc(chunk), *got = malloc(chunk);
+	CHECK(buf && got);
+	int fd = open("bigtrim", O_RDWR | O_CREAT | O_EXCL, 0644);
+	CHECK(fd >= 0);
+	for (off_t off = 0; off < size; off += (off_t)chunk) {
+		size_t n = size - off < (off_t)chunk ? (size_t)(size - off) : chunk;
+		fill_pattern(buf, n, 9, (uint64_t)off);
+		pwrite_all(fd, buf, n, off);
+	}
+	CHECK(fsync(fd) == 0);
+	CHECK(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, hole, hole_end - hole) == 0);
+	drop_cache(fd);
+	struct stat st;
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_size, size);
+	if (st.st_blocks * 512LL > size - (hole_end - hole) + 4 * MiB)
+		fail("after a 149 MiB hole: st_blocks shows %lld bytes", st.st_blocks * 512LL);
+	/* the edges of the hole, and inside it */
+	CHECK_EQ(pread_all(fd, got, 200, hole - 100), 200);
+	fill_pattern(buf, 100, 9, (uint64_t)(hole - 100));
+	CHECK(memcmp(got, buf, 100) == 0);
+	for (int i = 100; i < 200; i++)
+		CHECK(got[i] == 0);
+	CHECK_EQ(pread_all(fd, got, chunk, 80 * MiB), (ssize_t)chunk);
+	for (size_t i = 0; i < chunk; i++)
+		CHECK(got[i] == 0);
+	CHECK_EQ(pread_all(fd, got, 200, hole_end - 100), 200);
+	fill_pattern(buf, 100, 9, (uint64_t)hole_end);
+	for (int i = 0; i < 100; i++)
+		CHECK(got[i] == 0);
+	CHECK(memcmp(got + 100, buf, 100) == 0);
+	/* truncate what is left to 1000 bytes */
+	CHECK(ftruncate(fd, 1000) == 0);
+	drop_cache(fd);
+	CHECK(fstat(fd, &st) == 0);
+	CHECK_EQ(st.st_size, 1000);
+	if (st.st_blocks * 512LL > 64 * 1024)
+		fail("after truncate to 1000 bytes: st_blocks shows %lld bytes", st.st_blocks * 512LL);
+	CHECK_EQ(pread_all(fd, got, chunk, 0), 1000);
+	fill_pattern(buf, 1000, 9, 0);
+	CHECK(memcmp(got, buf, 1000) == 0);
+	/* grown again: zeros, not the old bytes */
+	CHECK(ftruncate(fd, 100 * MiB) == 0);
+	CHECK_EQ(pread_all(fd, got, chunk, 90 * MiB), (ssize_t)chunk);
+	for (size_t i = 0; i < chunk; i++)
+		CHECK(got[i] == 0);
+	CHECK(close(fd) == 0);
+	CHECK(unlink("bigtrim") == 0);
+	free(buf);
+	free(got);
+	OK("a 149 MiB hole and a truncate of 200 MiB, done in pieces, read right");
+}
+
 int main(int argc, char **argv)
 {
 	enter(argc, argv);
@@ -259,5 +319,6 @@ int main(int argc, char **argv)
 	test_fallocate();
 	test_blocks();
 	test_fragmented();
+	test_big_trim();
 	return 0;
 }

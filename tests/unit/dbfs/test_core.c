@@ -616,6 +616,93 @@ START_TEST(test_destroy_in_pieces)
 }
 END_TEST
 
+/* A truncate or a hole punch that frees more than one transaction may is
+ * done in pieces (dbfs_op_free_piece), each freeing at most DBFS_FREE_MAX,
+ * each leaving a consistent file: truncated part of the way (size at the
+ * piece's start, the bytes below it intact), or with part of the hole. */
+START_TEST(test_trim_in_pieces)
+{
+	static unsigned char buf[1 << 20], got[1 << 20];
+	const uint64_t size = 2 * DBFS_FREE_MAX + (DBFS_FREE_MAX >> 1) + 12345;
+	const uint64_t target = 1000, bs = fs->block_size;
+	uint64_t base = usage().bytes;
+	while (fs->map_size < (768u << 20))
+		ck_assert_int_eq(dbfs_grow_map(fs, fs->map_size), 0);
+	for (int punch = 0; punch < 2; punch++) {
+		uint64_t f = mk(DBFS_ROOT_INO, punch ? "p" : "t", S_IFREG | 0644);
+		for (uint64_t off = 0; off < size; off += sizeof(buf)) {
+			memset(buf, (int)(off >> 20) + 1, sizeof(buf));
+			size_t n = size - off < sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
+			ck_assert_int_eq(wr(f, off, buf, n), 0);
+		}
+		uint64_t end = punch ? size - 5000 : UINT64_MAX;
+		struct dbfs_inode prev = iget(f);
+		int more, pieces = 0;
+		do {
+			ck_assert_int_eq(RUN(dbfs_op_free_piece(fs, txn, f, target, end, &more)), 0);
+			struct dbfs_inode in = iget(f);
+			ck_assert_uint_le(prev.alloc - in.alloc, DBFS_FREE_MAX);
+			if (more) {
+				pieces++;
+				ck_assert_uint_lt(in.alloc, prev.alloc);
+				ck_assert_uint_eq(in.size, punch ? size : in.size);
+				if (!punch) {
+					ck_assert_uint_lt(in.size, prev.size);
+					ck_assert_uint_eq(in.size % bs, 0);
+					ck_assert_uint_gt(in.size, target);
+					/* the last bytes left are the file's own */
+					ck_assert_uint_eq(rd(f, in.size - 10, got, 10), 10);
+					ck_assert_int_eq(got[9], (int)((in.size - 1) >> 20) + 1);
+				}
+			} else {
+				ck_assert_uint_eq(in.alloc, prev.alloc); /* nothing changed */
+			}
+			ck_assert_uint_eq(usage().bytes, base + in.alloc);
+			prev = in;
+		} while (more);
+		ck_assert_int_ge(pieces, 2);
+		/* what is left fits in one transaction: the operation itself */
+		struct dbfs_inode out = iget(f);
+		if (punch) {
+			ck_assert_int_eq(RUN(dbfs_op_fallocate(fs, txn, f,
+				FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, target, end - target)), 0);
+		} else {
+			struct stat st = {.st_size = (off_t)target};
+			ck_assert_int_eq(RUN(dbfs_op_setattr(fs, txn, f, &st, DBFS_SET_SIZE, &out)), 0);
+		}
+		out = iget(f);
+		ck_assert_uint_le(prev.alloc - out.alloc, DBFS_FREE_MAX);
+		ck_assert_uint_eq(out.size, punch ? size : target);
+		ck_assert_uint_eq(rd(f, 0, got, (size_t)target), target);
+		ck_assert_int_eq(got[0], 1);
+		ck_assert_int_eq(got[target - 1], 1);
+		if (punch) {
+			ck_assert_uint_eq(rd(f, target, got, 4096), 4096);
+			for (int i = 0; i < 4096; i++)
+				ck_assert_int_eq(got[i], 0);
+			ck_assert_uint_eq(rd(f, end, got, 5000), 5000);
+			ck_assert_int_eq(got[4999], (int)((size - 1) >> 20) + 1);
+			ck_assert_uint_lt(out.alloc, 3 * bs + 2 * DBFS_ALLOC_UNIT);
+		} else {
+			ck_assert_uint_eq(out.alloc, dbfs_alloc_round(target));
+		}
+		ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, punch ? "p" : "t", 0)),
+				 0);
+	}
+	ck_assert_int_eq(dbfs_reap_now(fs), 0);
+	ck_assert_uint_eq(usage().bytes, base);
+	/* a sparse file of a terabyte with two blocks: nothing to split */
+	uint64_t f = mk(DBFS_ROOT_INO, "sparse", S_IFREG | 0644);
+	ck_assert_int_eq(wr(f, 0, buf, 10), 0);
+	ck_assert_int_eq(wr(f, 1ull << 40, buf, 10), 0);
+	int more = 1;
+	ck_assert_int_eq(RUN(dbfs_op_free_piece(fs, txn, f, 0, UINT64_MAX, &more)), 0);
+	ck_assert_int_eq(more, 0);
+	ck_assert_int_eq(RUN(dbfs_op_free_piece(fs, txn, f, 5, 1ull << 40, &more)), 0);
+	ck_assert_int_eq(more, 0);
+}
+END_TEST
+
 /* Several partial writes of small files in one transaction: their blocks
  * share leaf pages, which the puts rewrite while old bytes are read. */
 START_TEST(test_small_writes_one_txn)
@@ -983,6 +1070,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_free_pages_counted);
 	tcase_add_test(tc, test_statfs_pending_reap);
 	tcase_add_test(tc, test_destroy_in_pieces);
+	tcase_add_test(tc, test_trim_in_pieces);
 	tcase_add_test(tc, test_copy_range);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_acl);
