@@ -136,7 +136,10 @@ struct uq {
 	/* ring thread only */
 	struct uent *deferred, **deferred_tail;
 	uint64_t retry_at;
-	uint64_t no_yield_until; /* commit at normal priority until then (ns) */
+	uint64_t no_yield_until; /* at normal priority until then (ns) */
+	bool idle;               /* at SCHED_IDLE now */
+	int sched_fd;            /* its /proc schedstat (-1: none) */
+	uint64_t chk_at, chk_delay, chk_wakes; /* the last look at it */
 	bool roaming;            /* may run on any CPU of u->cpus */
 	uint64_t roam_until;     /* pinned again at the first small request after */
 	/* counters, read by other threads */
@@ -732,41 +735,101 @@ static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
 }
 
 /*
- * Send the queued commits, letting the callers they wake stay on this CPU.
- * A commit wakes its caller while this thread still runs, and the scheduler
- * then moves the caller to an idle CPU: on a virtual machine that is a
- * halted vCPU to wake (an exit to the hypervisor) at every request, and the
- * caller's next request then comes from that CPU's queue, whose commit
- * moves it back. A CPU that runs only SCHED_IDLE threads counts as idle when
- * a woken thread is placed, so the ring thread commits at SCHED_IDLE: the
- * caller stays here and preempts it at once (4 KiB O_DIRECT reads on an
- * idle 2-vCPU machine: about 40k requests/s without this, 80k with it).
- * When other work keeps the CPU busy, an idle thread may wait long for its
- * turn (STARVED_NS): then commits go at normal priority for a while. Only
- * for a process that may leave SCHED_IDLE again (root, or RLIMIT_NICE 20):
- * without CAP_SYS_NICE the way back is refused.
+ * A ring thread runs at SCHED_IDLE, so that the callers its commits wake
+ * stay on this CPU. A commit wakes its caller while this thread still runs,
+ * and the scheduler then moves the caller to an idle CPU: on a virtual
+ * machine that is a halted vCPU to wake (an exit to the hypervisor) at
+ * every request, and the caller's next request then comes from that CPU's
+ * queue, whose commit moves it back. A CPU that runs only SCHED_IDLE
+ * threads counts as idle when a woken thread is placed: the caller stays
+ * here and preempts this thread at once. The other way round, a request
+ * that wakes this thread does not preempt its caller, which is about to
+ * sleep waiting for the answer. (4 KiB O_DIRECT reads on an idle 2-vCPU
+ * machine: about 40k requests/s at normal priority, 80k switching to
+ * SCHED_IDLE for each commit, 100k staying there.)
+ *
+ * When other work keeps the CPU busy, an idle thread waits long for its
+ * turn: a commit that took over STARVED_NS (the caller it woke, and then
+ * whatever else ran here, went first) puts the thread at normal priority
+ * for NO_YIELD_NS, and so does roaming (a thread that left its CPU should
+ * look busy, so a reader it wakes stays on its own). Only for a process
+ * that may leave SCHED_IDLE again (root, or RLIMIT_NICE 20): without
+ * CAP_SYS_NICE the way back is refused.
  */
 #define STARVED_NS 500000ull
 #define NO_YIELD_NS 1000000000ull
 
-static void submit_commits(struct uq *q)
+static void set_idle(struct uq *q, bool idle)
 {
 	struct sched_param sp = {0};
 
-	if (!io_uring_sq_ready(&q->ring))
+	if (q->idle == idle)
 		return;
-	uint64_t t0 = mfs_now_ns();
-	/* roaming, it should look busy: a reader woken here stays on its CPU */
-	if (q->roaming || t0 < q->no_yield_until || sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
-		return; /* submit_and_wait sends them */
-	io_uring_submit(&q->ring);
-	if (sched_setscheduler(0, SCHED_OTHER, &sp) != 0) {
+	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0) {
+		q->idle = idle;
+		q->chk_at = 0; /* a new look from now on */
+	} else if (!idle) {
 		mfs_err("uring: queue %u: cannot leave SCHED_IDLE: %s", q->qid, strerror(errno));
 		q->no_yield_until = UINT64_MAX;
 	}
+}
+
+/* How long this thread was runnable without running, in all (ns): the
+ * second field of its schedstat; 0 when unknown. */
+static uint64_t run_delay(struct uq *q)
+{
+	char b[96];
+	ssize_t n = q->sched_fd < 0 ? -1 : pread(q->sched_fd, b, sizeof(b) - 1, 0);
+	unsigned long long run, delay;
+
+	if (n <= 0)
+		return 0;
+	b[n] = 0;
+	return sscanf(b, "%llu %llu", &run, &delay) == 2 ? delay : 0;
+}
+
+/* After a wait, at SCHED_IDLE: did the last wake-ups keep this thread
+ * waiting for a CPU (over STARVED_WAKE_NS each, on average, looked at every
+ * CHECK_NS)? A commit's time does not show that a request waited to be
+ * taken. */
+#define STARVED_WAKE_NS 100000ull
+#define CHECK_NS 2000000ull
+
+static void check_starved(struct uq *q)
+{
+	q->chk_wakes++;
+	uint64_t now = mfs_now_ns();
+	if (!q->idle || now < q->chk_at + CHECK_NS)
+		return;
+	uint64_t d = run_delay(q);
+	bool starved = q->chk_at && d - q->chk_delay > STARVED_WAKE_NS * q->chk_wakes;
+	q->chk_at = now;
+	q->chk_delay = d;
+	q->chk_wakes = 0;
+	if (starved) {
+		q->no_yield_until = now + NO_YIELD_NS;
+		set_idle(q, false);
+	}
+}
+
+/* Before waiting: the priority this thread should have now. */
+static void choose_priority(struct uq *q)
+{
+	set_idle(q, !q->roaming && mfs_now_ns() >= q->no_yield_until);
+}
+
+/* Send the queued commits; at SCHED_IDLE, see how long they kept us. */
+static void submit_commits(struct uq *q)
+{
+	if (!q->idle || !io_uring_sq_ready(&q->ring))
+		return; /* submit_and_wait sends them */
+	uint64_t t0 = mfs_now_ns();
+	io_uring_submit(&q->ring);
 	uint64_t t1 = mfs_now_ns();
-	if (t1 - t0 > STARVED_NS)
+	if (t1 - t0 > STARVED_NS) {
 		q->no_yield_until = t1 + NO_YIELD_NS;
+		set_idle(q, false);
+	}
 }
 
 static void *ring_main(void *arg)
@@ -779,6 +842,7 @@ static void *ring_main(void *arg)
 	snprintf(name, sizeof(name), "mfs-ring%u", q->qid % 10000);
 	pthread_setname_np(pthread_self(), name);
 	pin(q->qid);
+	q->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	struct rlimit rl;
 	if (geteuid() != 0 && (getrlimit(RLIMIT_NICE, &rl) != 0 || rl.rlim_cur < 20))
 		q->no_yield_until = UINT64_MAX; /* see submit_commits */
@@ -786,6 +850,7 @@ static void *ring_main(void *arg)
 	while (!__atomic_load_n(&q->u->stopping, __ATOMIC_ACQUIRE)) {
 		int rc;
 		submit_commits(q);
+		choose_priority(q);
 		if (q->deferred) {
 			uint64_t now = mfs_now_ns();
 			uint64_t wait = q->retry_at > now ? q->retry_at - now : 0;
@@ -800,6 +865,7 @@ static void *ring_main(void *arg)
 			mfs_err("uring: queue %u: io_uring_enter: %s", q->qid, strerror(-rc));
 			warned = true;
 		}
+		check_starved(q);
 		unsigned head, n = 0;
 		io_uring_for_each_cqe(&q->ring, head, cqe)
 		{
@@ -810,6 +876,9 @@ static void *ring_main(void *arg)
 		if (q->deferred && mfs_now_ns() >= q->retry_at)
 			retry_deferred(q);
 	}
+	set_idle(q, false); /* nothing may keep the way out waiting */
+	if (q->sched_fd >= 0)
+		close(q->sched_fd);
 	/* Answer what is still deferred, then closing the ring cancels the
 	 * entries the kernel holds. */
 	while (q->deferred) {

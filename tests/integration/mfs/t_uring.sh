@@ -76,6 +76,29 @@ if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then
 		fail "ring threads still roaming: $(ring_cpus)"
 fi
 
+# ring threads wait at SCHED_IDLE (policy 5), and a CPU hog next to one
+# puts it back at normal priority (0): it must not starve behind the hog
+policy_of_ring() { # policy of mfs-ring$1
+	for t in /proc/$MPID/task/*; do
+		[ "$(cat "$t/comm" 2>/dev/null)" = "mfs-ring$1" ] &&
+			sed 's/^.*) //' "$t/stat" | awk '{ print $39 }'
+	done
+}
+idle_now() { taskset -c 0 dd if="$T/ma/d" of=/dev/null bs=4k count=2 iflag=direct 2>/dev/null; [ "$(policy_of_ring 0)" = 5 ]; }
+normal_now() {
+	taskset -c 0 dd if="$T/ma/d" of=/dev/null bs=4k count=20 iflag=direct 2>/dev/null
+	[ "$(policy_of_ring 0)" = 0 ]
+}
+if [ "$(id -u)" = 0 ] && command -v taskset >/dev/null; then
+	wait_for 10 idle_now && ok "ring thread 0 waits at SCHED_IDLE" || fail "ring 0 policy $(policy_of_ring 0)"
+	taskset -c 0 sh -c 'while :; do :; done' & hog=$!
+	PIDS="$PIDS $hog"
+	wait_for 20 normal_now && ok "a CPU hog puts ring thread 0 at normal priority" ||
+		fail "ring 0 still at policy $(policy_of_ring 0) next to a hog"
+	kill "$hog"
+	wait "$hog" 2>/dev/null
+fi
+
 # governor limits hold on the ring: an IOPS bucket defers requests
 xset config "name=a,iops=100" || fail "config iops"
 t0=$(stat_of a throttled)
