@@ -505,6 +505,13 @@ static void wait_for(mq_queue *q, uint64_t gen, uint64_t until_us)
 	if (until_us <= now)
 		return;
 	dt = until_us - now;
+	/* a stream that keeps up commits every few microseconds */
+	if (mq_spin_while(&q->gen, gen, dt < mq_spin_us(q) ? dt : mq_spin_us(q)))
+		return;
+	now = mq_now_us();
+	if (until_us <= now)
+		return;
+	dt = until_us - now;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += (time_t)(dt / 1000000u);
 	ts.tv_nsec += (long)(dt % 1000000u) * 1000;
@@ -587,9 +594,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		uint64_t gen, now = mq_now_us(), wake;
 
 		housekeeping(q, now, &s->rtxn);
-		pthread_mutex_lock(&q->lock);
-		gen = q->gen;
-		pthread_mutex_unlock(&q->lock);
+		gen = atomic_load(&q->gen);
 		d->progressed = 0;
 		d->lagged = 0;
 		d->skipped = 0;

@@ -46,6 +46,7 @@ struct mq_greq {
 	struct mq_greq *wnext; /* committed, waiting for a sync (q->gwait) */
 	pthread_cond_t cv;
 	int sleeping;
+	_Atomic uint64_t poke; /* wake() moves it: what a spinning waiter watches */
 };
 
 static int run(mq_queue *q, struct mq_greq *batch)
@@ -145,6 +146,7 @@ static int finished(mq_queue *q, struct mq_greq *r)
  */
 static void wake(struct mq_greq *r)
 {
+	atomic_fetch_add(&r->poke, 1);
 	if (r->sleeping)
 		pthread_cond_signal(&r->cv);
 }
@@ -155,6 +157,7 @@ static void turn(mq_queue *q)
 	struct mq_greq *batch = q->ghead, **wp;
 	int deferred = meta_deferred(q), commits = 0;
 	size_t large = 0;
+	uint64_t t0 = mq_mono_us(), dt;
 
 	q->gleader = 1;
 	q->ghead = NULL;
@@ -203,6 +206,8 @@ static void turn(mq_queue *q)
 		if (q->gsynced < upto)
 			q->gsynced = upto;
 	}
+	dt = mq_mono_us() - t0;
+	atomic_store(&q->gturn_us, (atomic_load(&q->gturn_us) * 7 + dt) / 8);
 	q->gleader = 0;
 	for (wp = &q->gwait; *wp;) {
 		struct mq_greq *w = *wp;
@@ -219,6 +224,7 @@ static void turn(mq_queue *q)
 static int submit(mq_queue *q, struct mq_greq *rp)
 {
 	struct mq_greq r = *rp;
+	int spun = 0;
 
 	pthread_cond_init(&r.cv, NULL);
 	pthread_mutex_lock(&q->glock);
@@ -231,9 +237,20 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 			turn(q);
 			continue;
 		}
+		if (!spun) {
+			/* a commit without sync is over in microseconds: watch for
+			 * wake() a little before sleeping (spin.c) */
+			uint64_t p = atomic_load(&r.poke);
+
+			pthread_mutex_unlock(&q->glock);
+			spun = !mq_spin_while(&r.poke, p, mq_spin_us(q));
+			pthread_mutex_lock(&q->glock);
+			continue;
+		}
 		r.sleeping = 1;
 		pthread_cond_wait(&r.cv, &q->glock);
 		r.sleeping = 0;
+		spun = 0;
 	}
 	for (struct mq_greq **wp = &q->gwait; *wp; wp = &(*wp)->wnext)
 		if (*wp == &r) {

@@ -22,11 +22,13 @@
  * syncing its own meta page with the lock released.
  */
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "internal.h" /* mq_spin_while() */
 
 int __real_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
 int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
@@ -148,6 +150,40 @@ START_TEST(group_spurious_relaxed)
 }
 END_TEST
 
+/*
+ * Spinning before sleeping (spin.c): a waiter that watches a word sees
+ * another thread change it, and gives up when its time is over; on one
+ * CPU it never spins (it would only keep the changer from running).
+ */
+static _Atomic uint64_t spin_word;
+
+static void *spin_bump(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&spin_word, 1);
+	return NULL;
+}
+
+START_TEST(spin_sees_change)
+{
+	uint64_t old = atomic_load(&spin_word);
+	cpu_set_t set;
+	pthread_t th;
+	int rc, cpus;
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	cpus = CPU_COUNT(&set);
+	ck_assert_int_eq(mq_spin_while(&spin_word, old + 1, 0), 1); /* already differs */
+	ck_assert_int_eq(mq_spin_while(&spin_word, old, 0), 0);	     /* no time at all */
+	ck_assert_int_eq(mq_spin_while(&spin_word, old, 1), 0);	     /* nobody changes it */
+	ck_assert_int_eq(pthread_create(&th, NULL, spin_bump, NULL), 0);
+	rc = mq_spin_while(&spin_word, old, 10u * 1000 * 1000); /* bounded: 10 s */
+	pthread_join(th, NULL);
+	ck_assert_int_eq(rc, cpus > 1);
+	ck_assert_uint_eq(atomic_load(&spin_word), old + 1);
+}
+END_TEST
+
 Suite *suite_wake(void)
 {
 	Suite *s = suite_create("wake");
@@ -156,6 +192,7 @@ Suite *suite_wake(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, group_spurious_meta_sync);
 	tcase_add_test(tc, group_spurious_relaxed);
+	tcase_add_test(tc, spin_sees_change);
 	suite_add_tcase(s, tc);
 	return s;
 }
