@@ -112,10 +112,10 @@ struct mq_queue {
 	uint64_t cache_bytes, cache_target;
 	struct mq_chunk *spare_chunks; /* MQ_CHUNK_BYTES each, under cache_lock */
 	unsigned nspare_chunks;
-	uint64_t next_sizing_us;
+	_Atomic uint64_t next_sizing_us; /* written under cache_lock */
 	double avg_msg_bytes;
 	double sizing_est;
-	int in_pressure;
+	_Atomic int in_pressure; /* written under cache_lock */
 
 	/* group commit of concurrent own-transaction enqueues (group.c) */
 	pthread_mutex_t glock;
@@ -262,6 +262,7 @@ void mq_cache_unpin(struct mq_centry **pin);
 int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, uint64_t pos,
 		  uint64_t end, int restore);
 void mq_cache_shrink(mq_queue *q); /* takes the lock */
+void mq_cache_shrink_locked(mq_queue *q);
 void mq_cache_free_all(mq_queue *q);
 void mq_cache_sizing(mq_queue *q, uint64_t now);
 /* takes the locks it needs; @spare as for mq_rtxn_begin() */
