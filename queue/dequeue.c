@@ -527,13 +527,6 @@ static void wait_for(mq_queue *q, uint64_t gen, uint64_t until_us)
 	if (until_us <= now)
 		return;
 	dt = until_us - now;
-	/* a stream that keeps up commits every few microseconds */
-	if (mq_spin_while(&q->gen, gen, dt < mq_spin_us(q) ? dt : mq_spin_us(q)))
-		return;
-	now = mq_now_us();
-	if (until_us <= now)
-		return;
-	dt = until_us - now;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	ts.tv_sec += (time_t)(dt / 1000000u);
 	ts.tv_nsec += (long)(dt % 1000000u) * 1000;
@@ -541,11 +534,13 @@ static void wait_for(mq_queue *q, uint64_t gen, uint64_t until_us)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
+	mq_active(-1);
 	pthread_mutex_lock(&q->lock);
 	while (q->gen == gen)
 		if (pthread_cond_timedwait(&q->cond, &q->lock, &ts))
 			break;
 	pthread_mutex_unlock(&q->lock);
+	mq_active(1);
 }
 
 /* When delayed messages are due next, as far as waiting is concerned. */
@@ -612,6 +607,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		return ENOMEM;
 	}
 	d->s = s;
+	mq_active(1);
 	for (;;) {
 		uint64_t gen, now = mq_now_us(), wake;
 
@@ -660,6 +656,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 			wake = deadline;
 		wait_for(q, gen, wake);
 	}
+	mq_active(-1);
 	free(d->src);
 	free(d->bsrc);
 	free(d->enq_delta);

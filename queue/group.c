@@ -264,6 +264,7 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 	int spun = 0;
 
 	pthread_cond_init(&r.cv, NULL);
+	mq_active(1);
 	pthread_mutex_lock(&q->glock);
 	*q->gtail = &r;
 	q->gtail = &r.next;
@@ -285,7 +286,9 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 			continue;
 		}
 		r.sleeping = 1;
+		mq_active(-1);
 		pthread_cond_wait(&r.cv, &q->glock);
+		mq_active(1);
 		r.sleeping = 0;
 		spun = 0;
 	}
@@ -313,6 +316,7 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 	if (!r.rc && r.group && r.group > q->gerr_from && r.group <= q->gerr_upto)
 		r.rc = q->gerr; /* committed, but the sync that was to make it durable failed */
 	pthread_mutex_unlock(&q->glock);
+	mq_active(-1);
 	pthread_cond_destroy(&r.cv);
 	return r.rc;
 }

@@ -290,6 +290,9 @@ int mq_spin_while(const _Atomic uint64_t *word, uint64_t old, uint64_t max_us);
 /* How long a waiter of @q should spin: MQ_SPIN_US while its group commits
  * take less than that (no sync), else 0. */
 uint64_t mq_spin_us(mq_queue *q);
+/* A thread enters (+1) or leaves (-1) a queue call or a sleep in one (-1
+ * before sleeping, +1 after): spinners count who needs a CPU. */
+void mq_active(int delta);
 uint64_t mq_mono_us(void);
 
 /* After an own commit: keep the map's resident pages under the budget (map.c). */
