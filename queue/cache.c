@@ -404,17 +404,16 @@ int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, ui
 }
 
 /* Whether every subscriber of this process has read past entry @e (and
- * there is one: with none, the entry waits for the one to come). */
+ * there is one: with none, the entry waits for the one to come), under
+ * q->lock. */
 static int passed(mq_queue *q, uint32_t s, const struct mq_centry *e)
 {
 	int any = 0, all = 1;
 
-	pthread_mutex_lock(&q->lock);
 	for (mq_sub *sb = q->subs; sb && all; sb = sb->next) {
 		any = 1;
 		all = atomic_load(&sb->pos[s]) >= e->hi;
 	}
-	pthread_mutex_unlock(&q->lock);
 	return any && all;
 }
 
@@ -427,6 +426,7 @@ static int passed(mq_queue *q, uint32_t s, const struct mq_centry *e)
  */
 static void drop_passed(mq_queue *q)
 {
+	pthread_mutex_lock(&q->lock); /* the subscriber list, once per walk */
 	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
 		struct mq_centry *e = q->shards[s].cache, *nx;
 
@@ -439,16 +439,22 @@ static void drop_passed(mq_queue *q)
 			}
 		}
 	}
+	pthread_mutex_unlock(&q->lock);
 }
 
-void mq_cache_shrink(mq_queue *q)
+void mq_cache_shrink_locked(mq_queue *q)
 {
-	pthread_mutex_lock(&q->cache_lock);
 	drop_passed(q);
 	while (q->cache_bytes > q->cache_target || mq_budget_used() > mq_budget_bytes())
 		if (!evict_one(q, !hard_limit(q, 0)))
 			break;
 	spares_trim(q);
+}
+
+void mq_cache_shrink(mq_queue *q)
+{
+	pthread_mutex_lock(&q->cache_lock);
+	mq_cache_shrink_locked(q);
 	pthread_mutex_unlock(&q->cache_lock);
 }
 
@@ -474,12 +480,19 @@ void mq_cache_sizing(mq_queue *q, uint64_t now)
 	uint32_t n = q->cfg.nshards;
 	int p;
 
+	/* every dequeue comes here: most of the time nothing is due and the
+	 * pressure state has not changed, which needs no lock (four
+	 * subscribers queued on the cache lock here for a fifth of their
+	 * waits); the dequeue shrinks the cache itself */
+	p = mq_pressure_now();
+	if (p == atomic_load_explicit(&q->in_pressure, memory_order_relaxed) && !p &&
+	    now < atomic_load_explicit(&q->next_sizing_us, memory_order_relaxed))
+		return;
 	pthread_mutex_lock(&q->cache_lock);
 	pressure_update(q);
 	p = q->in_pressure;
 	if (!p && now < q->next_sizing_us) {
 		pthread_mutex_unlock(&q->cache_lock);
-		mq_cache_shrink(q);
 		return;
 	}
 	q->next_sizing_us = now + MQ_SIZING_PERIOD_US;

@@ -50,6 +50,8 @@ struct dq {
 		uint64_t seq;
 	} exp[MAX_EXPIRED];
 	int progressed, lagged;
+	int accounted; /* read_once() did account() under the cache lock */
+	uint64_t hits, misses;
 	size_t skipped; /* by the rule in this read */
 	uint64_t *enq_delta;
 };
@@ -103,7 +105,7 @@ static int src_from_store(struct dq *d, struct src *r)
 	rc = mdb_cursor_get(r->cur, &key, &val, MDB_SET_KEY);
 	if (rc)
 		return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
-	atomic_fetch_add(&q->c.misses, 1);
+	d->misses++;
 	memcpy(&r->h, val.mv_data, sizeof(r->h));
 	r->data = (const unsigned char *)val.mv_data + sizeof(r->h);
 	r->len = val.mv_size - sizeof(r->h);
@@ -129,7 +131,8 @@ static int src_fill(struct dq *d, struct src *r)
 		cm = mq_cache_find(d->s->q, r->shard, r->pos, &r->pin);
 	}
 	if (cm) {
-		atomic_fetch_add(&d->s->q->c.hits, 1);
+		d->hits++; /* counted once per read: a shared counter per message
+			      bounced between the subscribers' CPUs */
 		r->h = cm->h;
 		r->data = cm->data;
 		r->len = cm->len;
@@ -389,13 +392,13 @@ static int expire(struct dq *d)
 	return rc;
 }
 
+/* Rates and lags of a read, under q->cache_lock. */
 static void account(struct dq *d, const struct mq_msg *out, size_t n)
 {
 	mq_sub *s = d->s;
 	mq_queue *q = s->q;
 	uint32_t ns = q->cfg.nshards;
 
-	pthread_mutex_lock(&q->cache_lock);
 	for (size_t i = 0; i < n; i++) {
 		mq_rate_add(&s->rate[out[i].shard], 1, d->now);
 		double b = (double)(out[i].len + sizeof(struct mq_cmsg));
@@ -413,7 +416,6 @@ static void account(struct dq *d, const struct mq_msg *out, size_t n)
 		/* a slowly decaying peak: what the cache must bridge */
 		s->peak_lag[i] = lag > s->peak_lag[i] ? lag : s->peak_lag[i] * 0.99 + lag * 0.01;
 	}
-	pthread_mutex_unlock(&q->cache_lock);
 }
 
 /* One attempt: 0 with *n >= 0, MQ_RETRY (resolve and call again), errors. */
@@ -425,6 +427,7 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 
 	*n = 0;
 	s->buflen = 0;
+	d->accounted = 0;
 	d->now = mq_now_us();
 	memset(d->src, 0, ns * sizeof(*d->src));
 	pthread_rwlock_rdlock(&q->droplock);
@@ -443,6 +446,16 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 				s->bpos[i] = d->bsrc[i].pos;
 			for (uint32_t i = 0; i < ns; i++)
 				mq_cache_unpin(&d->src[i].pin);
+			if (!rc) {
+				/* the accounting and the cache's shrinking in the same
+				 * hold of the lock: taking it once per step made four
+				 * subscribers queue on it several times per read */
+				for (uint32_t i = 0; i < ns; i++)
+					s->pos[i] = d->src[i].pos;
+				account(d, out, *n);
+				mq_cache_shrink_locked(q);
+				d->accounted = 1;
+			}
 			pthread_mutex_unlock(&q->cache_lock);
 		}
 		for (uint32_t i = 0; i < ns; i++)
@@ -451,6 +464,11 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 		mq_rtxn_end(&s->rtxn, d->txn);
 	}
 	pthread_rwlock_unlock(&q->droplock);
+	if (d->hits)
+		atomic_fetch_add(&q->c.hits, d->hits);
+	if (d->misses)
+		atomic_fetch_add(&q->c.misses, d->misses);
+	d->hits = d->misses = 0;
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < *n; i++)
@@ -465,8 +483,12 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 	}
 	for (uint32_t i = 0; i < ns; i++)
 		s->pos[i] = d->src[i].pos;
-	account(d, out, *n);
-	mq_cache_shrink(q);
+	if (!d->accounted) { /* lagged: nothing was read */
+		pthread_mutex_lock(&q->cache_lock);
+		account(d, out, *n);
+		mq_cache_shrink_locked(q);
+		pthread_mutex_unlock(&q->cache_lock);
+	}
 	if (d->nexp) {
 		/* the messages were skipped either way; a failure to record them
 		 * must not take the delivered ones back from the caller */
@@ -512,11 +534,13 @@ static void wait_for(mq_queue *q, uint64_t gen, uint64_t until_us)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
+	mq_active(-1);
 	pthread_mutex_lock(&q->lock);
 	while (q->gen == gen)
 		if (pthread_cond_timedwait(&q->cond, &q->lock, &ts))
 			break;
 	pthread_mutex_unlock(&q->lock);
+	mq_active(1);
 }
 
 /* When delayed messages are due next, as far as waiting is concerned. */
@@ -583,13 +607,12 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		return ENOMEM;
 	}
 	d->s = s;
+	mq_active(1);
 	for (;;) {
 		uint64_t gen, now = mq_now_us(), wake;
 
 		housekeeping(q, now, &s->rtxn);
-		pthread_mutex_lock(&q->lock);
-		gen = q->gen;
-		pthread_mutex_unlock(&q->lock);
+		gen = atomic_load(&q->gen);
 		d->progressed = 0;
 		d->lagged = 0;
 		d->skipped = 0;
@@ -633,6 +656,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 			wake = deadline;
 		wait_for(q, gen, wake);
 	}
+	mq_active(-1);
 	free(d->src);
 	free(d->bsrc);
 	free(d->enq_delta);

@@ -13,6 +13,7 @@
 #define MQ_POLL_US	    1000 /* cross-process poll while waiting */
 #define MQ_PROMOTE_BATCH    1024 /* delayed messages promoted per transaction */
 #define MQ_SIZING_PERIOD_US 100000
+#define MQ_SPIN_US	    50 /* spin.c: a waiter watches its word this long first */
 
 /* rate.c: an event rate estimate (exponentially weighted over 100 ms windows). */
 struct mq_rate {
@@ -104,17 +105,17 @@ struct mq_queue {
 
 	pthread_mutex_t lock; /* subs list, wait generation */
 	pthread_cond_t cond;
-	uint64_t gen;
+	_Atomic uint64_t gen; /* written under lock, read by spinners without it */
 	struct mq_sub *subs;
 
 	pthread_mutex_t cache_lock; /* cache entries, rates, sizing */
 	uint64_t cache_bytes, cache_target;
 	struct mq_chunk *spare_chunks; /* MQ_CHUNK_BYTES each, under cache_lock */
 	unsigned nspare_chunks;
-	uint64_t next_sizing_us;
+	_Atomic uint64_t next_sizing_us; /* written under cache_lock */
 	double avg_msg_bytes;
 	double sizing_est;
-	int in_pressure;
+	_Atomic int in_pressure; /* written under cache_lock */
 
 	/* group commit of concurrent own-transaction enqueues (group.c) */
 	pthread_mutex_t glock;
@@ -125,6 +126,9 @@ struct mq_queue {
 	 * durable, and the range a failed mdb_env_sync() left in doubt */
 	uint64_t gcommitted, gsynced, gerr_from, gerr_upto;
 	int gerr;
+	/* a leader's turn (commit and sync), moving average in µs: waiters
+	 * spin only when it is short (spin.c) */
+	_Atomic uint64_t gturn_us;
 
 	_Atomic uint64_t next_retention_us;
 	_Atomic uint64_t maint_retry_us; /* after a failed maintenance */
@@ -258,6 +262,7 @@ void mq_cache_unpin(struct mq_centry **pin);
 int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, uint64_t pos,
 		  uint64_t end, int restore);
 void mq_cache_shrink(mq_queue *q); /* takes the lock */
+void mq_cache_shrink_locked(mq_queue *q);
 void mq_cache_free_all(mq_queue *q);
 void mq_cache_sizing(mq_queue *q, uint64_t now);
 /* takes the locks it needs; @spare as for mq_rtxn_begin() */
@@ -278,6 +283,17 @@ void mq_budget_add(int64_t delta);
 uint64_t mq_budget_used(void);
 void mq_spare_add(int64_t delta); /* free cache chunks of all queues */
 uint64_t mq_spare_used(void);
+
+/* spin.c: watch @word while it equals @old, for up to @max_us, if a CPU is
+ * free for it; 1 when it changed. The caller re-checks under its lock. */
+int mq_spin_while(const _Atomic uint64_t *word, uint64_t old, uint64_t max_us);
+/* How long a waiter of @q should spin: MQ_SPIN_US while its group commits
+ * take less than that (no sync), else 0. */
+uint64_t mq_spin_us(mq_queue *q);
+/* A thread enters (+1) or leaves (-1) a queue call or a sleep in one (-1
+ * before sleeping, +1 after): spinners count who needs a CPU. */
+void mq_active(int delta);
+uint64_t mq_mono_us(void);
 
 /* After an own commit: keep the map's resident pages under the budget (map.c). */
 void mq_map_check(mq_queue *q);

@@ -323,7 +323,7 @@ uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n)
 void mq_wake(mq_queue *q)
 {
 	pthread_mutex_lock(&q->lock);
-	q->gen++;
+	atomic_fetch_add(&q->gen, 1);
 	pthread_cond_broadcast(&q->cond);
 	pthread_mutex_unlock(&q->lock);
 }

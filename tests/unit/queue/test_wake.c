@@ -22,11 +22,15 @@
  * syncing its own meta page with the lock released.
  */
 #include <errno.h>
+#include <sched.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "helpers.h"
+#include "internal.h" /* mq_spin_while() */
 
 int __real_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
 int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
@@ -148,6 +152,126 @@ START_TEST(group_spurious_relaxed)
 }
 END_TEST
 
+/*
+ * Turns are cut at 1 MiB of payload (group.c: take()): with syncs slowed
+ * down so that requests pile up behind each leader, enqueues of 512 KiB
+ * each are committed at most two per group, all of them arrive, and each
+ * enqueuer's order holds across the cut. A group taking everything queued
+ * (as before take()) commits several per group and fails the count.
+ */
+struct bigworker {
+	mq_queue *q;
+	uint64_t id;
+	int n, rc;
+};
+
+enum { BIG_MSGS = 8, BIG_LEN = 64 << 10 };
+
+static void *big_enqueue(void *arg)
+{
+	struct bigworker *w = arg;
+	struct mq_msg_in in[BIG_MSGS];
+	unsigned char *buf = calloc(BIG_MSGS, BIG_LEN);
+
+	if (!buf) {
+		w->rc = ENOMEM;
+		return NULL;
+	}
+	for (int i = 0; i < w->n && !w->rc; i++) {
+		for (int k = 0; k < BIG_MSGS; k++) {
+			uint64_t v[2] = {w->id, (uint64_t)(i * BIG_MSGS + k)};
+
+			memcpy(buf + (size_t)k * BIG_LEN, v, sizeof(v));
+			in[k] = (struct mq_msg_in){
+			    .data = buf + (size_t)k * BIG_LEN, .len = BIG_LEN, .enqueuer = w->id};
+		}
+		w->rc = mq_enqueue_batch(w->q, NULL, in, BIG_MSGS, NULL);
+	}
+	free(buf);
+	return NULL;
+}
+
+START_TEST(group_turn_bytes)
+{
+	enum { W = 6, N = 6 };
+	struct bigworker w[W];
+	pthread_t th[W];
+	uint64_t next[W] = {0};
+	struct mq_msg out[16];
+	struct mq_stats st;
+	struct tenv t;
+	mq_queue *q;
+	mq_sub *s;
+	size_t n, got = 0;
+
+	tenv_open_flags(&t, (size_t)1 << 30, MDB_NOMETASYNC);
+	ck_assert_int_eq(mq_open(t.env, "q", NULL, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	atomic_store(&inject, 1);
+	for (int i = 0; i < W; i++) {
+		w[i] = (struct bigworker){q, (uint64_t)i, N, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, big_enqueue, &w[i]), 0);
+	}
+	for (int i = 0; i < W; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(w[i].rc, 0);
+	}
+	atomic_store(&inject, 0);
+	mq_stats(q, &st);
+	ck_assert_uint_eq(st.batches, W * N);
+	ck_assert_uint_ge(st.commit_groups * 2, W * N);
+	while (got < W * N * BIG_MSGS) {
+		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 10000), 0);
+		for (size_t i = 0; i < n; i++, got++) {
+			uint64_t v[2];
+
+			ck_assert_uint_eq(out[i].len, BIG_LEN);
+			memcpy(v, out[i].data, sizeof(v));
+			ck_assert_uint_lt(v[0], W);
+			ck_assert_uint_eq(v[1], next[v[0]]++);
+		}
+		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	}
+	mq_unsubscribe(s);
+	mq_close(q);
+	tenv_destroy(&t);
+}
+END_TEST
+
+/*
+ * Spinning before sleeping (spin.c): a waiter that watches a word sees
+ * another thread change it, and gives up when its time is over; on one
+ * CPU it never spins (it would only keep the changer from running).
+ */
+static _Atomic uint64_t spin_word;
+
+static void *spin_bump(void *arg)
+{
+	(void)arg;
+	atomic_fetch_add(&spin_word, 1);
+	return NULL;
+}
+
+START_TEST(spin_sees_change)
+{
+	uint64_t old = atomic_load(&spin_word);
+	cpu_set_t set;
+	pthread_t th;
+	int rc, cpus;
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	cpus = CPU_COUNT(&set);
+	ck_assert_int_eq(mq_spin_while(&spin_word, old + 1, 0), 1); /* already differs */
+	ck_assert_int_eq(mq_spin_while(&spin_word, old, 0), 0);	     /* no time at all */
+	ck_assert_int_eq(mq_spin_while(&spin_word, old, 1), 0);	     /* nobody changes it */
+	ck_assert_int_eq(pthread_create(&th, NULL, spin_bump, NULL), 0);
+	rc = mq_spin_while(&spin_word, old, 10u * 1000 * 1000); /* bounded: 10 s */
+	pthread_join(th, NULL);
+	ck_assert_int_eq(rc, cpus > 1);
+	ck_assert_uint_eq(atomic_load(&spin_word), old + 1);
+}
+END_TEST
+
 Suite *suite_wake(void)
 {
 	Suite *s = suite_create("wake");
@@ -156,6 +280,8 @@ Suite *suite_wake(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, group_spurious_meta_sync);
 	tcase_add_test(tc, group_spurious_relaxed);
+	tcase_add_test(tc, spin_sees_change);
+	tcase_add_test(tc, group_turn_bytes);
 	suite_add_tcase(s, tc);
 	return s;
 }

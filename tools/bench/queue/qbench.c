@@ -309,6 +309,27 @@ static void *q_subscriber(void *arg)
 	return NULL;
 }
 
+/* QBENCH_TRACE=1: the cache's sizing every 50 ms, to stderr */
+static void *tracer(void *arg)
+{
+	mq_queue *q = arg;
+	uint64_t t0 = now_us();
+
+	while (!atomic_load(&stop_sync)) {
+		struct mq_stats st;
+
+		usleep(50000);
+		mq_stats(q, &st);
+		fprintf(stderr,
+			"%6.3f s target %" PRIu64 " cached %" PRIu64 " enq %.0f/s deq %.0f/s"
+			" hits %" PRIu64 " misses %" PRIu64 " evictions %" PRIu64 "\n",
+			(double)(now_us() - t0) / 1e6, st.cache_target_bytes, st.cache_bytes,
+			st.enqueue_rate, st.dequeue_rate, st.cache_hits, st.cache_misses,
+			st.cache_evictions);
+	}
+	return NULL;
+}
+
 static int run_queue(int argc, char **argv)
 {
 	const char *dir = argv[0];
@@ -319,7 +340,7 @@ static int run_queue(int argc, char **argv)
 	MDB_env *env;
 	mq_queue *q;
 	struct job *je = calloc((size_t)e, sizeof(*je)), *js = calloc((size_t)s, sizeof(*js));
-	pthread_t *te = calloc((size_t)e, sizeof(*te)), *tsb = calloc((size_t)s, sizeof(*tsb)), ts;
+	pthread_t *te = calloc((size_t)e, sizeof(*te)), *tsb = calloc((size_t)s, sizeof(*tsb)), ts, tt;
 	struct lat *lats = calloc((size_t)s, sizeof(*lats));
 	int rc;
 
@@ -343,6 +364,8 @@ static int run_queue(int argc, char **argv)
 	}
 	if (!dur)
 		pthread_create(&ts, NULL, syncer, env);
+	if (getenv("QBENCH_TRACE"))
+		pthread_create(&tt, NULL, tracer, q);
 	t0 = now_us();
 	for (int i = 0; i < s; i++) {
 		js[i] = (struct job){.id = i, .n = n / (uint64_t)e * (uint64_t)e, .q = q};
@@ -375,6 +398,8 @@ static int run_queue(int argc, char **argv)
 	atomic_store(&stop_sync, 1);
 	if (!dur)
 		pthread_join(ts, NULL);
+	if (getenv("QBENCH_TRACE"))
+		pthread_join(tt, NULL);
 	mq_close(q);
 	mdb_env_close(env);
 	return 0;
