@@ -18,9 +18,13 @@
 /* While a session is throttled a timer wakes a worker this often to refill. */
 #define THROTTLE_TICK_MS 2
 
-/* A session is heavy when over a window of LOAD_WINDOW_NS a quarter of its
- * requests (and at least 8) overlapped another of its requests, and stays
- * heavy HEAVY_NS after such a window. */
+/* A session is heavy when over a window of at least LOAD_WINDOW_NS a quarter
+ * of its requests (and at least 8) overlapped another of its requests, or
+ * its requests took half of the window from being read to their answer
+ * (the time they keep mfs's threads, and the CPU copies of their payloads,
+ * busy: a client waiting for each small request leaves the threads idle
+ * most of the time, even in a tight loop), and stays heavy HEAVY_NS after
+ * such a window. */
 #define LOAD_WINDOW_NS 10000000ull
 #define HEAVY_NS 50000000ull
 
@@ -94,19 +98,26 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 
 void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
 {
-	if (!s->loop->latency) /* only latency mode tells heavy from light */
+	struct mfs_loop *loop = s->loop;
+
+	if (loop->unfair) /* governor=off tells no heavy from light */
 		return;
 	s->win_reads++;
 	if (s->processing)
 		s->win_overlap++;
-	if (now_ns - s->win_start < LOAD_WINDOW_NS)
+	uint64_t len = now_ns - s->win_start;
+	if (len < LOAD_WINDOW_NS)
 		return;
-	if (s->win_overlap >= 8 && s->win_overlap * 4 >= s->win_reads) {
+	if ((s->win_overlap >= 8 && s->win_overlap * 4 >= s->win_reads) ||
+	    s->win_busy_ns * 2 >= len) {
 		s->heavy_until = now_ns + HEAVY_NS;
-		s->loop->heavy = s;
+		loop->heavy = s;
+		if (s->heavy_until > loop->heavy_until)
+			__atomic_store_n(&loop->heavy_until, s->heavy_until, __ATOMIC_RELAXED);
 	}
 	s->win_start = now_ns;
 	s->win_reads = s->win_overlap = 0;
+	s->win_busy_ns = 0;
 }
 
 /* lock held: should `s` be armed in the express set rather than the main
@@ -119,15 +130,28 @@ static bool wants_express(const struct mfs_session *s, uint64_t now_ns)
 	       now_ns < loop->heavy->heavy_until && now_ns >= s->heavy_until;
 }
 
-void mfs_loop_note_light(struct mfs_loop *loop, uint64_t now_ns)
+void mfs_loop_note_light(struct mfs_session *s, uint64_t now_ns)
 {
-	loop->light_until = now_ns + HEAVY_NS;
+	struct mfs_loop *loop = s->loop;
+
+	if (loop->unfair || now_ns < s->heavy_until)
+		return;
+	__atomic_store_n(&loop->light_until, now_ns + HEAVY_NS, __ATOMIC_RELAXED);
+	loop->light = s;
 }
 
 bool mfs_session_should_yield(const struct mfs_session *s, uint64_t now_ns)
 {
-	return s->loop->latency && !s->loop->unfair && now_ns < s->heavy_until &&
-	       now_ns < s->loop->light_until;
+	const struct mfs_loop *loop = s->loop;
+
+	return !loop->unfair && loop->light != s &&
+	       mfs_should_yield(now_ns, s->heavy_until, loop->light_until, s->unyield_until);
+}
+
+bool mfs_loop_contended(struct mfs_loop *loop, uint64_t now_ns)
+{
+	return now_ns < __atomic_load_n(&loop->light_until, __ATOMIC_RELAXED) &&
+	       now_ns < __atomic_load_n(&loop->heavy_until, __ATOMIC_RELAXED);
 }
 
 /* lock held: arm `s` in `epfd` for one request. */
@@ -234,6 +258,8 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 			s->st.peak_inflight = s->inflight;
 		mfs_session_update_busy(s);
 		mfs_session_charge(s, buf);
+		mfs_session_note_load(s, now_ns);
+		mfs_loop_note_light(s, now_ns);
 		s->processing++;
 		s->st.ring++;
 	}
@@ -244,6 +270,14 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 void mfs_session_request_done(struct mfs_session *s, uint64_t t0_ns, uint64_t t1_ns)
 {
 	mfs_session_record_latency(s, t1_ns - t0_ns);
+	s->win_busy_ns += t1_ns - t0_ns;
+	if (mfs_session_should_yield(s, t1_ns)) {
+		uint64_t until = mfs_yield_guard(t1_ns, t1_ns - t0_ns);
+		if (until) {
+			s->unyield_until = until;
+			s->st.starved++;
+		}
+	}
 	s->processing--;
 	s->inflight--;
 	mfs_session_update_busy(s);
@@ -526,6 +560,8 @@ void mfs_loop_remove(struct mfs_session *s)
 		epoll_ctl(loop->xepfd, EPOLL_CTL_DEL, s->fd, NULL);
 	if (loop->heavy == s)
 		loop->heavy = NULL;
+	if (loop->light == s)
+		loop->light = NULL;
 	if (s->prev)
 		s->prev->next = s->next;
 	else

@@ -553,7 +553,9 @@ static void work(void *arg)
 	uint64_t one = 1;
 
 	uint64_t t1 = mfs_now_ns();
+	mfs_loop_yield_begin(s);
 	process(e, &e->buf);
+	mfs_loop_yield_end(); /* before u->lock, which every ring thread takes */
 	note_time(e->us, opcode, mfs_now_ns() - t1);
 	/* From here `e` (and its session's ring state) belongs to the ring
 	 * thread again, which may commit it and see it retired and freed. */
@@ -705,7 +707,8 @@ static void submit_commits(struct uq *q)
 	if (!io_uring_sq_ready(&q->ring))
 		return;
 	uint64_t t0 = mfs_now_ns();
-	if (t0 < q->no_yield_until || sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
+	if (t0 < q->no_yield_until || mfs_loop_contended(q->u->loop, t0) ||
+	    sched_setscheduler(0, SCHED_IDLE, &sp) != 0)
 		return; /* submit_and_wait sends them */
 	io_uring_submit(&q->ring);
 	if (sched_setscheduler(0, SCHED_OTHER, &sp) != 0) {
