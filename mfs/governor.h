@@ -73,7 +73,20 @@ unsigned mfs_fair_limit(unsigned workers, unsigned sessions, unsigned busy, unsi
  * always finishes; the guard bounds how long.
  */
 #define MFS_STARVE_NS 20000000ull
-#define MFS_UNYIELD_NS 50000000ull
+#define MFS_UNYIELD_NS 10000000ull
+
+/*
+ * CPU share while yielding: priority alone does not keep a heavy DBFS's
+ * work off a light one's CPU. Its clients (writers copying into the page
+ * cache) and the kernel's copies of its payloads run at their own
+ * priority, in the kernel, where nothing preempts them; they run as fast
+ * as mfs answers the heavy DBFS. So while it yields, the CPU time its
+ * requests take on mfs's workers is also limited to this percentage of
+ * one CPU (a token bucket of nanoseconds, burst a tenth of a second's
+ * worth): its clients then wait for their writes and syncs instead of
+ * competing for the CPUs. 100: no limit (priority only).
+ */
+#define MFS_YIELD_SHARE_DEFAULT 10
 
 /* Should a request of a session be processed at idle priority now? */
 bool mfs_should_yield(uint64_t now_ns, uint64_t heavy_until, uint64_t light_until,

@@ -18,13 +18,13 @@
 /* While a session is throttled a timer wakes a worker this often to refill. */
 #define THROTTLE_TICK_MS 2
 
-/* A session is heavy when over a window of at least LOAD_WINDOW_NS a quarter
- * of its requests (and at least 8) overlapped another of its requests, or
- * its requests took half of the window from being read to their answer
- * (the time they keep mfs's threads, and the CPU copies of their payloads,
- * busy: a client waiting for each small request leaves the threads idle
- * most of the time, even in a tight loop), and stays heavy HEAVY_NS after
- * such a window. */
+/* A session is heavy when over a window of at least LOAD_WINDOW_NS at least
+ * 8 of its requests overlapped another of its requests, and either a
+ * quarter of them did or its requests took half of the window from being
+ * read to their answer (they keep threads busy: a ring has one entry per
+ * CPU and session, which bounds the overlap of its large writes); it stays
+ * heavy HEAVY_NS after such a window. A client that waits for each request
+ * never overlaps, however busy: it is never heavy. */
 #define LOAD_WINDOW_NS 10000000ull
 #define HEAVY_NS 50000000ull
 
@@ -58,7 +58,6 @@ static void set_throttled(struct mfs_session *s, bool on)
 	s->throttled = on;
 	struct itimerspec its = {{0, 0}, {0, 0}};
 	if (on) {
-		s->st.throttled++;
 		if (loop->throttled++ != 0)
 			return;
 		its.it_interval.tv_nsec = THROTTLE_TICK_MS * 1000000L;
@@ -80,6 +79,29 @@ static unsigned fair_limit(const struct mfs_session *s)
 			      s->limits.max_concurrent);
 }
 
+/* lock held: may `s` start another request within its CPU share? Only a
+ * yielding session has one (governor.h). One held back stays heavy: it
+ * has more work than its share, though it reads too little now for its
+ * requests to overlap; else it would be light as soon as it waits, and
+ * take the CPU back at normal priority. */
+static bool cpu_share_ok(struct mfs_session *s, uint64_t now_ns)
+{
+	if (!mfs_session_should_yield(s, now_ns))
+		return true;
+	mfs_bucket_refill(&s->cpu, now_ns);
+	if (mfs_bucket_ok(&s->cpu))
+		return true;
+	s->heavy_until = now_ns + HEAVY_NS;
+	if (s->heavy_until > s->loop->heavy_until)
+		__atomic_store_n(&s->loop->heavy_until, s->heavy_until, __ATOMIC_RELAXED);
+	return false;
+}
+
+void mfs_session_charge_cpu(struct mfs_session *s, uint64_t ns)
+{
+	mfs_bucket_take(&s->cpu, (double)ns);
+}
+
 bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 {
 	if (s->ended || s->removed || s->held || s->loop->stopping)
@@ -90,7 +112,7 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 		return false;
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
-	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw))
+	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw) || !cpu_share_ok(s, now_ns))
 		return false;
 	/* an armed fd already promises one request to some worker */
 	return s->inflight + (s->armed || s->xarmed ? 1 : 0) < fair_limit(s);
@@ -108,8 +130,8 @@ void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
 	uint64_t len = now_ns - s->win_start;
 	if (len < LOAD_WINDOW_NS)
 		return;
-	if ((s->win_overlap >= 8 && s->win_overlap * 4 >= s->win_reads) ||
-	    s->win_busy_ns * 2 >= len) {
+	if (s->win_overlap >= 8 &&
+	    (s->win_overlap * 4 >= s->win_reads || s->win_busy_ns * 2 >= len)) {
 		s->heavy_until = now_ns + HEAVY_NS;
 		loop->heavy = s;
 		if (s->heavy_until > loop->heavy_until)
@@ -174,6 +196,15 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
 	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw)) {
+		if (!s->throttled)
+			s->st.throttled++;
+		s->held = true;
+		set_throttled(s, true);
+		return false;
+	}
+	if (!cpu_share_ok(s, now_ns)) { /* the timer re-checks it, as a bucket's */
+		if (!s->throttled)
+			s->st.yield_waits++;
 		s->held = true;
 		set_throttled(s, true);
 		return false;
@@ -251,6 +282,9 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 		r = MFS_RING_WAIT;
 	} else if (s->limits.max_concurrent && s->inflight >= s->limits.max_concurrent) {
 		s->st.capped += !again;
+		r = MFS_RING_WAIT;
+	} else if (!cpu_share_ok(s, now_ns)) {
+		s->st.yield_waits += !again;
 		r = MFS_RING_WAIT;
 	} else {
 		s->inflight++;
@@ -370,6 +404,7 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		return -ENOMEM;
 	int rc;
 	loop->nworkers = workers;
+	loop->yield_share = MFS_YIELD_SHARE_DEFAULT;
 	loop->epfd = loop->xepfd = loop->evfd = loop->tfd = loop->jfd = -1;
 	loop->jobs_tail = &loop->jobs;
 	pthread_mutex_init(&loop->lock, NULL);
@@ -469,6 +504,13 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair)
 	pthread_mutex_unlock(&loop->lock);
 }
 
+void mfs_loop_set_yield_share(struct mfs_loop *loop, unsigned percent)
+{
+	pthread_mutex_lock(&loop->lock);
+	loop->yield_share = percent < 1 ? 1 : percent > 100 ? 100 : percent;
+	pthread_mutex_unlock(&loop->lock);
+}
+
 int mfs_loop_set_latency(struct mfs_loop *loop, bool on)
 {
 	int rc = 0;
@@ -526,6 +568,9 @@ int mfs_loop_add(struct mfs_loop *loop, struct fuse_session *se, const char *nam
 	}
 	uint64_t now = mfs_now_ns();
 	pthread_mutex_lock(&loop->lock);
+	/* ns of CPU per second; 100%: rate 0, no limit */
+	uint64_t rate = loop->yield_share >= 100 ? 0 : loop->yield_share * 10000000ull;
+	mfs_bucket_set(&s->cpu, rate, 1e6, now);
 	s->next = loop->sessions;
 	if (s->next)
 		s->next->prev = s;

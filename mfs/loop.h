@@ -57,6 +57,7 @@ struct mfs_session_stats {
 	uint64_t ring;          /* requests served over io_uring (uring.h) */
 	uint64_t yielded;       /* processed at idle priority for a light DBFS (governor.h) */
 	uint64_t starved;       /* times the starvation guard stopped its yielding */
+	uint64_t yield_waits;   /* times held back by the CPU share while yielding */
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];
@@ -161,7 +162,12 @@ void mfs_loop_post(struct mfs_loop *loop, struct mfs_loop_job *job);
  * threads only; the priority changes only when it must.
  */
 void mfs_loop_yield_begin(struct mfs_session *s);
-void mfs_loop_yield_end(void);
+void mfs_loop_yield_end(struct mfs_session *s);
+
+/* The CPU share of a yielding session, in percent of one CPU (1..100,
+ * governor.h: MFS_YIELD_SHARE_DEFAULT); 100: no limit. Takes effect for
+ * sessions added later: call it before any is added. */
+void mfs_loop_set_yield_share(struct mfs_loop *loop, unsigned percent);
 
 /*
  * Is some heavy session yielding to an active light one now? Lock-free (a

@@ -41,6 +41,7 @@ struct mfs_session {
 	struct mfs_limits limits;
 	struct mfs_bucket iops;
 	struct mfs_bucket bw;
+	struct mfs_bucket cpu; /* ns of worker CPU time while yielding (governor.h) */
 	struct mfs_session_stats st;
 	struct mfs_session *prev, *next; /* every session */
 	bool removed;                    /* in the graveyard */
@@ -100,6 +101,7 @@ struct mfs_loop {
 	uint64_t light_until;             /* a light session counts as active until (ns) */
 	const struct mfs_session *light;  /* the one that set light_until */
 
+	unsigned yield_share; /* percent of a CPU a yielding session may use */
 	bool unfair;  /* governor's fair share off (benchmarks) */
 	bool latency; /* express lane and yielding on (mfs_loop_set_latency) */
 	unsigned nworkers;
@@ -130,8 +132,8 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns);
 
 /* lock held: a worker read a request of `s` at `now` (ns), with
  * s->processing requests of it still being processed. A session whose
- * requests often overlap (its clients run concurrently), or whose requests
- * kept a thread busy half of the time, is heavy for a while. */
+ * requests often overlap (its clients run concurrently), or overlap and
+ * keep threads busy half of the time, is heavy for a while. */
 void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns);
 
 /* lock held: a request of `s` is served at `now`; unless s is heavy, a
@@ -142,6 +144,10 @@ void mfs_loop_note_light(struct mfs_session *s, uint64_t now_ns);
  * priority (s is heavy, another, light session was served recently, and
  * the starvation guard does not exempt s; governor.h)? */
 bool mfs_session_should_yield(const struct mfs_session *s, uint64_t now_ns);
+
+/* lock held: a request of `s` processed at idle priority took `ns` of CPU
+ * time on its worker: charge it to the CPU share. */
+void mfs_session_charge_cpu(struct mfs_session *s, uint64_t ns);
 
 /* lock held: count one request read into `buf` against s's counters and
  * token buckets. */

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 #include <sched.h>
 #include <sys/epoll.h>
@@ -63,6 +64,15 @@ static void note_spin(struct mfs_session *s, bool queued)
  * class of the work does (one system call each way).
  */
 static __thread bool idle_now;
+static __thread uint64_t idle_cpu0; /* thread CPU time when it yielded */
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 static void set_idle(bool idle)
 {
@@ -81,11 +91,19 @@ void mfs_loop_yield_begin(struct mfs_session *s)
 	s->st.yielded += yield;
 	pthread_mutex_unlock(&loop->lock);
 	set_idle(yield);
+	if (yield)
+		idle_cpu0 = thread_cpu_ns();
 }
 
-void mfs_loop_yield_end(void)
+void mfs_loop_yield_end(struct mfs_session *s)
 {
+	if (!idle_now)
+		return;
 	set_idle(false);
+	uint64_t ns = thread_cpu_ns() - idle_cpu0;
+	pthread_mutex_lock(&s->loop->lock);
+	mfs_session_charge_cpu(s, ns);
+	pthread_mutex_unlock(&s->loop->lock);
 }
 
 /*
@@ -133,12 +151,16 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 		s->st.yielded += yield;
 		pthread_mutex_unlock(&loop->lock);
 
+		uint64_t c0 = yield ? thread_cpu_ns() : 0;
 		set_idle(yield);
 		fuse_session_process_buf(s->se, buf);
 		set_idle(false);
 
 		uint64_t t1 = mfs_now_ns();
+		uint64_t cpu = yield ? thread_cpu_ns() - c0 : 0;
 		pthread_mutex_lock(&loop->lock);
+		if (yield)
+			mfs_session_charge_cpu(s, cpu);
 		mfs_session_request_done(s, t0, t1);
 	} else {
 		s->inflight--;

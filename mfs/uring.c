@@ -555,7 +555,7 @@ static void work(void *arg)
 	uint64_t t1 = mfs_now_ns();
 	mfs_loop_yield_begin(s);
 	process(e, &e->buf);
-	mfs_loop_yield_end(); /* before u->lock, which every ring thread takes */
+	mfs_loop_yield_end(s); /* before u->lock, which every ring thread takes */
 	note_time(e->us, opcode, mfs_now_ns() - t1);
 	/* From here `e` (and its session's ring state) belongs to the ring
 	 * thread again, which may commit it and see it retired and freed. */

@@ -3,7 +3,8 @@
 # concurrent writers and a's single client keeps a active, the workers
 # process b's requests at SCHED_IDLE (b's yielded grows, a's stays 0, a
 # worker thread is seen with policy SCHED_IDLE in /proc/PID/task/TID/stat)
-# and return to SCHED_OTHER once the load stops; with CPU hogs on every CPU
+# and return to SCHED_OTHER once the load stops; with yield_share=1 the CPU
+# share holds b back (yield_waits grows) yet b keeps writing; with CPU hogs on every CPU
 # the starvation guard lets b through (starved grows, b keeps writing);
 # governor=off never yields. Counters and /proc states only, no timing.
 . "$(dirname "$0")/lib.sh"
@@ -73,8 +74,9 @@ client_until() { # N COND...
 b_yielded() { [ "$(stat_of b yielded)" -gt "$Y0" ]; }
 b_yielded_enough() { [ "$(stat_of b yielded)" -gt "$Y0" ] && [ -n "$SEEN_IDLE" ]; }
 b_starved() { [ "$(stat_of b starved)" -gt "$S0" ]; }
+b_waited() { [ "$(stat_of b yield_waits)" -gt 0 ]; }
 
-start_manager "$M" threads=4
+start_manager "$M" threads=4,yield_share=1
 mount_ab
 Y0=$(stat_of b yielded)
 SEEN_IDLE=""
@@ -88,6 +90,16 @@ writers_off
 	fail "no worker seen at SCHED_IDLE"
 [ "$(stat_of a yielded)" = 0 ] && ok "a (light) never yields" ||
 	fail "a yielded $(stat_of a yielded)"
+W0=$(stat_of b write_bytes)
+SEEN_IDLE=x
+writers_on
+client_until 3000 b_waited
+ok_w=$?
+writers_off
+[ $ok_w = 0 ] && ok "the CPU share held b back: yield_waits=$(stat_of b yield_waits)" ||
+	fail "b never held by the CPU share (yield_waits=$(stat_of b yield_waits))"
+[ "$(stat_of b write_bytes)" -gt "$W0" ] && ok "b kept writing within its share" ||
+	fail "b wrote nothing within its share"
 wait_for 10 no_thread_idle && ok "every thread back at SCHED_OTHER after the load" ||
 	fail "threads left at SCHED_IDLE: $(worker_policies | tr '\n' ' ')"
 
@@ -119,7 +131,7 @@ stop_pid "$MPID" || fail "manager exit status"
 
 # governor=off: no yielding at all
 rm -rf "$T/state" "$T/sa" "$T/sb"
-start_manager "$M" threads=4,governor=off
+start_manager "$M" threads=4,governor=off,yield_share=1
 mount_ab
 Y0=$(stat_of b yielded)
 SEEN_IDLE=x
