@@ -18,9 +18,9 @@
 /* While a session is throttled a timer wakes a worker this often to refill. */
 #define THROTTLE_TICK_MS 2
 
-/* A session is heavy when over a window of at least LOAD_WINDOW_NS at least
- * 8 of its requests overlapped another of its requests, and either a
- * quarter of them did or its requests took half of the window from being
+/* A session is heavy when over a window of at least LOAD_WINDOW_NS a quarter
+ * of its requests (and at least 8) overlapped another of its requests, or
+ * some did (at least 2) and its requests took half of the window from being
  * read to their answer (they keep threads busy: a ring has one entry per
  * CPU and session, which bounds the overlap of its large writes); it stays
  * heavy HEAVY_NS after such a window. A client that waits for each request
@@ -130,8 +130,8 @@ void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
 	uint64_t len = now_ns - s->win_start;
 	if (len < LOAD_WINDOW_NS)
 		return;
-	if (s->win_overlap >= 8 &&
-	    (s->win_overlap * 4 >= s->win_reads || s->win_busy_ns * 2 >= len)) {
+	if ((s->win_overlap >= 8 && s->win_overlap * 4 >= s->win_reads) ||
+	    (s->win_overlap >= 2 && s->win_busy_ns * 2 >= len)) {
 		s->heavy_until = now_ns + HEAVY_NS;
 		loop->heavy = s;
 		if (s->heavy_until > loop->heavy_until)
