@@ -54,3 +54,14 @@ unsigned mfs_fair_limit(unsigned workers, unsigned sessions, unsigned busy, unsi
 		limit = cap;
 	return limit ? limit : 1;
 }
+
+bool mfs_should_yield(uint64_t now_ns, uint64_t heavy_until, uint64_t light_until,
+		      uint64_t unyield_until)
+{
+	return now_ns < heavy_until && now_ns < light_until && now_ns >= unyield_until;
+}
+
+uint64_t mfs_yield_guard(uint64_t now_ns, uint64_t ns)
+{
+	return ns > MFS_STARVE_NS ? now_ns + MFS_UNYIELD_NS : 0;
+}

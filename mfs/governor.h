@@ -53,4 +53,47 @@ uint64_t mfs_bucket_wait_ns(const struct mfs_bucket *b);
  */
 unsigned mfs_fair_limit(unsigned workers, unsigned sessions, unsigned busy, unsigned cap);
 
+/*
+ * CPU yielding: a heavy DBFS (its requests overlap: its clients run
+ * concurrently) yields the CPU to light ones (a client waiting for each
+ * request) while a light one is active: the workers processing its
+ * requests run at SCHED_IDLE, so that a light DBFS's request, its client
+ * and the ring thread serving it preempt them at once. The times are
+ * mfs_now_ns() values kept by the loop:
+ *
+ *   heavy_until    the session counts as heavy until then
+ *   light_until    some light session counts as active until then
+ *   unyield_until  the starvation guard exempts the session until then
+ *
+ * Starvation guard: a request of a yielding session that took longer
+ * than MFS_STARVE_NS from being read to its answer means the CPUs had no
+ * idle time for it; the session then keeps normal priority for
+ * MFS_UNYIELD_NS. A SCHED_IDLE thread still gets a small share of a busy
+ * CPU (its weight is 3 against 1024 for nice 0), so a yielded request
+ * always finishes; the guard bounds how long.
+ */
+#define MFS_STARVE_NS 20000000ull
+#define MFS_UNYIELD_NS 10000000ull
+
+/*
+ * CPU share while yielding: priority alone does not keep a heavy DBFS's
+ * work off a light one's CPU. Its clients (writers copying into the page
+ * cache) and the kernel's copies of its payloads run at their own
+ * priority, in the kernel, where nothing preempts them; they run as fast
+ * as mfs answers the heavy DBFS. So while it yields, the CPU time its
+ * requests take on mfs's workers is also limited to this percentage of
+ * one CPU (a token bucket of nanoseconds, burst a tenth of a second's
+ * worth): its clients then wait for their writes and syncs instead of
+ * competing for the CPUs. 100: no limit (priority only).
+ */
+#define MFS_YIELD_SHARE_DEFAULT 10
+
+/* Should a request of a session be processed at idle priority now? */
+bool mfs_should_yield(uint64_t now_ns, uint64_t heavy_until, uint64_t light_until,
+		      uint64_t unyield_until);
+
+/* A request of a session that yielded took `ns` to answer: 0 when it was
+ * served in time, else the new unyield_until (now_ns + MFS_UNYIELD_NS). */
+uint64_t mfs_yield_guard(uint64_t now_ns, uint64_t ns);
+
 #endif

@@ -18,9 +18,13 @@
 /* While a session is throttled a timer wakes a worker this often to refill. */
 #define THROTTLE_TICK_MS 2
 
-/* A session is heavy when over a window of LOAD_WINDOW_NS a quarter of its
- * requests (and at least 8) overlapped another of its requests, and stays
- * heavy HEAVY_NS after such a window. */
+/* A session is heavy when over a window of at least LOAD_WINDOW_NS a quarter
+ * of its requests (and at least 8) overlapped another of its requests, or
+ * some did (at least 2) and its requests took half of the window from being
+ * read to their answer (they keep threads busy: a ring has one entry per
+ * CPU and session, which bounds the overlap of its large writes); it stays
+ * heavy HEAVY_NS after such a window. A client that waits for each request
+ * never overlaps, however busy: it is never heavy. */
 #define LOAD_WINDOW_NS 10000000ull
 #define HEAVY_NS 50000000ull
 
@@ -54,7 +58,6 @@ static void set_throttled(struct mfs_session *s, bool on)
 	s->throttled = on;
 	struct itimerspec its = {{0, 0}, {0, 0}};
 	if (on) {
-		s->st.throttled++;
 		if (loop->throttled++ != 0)
 			return;
 		its.it_interval.tv_nsec = THROTTLE_TICK_MS * 1000000L;
@@ -76,6 +79,29 @@ static unsigned fair_limit(const struct mfs_session *s)
 			      s->limits.max_concurrent);
 }
 
+/* lock held: may `s` start another request within its CPU share? Only a
+ * yielding session has one (governor.h). One held back stays heavy: it
+ * has more work than its share, though it reads too little now for its
+ * requests to overlap; else it would be light as soon as it waits, and
+ * take the CPU back at normal priority. */
+static bool cpu_share_ok(struct mfs_session *s, uint64_t now_ns)
+{
+	if (!mfs_session_should_yield(s, now_ns))
+		return true;
+	mfs_bucket_refill(&s->cpu, now_ns);
+	if (mfs_bucket_ok(&s->cpu))
+		return true;
+	s->heavy_until = now_ns + HEAVY_NS;
+	if (s->heavy_until > s->loop->heavy_until)
+		__atomic_store_n(&s->loop->heavy_until, s->heavy_until, __ATOMIC_RELAXED);
+	return false;
+}
+
+void mfs_session_charge_cpu(struct mfs_session *s, uint64_t ns)
+{
+	mfs_bucket_take(&s->cpu, (double)ns);
+}
+
 bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 {
 	if (s->ended || s->removed || s->held || s->loop->stopping)
@@ -86,7 +112,7 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 		return false;
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
-	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw))
+	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw) || !cpu_share_ok(s, now_ns))
 		return false;
 	/* an armed fd already promises one request to some worker */
 	return s->inflight + (s->armed || s->xarmed ? 1 : 0) < fair_limit(s);
@@ -94,19 +120,26 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 
 void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
 {
-	if (!s->loop->latency) /* only latency mode tells heavy from light */
+	struct mfs_loop *loop = s->loop;
+
+	if (loop->unfair) /* governor=off tells no heavy from light */
 		return;
 	s->win_reads++;
 	if (s->processing)
 		s->win_overlap++;
-	if (now_ns - s->win_start < LOAD_WINDOW_NS)
+	uint64_t len = now_ns - s->win_start;
+	if (len < LOAD_WINDOW_NS)
 		return;
-	if (s->win_overlap >= 8 && s->win_overlap * 4 >= s->win_reads) {
+	if ((s->win_overlap >= 8 && s->win_overlap * 4 >= s->win_reads) ||
+	    (s->win_overlap >= 2 && s->win_busy_ns * 2 >= len)) {
 		s->heavy_until = now_ns + HEAVY_NS;
-		s->loop->heavy = s;
+		loop->heavy = s;
+		if (s->heavy_until > loop->heavy_until)
+			__atomic_store_n(&loop->heavy_until, s->heavy_until, __ATOMIC_RELAXED);
 	}
 	s->win_start = now_ns;
 	s->win_reads = s->win_overlap = 0;
+	s->win_busy_ns = 0;
 }
 
 /* lock held: should `s` be armed in the express set rather than the main
@@ -119,15 +152,28 @@ static bool wants_express(const struct mfs_session *s, uint64_t now_ns)
 	       now_ns < loop->heavy->heavy_until && now_ns >= s->heavy_until;
 }
 
-void mfs_loop_note_light(struct mfs_loop *loop, uint64_t now_ns)
+void mfs_loop_note_light(struct mfs_session *s, uint64_t now_ns)
 {
-	loop->light_until = now_ns + HEAVY_NS;
+	struct mfs_loop *loop = s->loop;
+
+	if (loop->unfair || now_ns < s->heavy_until)
+		return;
+	__atomic_store_n(&loop->light_until, now_ns + HEAVY_NS, __ATOMIC_RELAXED);
+	loop->light = s;
 }
 
 bool mfs_session_should_yield(const struct mfs_session *s, uint64_t now_ns)
 {
-	return s->loop->latency && !s->loop->unfair && now_ns < s->heavy_until &&
-	       now_ns < s->loop->light_until;
+	const struct mfs_loop *loop = s->loop;
+
+	return !loop->unfair && loop->light != s &&
+	       mfs_should_yield(now_ns, s->heavy_until, loop->light_until, s->unyield_until);
+}
+
+bool mfs_loop_contended(struct mfs_loop *loop, uint64_t now_ns)
+{
+	return now_ns < __atomic_load_n(&loop->light_until, __ATOMIC_RELAXED) &&
+	       now_ns < __atomic_load_n(&loop->heavy_until, __ATOMIC_RELAXED);
 }
 
 /* lock held: arm `s` in `epfd` for one request. */
@@ -150,6 +196,15 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
 	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw)) {
+		if (!s->throttled)
+			s->st.throttled++;
+		s->held = true;
+		set_throttled(s, true);
+		return false;
+	}
+	if (!cpu_share_ok(s, now_ns)) { /* the timer re-checks it, as a bucket's */
+		if (!s->throttled)
+			s->st.yield_waits++;
 		s->held = true;
 		set_throttled(s, true);
 		return false;
@@ -228,12 +283,17 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 	} else if (s->limits.max_concurrent && s->inflight >= s->limits.max_concurrent) {
 		s->st.capped += !again;
 		r = MFS_RING_WAIT;
+	} else if (!cpu_share_ok(s, now_ns)) {
+		s->st.yield_waits += !again;
+		r = MFS_RING_WAIT;
 	} else {
 		s->inflight++;
 		if (s->inflight > s->st.peak_inflight)
 			s->st.peak_inflight = s->inflight;
 		mfs_session_update_busy(s);
 		mfs_session_charge(s, buf);
+		mfs_session_note_load(s, now_ns);
+		mfs_loop_note_light(s, now_ns);
 		s->processing++;
 		s->st.ring++;
 	}
@@ -244,6 +304,14 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 void mfs_session_request_done(struct mfs_session *s, uint64_t t0_ns, uint64_t t1_ns)
 {
 	mfs_session_record_latency(s, t1_ns - t0_ns);
+	s->win_busy_ns += t1_ns - t0_ns;
+	if (mfs_session_should_yield(s, t1_ns)) {
+		uint64_t until = mfs_yield_guard(t1_ns, t1_ns - t0_ns);
+		if (until) {
+			s->unyield_until = until;
+			s->st.starved++;
+		}
+	}
 	s->processing--;
 	s->inflight--;
 	mfs_session_update_busy(s);
@@ -336,6 +404,7 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		return -ENOMEM;
 	int rc;
 	loop->nworkers = workers;
+	loop->yield_share = MFS_YIELD_SHARE_DEFAULT;
 	loop->epfd = loop->xepfd = loop->evfd = loop->tfd = loop->jfd = -1;
 	loop->jobs_tail = &loop->jobs;
 	pthread_mutex_init(&loop->lock, NULL);
@@ -435,6 +504,13 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair)
 	pthread_mutex_unlock(&loop->lock);
 }
 
+void mfs_loop_set_yield_share(struct mfs_loop *loop, unsigned percent)
+{
+	pthread_mutex_lock(&loop->lock);
+	loop->yield_share = percent < 1 ? 1 : percent > 100 ? 100 : percent;
+	pthread_mutex_unlock(&loop->lock);
+}
+
 int mfs_loop_set_latency(struct mfs_loop *loop, bool on)
 {
 	int rc = 0;
@@ -492,6 +568,9 @@ int mfs_loop_add(struct mfs_loop *loop, struct fuse_session *se, const char *nam
 	}
 	uint64_t now = mfs_now_ns();
 	pthread_mutex_lock(&loop->lock);
+	/* ns of CPU per second; 100%: rate 0, no limit */
+	uint64_t rate = loop->yield_share >= 100 ? 0 : loop->yield_share * 10000000ull;
+	mfs_bucket_set(&s->cpu, rate, 1e6, now);
 	s->next = loop->sessions;
 	if (s->next)
 		s->next->prev = s;
@@ -526,6 +605,8 @@ void mfs_loop_remove(struct mfs_session *s)
 		epoll_ctl(loop->xepfd, EPOLL_CTL_DEL, s->fd, NULL);
 	if (loop->heavy == s)
 		loop->heavy = NULL;
+	if (loop->light == s)
+		loop->light = NULL;
 	if (s->prev)
 		s->prev->next = s->next;
 	else

@@ -55,6 +55,9 @@ struct mfs_session_stats {
 	uint64_t capped;        /* times held back by the concurrency limit */
 	uint64_t express;       /* requests served by the express thread */
 	uint64_t ring;          /* requests served over io_uring (uring.h) */
+	uint64_t yielded;       /* processed at idle priority for a light DBFS (governor.h) */
+	uint64_t starved;       /* times the starvation guard stopped its yielding */
+	uint64_t yield_waits;   /* times held back by the CPU share while yielding */
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];
@@ -83,13 +86,16 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair);
 
 /*
  * Latency mode (governor=latency): while some session is heavy, light
- * sessions are served by the express thread, and heavy sessions' requests
- * are processed at SCHED_IDLE while a light one is active, so that the
- * threads of light sessions and their clients preempt them at once. The
- * cost: a heavy session gets little CPU while light ones are active and
- * other programs keep the CPUs busy. See loop_private.h. Turning it on
- * starts the express thread: call it before any session is added.
+ * sessions are served by the express thread (loop_private.h). Turning it
+ * on starts the express thread: call it before any session is added.
  * Errors: -EAGAIN (thread).
+ *
+ * In every mode but governor=off, heavy sessions yield the CPU to light
+ * ones (governor.h): their requests are read and processed at SCHED_IDLE
+ * while a light session is active, so that the threads of light sessions
+ * and their clients preempt them at once. The cost: a heavy session gets
+ * little CPU while light ones are active and other programs keep the CPUs
+ * busy; the starvation guard of governor.h bounds it.
  */
 int mfs_loop_set_latency(struct mfs_loop *loop, bool on);
 
@@ -144,6 +150,33 @@ struct mfs_loop_job {
 
 /* Run `job` on a worker as soon as one is free (FIFO). Any thread. */
 void mfs_loop_post(struct mfs_loop *loop, struct mfs_loop_job *job);
+
+/*
+ * For a posted job that processes a request of `s` (in flight, counted by
+ * mfs_loop_ring_begin): mfs_loop_yield_begin lowers the calling worker to
+ * SCHED_IDLE when `s` should yield to a light session now (counted in
+ * yielded); mfs_loop_yield_end restores normal priority. Call
+ * mfs_loop_yield_end before taking any lock that a thread serving another
+ * session may need (loop or ring locks): a thread at idle priority that
+ * holds such a lock can keep it from everyone on a busy machine. Worker
+ * threads only; the priority changes only when it must.
+ */
+void mfs_loop_yield_begin(struct mfs_session *s);
+void mfs_loop_yield_end(struct mfs_session *s);
+
+/* The CPU share of a yielding session, in percent of one CPU (1..100,
+ * governor.h: MFS_YIELD_SHARE_DEFAULT); 100: no limit. Takes effect for
+ * sessions added later: call it before any is added. */
+void mfs_loop_set_yield_share(struct mfs_loop *loop, unsigned percent);
+
+/*
+ * Is some heavy session yielding to an active light one now? Lock-free (a
+ * hint); for the rings, which then commit at normal priority: a thread
+ * that commits at SCHED_IDLE is preempted by the caller it wakes and then
+ * waits, runnable, behind every busy thread of the CPU while that caller's
+ * next request sits in its queue. Any thread.
+ */
+bool mfs_loop_contended(struct mfs_loop *loop, uint64_t now_ns);
 struct fuse_buf;
 int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns,
 			bool again);

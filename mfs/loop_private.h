@@ -32,13 +32,16 @@ struct mfs_session {
 	unsigned waits;  /* spins in a row that found nothing queued */
 	bool xarmed;     /* armed in the express set instead (struct mfs_loop) */
 	uint64_t heavy_until; /* heavy until then (ns): see mfs_session_note_load */
+	uint64_t unyield_until; /* starvation guard: no yielding until then (governor.h) */
 	unsigned processing;  /* requests read and not yet answered */
 	uint64_t win_start;   /* current load window: start (ns) */
 	unsigned win_reads;   /* requests read in it */
 	unsigned win_overlap; /* of which while another was being processed */
+	uint64_t win_busy_ns; /* time its requests answered in it took (ns) */
 	struct mfs_limits limits;
 	struct mfs_bucket iops;
 	struct mfs_bucket bw;
+	struct mfs_bucket cpu; /* ns of worker CPU time while yielding (governor.h) */
 	struct mfs_session_stats st;
 	struct mfs_session *prev, *next; /* every session */
 	bool removed;                    /* in the graveyard */
@@ -83,16 +86,22 @@ struct mfs_loop {
 	 * the CPU run queue, for milliseconds when they saturate the CPUs. So
 	 * while some session is heavy, the fds of the light ones are armed in
 	 * a second epoll set instead, waited on by one more thread (nice -10
-	 * when allowed) that serves only them, and the heavy sessions' requests
-	 * run at SCHED_IDLE meanwhile (pool.c).
+	 * when allowed) that serves only them. In every mode but
+	 * governor=off, the heavy sessions' requests run at SCHED_IDLE while
+	 * a light one is active (governor.h, pool.c).
 	 */
 	int xepfd;
 	pthread_t xworker;
 	struct mfs_worker xwarg;
 	bool xstarted;
 	struct mfs_session *heavy; /* the session marked heavy last */
-	uint64_t light_until;      /* a light session counts as active until (ns) */
+	/* Written under the lock, read without it by mfs_loop_contended
+	 * (atomic accesses): */
+	uint64_t heavy_until;             /* some session is heavy until (ns) */
+	uint64_t light_until;             /* a light session counts as active until (ns) */
+	const struct mfs_session *light;  /* the one that set light_until */
 
+	unsigned yield_share; /* percent of a CPU a yielding session may use */
 	bool unfair;  /* governor's fair share off (benchmarks) */
 	bool latency; /* express lane and yielding on (mfs_loop_set_latency) */
 	unsigned nworkers;
@@ -123,16 +132,22 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns);
 
 /* lock held: a worker read a request of `s` at `now` (ns), with
  * s->processing requests of it still being processed. A session whose
- * requests often overlap (its clients run concurrently) is heavy for a
- * while. */
+ * requests often overlap (its clients run concurrently), or overlap and
+ * keep threads busy half of the time, is heavy for a while. */
 void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns);
 
-/* lock held: the express thread serves a request at `now`. */
-void mfs_loop_note_light(struct mfs_loop *loop, uint64_t now_ns);
+/* lock held: a request of `s` is served at `now`; unless s is heavy, a
+ * light session is active. */
+void mfs_loop_note_light(struct mfs_session *s, uint64_t now_ns);
 
 /* lock held: should a request of `s` read at `now` be processed at idle
- * priority (s is heavy and a light session was served recently)? */
+ * priority (s is heavy, another, light session was served recently, and
+ * the starvation guard does not exempt s; governor.h)? */
 bool mfs_session_should_yield(const struct mfs_session *s, uint64_t now_ns);
+
+/* lock held: a request of `s` processed at idle priority took `ns` of CPU
+ * time on its worker: charge it to the CPU share. */
+void mfs_session_charge_cpu(struct mfs_session *s, uint64_t ns);
 
 /* lock held: count one request read into `buf` against s's counters and
  * token buckets. */

@@ -49,6 +49,7 @@ struct cli {
 	int uring; /* URING_* */
 	uint64_t mem;
 	unsigned threads;
+	unsigned yield_share; /* 0: default */
 	const char *dbfs_store;
 	const char *mountpoint;
 	char state_dir[PATH_MAX];
@@ -72,9 +73,11 @@ static void usage(FILE *f)
 		"                else $XDG_STATE_HOME/mfs or ~/.local/state/mfs\n"
 		"  -o threads=N  worker threads shared by every mount (default %d)\n"
 		"  -o allow_other  let other users read status and manage their own DBFSs\n"
-		"  -o governor=off  no fair share of workers (for comparisons)\n"
-		"  -o governor=latency  fair share, and busy DBFSs yield the CPU to\n"
-		"                quiet ones (see GOVERNOR in mfs(8))\n"
+		"  -o governor=off  no fair share of workers, no CPU yielding (for comparisons)\n"
+		"  -o governor=latency  also an express thread for quiet DBFSs (see\n"
+		"                GOVERNOR in mfs(8))\n"
+		"  -o yield_share=PERCENT  CPU share of a busy DBFS while it yields to\n"
+		"                quiet ones (1..100, default 10; 100: no limit)\n"
 		"  -o mem=SIZE   kernel cache memory for all DBFSs, shared equally\n"
 		"  -o uring=auto|on|off  serve DBFS requests over per-CPU io_uring queues\n"
 		"                when the kernel offers them (auto, the default); on: as\n"
@@ -123,6 +126,14 @@ static int parse_o(struct cli *c, const char *s)
 				rc = -1;
 			}
 			c->threads = (unsigned)n;
+		} else if (!strcmp(k, "yield_share")) {
+			char *end;
+			unsigned long n = v ? strtoul(v, &end, 10) : 0;
+			if (!v || *end || n < 1 || n > 100) {
+				fprintf(stderr, "mfs: yield_share must be 1..100\n");
+				rc = -1;
+			}
+			c->yield_share = (unsigned)n;
 		} else if (!strcmp(k, "state") && !c->dbfs_store) {
 			if (!v || v[0] != '/' || strlen(v) >= sizeof(c->state_dir)) {
 				fprintf(stderr, "mfs: state= needs an absolute path\n");
@@ -475,6 +486,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	mfs_loop_set_fair(mgr.loop, !c.unfair);
+	if (c.yield_share)
+		mfs_loop_set_yield_share(mgr.loop, c.yield_share);
 	if (mfs_loop_set_latency(mgr.loop, c.latency))
 		mfs_warn("governor=latency: cannot start the express thread");
 	/* In latency mode light DBFSs are served by the express thread; a ring

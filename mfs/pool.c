@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 #include <sched.h>
 #include <sys/epoll.h>
@@ -52,22 +53,57 @@ static void note_spin(struct mfs_session *s, bool queued)
 
 /*
  * A worker reads and processes requests of a heavy session as SCHED_IDLE
- * while a light one is being served (loop_private.h, the express lane): any
- * other thread that wakes on its CPU, the express thread or a light
- * session's client, then preempts it at once instead of waiting for the next
- * tick. Reading counts: it copies up to 1 MiB of a write out of the kernel,
- * and doing it at idle priority too halved the quiet DBFS's stat p99 in
+ * while a light one is being served (governor.h): any other thread that
+ * wakes on its CPU, a ring or express thread or a light session's client,
+ * then preempts it at once instead of waiting for the next tick. Reading
+ * counts: it copies up to 1 MiB of a write out of the kernel, and doing it
+ * at idle priority too halved the quiet DBFS's stat p99 in
  * tools/bench/isolation. Only outside loop->lock: a thread at SCHED_IDLE
  * must never hold it, where a busy machine could keep it off the CPU while
- * every other worker waits for the lock.
+ * every other worker waits for the lock. The policy changes only when the
+ * class of the work does (one system call each way).
  */
+static __thread bool idle_now;
+static __thread uint64_t idle_cpu0; /* thread CPU time when it yielded */
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void set_idle(bool idle)
 {
-	static __thread bool cur;
 	struct sched_param sp = {0};
 
-	if (idle != cur && sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0)
-		cur = idle;
+	if (idle != idle_now && sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0)
+		idle_now = idle;
+}
+
+void mfs_loop_yield_begin(struct mfs_session *s)
+{
+	struct mfs_loop *loop = s->loop;
+
+	pthread_mutex_lock(&loop->lock);
+	bool yield = mfs_session_should_yield(s, mfs_now_ns());
+	s->st.yielded += yield;
+	pthread_mutex_unlock(&loop->lock);
+	set_idle(yield);
+	if (yield)
+		idle_cpu0 = thread_cpu_ns();
+}
+
+void mfs_loop_yield_end(struct mfs_session *s)
+{
+	if (!idle_now)
+		return;
+	set_idle(false);
+	uint64_t ns = thread_cpu_ns() - idle_cpu0;
+	pthread_mutex_lock(&s->loop->lock);
+	mfs_session_charge_cpu(s, ns);
+	pthread_mutex_unlock(&s->loop->lock);
 }
 
 /*
@@ -87,7 +123,7 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	if (s->inflight > s->st.peak_inflight)
 		s->st.peak_inflight = s->inflight;
 	mfs_session_update_busy(s);
-	bool idle_rx = loop->latency && mfs_session_should_yield(s, mfs_now_ns());
+	bool idle_rx = mfs_session_should_yield(s, mfs_now_ns());
 	pthread_mutex_unlock(&loop->lock);
 
 	unsigned tries = 0;
@@ -107,18 +143,24 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	if (res > 0) {
 		mfs_session_charge(s, buf);
 		mfs_session_note_load(s, t0);
+		mfs_loop_note_light(s, t0);
 		s->processing++;
 		if (rearm)
 			mfs_session_admit(s, t0);
 		bool yield = mfs_session_should_yield(s, t0);
+		s->st.yielded += yield;
 		pthread_mutex_unlock(&loop->lock);
 
+		uint64_t c0 = yield ? thread_cpu_ns() : 0;
 		set_idle(yield);
 		fuse_session_process_buf(s->se, buf);
 		set_idle(false);
 
 		uint64_t t1 = mfs_now_ns();
+		uint64_t cpu = yield ? thread_cpu_ns() - c0 : 0;
 		pthread_mutex_lock(&loop->lock);
+		if (yield)
+			mfs_session_charge_cpu(s, cpu);
 		mfs_session_request_done(s, t0, t1);
 	} else {
 		s->inflight--;
@@ -185,6 +227,7 @@ void *mfs_pool_worker(void *arg)
 			if (job) {
 				pthread_mutex_unlock(&loop->lock);
 				job->fn(job->arg);
+				set_idle(false); /* in case fn yielded and did not end it */
 				pthread_mutex_lock(&loop->lock);
 			}
 			continue;
@@ -206,7 +249,6 @@ void *mfs_pool_worker(void *arg)
 			continue;
 		if (w->express) {
 			/* one request of a light session, no spinning */
-			mfs_loop_note_light(loop, mfs_now_ns());
 			if (serve_one(s, &buf, 0) > 0)
 				s->st.express++;
 		} else if (serve_one(s, &buf, 0) > 0) {

@@ -565,7 +565,9 @@ static void work(void *arg)
 	uint64_t one = 1;
 
 	uint64_t t1 = mfs_now_ns();
+	mfs_loop_yield_begin(s);
 	process(e, &e->buf);
+	mfs_loop_yield_end(s); /* before u->lock, which every ring thread takes */
 	note_time(e->us, opcode, mfs_now_ns() - t1);
 	/* From here `e` (and its session's ring state) belongs to the ring
 	 * thread again, which may commit it and see it retired and freed. */
@@ -752,7 +754,8 @@ static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
  * turn: a commit that took over STARVED_NS (the caller it woke, and then
  * whatever else ran here, went first) puts the thread at normal priority
  * for NO_YIELD_NS, and so does roaming (a thread that left its CPU should
- * look busy, so a reader it wakes stays on its own). Only for a process
+ * look busy, so a reader it wakes stays on its own), and so does a heavy
+ * DBFS yielding to a light one (mfs_loop_contended). Only for a process
  * that may leave SCHED_IDLE again (root, or RLIMIT_NICE 20): without
  * CAP_SYS_NICE the way back is refused.
  */
@@ -815,7 +818,9 @@ static void check_starved(struct uq *q)
 /* Before waiting: the priority this thread should have now. */
 static void choose_priority(struct uq *q)
 {
-	set_idle(q, !q->roaming && mfs_now_ns() >= q->no_yield_until);
+	uint64_t now = mfs_now_ns();
+	set_idle(q, !q->roaming && now >= q->no_yield_until &&
+			    !mfs_loop_contended(q->u->loop, now));
 }
 
 /* Send the queued commits; at SCHED_IDLE, see how long they kept us. */

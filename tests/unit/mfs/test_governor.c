@@ -65,6 +65,37 @@ START_TEST(fair)
 }
 END_TEST
 
+START_TEST(yield_needs_heavy_and_light)
+{
+	uint64_t now = 100 * SEC;
+	/* heavy, a light session active, no guard: yield */
+	ck_assert(mfs_should_yield(now, now + 1, now + 1, 0));
+	/* not heavy (any more) */
+	ck_assert(!mfs_should_yield(now, now, now + 1, 0));
+	ck_assert(!mfs_should_yield(now, 0, now + 1, 0));
+	/* no light session active */
+	ck_assert(!mfs_should_yield(now, now + 1, now, 0));
+	/* the starvation guard exempts it until unyield_until, not after */
+	ck_assert(!mfs_should_yield(now, now + 1, now + 1, now + 1));
+	ck_assert(mfs_should_yield(now, now + 1, now + 1, now));
+}
+END_TEST
+
+START_TEST(starvation_guard)
+{
+	uint64_t now = 100 * SEC;
+	/* served in time: no exemption */
+	ck_assert_uint_eq(mfs_yield_guard(now, 0), 0);
+	ck_assert_uint_eq(mfs_yield_guard(now, MFS_STARVE_NS), 0);
+	/* too slow: normal priority for MFS_UNYIELD_NS from now */
+	uint64_t until = mfs_yield_guard(now, MFS_STARVE_NS + 1);
+	ck_assert_uint_eq(until, now + MFS_UNYIELD_NS);
+	ck_assert(!mfs_should_yield(now, now + SEC, now + SEC, until));
+	ck_assert(!mfs_should_yield(until - 1, now + SEC, now + SEC, until));
+	ck_assert(mfs_should_yield(until, now + SEC, now + SEC, until));
+}
+END_TEST
+
 Suite *mfs_governor_suite(void)
 {
 	Suite *s = suite_create("governor");
@@ -73,6 +104,10 @@ Suite *mfs_governor_suite(void)
 	tcase_add_test(tc, rate);
 	tcase_add_test(tc, debt);
 	tcase_add_test(tc, fair);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("yield");
+	tcase_add_test(tc, yield_needs_heavy_and_light);
+	tcase_add_test(tc, starvation_guard);
 	suite_add_tcase(s, tc);
 	return s;
 }
