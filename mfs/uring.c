@@ -805,7 +805,8 @@ static void check_starved(struct uq *q)
 	if (!q->idle || now < q->chk_at + CHECK_NS)
 		return;
 	uint64_t d = run_delay(q);
-	bool starved = q->chk_at && d - q->chk_delay > STARVED_WAKE_NS * q->chk_wakes;
+	bool starved = q->chk_at && d >= q->chk_delay &&
+		       d - q->chk_delay > STARVED_WAKE_NS * q->chk_wakes;
 	q->chk_at = now;
 	q->chk_delay = d;
 	q->chk_wakes = 0;
