@@ -217,36 +217,23 @@ struct setattr_ctx {
 	struct stat st;
 	unsigned set;
 	struct dbfs_inode out;
+	int more; /* a piece of the truncate was done: again */
 };
 
+/* A truncate that frees more than one transaction may is done in pieces
+ * (dbfs_op_free_piece): a piece is committed alone (c->more), and the
+ * caller comes again; the last piece and the operation share one. */
 static int setattr_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	struct setattr_ctx *c = arg;
+	c->more = 0;
+	if ((c->set & DBFS_SET_SIZE) && c->st.st_size >= 0) {
+		int rc = dbfs_op_free_piece(fs, txn, c->ino, (uint64_t)c->st.st_size, UINT64_MAX,
+					    &c->more);
+		if (rc || c->more)
+			return rc;
+	}
 	return dbfs_op_setattr(fs, txn, c->ino, &c->st, c->set, &c->out);
-}
-
-struct piece_ctx {
-	uint64_t ino, off, end;
-	int more;
-};
-
-static int piece_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
-{
-	struct piece_ctx *c = arg;
-	return dbfs_op_free_piece(fs, txn, c->ino, c->off, c->end, &c->more);
-}
-
-/* Free what a truncate to `off` (end UINT64_MAX) or a hole in [off, end)
- * frees beyond one transaction's share, in transactions of their own
- * (dbfs_op_free_piece); the operation then does the rest. */
-static int free_in_pieces(struct dbfs *fs, uint64_t ino, uint64_t off, uint64_t end)
-{
-	struct piece_ctx c = {ino, off, end, 0};
-	int rc;
-	do
-		rc = dbfs_write(fs, piece_fn, &c);
-	while (!rc && c.more);
-	return rc;
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -288,11 +275,10 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	 * the kernel's ctime: it means exactly that. */
 	if (fs->killpriv_v2 && !(to_set & ~FUSE_SET_ATTR_CTIME))
 		c.set |= DBFS_SET_KILL_SUIDGID | DBFS_SET_KILL_CAPS;
-	int rc = 0;
-	if ((c.set & DBFS_SET_SIZE) && attr->st_size >= 0)
-		rc = free_in_pieces(fs, ino, (uint64_t)attr->st_size, UINT64_MAX);
-	if (!rc)
+	int rc;
+	do
 		rc = dbfs_write(fs, setattr_fn, &c);
+	while (!rc && c.more);
 	if (rc) {
 		reply_err(req, rc);
 		return;
@@ -646,18 +632,25 @@ struct falloc_ctx {
 	uint64_t ino;
 	int mode;
 	uint64_t off, len;
+	int more; /* a piece of the hole was punched: again (as setattr_fn) */
 };
 
 static int falloc_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	struct falloc_ctx *c = arg;
+	c->more = 0;
+	if (c->mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) { /* one it accepts */
+		int rc = dbfs_op_free_piece(fs, txn, c->ino, c->off, c->off + c->len, &c->more);
+		if (rc || c->more)
+			return rc;
+	}
 	return dbfs_op_fallocate(fs, txn, c->ino, c->mode, c->off, c->len);
 }
 
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
-	struct falloc_ctx c = {ino, mode, (uint64_t)off, (uint64_t)len};
+	struct falloc_ctx c = {ino, mode, (uint64_t)off, (uint64_t)len, 0};
 	(void)fi;
 	req_fs(req)->cnt.ops++;
 	int rc = off < 0 || len <= 0 ? -EINVAL : 0;
@@ -674,11 +667,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 			rc = dbfs_write_sized(req_fs(req), falloc_fn, &c, c.len);
 		}
 	} else if (!rc) {
-		/* only for a punch the operation will accept */
-		if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
-			rc = free_in_pieces(req_fs(req), ino, c.off, c.off + c.len);
-		if (!rc)
+		do
 			rc = dbfs_write(req_fs(req), falloc_fn, &c);
+		while (!rc && c.more);
 	}
 	reply_err(req, rc);
 }

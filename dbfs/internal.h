@@ -391,7 +391,7 @@ int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uin
  * piece punches its blocks. *more is 1 when it freed a piece and more whole
  * blocks than fit in one transaction are left; 0 (having changed nothing)
  * when the rest fits in one: the caller then runs the operation itself,
- * which also reports its errors. */
+ * in the same transaction, and it reports the errors. */
 int dbfs_op_free_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, uint64_t end,
 		       int *more);
 int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
