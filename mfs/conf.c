@@ -45,7 +45,7 @@ int mfs_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-static int parse_uint(const char *s, uint64_t max, uint64_t *out)
+int mfs_parse_uint(const char *s, uint64_t max, uint64_t *out)
 {
 	char *end;
 
@@ -65,11 +65,11 @@ static int governor_key(const char *key, const char *value, struct mfs_limits *l
 	uint64_t v;
 
 	if (!strcmp(key, "max_concurrent")) {
-		if (parse_uint(value, 1024, &v))
+		if (mfs_parse_uint(value, 1024, &v))
 			goto bad;
 		lim->max_concurrent = (unsigned)v;
 	} else if (!strcmp(key, "iops")) {
-		if (parse_uint(value, 100000000, &v))
+		if (mfs_parse_uint(value, 100000000, &v))
 			goto bad;
 		lim->iops = v;
 	} else if (!strcmp(key, "bandwidth")) {

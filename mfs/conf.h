@@ -21,6 +21,9 @@
 
 /* Parse "123", "4K", "2M", "1G", "1T" (powers of 1024). -EINVAL if malformed. */
 int mfs_parse_size(const char *s, uint64_t *out);
+/* Parse a decimal number 0..max (no sign, no suffix). -EINVAL if malformed
+ * or above max. */
+int mfs_parse_uint(const char *s, uint64_t max, uint64_t *out);
 
 /*
  * Check one option. Returns 0, -ENOENT for an unknown key, -EINVAL for a

@@ -118,18 +118,15 @@ static int parse_o(struct cli *c, const char *s)
 	}
 	for (size_t i = 0; i < l.n && !rc; i++) {
 		const char *k = l.items[i].key, *v = l.items[i].value;
+		uint64_t n = 0;
 		if (!strcmp(k, "threads")) {
-			char *end;
-			unsigned long n = v ? strtoul(v, &end, 10) : 0;
-			if (!v || *end || n < 1 || n > 1024) {
+			if (mfs_parse_uint(v, 1024, &n) || n < 1) {
 				fprintf(stderr, "mfs: threads must be 1..1024\n");
 				rc = -1;
 			}
 			c->threads = (unsigned)n;
 		} else if (!strcmp(k, "yield_share")) {
-			char *end;
-			unsigned long n = v ? strtoul(v, &end, 10) : 0;
-			if (!v || *end || n < 1 || n > 100) {
+			if (mfs_parse_uint(v, 100, &n) || n < 1) {
 				fprintf(stderr, "mfs: yield_share must be 1..100\n");
 				rc = -1;
 			}
