@@ -130,3 +130,25 @@ expect_refused() {
 	fi
 	ok "$attr refused with $en: $(printf '%s' "$err" | head -1)"
 }
+
+# writers_on PREFIX BS COUNT: 8 writers, each writing PREFIX<i> (dd BS COUNT,
+# conv=fsync) over and over until writers_off; their pids are in PIDS.
+WP=""
+writers_on() {
+	rm -f "$T/stopw"
+	WP=""
+	i=0
+	while [ $i -lt 8 ]; do
+		(while [ ! -e "$T/stopw" ]; do
+			dd if=/dev/zero of="$1$i" bs="$2" count="$3" conv=fsync 2>/dev/null || break
+		done) &
+		WP="$WP $!"
+		i=$((i + 1))
+	done
+	PIDS="$PIDS $WP"
+}
+writers_off() {
+	touch "$T/stopw"
+	for p in $WP; do wait "$p"; done
+	WP=""
+}

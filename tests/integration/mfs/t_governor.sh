@@ -51,16 +51,7 @@ xset config "name=a,bandwidth=0" && [ "$(stat_of a bandwidth_limit)" = 0 ] && ok
 # not. Counters only: the writers run until a's client has done its work.
 x0=$(stat_of a express)
 touch "$T/ma/q"
-rm -f "$T/stopw"
-i=0
-wp=""
-while [ $i -lt 8 ]; do
-	(while [ ! -e "$T/stopw" ]; do
-		dd if=/dev/zero of="$T/mb/x$i" bs=256k count=8 conv=fsync 2>/dev/null || break
-	done) &
-	wp="$wp $!"
-	i=$((i + 1))
-done
+writers_on "$T/mb/x" 256k 8
 # a's client: getxattr (never cached by the kernel) in a loop until the
 # express thread served some of it (bounded: 600 rounds), then stop the writers
 n=0
@@ -68,8 +59,7 @@ while [ "$(stat_of a express)" -le "$x0" ] && [ $n -lt 600 ]; do
 	getfattr -n user.none "$T/ma/q" >/dev/null 2>&1
 	n=$((n + 1))
 done
-touch "$T/stopw"
-for p in $wp; do wait "$p"; done
+writers_off
 [ "$(stat_of a express)" -gt "$x0" ] && ok "express thread served a ($(stat_of a express))" \
 	|| fail "express never served a"
 [ "$(stat_of b express)" = 0 ] && ok "b (heavy) not on the express lane" \

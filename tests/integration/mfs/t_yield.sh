@@ -20,26 +20,6 @@ mount_ab() {
 	touch "$T/ma/q"
 }
 
-WP=""
-writers_on() {
-	rm -f "$T/stopw"
-	WP=""
-	i=0
-	while [ $i -lt 8 ]; do
-		(while [ ! -e "$T/stopw" ]; do
-			dd if=/dev/zero of="$T/mb/w$i" bs=1M count=4 conv=fsync 2>/dev/null || break
-		done) &
-		WP="$WP $!"
-		i=$((i + 1))
-	done
-	PIDS="$PIDS $WP"
-}
-writers_off() {
-	touch "$T/stopw"
-	for p in $WP; do wait "$p"; done
-	WP=""
-}
-
 # Policy (field 41 of /proc/PID/task/TID/stat) of the threads that may run on
 # more than one CPU: the workers (the ring threads are pinned to one CPU).
 worker_policies() {
@@ -80,7 +60,7 @@ start_manager "$M" threads=4,yield_share=1
 mount_ab
 Y0=$(stat_of b yielded)
 SEEN_IDLE=""
-writers_on
+writers_on "$T/mb/w" 1M 4
 client_until 3000 b_yielded_enough
 ok_y=$?
 writers_off
@@ -92,7 +72,7 @@ writers_off
 	fail "a yielded $(stat_of a yielded)"
 W0=$(stat_of b write_bytes)
 SEEN_IDLE=x
-writers_on
+writers_on "$T/mb/w" 1M 4
 client_until 3000 b_waited
 ok_w=$?
 writers_off
@@ -118,7 +98,7 @@ PIDS="$PIDS $HP"
 S0=$(stat_of b starved)
 W0=$(stat_of b write_bytes)
 SEEN_IDLE=x
-writers_on
+writers_on "$T/mb/w" 1M 4
 client_until 3000 b_starved
 ok_s=$?
 for p in $HP; do kill "$p" 2>/dev/null; done
@@ -135,7 +115,7 @@ start_manager "$M" threads=4,governor=off,yield_share=1
 mount_ab
 Y0=$(stat_of b yielded)
 SEEN_IDLE=x
-writers_on
+writers_on "$T/mb/w" 1M 4
 client_until 300 false
 writers_off
 [ "$(stat_of b yielded)" = "$Y0" ] && [ "$(stat_of b write_bytes)" -gt 0 ] &&
