@@ -752,7 +752,8 @@ static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
  *
  * When other work keeps the CPU busy, an idle thread waits long for its
  * turn: a commit that took over STARVED_NS (the caller it woke, and then
- * whatever else ran here, went first) puts the thread at normal priority
+ * whatever else ran here, went first), or wake-ups that waited for a CPU
+ * (check_starved), put the thread at normal priority
  * for NO_YIELD_NS, and so does roaming (a thread that left its CPU should
  * look busy, so a reader it wakes stays on its own), and so does a heavy
  * DBFS yielding to a light one (mfs_loop_contended). Only for a process
