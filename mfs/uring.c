@@ -679,6 +679,7 @@ static void serve(struct uq *q, struct uent *e)
 	}
 	e->unique = in->unique;
 	e->replied = false;
+	uint32_t opcode = in->opcode; /* the reply overwrites `in` */
 	roam_or_home(q, in, op_arg(e, opsz), t0);
 	if (hand_off(us, in, op_arg(e, opsz))) {
 		e->on_worker = true;
@@ -692,7 +693,7 @@ static void serve(struct uq *q, struct uent *e)
 	}
 	process(e, &buf);
 	mfs_loop_ring_end(s, t0);
-	note_time(us, in->opcode, mfs_now_ns() - t0);
+	note_time(us, opcode, mfs_now_ns() - t0);
 }
 
 static void retry_deferred(struct uq *q)
