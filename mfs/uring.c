@@ -141,7 +141,7 @@ struct uq {
 	bool idle;               /* at SCHED_IDLE now */
 	int sched_fd;            /* its /proc schedstat (-1: none) */
 	uint64_t chk_at, chk_delay, chk_wakes; /* the last look at it */
-	const struct mfs_uring_sess *last; /* whose request it served last */
+	const struct mfs_uring_sess *last; /* whose request it served last (compared only) */
 	uint64_t mixed_until;    /* it served several DBFSs lately: until then */
 	bool roaming;            /* may run on any CPU of u->cpus */
 	uint64_t roam_until;     /* pinned again at the first small request after */
