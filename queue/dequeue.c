@@ -649,6 +649,8 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 			rc = ETIMEDOUT;
 			break;
 		}
+		if (s->fold_due_us && mq_mono_us() >= s->fold_due_us)
+			mq_sub_fold(s); /* idle: acknowledgements into the store */
 		wake = now + MQ_POLL_US;
 		if (next_due(q) < wake)
 			wake = next_due(q);

@@ -58,6 +58,7 @@
 #ifndef MQ_FORMAT_H
 #define MQ_FORMAT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -108,6 +109,35 @@ struct mq_disk_msg {
 	uint8_t flags;
 	uint8_t pad[2];
 	uint32_t tag; /* the caller's attribute (was padding: 0 in older records) */
+};
+
+/*
+ * The ack log (acklog.c): a file next to the environment's data file,
+ * "mfsq-<queue>.acks" (MDB_NOSUBDIR: "<path>-mfsq-<queue>.acks"), used by
+ * MDB_NOSYNC environments; MQ_ACK_SLOTS slots of one stride each (the
+ * header and nshards positions, rounded up to 64 bytes), mapped MAP_SHARED
+ * by every process of the queue. A process owns a slot by an OFD write
+ * lock on its byte range.
+ *
+ *   slot
+ *   +-------+---------+--------------+----------------+-------------------+
+ *   | magic | nshards | boot id      | name           | pos[nshards] u64  |
+ *   | u32   | u32     | 40 bytes     | 56 bytes, NUL  | next seq not acked|
+ *   +-------+---------+--------------+----------------+-------------------+
+ *   magic 0: free; MQ_ACK_MAGIC: holds the positions of durable subscriber
+ *   "name", written during the boot "boot id"
+ *   (/proc/sys/kernel/random/boot_id).
+ */
+#define MQ_ACK_SLOTS   64
+#define MQ_ACK_MAGIC   0x6d71616bu /* "mqak" */
+#define MQ_BOOT_ID_LEN 40
+
+struct mq_ack_slot {
+	_Atomic uint32_t magic;
+	uint32_t nshards;
+	char boot[MQ_BOOT_ID_LEN];
+	char name[56]; /* MQ_NAME_MAX + 1, padded: positions start 8-aligned */
+	/* followed by _Atomic uint64_t pos[nshards] */
 };
 
 static inline void mq_be64_put(unsigned char *p, uint64_t v)

@@ -87,6 +87,7 @@ struct mq_counters {
 	_Atomic uint64_t store_only, pressure_events;
 	_Atomic uint64_t buffered, spilled, bdropped, groups, maint_errors;
 	_Atomic uint64_t map_trims, meta_syncs;
+	_Atomic uint64_t acks_logged, ack_folds, acks_reaped;
 };
 
 struct mq_queue {
@@ -134,6 +135,14 @@ struct mq_queue {
 	_Atomic uint64_t maint_retry_us; /* after a failed maintenance */
 	_Atomic int last_maint_error;
 	_Atomic int retention_due;
+
+	/* the ack log (acklog.c); ackfd -1: none */
+	int ackfd;
+	unsigned char *ackmap;
+	size_t ackstride;
+	pthread_mutex_t acklock;
+	uint64_t ackowned; /* slots this process holds, under acklock */
+	char boot_id[MQ_BOOT_ID_LEN];
 	struct mq_counters c;
 };
 
@@ -151,6 +160,9 @@ struct mq_sub {
 	double *peak_lag;      /* per shard (under q->cache_lock) */
 	int lagging;
 	MDB_txn *rtxn;	    /* a reset read transaction, renewed by the next dequeue */
+	int slot;	      /* its ack log slot, -1: none (acklog.c) */
+	int logged;	      /* it had one: acked[] may be ahead of its record */
+	uint64_t fold_due_us; /* positions in the slot only: fold them by then; 0: none */
 	unsigned char *buf; /* payload copies of the last dequeue */
 	size_t buflen, bufcap;
 	struct mq_sub *next;
@@ -294,6 +306,28 @@ uint64_t mq_spin_us(mq_queue *q);
  * before sleeping, +1 after): spinners count who needs a CPU. */
 void mq_active(int delta);
 uint64_t mq_mono_us(void);
+
+/* subscriber.c: fold positions held only in the ack log into the store
+ * (s->fold_due_us); 0 or the commit's error (counted; retried later). */
+int mq_sub_fold(mq_sub *s);
+
+/* acklog.c: acknowledgements of MDB_NOSYNC environments in a shared
+ * mapping, folded into the store later. No log (ackfd -1) is no error. */
+#define MQ_ACK_FOLD_US 100000 /* a position stays in the slot only this long */
+void mq_acklog_open(mq_queue *q);
+void mq_acklog_close(mq_queue *q);
+/* Whether acks of own transactions go to the log now (the environment's
+ * flags are read each time: MDB_NOSYNC can be switched). */
+int mq_acklog_relaxed(mq_queue *q);
+/* In a write transaction: fold the slots of dead processes into their
+ * subscribers' records; *reaped: the slots to clear after the commit. */
+int mq_acklog_reap(mq_queue *q, MDB_txn *txn, uint64_t *reaped);
+void mq_acklog_reaped(mq_queue *q, uint64_t reaped, int committed);
+void mq_acklog_claim(mq_sub *s); /* s->slot: a slot holding s->acked, or -1 */
+void mq_acklog_write(mq_sub *s); /* s->acked into its slot */
+/* Give the slot up; @folded: the store holds its positions (else a later
+ * reap folds them). */
+void mq_acklog_release(mq_sub *s, int folded);
 
 /* After an own commit: keep the map's resident pages under the budget (map.c). */
 void mq_map_check(mq_queue *q);

@@ -69,6 +69,10 @@
  *   mdb_env_sync() when none follows, has synced the meta page
  *   (mq_stats.meta_syncs). The caller's own commits in such an environment
  *   are not durable until the next commit or mdb_env_sync() (see lmdb.h).
+ * - In an MDB_NOSYNC environment the queue keeps a file of its own next to
+ *   the data file, mfsq-<queue>.acks (see mq_ack()); it goes with the
+ *   environment (copy it along with a live environment, or lose at most the
+ *   acknowledgements of its last 100 ms: a redelivery).
  * - Two processes may use one queue (LMDB is multi-process safe). Each
  *   process should enqueue with its own enqueuer ids; a durable subscriber
  *   name must be used by one process at a time.
@@ -264,6 +268,10 @@ struct mq_stats {
 						 cache_target_bytes - cache_bytes and what the
 						 budget leaves (2 MiB at least); not cached
 						 data, not counted as the budget's use */
+	uint64_t acks_logged; /**< acks of own transactions written to the ack log
+				   only (MDB_NOSYNC environments: no commit) */
+	uint64_t ack_folds;   /**< commits that folded logged acks into the store */
+	uint64_t acks_reaped; /**< ack log slots of dead processes folded in */
 };
 
 typedef struct mq_queue mq_queue;
@@ -485,6 +493,16 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
  * memory-only message's ack only checks it was delivered. With txn NULL, a
  * durable subscriber's position is written in a group commit shared with
  * concurrent enqueues and acks of this process; it is durable on return.
+ * In an MDB_NOSYNC environment it goes to the queue's ack log instead, no
+ * commit: a MAP_SHARED file next to the data file (mfsq-<queue>.acks), as
+ * durable as a commit of such an environment (it survives a crash of the
+ * process, and a reopened subscriber resumes after it in any process).
+ * The store's record follows within 100 ms (the subscriber's next ack or
+ * dequeue folds it in, mq_unsubscribe() too; mq_stats.ack_folds); after a
+ * crash of the machine, acknowledgements not yet folded and synced are
+ * lost and their messages delivered again (at-least-once). At most 64
+ * durable subscribers of a queue hold a slot of the log at once; the
+ * others commit every ack.
  * @param txn write transaction to join (durable subscribers write their
  *        position), or NULL for an own one. The position in memory moves at
  *        once: if that transaction aborts, the acknowledgement is written

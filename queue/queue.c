@@ -253,6 +253,8 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_mutex_init(&q->cache_lock, NULL);
 	pthread_mutex_init(&q->glock, NULL);
+	pthread_mutex_init(&q->acklock, NULL);
+	q->ackfd = -1;
 	q->gtail = &q->ghead;
 	{
 		pthread_condattr_t ca;
@@ -271,6 +273,7 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 		mq_close(q);
 		return mq_lmdb_err(rc);
 	}
+	mq_acklog_open(q); /* after the configuration: slots hold nshards positions */
 	*out = q;
 	return 0;
 }
@@ -279,6 +282,7 @@ void mq_close(mq_queue *q)
 {
 	if (!q)
 		return;
+	mq_acklog_close(q);
 	mq_cache_free_all(q);
 	mq_buffered_free_all(q);
 	if (q->shards) {
@@ -291,6 +295,7 @@ void mq_close(mq_queue *q)
 	pthread_mutex_destroy(&q->lock);
 	pthread_mutex_destroy(&q->cache_lock);
 	pthread_mutex_destroy(&q->glock);
+	pthread_mutex_destroy(&q->acklock);
 	pthread_cond_destroy(&q->cond);
 	free(q);
 }
@@ -425,6 +430,9 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->pressure_events = q->c.pressure_events;
 	st->map_trims = q->c.map_trims;
 	st->meta_syncs = q->c.meta_syncs;
+	st->acks_logged = q->c.acks_logged;
+	st->ack_folds = q->c.ack_folds;
+	st->acks_reaped = q->c.acks_reaped;
 	st->sizing_restores_est_milli = (uint64_t)(q->sizing_est * 1000.0);
 	for (uint32_t s = 0; s < q->cfg.nshards; s++)
 		st->enqueue_rate += mq_rate_get(&q->shards[s].enq, now);

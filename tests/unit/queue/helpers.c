@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,12 +50,19 @@ void tenv_close(struct tenv *t)
 void tenv_destroy(struct tenv *t)
 {
 	char p[300];
+	glob_t g;
 
 	tenv_close(t);
 	snprintf(p, sizeof(p), "%s/data.mdb", t->dir);
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/lock.mdb", t->dir);
 	unlink(p);
+	snprintf(p, sizeof(p), "%s/mfsq-*.acks", t->dir); /* ack logs (queue/acklog.c) */
+	if (!glob(p, 0, NULL, &g)) {
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			unlink(g.gl_pathv[i]);
+		globfree(&g);
+	}
 	rmdir(t->dir);
 }
 
