@@ -656,6 +656,8 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 			wake = next_due(q);
 		if (deadline < wake)
 			wake = deadline;
+		if (mq_coalesce(q, wake > now ? wake - now : 0))
+			continue;
 		wait_for(q, gen, wake);
 	}
 	mq_active(-1);

@@ -87,7 +87,7 @@ struct mq_counters {
 	_Atomic uint64_t store_only, pressure_events;
 	_Atomic uint64_t buffered, spilled, bdropped, groups, maint_errors;
 	_Atomic uint64_t map_trims, meta_syncs;
-	_Atomic uint64_t acks_logged, ack_folds, acks_reaped;
+	_Atomic uint64_t acks_logged, ack_folds, acks_reaped, coalesced;
 };
 
 struct mq_queue {
@@ -130,6 +130,9 @@ struct mq_queue {
 	/* a leader's turn (commit and sync), moving average in µs: waiters
 	 * spin only when it is short (spin.c) */
 	_Atomic uint64_t gturn_us;
+	/* mq_wake(): when it last woke, and the moving average of the gaps
+	 * (µs, monotonic); dequeue.c: coalesced waiting */
+	_Atomic uint64_t wake_us, wake_gap_us;
 
 	_Atomic uint64_t next_retention_us;
 	_Atomic uint64_t maint_retry_us; /* after a failed maintenance */
@@ -328,6 +331,18 @@ void mq_acklog_write(mq_sub *s); /* s->acked into its slot */
 /* Give the slot up; @folded: the store holds its positions (else a later
  * reap folds them). */
 void mq_acklog_release(mq_sub *s, int folded);
+
+/* coalesce.c: while this process's commits wake subscribers more often
+ * than every MQ_COALESCE_GAP_US, a subscriber finding nothing sleeps
+ * MQ_COALESCE_US instead of waiting to be woken by the next one. */
+#define MQ_COALESCE_GAP_US 50
+#define MQ_COALESCE_US	   50
+/* The decision alone (pure): the sleep in µs, or 0 to wait for a wake-up.
+ * @gap_us: average gap between wake-ups; @since_us: since the last one;
+ * @left_us: until the waiter must be back (deadline, poll, due time). */
+uint64_t mq_coalesce_us(uint64_t gap_us, uint64_t since_us, uint64_t left_us);
+/* 1 if it slept (then read again), 0: wait for a wake-up. */
+int mq_coalesce(mq_queue *q, uint64_t left_us);
 
 /* After an own commit: keep the map's resident pages under the budget (map.c). */
 void mq_map_check(mq_queue *q);

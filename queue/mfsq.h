@@ -272,6 +272,8 @@ struct mq_stats {
 				   only (MDB_NOSYNC environments: no commit) */
 	uint64_t ack_folds;   /**< commits that folded logged acks into the store */
 	uint64_t acks_reaped; /**< ack log slots of dead processes folded in */
+	uint64_t coalesced_waits; /**< dequeue waits that slept MQ_COALESCE_US instead
+				       of being woken by each commit (busy streams) */
 };
 
 typedef struct mq_queue mq_queue;

@@ -327,6 +327,11 @@ uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n)
 
 void mq_wake(mq_queue *q)
 {
+	uint64_t now = mq_mono_us(), last = atomic_exchange(&q->wake_us, now);
+	uint64_t gap = now > last ? now - last : 0;
+
+	/* racing wakers may mix their updates: it is an estimate */
+	atomic_store(&q->wake_gap_us, (atomic_load(&q->wake_gap_us) * 7 + gap) / 8);
 	pthread_mutex_lock(&q->lock);
 	atomic_fetch_add(&q->gen, 1);
 	pthread_cond_broadcast(&q->cond);
@@ -433,6 +438,7 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->acks_logged = q->c.acks_logged;
 	st->ack_folds = q->c.ack_folds;
 	st->acks_reaped = q->c.acks_reaped;
+	st->coalesced_waits = q->c.coalesced;
 	st->sizing_restores_est_milli = (uint64_t)(q->sizing_est * 1000.0);
 	for (uint32_t s = 0; s < q->cfg.nshards; s++)
 		st->enqueue_rate += mq_rate_get(&q->shards[s].enq, now);
