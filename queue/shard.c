@@ -79,7 +79,12 @@ int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t
 		h.enqueuer = m[i].enqueuer;
 		h.prio = m[i].prio;
 		h.tag = m[i].tag;
-		if (m[i].deliver_us > t) {
+		/* a delayed message due already goes through the delay shard
+		 * too while earlier due ones wait there (promotion moves at most
+		 * MQ_PROMOTE_BATCH per transaction): it must not overtake them.
+		 * Enqueues from the log (enqlog.c) are committed late, a replay
+		 * seconds late, so "due already" is no rare case there. */
+		if (m[i].deliver_us > t || (m[i].deliver_us && st->min_due <= t)) {
 			h.dlv_us = m[i].deliver_us;
 			h.flags = MQ_MSG_DELAYED;
 			rc = mq_delay_put(q, w->txn, s, st, &h, m[i].data, m[i].len);
