@@ -566,6 +566,7 @@ static void housekeeping(mq_queue *q, uint64_t now, MDB_txn **spare)
 		if (!rc &&
 		    (atomic_load(&q->retention_due) || now >= atomic_load(&q->next_retention_us))) {
 			atomic_store(&q->next_retention_us, now + 100000);
+			mq_enqlog_reap(q); /* logs of processes that died */
 			rc = mq_retention(q);
 		}
 		if (rc) {

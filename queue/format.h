@@ -128,6 +128,45 @@ struct mq_disk_msg {
  *   "name", written during the boot "boot id"
  *   (/proc/sys/kernel/random/boot_id).
  */
+/*
+ * The enqueue log (enqlog.c): MQ_LOGS files per queue next to the data
+ * file, "mfsq-<queue>.log<i>" (MDB_NOSUBDIR: "<path>-mfsq-<queue>.log<i>"),
+ * each a ring of MQ_LOG_BYTES owned by one process (OFD lock on the file).
+ * Records are 8-aligned; one that does not fit before the end is preceded
+ * by a wrap record (or, with no room for a header, by nothing) and starts
+ * at offset 0.
+ *
+ *   record
+ *   +---------+---------+----------+------------+-----------+-----+-----+-----+------+-------+
+ *   | lsn u64 | sum u64 | enqueuer | deliver_us | expire_us | len | tag | prio| wrap | pad 6 |
+ *   |         |         | u64      | u64        | u64       | u32 | u32 | u8  | u8   |       |
+ *   +---------+---------+----------+------------+-----------+-----+-----+-----+------+-------+
+ *   followed by len payload bytes, padded to 8. lsn: 1, 2, ... per file,
+ *   stored last; sum: checksum of the rest (enqlog.c: rec_sum()).
+ *
+ * In the meta database, per log file, the first record not in the store,
+ * written in the commit that moves records in:
+ *   +-----+------------+        +----------------------------+
+ *   | 'L' | file u32   |   ->   | struct mq_disk_log         |
+ *   +-----+------------+        +----------------------------+
+ */
+#define MQ_LOGS	      8
+#define MQ_LOG_BYTES  (1u << 20)
+#define MQ_LOG_BATCH  (16u << 10) /* payload bytes of a call that may go to the log */
+
+struct mq_log_rec {
+	_Atomic uint64_t lsn;
+	uint64_t sum;
+	uint64_t enqueuer, deliver_us, expire_us;
+	uint32_t len, tag;
+	uint8_t prio, wrap, pad[6];
+};
+
+struct mq_disk_log {
+	uint64_t next_lsn; /* first record not yet in the store */
+	uint64_t off;	   /* where it is */
+};
+
 #define MQ_ACK_SLOTS   64
 #define MQ_ACK_MAGIC   0x6d71616bu /* "mqak" */
 #define MQ_BOOT_ID_LEN 40

@@ -88,6 +88,7 @@ struct mq_counters {
 	_Atomic uint64_t buffered, spilled, bdropped, groups, maint_errors;
 	_Atomic uint64_t map_trims, meta_syncs;
 	_Atomic uint64_t acks_logged, ack_folds, acks_reaped, coalesced;
+	_Atomic uint64_t log_enqueued, log_flushes, log_replayed;
 };
 
 struct mq_queue {
@@ -146,6 +147,25 @@ struct mq_queue {
 	pthread_mutex_t acklock;
 	uint64_t ackowned; /* slots this process holds, under acklock */
 	char boot_id[MQ_BOOT_ID_LEN];
+
+	/* the enqueue log (enqlog.c), all under glock; logfd -1: none */
+	int logfd;
+	unsigned logi;
+	unsigned char *logmap;
+	uint64_t log_head, log_next_lsn;   /* where the next record goes */
+	uint64_t log_taken, log_taken_lsn; /* after the records a turn took */
+	uint64_t log_tail, log_tail_lsn;   /* the first record not committed */
+	uint64_t log_used;		   /* bytes from tail to head (wrap waste included) */
+	uint32_t *log_pending;		   /* records not committed, per shard */
+	int log_err;			   /* the last flush failed with it */
+	struct mq_msg_in *log_m;	   /* the records of a turn */
+	size_t log_mcap;
+	struct mq_put *log_puts;
+	size_t log_putcap;
+	/* its flusher thread (group.c), started at the first hand-over */
+	pthread_t log_thread;
+	pthread_cond_t log_cv;
+	int log_thread_on, log_stop, log_sleeping;
 	struct mq_counters c;
 };
 
@@ -331,6 +351,32 @@ void mq_acklog_write(mq_sub *s); /* s->acked into its slot */
 /* Give the slot up; @folded: the store holds its positions (else a later
  * reap folds them). */
 void mq_acklog_release(mq_sub *s, int folded);
+
+/* enqlog.c: own-transaction enqueues of MDB_NOSYNC environments in a
+ * shared log, moved into the store by group turns (group.c). */
+void mq_enqlog_open(mq_queue *q); /* reaps dead processes' logs, takes one */
+void mq_enqlog_close(mq_queue *q);
+void mq_enqlog_reap(mq_queue *q); /* logs nobody holds: into the store */
+int mq_enqlog_relaxed(mq_queue *q);
+/* Under glock: 0 when m[0..n) are in the log, else -1 (use a commit). */
+int mq_enqlog_put_locked(mq_queue *q, const struct mq_msg_in *m, size_t n);
+int mq_enqlog_dirty(const mq_queue *q); /* records no turn has taken (glock) */
+/* Under glock: take back the records of a call appended at (@lsn, @head,
+ * @used) up to @end_lsn when its own turn failed and nothing follows them;
+ * 0 done (the call returns the error), -1 they stay (the call returns 0). */
+int mq_enqlog_unput_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t lsn,
+			   uint64_t head, uint64_t used, uint64_t end_lsn);
+/* Under glock: the records for this turn, up to (*end_lsn, *end_off). */
+size_t mq_enqlog_take_locked(mq_queue *q, const struct mq_msg_in **m, struct mq_put **puts,
+			     uint64_t *end_lsn, uint64_t *end_off);
+/* In the turn's transaction: the store has the records before (lsn, off). */
+int mq_enqlog_mark(mq_queue *q, MDB_txn *txn, unsigned i, uint64_t next_lsn, uint64_t off);
+/* Under glock, after the turn: committed (rc 0) or to be taken again. */
+void mq_enqlog_done_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t end_lsn,
+			   uint64_t end_off, int rc);
+int mq_enqlog_pending_locked(const mq_queue *q, uint32_t shard);
+/* group.c: stop the flusher and commit what the log still holds (close). */
+void mq_group_close(mq_queue *q);
 
 /* coalesce.c: while this process's commits wake subscribers more often
  * than every MQ_COALESCE_GAP_US, a subscriber finding nothing sleeps

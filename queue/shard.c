@@ -211,6 +211,19 @@ static int enqueue_stored(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, 
 		return 0;
 	if (!txn)
 		return mq_group_enqueue(q, m, n, seqs); /* own transaction, grouped */
+	if (q->logfd >= 0) {
+		/* records of this process still in the enqueue log for the same
+		 * shard may be this enqueuer's earlier messages: they go first,
+		 * and the flusher needs the write lock this caller holds */
+		int busy = 0;
+
+		pthread_mutex_lock(&q->glock);
+		for (size_t i = 0; i < n && !busy; i++)
+			busy = mq_enqlog_pending_locked(q, mq_shard_of(q, m[i].enqueuer));
+		pthread_mutex_unlock(&q->glock);
+		if (busy)
+			return EAGAIN;
+	}
 	ls = calloc(q->cfg.nshards, sizeof(*ls));
 	puts = malloc(n * sizeof(*puts));
 	rc = ls && puts ? mq_wtx_begin(q, txn, 0, &w) : ENOMEM;

@@ -57,7 +57,8 @@ void tenv_destroy(struct tenv *t)
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/lock.mdb", t->dir);
 	unlink(p);
-	snprintf(p, sizeof(p), "%s/mfsq-*.acks", t->dir); /* ack logs (queue/acklog.c) */
+	/* the queues' ack and enqueue logs (queue/acklog.c, queue/enqlog.c) */
+	snprintf(p, sizeof(p), "%s/mfsq-*", t->dir);
 	if (!glob(p, 0, NULL, &g)) {
 		for (size_t i = 0; i < g.gl_pathc; i++)
 			unlink(g.gl_pathv[i]);

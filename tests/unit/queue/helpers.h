@@ -43,5 +43,6 @@ Suite *suite_multi(void);
 Suite *suite_rule(void);
 Suite *suite_wake(void);
 Suite *suite_acklog(void);
+Suite *suite_enqlog(void);
 
 #endif
