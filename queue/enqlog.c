@@ -52,22 +52,35 @@ static size_t rec_bytes(size_t len)
 }
 
 /* Checksum of a record: everything but lsn and sum themselves, and the
- * payload (word by word; it detects torn and stale pages, not attacks). */
+ * payload. Four independent lanes of 8-byte words: one lane's multiply
+ * chain made it a tenth of a 4 KiB batch-1 run (perf). It detects torn
+ * and stale pages, not attacks. */
 static uint64_t rec_sum(const struct mq_log_rec *r, uint64_t lsn)
 {
 	const unsigned char *p = (const unsigned char *)r + offsetof(struct mq_log_rec, enqueuer);
 	size_t n = HDR - offsetof(struct mq_log_rec, enqueuer) + r->len;
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ lsn, w;
+	const uint64_t k = 0xff51afd7ed558ccdull;
+	uint64_t h[4] = {0x9e3779b97f4a7c15ull ^ lsn, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
+			 0x27d4eb2f165667c5ull};
+	uint64_t w, x = 0;
 
+	for (; n >= 32; n -= 32, p += 32)
+		for (int i = 0; i < 4; i++) {
+			memcpy(&w, p + 8 * i, 8);
+			h[i] = (h[i] ^ w) * k;
+			h[i] ^= h[i] >> 31;
+		}
 	for (; n >= 8; n -= 8, p += 8) {
 		memcpy(&w, p, 8);
-		h = (h ^ w) * 0xff51afd7ed558ccdull;
-		h ^= h >> 29;
+		h[0] = (h[0] ^ w) * k;
+		h[0] ^= h[0] >> 31;
 	}
 	w = 0;
 	memcpy(&w, p, n);
-	h = (h ^ w ^ n) * 0xc4ceb9fe1a85ec53ull;
-	return h ^ (h >> 32);
+	for (int i = 0; i < 4; i++)
+		x = (x ^ h[i]) * 0xc4ceb9fe1a85ec53ull + (uint64_t)i;
+	x = (x ^ w ^ n) * 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 32);
 }
 
 static void log_key(unsigned char k[5], unsigned i)
