@@ -287,6 +287,54 @@ START_TEST(replay_across_wrap)
 }
 END_TEST
 
+/* A process that stays open replays a dead one's log (retention, within
+ * its dequeues): the messages arrive without a restart. */
+START_TEST(replayed_by_live_process)
+{
+	struct mq_stats st;
+	mq_sub *s;
+
+	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE | MQ_SUB_FROM_START, NULL, NULL, &s),
+			 0);
+	run_killed_child(3, 0);
+	expect_all(s, 0, 13); /* bounded: 10 s per dequeue */
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.log_replayed, 10);
+	mq_unsubscribe(s);
+}
+END_TEST
+
+/* Records appended while the leader is stuck are committed after it by
+ * the flusher thread, in order. */
+START_TEST(flusher_takes_over)
+{
+	struct holder h;
+	struct leader l;
+	struct mq_stats st;
+	pthread_t th, lt;
+	mq_sub *s;
+
+	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	holder_start(&h, T.env, &th);
+	stuck_leader(Q, &h, &l, &lt, 0);
+	for (uint64_t k = 1; k < 10; k++)
+		ck_assert_int_eq(put_len(Q, NULL, k, 0), 0); /* return at once */
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.log_flushes, 0);
+	pthread_mutex_lock(&h.m);
+	h.stop = 1;
+	pthread_cond_broadcast(&h.c);
+	pthread_mutex_unlock(&h.m);
+	pthread_join(th, NULL);
+	pthread_join(lt, NULL);
+	ck_assert_int_eq(l.rc, 0);
+	expect_all(s, 0, 10);
+	mq_stats(Q, &st);
+	ck_assert_uint_ge(st.log_flushes, 2); /* the leader's own, then the rest */
+	mq_unsubscribe(s);
+}
+END_TEST
+
 /* A live process's log is not replayed by another. */
 START_TEST(live_log_kept)
 {
@@ -425,6 +473,8 @@ Suite *suite_enqlog(void)
 	tcase_add_test(tc, replay_after_kill);
 	tcase_add_test(tc, replay_across_wrap);
 	tcase_add_test(tc, live_log_kept);
+	tcase_add_test(tc, replayed_by_live_process);
+	tcase_add_test(tc, flusher_takes_over);
 	tcase_add_test(tc, caller_txn_eagain);
 	tcase_add_test(tc, enospc);
 	tcase_add_test(tc, synced_env_commits);
