@@ -296,6 +296,11 @@ static int take_file(mq_queue *q, unsigned i, int create, int keep, unsigned cha
 		close(fd); /* drops the lock */
 		return -1;
 	}
+	/* A new owner starts from a clean ring: after a machine crash a torn
+	 * record may stop the replay with valid older ones behind it, and a
+	 * new record of the same size written over the torn one would make
+	 * them look next (a replay after our own crash would take them). */
+	memset(map, 0, MQ_LOG_BYTES);
 	*mapp = map;
 	return fd;
 }

@@ -7,6 +7,7 @@
  * in the log gets EAGAIN; a full store still answers ENOSPC.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -335,6 +336,46 @@ START_TEST(flusher_takes_over)
 }
 END_TEST
 
+/*
+ * A record that fails its checksum (a torn page after a machine crash)
+ * ends the replay there, and the next owner of the file wipes what lies
+ * behind it: those records never come back.
+ */
+START_TEST(torn_record_ends_replay)
+{
+	struct mq_config c;
+	struct mq_stats st;
+	char path[300];
+	uint64_t lsn = 1;
+	mq_sub *s;
+	int fd;
+	const size_t rec = sizeof(struct mq_log_rec) + 8; /* payload "1:k", padded */
+
+	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE | MQ_SUB_FROM_START, NULL, NULL, &s),
+			 0);
+	mq_unsubscribe(s);
+	mq_close(Q); /* the child then owns log0 */
+	Q = NULL;
+	run_killed_child(0, 0);
+	snprintf(path, sizeof(path), "%s/mfsq-q.log0", T.dir);
+	fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, "#", 1, (off_t)(4 * rec + sizeof(struct mq_log_rec))), 1);
+	tenv_reopen(&T);
+	cfg(&c);
+	ck_assert_int_eq(mq_open(T.env, "q", &c, 0, &Q), 0);
+	mq_stats(Q, &st);
+	ck_assert_uint_eq(st.log_replayed, 4); /* lsn 1..4; lsn 5 is torn */
+	ck_assert_int_eq(pread(fd, &lsn, sizeof(lsn), (off_t)(5 * rec)), sizeof(lsn));
+	ck_assert_uint_eq(lsn, 0); /* lsn 6 wiped by the new owner */
+	close(fd);
+	ck_assert_int_eq(put_len(Q, NULL, 4, 0), 0);
+	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	expect_all(s, 0, 5);
+	mq_unsubscribe(s);
+}
+END_TEST
+
 /* A live process's log is not replayed by another. */
 START_TEST(live_log_kept)
 {
@@ -475,6 +516,7 @@ Suite *suite_enqlog(void)
 	tcase_add_test(tc, live_log_kept);
 	tcase_add_test(tc, replayed_by_live_process);
 	tcase_add_test(tc, flusher_takes_over);
+	tcase_add_test(tc, torn_record_ends_replay);
 	tcase_add_test(tc, caller_txn_eagain);
 	tcase_add_test(tc, enospc);
 	tcase_add_test(tc, synced_env_commits);
