@@ -212,7 +212,8 @@ int mq_acklog_reap(mq_queue *q, MDB_txn *txn, uint64_t *reaped)
 			slot_lock(q, i, F_UNLCK);
 			continue;
 		}
-		if (sl->nshards == q->cfg.nshards && !memcmp(sl->boot, q->boot_id, MQ_BOOT_ID_LEN)) {
+		if (sl->nshards == q->cfg.nshards &&
+		    !memcmp(sl->boot, q->boot_id, MQ_BOOT_ID_LEN)) {
 			rc = fold_slot(q, txn, sl);
 			atomic_fetch_add(&q->c.acks_reaped, 1);
 		}

@@ -30,8 +30,8 @@ uint64_t mq_coalesce_us(uint64_t gap_us, uint64_t since_us, uint64_t left_us)
 int mq_coalesce(mq_queue *q, uint64_t left_us)
 {
 	uint64_t now = mq_mono_us(), last = atomic_load(&q->wake_us);
-	uint64_t us = mq_coalesce_us(atomic_load(&q->wake_gap_us), now > last ? now - last : 0,
-				     left_us);
+	uint64_t us =
+	    mq_coalesce_us(atomic_load(&q->wake_gap_us), now > last ? now - last : 0, left_us);
 	struct timespec ts = {0, 0};
 
 	if (!us)

@@ -163,8 +163,7 @@ static size_t walk(unsigned char *map, uint64_t *lsn, uint64_t *off, uint64_t up
 		r = (struct mq_log_rec *)(map + *off);
 		if (atomic_load_explicit(&r->lsn, memory_order_acquire) != *lsn)
 			break;
-		if (r->len > MQ_LOG_BYTES - *off - HDR ||
-		    (check && r->sum != rec_sum(r, *lsn)))
+		if (r->len > MQ_LOG_BYTES - *off - HDR || (check && r->sum != rec_sum(r, *lsn)))
 			break;
 		if (r->wrap) {
 			(*lsn)++;
@@ -418,7 +417,8 @@ int mq_enqlog_put_locked(mq_queue *q, const struct mq_msg_in *m, size_t n)
 				memset(r, 0, HDR);
 				r->wrap = 1;
 				r->sum = rec_sum(r, q->log_next_lsn);
-				atomic_store_explicit(&r->lsn, q->log_next_lsn, memory_order_release);
+				atomic_store_explicit(&r->lsn, q->log_next_lsn,
+						      memory_order_release);
 				q->log_next_lsn++;
 			}
 			q->log_used += MQ_LOG_BYTES - q->log_head;

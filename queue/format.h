@@ -150,9 +150,9 @@ struct mq_disk_msg {
  *   | 'L' | file u32   |   ->   | struct mq_disk_log         |
  *   +-----+------------+        +----------------------------+
  */
-#define MQ_LOGS	      8
-#define MQ_LOG_BYTES  (1u << 20)
-#define MQ_LOG_BATCH  (16u << 10) /* payload bytes of a call that may go to the log */
+#define MQ_LOGS	     8
+#define MQ_LOG_BYTES (1u << 20)
+#define MQ_LOG_BATCH (16u << 10) /* payload bytes of a call that may go to the log */
 
 struct mq_log_rec {
 	_Atomic uint64_t lsn;
@@ -176,7 +176,7 @@ struct mq_ack_slot {
 	uint32_t nshards;
 	char boot[MQ_BOOT_ID_LEN];
 	char name[56]; /* MQ_NAME_MAX + 1, padded: positions start 8-aligned */
-	/* followed by _Atomic uint64_t pos[nshards] */
+		       /* followed by _Atomic uint64_t pos[nshards] */
 };
 
 static inline void mq_be64_put(unsigned char *p, uint64_t v)

@@ -44,7 +44,7 @@ struct mq_greq {
 	size_t large; /* payload bytes of large values */
 	size_t bytes; /* payload bytes */
 	int rc, done;
-	int log;	       /* the enqueue log's records, up to (log_lsn, log_off) */
+	int log; /* the enqueue log's records, up to (log_lsn, log_off) */
 	uint64_t log_lsn, log_off;
 	uint64_t group;	       /* deferred meta sync: durable once gsynced >= group */
 	struct mq_greq *next;  /* queued for the next turn, then in its batch */

@@ -182,11 +182,11 @@ struct mq_sub {
 	struct mq_rate *rate;  /* dequeue rate per shard (under q->cache_lock) */
 	double *peak_lag;      /* per shard (under q->cache_lock) */
 	int lagging;
-	MDB_txn *rtxn;	    /* a reset read transaction, renewed by the next dequeue */
+	MDB_txn *rtxn;	      /* a reset read transaction, renewed by the next dequeue */
 	int slot;	      /* its ack log slot, -1: none (acklog.c) */
 	int logged;	      /* it had one: acked[] may be ahead of its record */
 	uint64_t fold_due_us; /* positions in the slot only: fold them by then; 0: none */
-	unsigned char *buf; /* payload copies of the last dequeue */
+	unsigned char *buf;   /* payload copies of the last dequeue */
 	size_t buflen, bufcap;
 	struct mq_sub *next;
 };

@@ -271,16 +271,16 @@ struct mq_stats {
 						 cache_target_bytes - cache_bytes and what the
 						 budget leaves (2 MiB at least); not cached
 						 data, not counted as the budget's use */
-	uint64_t acks_logged; /**< acks of own transactions written to the ack log
-				   only (MDB_NOSYNC environments: no commit) */
-	uint64_t ack_folds;   /**< commits that folded logged acks into the store */
-	uint64_t acks_reaped; /**< ack log slots of dead processes folded in */
-	uint64_t coalesced_waits; /**< dequeue waits that slept MQ_COALESCE_US instead
-				       of being woken by each commit (busy streams) */
-	uint64_t log_enqueued; /**< messages whose enqueue returned once in the
-				    enqueue log (MDB_NOSYNC, own transaction) */
-	uint64_t log_flushes;  /**< group commits that moved log records in */
-	uint64_t log_replayed; /**< messages moved in from dead processes' logs */
+	uint64_t acks_logged;		    /**< acks of own transactions written to the ack log
+						 only (MDB_NOSYNC environments: no commit) */
+	uint64_t ack_folds;		    /**< commits that folded logged acks into the store */
+	uint64_t acks_reaped;		    /**< ack log slots of dead processes folded in */
+	uint64_t coalesced_waits;	    /**< dequeue waits that slept MQ_COALESCE_US instead
+						 of being woken by each commit (busy streams) */
+	uint64_t log_enqueued;		    /**< messages whose enqueue returned once in the
+						 enqueue log (MDB_NOSYNC, own transaction) */
+	uint64_t log_flushes;		    /**< group commits that moved log records in */
+	uint64_t log_replayed;		    /**< messages moved in from dead processes' logs */
 };
 
 typedef struct mq_queue mq_queue;

@@ -309,8 +309,7 @@ START_TEST(live_slot_kept)
 		mq_sub *o;
 
 		cfg(&c);
-		if (mdb_env_create(&env) ||
-		    mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
+		if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
 		    mdb_env_open(env, T.dir, MDB_NOTLS | MDB_NOSYNC, 0644) ||
 		    mq_open(env, "q", &c, 0, &q) ||
 		    mq_subscribe(q, "other", MQ_SUB_DURABLE, NULL, NULL, &o))

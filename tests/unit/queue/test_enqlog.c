@@ -169,8 +169,7 @@ static void *enqueue_one(void *arg)
 
 /* Start a leader stuck on the write lock @h holds; return when its message
  * is in the log. */
-static void stuck_leader(mq_queue *q, struct holder *h, struct leader *l, pthread_t *th,
-			 uint64_t k)
+static void stuck_leader(mq_queue *q, struct holder *h, struct leader *l, pthread_t *th, uint64_t k)
 {
 	struct mq_stats st, st0;
 
@@ -393,8 +392,7 @@ START_TEST(live_log_kept)
 		mq_queue *q;
 
 		cfg(&c);
-		if (mdb_env_create(&env) ||
-		    mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
+		if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
 		    mdb_env_set_mapsize(env, (size_t)1 << 30) ||
 		    mdb_env_open(env, T.dir, MDB_NOTLS | MDB_NOSYNC, 0644) ||
 		    mq_open(env, "q", &c, 0, &q))
