@@ -566,6 +566,7 @@ static void housekeeping(mq_queue *q, uint64_t now, MDB_txn **spare)
 		if (!rc &&
 		    (atomic_load(&q->retention_due) || now >= atomic_load(&q->next_retention_us))) {
 			atomic_store(&q->next_retention_us, now + 100000);
+			mq_enqlog_reap(q); /* logs of processes that died */
 			rc = mq_retention(q);
 		}
 		if (rc) {
@@ -649,11 +650,15 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 			rc = ETIMEDOUT;
 			break;
 		}
+		if (s->fold_due_us && mq_mono_us() >= s->fold_due_us)
+			mq_sub_fold(s); /* idle: acknowledgements into the store */
 		wake = now + MQ_POLL_US;
 		if (next_due(q) < wake)
 			wake = next_due(q);
 		if (deadline < wake)
 			wake = deadline;
+		if (mq_coalesce(q, wake > now ? wake - now : 0))
+			continue;
 		wait_for(q, gen, wake);
 	}
 	mq_active(-1);

@@ -58,6 +58,7 @@
 #ifndef MQ_FORMAT_H
 #define MQ_FORMAT_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -108,6 +109,74 @@ struct mq_disk_msg {
 	uint8_t flags;
 	uint8_t pad[2];
 	uint32_t tag; /* the caller's attribute (was padding: 0 in older records) */
+};
+
+/*
+ * The ack log (acklog.c): a file next to the environment's data file,
+ * "mfsq-<queue>.acks" (MDB_NOSUBDIR: "<path>-mfsq-<queue>.acks"), used by
+ * MDB_NOSYNC environments; MQ_ACK_SLOTS slots of one stride each (the
+ * header and nshards positions, rounded up to 64 bytes), mapped MAP_SHARED
+ * by every process of the queue. A process owns a slot by an OFD write
+ * lock on its byte range.
+ *
+ *   slot
+ *   +-------+---------+--------------+----------------+-------------------+
+ *   | magic | nshards | boot id      | name           | pos[nshards] u64  |
+ *   | u32   | u32     | 40 bytes     | 56 bytes, NUL  | next seq not acked|
+ *   +-------+---------+--------------+----------------+-------------------+
+ *   magic 0: free; MQ_ACK_MAGIC: holds the positions of durable subscriber
+ *   "name", written during the boot "boot id"
+ *   (/proc/sys/kernel/random/boot_id).
+ */
+/*
+ * The enqueue log (enqlog.c): MQ_LOGS files per queue next to the data
+ * file, "mfsq-<queue>.log<i>" (MDB_NOSUBDIR: "<path>-mfsq-<queue>.log<i>"),
+ * each a ring of MQ_LOG_BYTES owned by one process (OFD lock on the file).
+ * Records are 8-aligned; one that does not fit before the end is preceded
+ * by a wrap record (or, with no room for a header, by nothing) and starts
+ * at offset 0.
+ *
+ *   record
+ *   +---------+---------+----------+------------+-----------+-----+-----+-----+------+-------+
+ *   | lsn u64 | sum u64 | enqueuer | deliver_us | expire_us | len | tag | prio| wrap | pad 6 |
+ *   |         |         | u64      | u64        | u64       | u32 | u32 | u8  | u8   |       |
+ *   +---------+---------+----------+------------+-----------+-----+-----+-----+------+-------+
+ *   followed by len payload bytes, padded to 8. lsn: 1, 2, ... per file,
+ *   stored last; sum: checksum of the rest (enqlog.c: rec_sum()).
+ *
+ * In the meta database, per log file, the first record not in the store,
+ * written in the commit that moves records in:
+ *   +-----+------------+        +----------------------------+
+ *   | 'L' | file u32   |   ->   | struct mq_disk_log         |
+ *   +-----+------------+        +----------------------------+
+ */
+#define MQ_LOGS	     8
+#define MQ_LOG_BYTES (1u << 20)
+#define MQ_LOG_BATCH (16u << 10) /* payload bytes of a call that may go to the log */
+
+struct mq_log_rec {
+	_Atomic uint64_t lsn;
+	uint64_t sum;
+	uint64_t enqueuer, deliver_us, expire_us;
+	uint32_t len, tag;
+	uint8_t prio, wrap, pad[6];
+};
+
+struct mq_disk_log {
+	uint64_t next_lsn; /* first record not yet in the store */
+	uint64_t off;	   /* where it is */
+};
+
+#define MQ_ACK_SLOTS   64
+#define MQ_ACK_MAGIC   0x6d71616bu /* "mqak" */
+#define MQ_BOOT_ID_LEN 40
+
+struct mq_ack_slot {
+	_Atomic uint32_t magic;
+	uint32_t nshards;
+	char boot[MQ_BOOT_ID_LEN];
+	char name[56]; /* MQ_NAME_MAX + 1, padded: positions start 8-aligned */
+		       /* followed by _Atomic uint64_t pos[nshards] */
 };
 
 static inline void mq_be64_put(unsigned char *p, uint64_t v)

@@ -44,6 +44,8 @@ struct mq_greq {
 	size_t large; /* payload bytes of large values */
 	size_t bytes; /* payload bytes */
 	int rc, done;
+	int log; /* the enqueue log's records, up to (log_lsn, log_off) */
+	uint64_t log_lsn, log_off;
 	uint64_t group;	       /* deferred meta sync: durable once gsynced >= group */
 	struct mq_greq *next;  /* queued for the next turn, then in its batch */
 	struct mq_greq *wnext; /* committed, waiting for a sync (q->gwait) */
@@ -64,10 +66,13 @@ static int run(mq_queue *q, struct mq_greq *batch)
 		rc = mq_wtx_begin(q, NULL, 0, &w);
 		if (rc)
 			break;
-		for (struct mq_greq *r = batch; !rc && r; r = r->next)
+		for (struct mq_greq *r = batch; !rc && r; r = r->next) {
 			rc = r->op
 				 ? r->op(q, &w, r->arg)
 				 : mq_put_msgs(q, &w, r->m, r->n, r->seqs, r->puts, &r->nputs, ls);
+			if (!rc && r->log)
+				rc = mq_enqlog_mark(q, w.txn, q->logi, r->log_lsn, r->log_off);
+		}
 		if (!rc)
 			rc = mq_put_states(q, &w, ls);
 		rc = mq_wtx_end(q, &w, rc);
@@ -85,7 +90,8 @@ static int run(mq_queue *q, struct mq_greq *batch)
 				continue;
 			enqueued = 1;
 			atomic_fetch_add(&q->c.enqueued, r->n);
-			atomic_fetch_add(&q->c.batches, 1);
+			if (!r->log) /* logged calls counted when they returned */
+				atomic_fetch_add(&q->c.batches, 1);
 			atomic_fetch_add(&q->c.delayed_enqueued, r->n - r->nputs);
 			mq_cache_append(q, r->puts, r->nputs);
 		}
@@ -109,10 +115,17 @@ static int lead(mq_queue *q, struct mq_greq *batch)
 
 	if (rc && batch->next) {
 		/* one by one: a failure belongs to the request that caused it */
+		int logrc = 0;
+
 		for (struct mq_greq *r = batch, *nx; r; r = nx) {
 			nx = r->next;
 			r->next = NULL;
-			r->rc = mq_lmdb_err(run(q, r));
+			/* log records that cannot go in hold back every enqueue
+			 * (the log comes first: one of them may be its enqueuer's
+			 * earlier message); acknowledgements still go in */
+			r->rc = logrc && !r->op ? logrc : mq_lmdb_err(run(q, r));
+			if (r->log)
+				logrc = r->rc;
 			commits += !r->rc;
 			r->next = nx;
 		}
@@ -166,12 +179,20 @@ static void wake(struct mq_greq *r)
  * themselves, and each enqueuer has one request queued at a time, so
  * moving operations ahead keeps every caller's order.
  */
-static struct mq_greq *take(mq_queue *q)
+static struct mq_greq *take(mq_queue *q, struct mq_greq *lr)
 {
 	struct mq_greq *batch = NULL, **bt = &batch, *rest = NULL, **rt = &rest, *nx;
 	size_t bytes = 0;
 	int full = 0;
 
+	if (mq_enqlog_dirty(q)) {
+		/* first: these calls returned before any queued one was made */
+		memset(lr, 0, sizeof(*lr));
+		lr->log = 1;
+		lr->n = mq_enqlog_take_locked(q, &lr->m, &lr->puts, &lr->log_lsn, &lr->log_off);
+		*bt = lr;
+		bt = &lr->next;
+	}
 	for (struct mq_greq *r = q->ghead; r; r = nx) {
 		nx = r->next;
 		r->next = NULL;
@@ -193,7 +214,7 @@ static struct mq_greq *take(mq_queue *q)
 /* Leader's turn, called and returning with q->glock held. */
 static void turn(mq_queue *q)
 {
-	struct mq_greq *batch = take(q), **wp;
+	struct mq_greq lr, *batch = take(q, &lr), **wp;
 	int deferred = meta_deferred(q), commits = 0;
 	size_t large = 0;
 	uint64_t t0 = mq_mono_us(), dt;
@@ -217,6 +238,10 @@ static void turn(mq_queue *q)
 	 * is released, which the sync below does. */
 	for (struct mq_greq *b = batch, *nx; b; b = nx) {
 		nx = b->next;
+		if (b == &lr) { /* nobody waits for it */
+			mq_enqlog_done_locked(q, lr.m, lr.n, lr.log_lsn, lr.log_off, lr.rc);
+			continue;
+		}
 		b->group = deferred && !b->rc ? q->gcommitted : 0;
 		b->done = 1;
 		if (finished(q, b)) {
@@ -256,6 +281,121 @@ static void turn(mq_queue *q)
 			wp = &w->wnext;
 		}
 	}
+}
+
+/*
+ * The enqueue log's flusher (enqlog.c): a caller that returned with its
+ * records in the log leaves them to whoever leads next; when nobody
+ * does, this thread leads turns until the log is empty, and sleeps.
+ * Started at the first hand-over, stopped by mq_close().
+ */
+static void *flusher(void *arg)
+{
+	mq_queue *q = arg;
+	uint64_t retry = 0;
+
+	pthread_mutex_lock(&q->glock);
+	while (!q->log_stop) {
+		if (!q->gleader && (mq_enqlog_dirty(q) || q->ghead) &&
+		    (!q->log_err || mq_mono_us() >= retry)) {
+			mq_active(1);
+			turn(q);
+			mq_active(-1);
+			if (q->log_err) /* e.g. ENOSPC: the log waits, retried later */
+				retry = mq_mono_us() + 100000;
+			continue;
+		}
+		q->log_sleeping = 1;
+		if (q->log_err) {
+			struct timespec ts;
+
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 100000000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&q->log_cv, &q->glock, &ts);
+		} else {
+			pthread_cond_wait(&q->log_cv, &q->glock);
+		}
+		q->log_sleeping = 0;
+	}
+	pthread_mutex_unlock(&q->glock);
+	return NULL;
+}
+
+/* Under q->glock, by a leader that is done: who leads next. */
+static void hand_over(mq_queue *q)
+{
+	if (q->gleader)
+		return;
+	if (q->ghead) {
+		wake(q->ghead); /* it leads the next turn */
+	} else if (mq_enqlog_dirty(q)) {
+		if (!q->log_thread_on)
+			q->log_thread_on = !pthread_create(&q->log_thread, NULL, flusher, q);
+		if (!q->log_thread_on)
+			turn(q); /* no thread: this caller, then */
+		else if (q->log_sleeping)
+			pthread_cond_signal(&q->log_cv);
+	}
+}
+
+/* An enqueue into the log: 0 or an error of its commit, or -1 to take the
+ * commit path. */
+static int logged(mq_queue *q, const struct mq_msg_in *m, size_t n)
+{
+	uint64_t lsn, head, used;
+	int rc = 0;
+
+	if (q->logfd < 0)
+		return -1;
+	pthread_mutex_lock(&q->glock);
+	lsn = q->log_next_lsn;
+	head = q->log_head;
+	used = q->log_used;
+	if (mq_enqlog_put_locked(q, m, n)) {
+		pthread_mutex_unlock(&q->glock);
+		return -1;
+	}
+	if (!q->gleader) {
+		/* nobody commits: this caller does (alone, it waits for its
+		 * commit as before; the others find it leading and return) */
+		uint64_t end = q->log_next_lsn;
+
+		mq_active(1);
+		turn(q);
+		mq_active(-1);
+		/* its own commit failed (e.g. ENOSPC): with nothing after its
+		 * records, the call fails as a commit would have; else they
+		 * wait in the log, in order, for a turn that fits them */
+		if (q->log_tail_lsn < end && q->log_err &&
+		    !mq_enqlog_unput_locked(q, m, n, lsn, head, used, end))
+			rc = q->log_err;
+	}
+	hand_over(q);
+	pthread_mutex_unlock(&q->glock);
+	return rc;
+}
+
+void mq_group_close(mq_queue *q)
+{
+	if (q->log_thread_on) {
+		pthread_mutex_lock(&q->glock);
+		q->log_stop = 1;
+		pthread_cond_signal(&q->log_cv);
+		pthread_mutex_unlock(&q->glock);
+		pthread_join(q->log_thread, NULL);
+		q->log_thread_on = 0;
+	}
+	pthread_mutex_lock(&q->glock);
+	while (q->logfd >= 0 && mq_enqlog_dirty(q) && !q->gleader) {
+		turn(q); /* what fails stays in the file: replayed at the next open */
+		if (q->log_err)
+			break;
+	}
+	pthread_mutex_unlock(&q->glock);
 }
 
 static int submit(mq_queue *q, struct mq_greq *rp)
@@ -311,8 +451,7 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 	 */
 	for (int k = 0; k < MQ_LEAD_MORE && q->glarge && q->ghead && !q->gleader; k++)
 		turn(q);
-	if (q->ghead && !q->gleader)
-		wake(q->ghead); /* it leads the next turn */
+	hand_over(q);
 	if (!r.rc && r.group && r.group > q->gerr_from && r.group <= q->gerr_upto)
 		r.rc = q->gerr; /* committed, but the sync that was to make it durable failed */
 	pthread_mutex_unlock(&q->glock);
@@ -326,6 +465,9 @@ int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t 
 	struct mq_greq r = {.m = m, .n = n, .seqs = seqs};
 	int rc;
 
+	/* without seqs to return nothing needs the commit: the log will do */
+	if (!seqs && (rc = logged(q, m, n)) >= 0)
+		return rc;
 	for (size_t i = 0; i < n; i++) {
 		r.bytes += m[i].len;
 		if (m[i].len >= MQ_LARGE)

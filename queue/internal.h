@@ -87,6 +87,8 @@ struct mq_counters {
 	_Atomic uint64_t store_only, pressure_events;
 	_Atomic uint64_t buffered, spilled, bdropped, groups, maint_errors;
 	_Atomic uint64_t map_trims, meta_syncs;
+	_Atomic uint64_t acks_logged, ack_folds, acks_reaped, coalesced;
+	_Atomic uint64_t log_enqueued, log_flushes, log_replayed;
 };
 
 struct mq_queue {
@@ -129,11 +131,41 @@ struct mq_queue {
 	/* a leader's turn (commit and sync), moving average in µs: waiters
 	 * spin only when it is short (spin.c) */
 	_Atomic uint64_t gturn_us;
+	/* mq_wake(): when it last woke, and the moving average of the gaps
+	 * (µs, monotonic); dequeue.c: coalesced waiting */
+	_Atomic uint64_t wake_us, wake_gap_us;
 
 	_Atomic uint64_t next_retention_us;
 	_Atomic uint64_t maint_retry_us; /* after a failed maintenance */
 	_Atomic int last_maint_error;
 	_Atomic int retention_due;
+
+	/* the ack log (acklog.c); ackfd -1: none */
+	int ackfd;
+	unsigned char *ackmap;
+	size_t ackstride;
+	pthread_mutex_t acklock;
+	uint64_t ackowned; /* slots this process holds, under acklock */
+	char boot_id[MQ_BOOT_ID_LEN];
+
+	/* the enqueue log (enqlog.c), all under glock; logfd -1: none */
+	int logfd;
+	unsigned logi;
+	unsigned char *logmap;
+	uint64_t log_head, log_next_lsn;   /* where the next record goes */
+	uint64_t log_taken, log_taken_lsn; /* after the records a turn took */
+	uint64_t log_tail, log_tail_lsn;   /* the first record not committed */
+	uint64_t log_used;		   /* bytes from tail to head (wrap waste included) */
+	uint32_t *log_pending;		   /* records not committed, per shard */
+	int log_err;			   /* the last flush failed with it */
+	struct mq_msg_in *log_m;	   /* the records of a turn */
+	size_t log_mcap;
+	struct mq_put *log_puts;
+	size_t log_putcap;
+	/* its flusher thread (group.c), started at the first hand-over */
+	pthread_t log_thread;
+	pthread_cond_t log_cv;
+	int log_thread_on, log_stop, log_sleeping;
 	struct mq_counters c;
 };
 
@@ -150,8 +182,11 @@ struct mq_sub {
 	struct mq_rate *rate;  /* dequeue rate per shard (under q->cache_lock) */
 	double *peak_lag;      /* per shard (under q->cache_lock) */
 	int lagging;
-	MDB_txn *rtxn;	    /* a reset read transaction, renewed by the next dequeue */
-	unsigned char *buf; /* payload copies of the last dequeue */
+	MDB_txn *rtxn;	      /* a reset read transaction, renewed by the next dequeue */
+	int slot;	      /* its ack log slot, -1: none (acklog.c) */
+	int logged;	      /* it had one: acked[] may be ahead of its record */
+	uint64_t fold_due_us; /* positions in the slot only: fold them by then; 0: none */
+	unsigned char *buf;   /* payload copies of the last dequeue */
 	size_t buflen, bufcap;
 	struct mq_sub *next;
 };
@@ -294,6 +329,66 @@ uint64_t mq_spin_us(mq_queue *q);
  * before sleeping, +1 after): spinners count who needs a CPU. */
 void mq_active(int delta);
 uint64_t mq_mono_us(void);
+
+/* subscriber.c: fold positions held only in the ack log into the store
+ * (s->fold_due_us); 0 or the commit's error (counted; retried later). */
+int mq_sub_fold(mq_sub *s);
+
+/* acklog.c: acknowledgements of MDB_NOSYNC environments in a shared
+ * mapping, folded into the store later. No log (ackfd -1) is no error. */
+#define MQ_ACK_FOLD_US 100000 /* a position stays in the slot only this long */
+void mq_acklog_open(mq_queue *q);
+void mq_acklog_close(mq_queue *q);
+/* Whether acks of own transactions go to the log now (the environment's
+ * flags are read each time: MDB_NOSYNC can be switched). */
+int mq_acklog_relaxed(mq_queue *q);
+/* In a write transaction: fold the slots of dead processes into their
+ * subscribers' records; *reaped: the slots to clear after the commit. */
+int mq_acklog_reap(mq_queue *q, MDB_txn *txn, uint64_t *reaped);
+void mq_acklog_reaped(mq_queue *q, uint64_t reaped, int committed);
+void mq_acklog_claim(mq_sub *s); /* s->slot: a slot holding s->acked, or -1 */
+void mq_acklog_write(mq_sub *s); /* s->acked into its slot */
+/* Give the slot up; @folded: the store holds its positions (else a later
+ * reap folds them). */
+void mq_acklog_release(mq_sub *s, int folded);
+
+/* enqlog.c: own-transaction enqueues of MDB_NOSYNC environments in a
+ * shared log, moved into the store by group turns (group.c). */
+void mq_enqlog_open(mq_queue *q); /* reaps dead processes' logs, takes one */
+void mq_enqlog_close(mq_queue *q);
+void mq_enqlog_reap(mq_queue *q); /* logs nobody holds: into the store */
+int mq_enqlog_relaxed(mq_queue *q);
+/* Under glock: 0 when m[0..n) are in the log, else -1 (use a commit). */
+int mq_enqlog_put_locked(mq_queue *q, const struct mq_msg_in *m, size_t n);
+int mq_enqlog_dirty(const mq_queue *q); /* records no turn has taken (glock) */
+/* Under glock: take back the records of a call appended at (@lsn, @head,
+ * @used) up to @end_lsn when its own turn failed and nothing follows them;
+ * 0 done (the call returns the error), -1 they stay (the call returns 0). */
+int mq_enqlog_unput_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t lsn,
+			   uint64_t head, uint64_t used, uint64_t end_lsn);
+/* Under glock: the records for this turn, up to (*end_lsn, *end_off). */
+size_t mq_enqlog_take_locked(mq_queue *q, const struct mq_msg_in **m, struct mq_put **puts,
+			     uint64_t *end_lsn, uint64_t *end_off);
+/* In the turn's transaction: the store has the records before (lsn, off). */
+int mq_enqlog_mark(mq_queue *q, MDB_txn *txn, unsigned i, uint64_t next_lsn, uint64_t off);
+/* Under glock, after the turn: committed (rc 0) or to be taken again. */
+void mq_enqlog_done_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t end_lsn,
+			   uint64_t end_off, int rc);
+int mq_enqlog_pending_locked(const mq_queue *q, uint32_t shard);
+/* group.c: stop the flusher and commit what the log still holds (close). */
+void mq_group_close(mq_queue *q);
+
+/* coalesce.c: while this process's commits wake subscribers more often
+ * than every MQ_COALESCE_GAP_US, a subscriber finding nothing sleeps
+ * MQ_COALESCE_US instead of waiting to be woken by the next one. */
+#define MQ_COALESCE_GAP_US 50
+#define MQ_COALESCE_US	   50
+/* The decision alone (pure): the sleep in µs, or 0 to wait for a wake-up.
+ * @gap_us: average gap between wake-ups; @since_us: since the last one;
+ * @left_us: until the waiter must be back (deadline, poll, due time). */
+uint64_t mq_coalesce_us(uint64_t gap_us, uint64_t since_us, uint64_t left_us);
+/* 1 if it slept (then read again), 0: wait for a wake-up. */
+int mq_coalesce(mq_queue *q, uint64_t left_us);
 
 /* After an own commit: keep the map's resident pages under the budget (map.c). */
 void mq_map_check(mq_queue *q);

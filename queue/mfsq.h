@@ -69,6 +69,13 @@
  *   mdb_env_sync() when none follows, has synced the meta page
  *   (mq_stats.meta_syncs). The caller's own commits in such an environment
  *   are not durable until the next commit or mdb_env_sync() (see lmdb.h).
+ * - In an MDB_NOSYNC environment the queue keeps files of its own next to
+ *   the data file: mfsq-<queue>.acks (see mq_ack()) and up to 8
+ *   mfsq-<queue>.log<i> of 1 MiB (see mq_enqueue()). They belong to the
+ *   environment: copy them with it (without the ack log, at most the
+ *   acknowledgements of the last 100 ms are lost: a redelivery; without the
+ *   enqueue logs of a crashed process, its enqueues not yet committed).
+ *   A process that forks keeps its logs locked while the child lives.
  * - Two processes may use one queue (LMDB is multi-process safe). Each
  *   process should enqueue with its own enqueuer ids; a durable subscriber
  *   name must be used by one process at a time.
@@ -264,6 +271,16 @@ struct mq_stats {
 						 cache_target_bytes - cache_bytes and what the
 						 budget leaves (2 MiB at least); not cached
 						 data, not counted as the budget's use */
+	uint64_t acks_logged;		    /**< acks of own transactions written to the ack log
+						 only (MDB_NOSYNC environments: no commit) */
+	uint64_t ack_folds;		    /**< commits that folded logged acks into the store */
+	uint64_t acks_reaped;		    /**< ack log slots of dead processes folded in */
+	uint64_t coalesced_waits;	    /**< dequeue waits that slept MQ_COALESCE_US instead
+						 of being woken by each commit (busy streams) */
+	uint64_t log_enqueued;		    /**< messages whose enqueue returned once in the
+						 enqueue log (MDB_NOSYNC, own transaction) */
+	uint64_t log_flushes;		    /**< group commits that moved log records in */
+	uint64_t log_replayed;		    /**< messages moved in from dead processes' logs */
 };
 
 typedef struct mq_queue mq_queue;
@@ -310,6 +327,9 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 /**
  * Close the queue: frees its memory and caches. Subscribers must have been
  * closed. The environment stays open.
+ * In an MDB_NOSYNC environment it first commits what the enqueue log still
+ * holds and stops the log's flusher thread (what cannot be committed stays
+ * in the log file for the next mq_open()).
  * Thread context: any; no other call on @p q may be running.
  */
 void mq_close(mq_queue *q);
@@ -336,6 +356,16 @@ uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n);
  *        subscribers at once), or NULL to run in a transaction of its own,
  *        committed before returning; concurrent such calls of this process
  *        share one commit (group commit), each still durable on return.
+ *        In an MDB_NOSYNC environment, with @p seq NULL and up to 16 KiB of
+ *        payload, the call returns once the message is in the queue's
+ *        enqueue log instead: a MAP_SHARED file next to the data file
+ *        (mfsq-<queue>.log<i>), as durable as a commit there (it survives a
+ *        crash of the process; the next mq_open() or another process's
+ *        retention replays a dead process's log, in order, once). A group
+ *        commit moves it in right after (the caller leads it itself when
+ *        nobody else commits; else the running leader or the queue's
+ *        flusher thread takes it); subscribers see it then.
+ *        (mq_stats.log_enqueued.)
  * @param m the message.
  * @param seq if not NULL, receives the sequence number in the shard (for
  *        a delayed message: 0, its stream number is given when promoted).
@@ -344,10 +374,17 @@ uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n);
  *            buffered message with a delivery time;
  *   EMSGSIZE m->len above the queue's max_payload;
  *   EAGAIN   (with @p txn only) the transaction began before the queue could
- *            share the handle of a subshard created by another process:
- *            abort it and retry (at most once per such subshard);
+ *            share the handle of a subshard created by another process, or
+ *            this process's enqueue log still holds messages for the same
+ *            shard (one of them may be this enqueuer's earlier one, and they
+ *            can only go in once the caller's transaction ends): abort it
+ *            and retry;
  *   ENOSPC   the map is full (own txn: nothing changed; caller txn: LMDB
- *            marks it failed, the caller must abort it);
+ *            marks it failed, the caller must abort it). A logged call
+ *            returns it when its own commit failed; one that returned while
+ *            another caller's commit of it was still running keeps its
+ *            message in the log, which goes in, in order, once there is
+ *            room, and meanwhile own-transaction enqueues return ENOSPC;
  *   EIO etc. (txn NULL, MDB_NOMETASYNC environment) the error of the
  *            mdb_env_sync() that was to make the commit durable: the
  *            message is committed but may not survive a power loss;
@@ -485,6 +522,16 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
  * memory-only message's ack only checks it was delivered. With txn NULL, a
  * durable subscriber's position is written in a group commit shared with
  * concurrent enqueues and acks of this process; it is durable on return.
+ * In an MDB_NOSYNC environment it goes to the queue's ack log instead, no
+ * commit: a MAP_SHARED file next to the data file (mfsq-<queue>.acks), as
+ * durable as a commit of such an environment (it survives a crash of the
+ * process, and a reopened subscriber resumes after it in any process).
+ * The store's record follows within 100 ms (the subscriber's next ack or
+ * dequeue folds it in, mq_unsubscribe() too; mq_stats.ack_folds); after a
+ * crash of the machine, acknowledgements not yet folded and synced are
+ * lost and their messages delivered again (at-least-once). At most 64
+ * durable subscribers of a queue hold a slot of the log at once; the
+ * others commit every ack.
  * @param txn write transaction to join (durable subscribers write their
  *        position), or NULL for an own one. The position in memory moves at
  *        once: if that transaction aborts, the acknowledgement is written

@@ -253,6 +253,10 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 	pthread_mutex_init(&q->lock, NULL);
 	pthread_mutex_init(&q->cache_lock, NULL);
 	pthread_mutex_init(&q->glock, NULL);
+	pthread_mutex_init(&q->acklock, NULL);
+	q->ackfd = -1;
+	q->logfd = -1;
+	pthread_cond_init(&q->log_cv, NULL);
 	q->gtail = &q->ghead;
 	{
 		pthread_condattr_t ca;
@@ -271,6 +275,8 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 		mq_close(q);
 		return mq_lmdb_err(rc);
 	}
+	mq_acklog_open(q); /* after the configuration: slots hold nshards positions */
+	mq_enqlog_open(q);
 	*out = q;
 	return 0;
 }
@@ -279,6 +285,9 @@ void mq_close(mq_queue *q)
 {
 	if (!q)
 		return;
+	mq_group_close(q); /* the log's records into the store, its thread stopped */
+	mq_enqlog_close(q);
+	mq_acklog_close(q);
 	mq_cache_free_all(q);
 	mq_buffered_free_all(q);
 	if (q->shards) {
@@ -291,6 +300,8 @@ void mq_close(mq_queue *q)
 	pthread_mutex_destroy(&q->lock);
 	pthread_mutex_destroy(&q->cache_lock);
 	pthread_mutex_destroy(&q->glock);
+	pthread_mutex_destroy(&q->acklock);
+	pthread_cond_destroy(&q->log_cv);
 	pthread_cond_destroy(&q->cond);
 	free(q);
 }
@@ -322,6 +333,11 @@ uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n)
 
 void mq_wake(mq_queue *q)
 {
+	uint64_t now = mq_mono_us(), last = atomic_exchange(&q->wake_us, now);
+	uint64_t gap = now > last ? now - last : 0;
+
+	/* racing wakers may mix their updates: it is an estimate */
+	atomic_store(&q->wake_gap_us, (atomic_load(&q->wake_gap_us) * 7 + gap) / 8);
 	pthread_mutex_lock(&q->lock);
 	atomic_fetch_add(&q->gen, 1);
 	pthread_cond_broadcast(&q->cond);
@@ -425,6 +441,13 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->pressure_events = q->c.pressure_events;
 	st->map_trims = q->c.map_trims;
 	st->meta_syncs = q->c.meta_syncs;
+	st->acks_logged = q->c.acks_logged;
+	st->ack_folds = q->c.ack_folds;
+	st->acks_reaped = q->c.acks_reaped;
+	st->coalesced_waits = q->c.coalesced;
+	st->log_enqueued = q->c.log_enqueued;
+	st->log_flushes = q->c.log_flushes;
+	st->log_replayed = q->c.log_replayed;
 	st->sizing_restores_est_milli = (uint64_t)(q->sizing_est * 1000.0);
 	for (uint32_t s = 0; s < q->cfg.nshards; s++)
 		st->enqueue_rate += mq_rate_get(&q->shards[s].enq, now);

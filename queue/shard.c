@@ -79,7 +79,12 @@ int mq_put_msgs(mq_queue *q, struct mq_wtx *w, const struct mq_msg_in *m, size_t
 		h.enqueuer = m[i].enqueuer;
 		h.prio = m[i].prio;
 		h.tag = m[i].tag;
-		if (m[i].deliver_us > t) {
+		/* a delayed message due already goes through the delay shard
+		 * too while earlier due ones wait there (promotion moves at most
+		 * MQ_PROMOTE_BATCH per transaction): it must not overtake them.
+		 * Enqueues from the log (enqlog.c) are committed late, a replay
+		 * seconds late, so "due already" is no rare case there. */
+		if (m[i].deliver_us > t || (m[i].deliver_us && st->min_due <= t)) {
 			h.dlv_us = m[i].deliver_us;
 			h.flags = MQ_MSG_DELAYED;
 			rc = mq_delay_put(q, w->txn, s, st, &h, m[i].data, m[i].len);
@@ -206,6 +211,19 @@ static int enqueue_stored(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, 
 		return 0;
 	if (!txn)
 		return mq_group_enqueue(q, m, n, seqs); /* own transaction, grouped */
+	if (q->logfd >= 0) {
+		/* records of this process still in the enqueue log for the same
+		 * shard may be this enqueuer's earlier messages: they go first,
+		 * and the flusher needs the write lock this caller holds */
+		int busy = 0;
+
+		pthread_mutex_lock(&q->glock);
+		for (size_t i = 0; i < n && !busy; i++)
+			busy = mq_enqlog_pending_locked(q, mq_shard_of(q, m[i].enqueuer));
+		pthread_mutex_unlock(&q->glock);
+		if (busy)
+			return EAGAIN;
+	}
 	ls = calloc(q->cfg.nshards, sizeof(*ls));
 	puts = malloc(n * sizeof(*puts));
 	rc = ls && puts ? mq_wtx_begin(q, txn, 0, &w) : ENOMEM;

@@ -176,6 +176,7 @@ static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *
 	uint32_t n = q->cfg.nshards;
 	size_t nl = name ? strlen(name) : 0;
 	struct mq_rule *given = NULL;
+	uint64_t reaped = 0;
 	struct mq_wtx w;
 	mq_sub *s;
 	int rc, found = 0;
@@ -201,6 +202,7 @@ static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *
 		return ENOMEM;
 	}
 	s->rule = given;
+	s->slot = -1;
 	s->q = q;
 	s->flags = flags;
 	s->filter = filter;
@@ -228,6 +230,8 @@ static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *
 		}
 	}
 	rc = mq_wtx_begin(q, NULL, 0, &w);
+	if (!rc && name) /* positions a dead process left in the ack log first */
+		rc = mq_acklog_reap(q, w.txn, &reaped);
 	if (!rc && name)
 		rc = sub_load(s, w.txn, &found);
 	if (!rc && name)
@@ -237,12 +241,14 @@ static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *
 	if (!rc && name && !found)
 		rc = sub_store(s, w.txn, 1);
 	rc = rc ? mq_wtx_end(q, &w, rc) : mq_wtx_end(q, &w, 0);
+	mq_acklog_reaped(q, reaped, !rc);
 	if (rc) {
 		sub_free(s);
 		return mq_lmdb_err(rc);
 	}
 	for (uint32_t i = 0; i < n; i++)
 		s->pos[i] = s->acked[i];
+	mq_acklog_claim(s);
 	pthread_mutex_lock(&q->cache_lock);
 	for (uint32_t i = 0; i < n; i++)
 		s->bpos[i] = mq_buffered_end(q, i); /* memory-only: from now on */
@@ -279,6 +285,8 @@ void mq_unsubscribe(mq_sub *s)
 	if (!s)
 		return;
 	q = s->q;
+	if (s->slot >= 0) /* positions only in the slot: into the store now */
+		mq_acklog_release(s, !s->fold_due_us || !mq_sub_fold(s));
 	pthread_mutex_lock(&q->cache_lock); /* eviction reads subscribers */
 	pthread_mutex_lock(&q->lock);
 	for (mq_sub **pp = &q->subs; *pp; pp = &(*pp)->next)
@@ -343,18 +351,57 @@ static int persist_op(mq_queue *q, struct mq_wtx *w, void *arg)
 	return sub_store(a->s, w->txn, a->force);
 }
 
-/* Persist acked[] of a durable subscriber in @txn or an own transaction
- * (grouped with concurrent enqueues and acks). */
-static int persist(mq_sub *s, MDB_txn *txn, int force)
+/* Write acked[] in an own transaction (grouped with concurrent enqueues
+ * and acks); the ack log slot then follows the store. */
+static int commit_own(mq_sub *s, int force)
 {
 	struct persist_arg a = {s, force};
+	int rc = mq_lmdb_err(mq_group_op(s->q, persist_op, &a));
+
+	if (!rc && s->slot >= 0) {
+		mq_acklog_write(s); /* e.g. a seek back: the slot must not stay ahead */
+		s->fold_due_us = 0;
+	}
+	return rc;
+}
+
+int mq_sub_fold(mq_sub *s)
+{
+	int rc = commit_own(s, 0);
+
+	if (!rc)
+		atomic_fetch_add(&s->q->c.ack_folds, 1);
+	if (rc) { /* the slot still has them: try again later */
+		atomic_fetch_add(&s->q->c.maint_errors, 1);
+		atomic_store(&s->q->last_maint_error, rc);
+		s->fold_due_us = mq_mono_us() + MQ_ACK_FOLD_US;
+	}
+	return rc;
+}
+
+/* Persist acked[] of a durable subscriber in @txn or an own transaction;
+ * in an MDB_NOSYNC environment an own one is deferred to the ack log
+ * (acklog.c), which is as durable as such a commit. */
+static int persist(mq_sub *s, MDB_txn *txn, int force)
+{
 	struct mq_wtx w;
 	int rc;
 
 	if (!(s->flags & MQ_SUB_DURABLE))
 		return 0;
+	if (!txn && !force && s->slot >= 0 && mq_acklog_relaxed(s->q)) {
+		uint64_t now = mq_mono_us();
+
+		mq_acklog_write(s);
+		atomic_fetch_add(&s->q->c.acks_logged, 1);
+		if (!s->fold_due_us)
+			s->fold_due_us = now + MQ_ACK_FOLD_US;
+		else if (now >= s->fold_due_us)
+			mq_sub_fold(s); /* a failure is the fold's, not this ack's */
+		return 0;
+	}
 	if (!txn)
-		return mq_lmdb_err(mq_group_op(s->q, persist_op, &a));
+		return commit_own(s, force);
 	rc = mq_wtx_begin(s->q, txn, 0, &w);
 	if (rc)
 		return mq_lmdb_err(rc);

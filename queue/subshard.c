@@ -122,16 +122,73 @@ int mq_subshard_locate(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint
 	return rc;
 }
 
+/* This process's durable subscribers whose acknowledgements may be in the
+ * ack log only (acklog.c): name and positions, copied under q->lock. */
+struct logged {
+	const char *name;
+	uint64_t *acked;
+};
+
+static struct logged *logged_copy(mq_queue *q, size_t *count)
+{
+	uint32_t n = q->cfg.nshards;
+	struct logged *v = NULL;
+	size_t k = 0, cap = 0;
+
+	pthread_mutex_lock(&q->lock);
+	for (mq_sub *sb = q->subs; sb; sb = sb->next)
+		cap += (sb->flags & MQ_SUB_DURABLE) && sb->logged;
+	if (cap)
+		v = malloc(cap * (sizeof(*v) + n * sizeof(uint64_t)));
+	for (mq_sub *sb = q->subs; v && sb; sb = sb->next) {
+		if (!(sb->flags & MQ_SUB_DURABLE) || !sb->logged)
+			continue;
+		v[k].name = sb->name; /* lives while it is subscribed: not past this call */
+		v[k].acked = (uint64_t *)(v + cap) + k * n;
+		memcpy(v[k].acked, sb->acked, n * sizeof(uint64_t));
+		k++;
+	}
+	pthread_mutex_unlock(&q->lock);
+	*count = k;
+	return v;
+}
+
+/* Raise the positions @pos of record @key to a logged subscriber's; 1 if
+ * any moved. */
+static int logged_raise(const struct logged *v, size_t count, const MDB_val *key, uint64_t *pos,
+			uint32_t n)
+{
+	int raised = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		if (strlen(v[i].name) != key->mv_size - 1 ||
+		    memcmp(v[i].name, (const char *)key->mv_data + 1, key->mv_size - 1))
+			continue;
+		for (uint32_t s = 0; s < n; s++)
+			if (v[i].acked[s] > pos[s]) {
+				pos[s] = v[i].acked[s];
+				raised = 1;
+			}
+	}
+	return raised;
+}
+
 /*
  * Lowest acknowledged position per shard over the durable subscribers in
  * the store and the ephemeral ones of this process; subscribers older than
- * @cut[s] are moved to it and marked lagging.
+ * @cut[s] are moved to it and marked lagging. A durable subscriber of this
+ * process whose positions in memory are ahead of its record (in the ack
+ * log, acklog.c, not yet folded) has them folded here, in the commit that
+ * drops what they passed: a record never stays behind a drop (after a
+ * machine crash the subscriber would come back lagging).
  */
 static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint64_t *cut)
 {
 	uint32_t n = q->cfg.nshards;
 	MDB_val key = {1, "U"}, val;
 	MDB_cursor *c;
+	struct logged *lg;
+	size_t nlg;
 	int rc;
 
 	for (uint32_t s = 0; s < n; s++)
@@ -143,15 +200,18 @@ static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint
 				if (sb->acked[s] < minpos[s])
 					minpos[s] = sb->acked[s] < cut[s] ? cut[s] : sb->acked[s];
 	pthread_mutex_unlock(&q->lock);
+	lg = logged_copy(q, &nlg); /* NULL (none, or no memory): the records alone */
 
 	rc = mdb_cursor_open(txn, q->meta, &c);
-	if (rc)
+	if (rc) {
+		free(lg);
 		return rc;
+	}
 	for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); !rc;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
 		struct mq_disk_sub ds;
 		uint64_t *acked;
-		int changed = 0;
+		int changed = 0, raised;
 
 		if (((char *)key.mv_data)[0] != 'U')
 			break;
@@ -166,31 +226,35 @@ static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint
 			break;
 		}
 		memcpy(acked, (char *)val.mv_data + sizeof(ds), n * sizeof(*acked));
+		raised = logged_raise(lg, nlg, &key, acked, n);
 		for (uint32_t s = 0; s < n; s++) {
 			if (acked[s] < cut[s]) {
 				ds.lost += cut[s] - acked[s];
 				acked[s] = cut[s];
 				changed = 1;
 			}
-			if (acked[s] < minpos[s])
-				minpos[s] = acked[s];
 		}
-		if (changed) {
+		if (changed || raised) {
 			unsigned char buf[sizeof(ds) + 1024 * sizeof(uint64_t)];
 			MDB_val nv = {val.mv_size, buf};
 
-			if (!(ds.flags & MQ_SUB_F_LAGGING))
+			if (changed && !(ds.flags & MQ_SUB_F_LAGGING))
 				atomic_fetch_add(&q->c.lagging, 1);
-			ds.flags |= MQ_SUB_F_LAGGING;
+			if (changed)
+				ds.flags |= MQ_SUB_F_LAGGING;
 			memcpy(buf, &ds, sizeof(ds));
 			memcpy(buf + sizeof(ds), acked, n * sizeof(*acked));
 			rc = mdb_cursor_put(c, &key, &nv, MDB_CURRENT);
 		}
+		for (uint32_t s = 0; s < n; s++)
+			if (acked[s] < minpos[s])
+				minpos[s] = acked[s];
 		free(acked);
 		if (rc)
 			break;
 	}
 	mdb_cursor_close(c);
+	free(lg);
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 

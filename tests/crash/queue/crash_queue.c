@@ -15,8 +15,24 @@
  *   order is enqueue order) are promoted exactly once, in order, even when
  *   the kill lands in a promotion.
  *
- * Usage: crash_queue ITERATIONS        (exit 0 on success)
- *        crash_queue worker DIR        (internal)
+ * With "own-ack" the dequeuer acknowledges in the queue's own transaction
+ * (in this MDB_NOSYNC environment: the ack log, queue/acklog.c, no commit)
+ * and records what it acknowledged in a MAP_SHARED file of its own, which
+ * a kill does not lose either: before the call the numbers it is about to
+ * acknowledge ("pending"), after it the ones it did ("done"). After a
+ * restart the first delivery of each enqueuer must lie between the two
+ * (the kill may land inside mq_ack), every later one be the next.
+ *
+ * With "own-enq" the enqueuer enqueues in the queue's own transactions
+ * (the enqueue log, queue/enqlog.c: the call returns before any commit)
+ * and keeps in a mapped file, per enqueuer, the numbers it handed to calls
+ * ("sent", before the call) and those whose call returned. A call the
+ * kill interrupted may have left a prefix of its messages: after a restart
+ * each such range is a gap that deliveries may skip, as a whole from where
+ * the first is missing; every number whose call returned must arrive.
+ *
+ * Usage: crash_queue ITERATIONS [own-ack] [own-enq]   (exit 0 on success)
+ *        crash_queue worker DIR [own-ack] [own-enq]   (internal)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,6 +41,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -67,12 +85,79 @@ static MDB_env *open_env(const char *dir)
 	return env;
 }
 
+/* own-ack: what the dequeuer acknowledged, kept in DIR/acked (mapped) */
+struct acked {
+	_Atomic uint64_t pending[E], done[E];
+};
+
+/* own-enq: what the enqueuer handed to calls, kept in DIR/sent (mapped) */
+#define MAX_GAPS 1024
+struct sent {
+	_Atomic uint64_t sent[E], returned[E];
+	_Atomic uint32_t ngaps[E];
+	struct {
+		uint64_t a, b; /* [a, b): a prefix of it may be there, the rest not */
+	} gap[E][MAX_GAPS];
+};
+
 struct app {
 	MDB_env *env;
 	mq_queue *q;
 	MDB_dbi db;
 	mq_sub *sub;
+	struct acked *own; /* NULL: acks inside the application's transaction */
+	struct sent *enq;  /* NULL: enqueues inside the application's transaction */
 };
+
+static void *map_file(const char *dir, const char *name, size_t len)
+{
+	char path[300];
+	void *a;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	fd = open(path, O_RDWR | O_CREAT, 0644);
+	if (fd < 0 || ftruncate(fd, (off_t)len)) {
+		fprintf(stderr, "cannot map %s\n", path);
+		exit(2);
+	}
+	a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (a == MAP_FAILED) {
+		fprintf(stderr, "cannot map %s\n", path);
+		exit(2);
+	}
+	return a;
+}
+
+/* After a kill: the numbers of an interrupted call become a gap. */
+static void sent_restart(struct sent *t)
+{
+	for (int e = 0; e < E; e++) {
+		uint32_t n = t->ngaps[e];
+
+		if (t->returned[e] >= t->sent[e])
+			continue;
+		if (n == MAX_GAPS) {
+			fprintf(stderr, "too many gaps\n");
+			exit(2);
+		}
+		t->gap[e][n].a = t->returned[e];
+		t->gap[e][n].b = t->sent[e];
+		t->ngaps[e] = n + 1;
+		t->returned[e] = t->sent[e];
+	}
+}
+
+/* Where the next delivery of @e may be if @c is not there: the end of the
+ * gap holding @c, or @c when none does. */
+static uint64_t gap_end(const struct sent *t, int e, uint64_t c)
+{
+	for (uint32_t i = 0; t && i < t->ngaps[e]; i++)
+		if (t->gap[e][i].a <= c && c < t->gap[e][i].b)
+			return t->gap[e][i].b;
+	return c;
+}
 
 /* The application's own table: 'e'+i -> next number to enqueue for
  * enqueuer i, 'a'+i -> next number expected (after the last acked). */
@@ -95,6 +180,57 @@ static int put_ctr(MDB_txn *txn, MDB_dbi db, char kind, int i, uint64_t v)
 	return mdb_put(txn, db, &key, &val, 0);
 }
 
+/* The next number expected from each enqueuer: exactly known (lo == hi),
+ * or after a restart of an own-ack run, anywhere in [lo, hi] until the
+ * first delivery. */
+struct expect {
+	uint64_t lo[E], hi[E];
+	const struct sent *gaps; /* own-enq: numbers that may be missing */
+};
+
+static void expect_load(struct app *a, struct expect *x)
+{
+	MDB_txn *txn;
+	int rc = mdb_txn_begin(a->env, NULL, MDB_RDONLY, &txn);
+
+	if (rc) {
+		fprintf(stderr, "txn: %s\n", mq_strerror(rc));
+		exit(3);
+	}
+	for (int i = 0; i < E; i++) {
+		x->lo[i] = a->own ? a->own->done[i] : get_ctr(txn, a->db, 'a', i);
+		x->hi[i] = a->own ? a->own->pending[i] : x->lo[i];
+	}
+	x->gaps = a->enq;
+	mdb_txn_abort(txn);
+}
+
+/* Whether @v may come next from @e: in [lo, hi], or after gaps from there
+ * (the same width: the range of an interrupted ack). */
+static int expect_ok(const struct expect *x, int e, uint64_t v)
+{
+	uint64_t c = x->lo[e], w = x->hi[e] - x->lo[e];
+
+	for (;;) {
+		uint64_t nc = gap_end(x->gaps, e, c);
+
+		if (v >= c && v <= c + w)
+			return 1;
+		if (nc == c)
+			return 0;
+		c = nc;
+	}
+}
+
+/* Check one delivery of number @v from enqueuer @e against @x. */
+static int expect_take(struct expect *x, uint64_t e, uint64_t v)
+{
+	if (e >= E || !expect_ok(x, (int)e, v))
+		return -1;
+	x->lo[e] = x->hi[e] = v + 1;
+	return 0;
+}
+
 static void die(const char *what, int rc)
 {
 	fprintf(stderr, "worker: %s: %s\n", what, mq_strerror(rc));
@@ -112,13 +248,13 @@ static void *enqueuer(void *arg)
 		MDB_txn *txn;
 		int n = 1 + rand_r(&seed) % 64, rc;
 
-		rc = mdb_txn_begin(a->env, NULL, 0, &txn);
+		rc = mdb_txn_begin(a->env, NULL, a->enq ? MDB_RDONLY : 0, &txn);
 		if (rc)
 			die("txn", rc);
 		uint64_t backlog = 0;
 		for (int i = 0; i < E; i++) {
-			next[i] = get_ctr(txn, a->db, 'e', i);
-			backlog += next[i] - get_ctr(txn, a->db, 'a', i);
+			next[i] = a->enq ? a->enq->sent[i] : get_ctr(txn, a->db, 'e', i);
+			backlog += next[i] - (a->own ? a->own->done[i] : get_ctr(txn, a->db, 'a', i));
 		}
 		if (backlog > MAX_BACKLOG) {
 			/* let the dequeuer catch up: over hundreds of kills an
@@ -138,6 +274,17 @@ static void *enqueuer(void *arg)
 						   .len = sizeof(vals[j]),
 						   .enqueuer = (uint64_t)e,
 						   .deliver_us = e >= DELAYED ? due : 0};
+		}
+		if (a->enq) {
+			mdb_txn_abort(txn);
+			for (int i = 0; i < E; i++) /* before the call: maybe there */
+				a->enq->sent[i] = next[i];
+			rc = mq_enqueue_batch(a->q, NULL, in, (size_t)n, NULL);
+			if (rc)
+				die("enqueue", rc);
+			for (int i = 0; i < E; i++)
+				a->enq->returned[i] = next[i];
+			continue;
 		}
 		rc = mq_enqueue_batch(a->q, txn, in, (size_t)n, NULL);
 		for (int i = 0; !rc && i < E; i++)
@@ -160,15 +307,11 @@ static void *dequeuer(void *arg)
 {
 	struct app *a = arg;
 	mq_sub *s = a->sub;
-	uint64_t expect[E];
+	struct expect x;
 	MDB_txn *txn;
 	int rc;
 
-	if ((rc = mdb_txn_begin(a->env, NULL, MDB_RDONLY, &txn)))
-		die("txn", rc);
-	for (int i = 0; i < E; i++)
-		expect[i] = get_ctr(txn, a->db, 'a', i);
-	mdb_txn_abort(txn);
+	expect_load(a, &x);
 	for (;;) {
 		struct mq_msg out[32];
 		size_t n;
@@ -182,20 +325,30 @@ static void *dequeuer(void *arg)
 			uint64_t v[2];
 
 			memcpy(v, out[j].data, sizeof(v));
-			if (v[0] >= E || v[1] != expect[v[0]]) {
+			if (expect_take(&x, v[0], v[1])) {
 				fprintf(stderr,
 					"VIOLATION: enqueuer %" PRIu64 " got %" PRIu64
-					" expected %" PRIu64 "\n",
-					v[0], v[1], v[0] < E ? expect[v[0]] : 0);
+					" expected %" PRIu64 "..%" PRIu64 "\n",
+					v[0], v[1], v[0] < E ? x.lo[v[0]] : 0,
+					v[0] < E ? x.hi[v[0]] : 0);
 				exit(4);
 			}
-			expect[v[0]]++;
+		}
+		if (a->own) {
+			/* an enqueuer not seen since the restart keeps its range */
+			for (int i = 0; i < E; i++)
+				a->own->pending[i] = x.hi[i];
+			if ((rc = mq_ack(s, NULL, NULL)))
+				die("ack", rc);
+			for (int i = 0; i < E; i++)
+				a->own->done[i] = x.lo[i];
+			continue;
 		}
 		if ((rc = mdb_txn_begin(a->env, NULL, 0, &txn)))
 			die("txn", rc);
 		rc = mq_ack(s, txn, NULL);
 		for (int i = 0; !rc && i < E; i++)
-			rc = put_ctr(txn, a->db, 'a', i, expect[i]);
+			rc = put_ctr(txn, a->db, 'a', i, x.lo[i]);
 		if (rc) {
 			mdb_txn_abort(txn);
 			die("ack", rc);
@@ -206,12 +359,16 @@ static void *dequeuer(void *arg)
 	return NULL;
 }
 
-static void app_open(struct app *a, const char *dir)
+static void app_open(struct app *a, const char *dir, int own, int enq)
 {
 	struct mq_config c;
 	MDB_txn *txn;
 	int rc;
 
+	a->own = own ? map_file(dir, "acked", sizeof(struct acked)) : NULL;
+	a->enq = enq ? map_file(dir, "sent", sizeof(struct sent)) : NULL;
+	if (a->enq)
+		sent_restart(a->enq);
 	a->env = open_env(dir);
 	crash_cfg(&c);
 	rc = mq_open(a->env, "crashq", &c, MQ_CREATE, &a->q);
@@ -226,12 +383,12 @@ static void app_open(struct app *a, const char *dir)
 		die("subscribe", rc);
 }
 
-static int worker(const char *dir)
+static int worker(const char *dir, int own, int enq)
 {
 	struct app a;
 	pthread_t t1, t2;
 
-	app_open(&a, dir);
+	app_open(&a, dir, own, enq);
 	pthread_create(&t2, NULL, dequeuer, &a);
 	pthread_create(&t1, NULL, enqueuer, &a);
 	pthread_join(t1, NULL); /* never returns: killed */
@@ -240,23 +397,24 @@ static int worker(const char *dir)
 
 /* After the last kill: everything committed and not acknowledged is there,
  * exactly once, in order; nothing else. */
-static int verify(const char *dir)
+static int verify(const char *dir, int own, int enqm)
 {
 	struct app a;
-	uint64_t enq[E], expect[E], total = 0;
+	uint64_t enq[E], total = 0;
+	struct expect x;
 	MDB_txn *txn;
 	mq_sub *s;
 	int rc;
 
-	app_open(&a, dir);
+	app_open(&a, dir, own, enqm);
 	if ((rc = mdb_txn_begin(a.env, NULL, MDB_RDONLY, &txn)))
 		die("txn", rc);
 	for (int i = 0; i < E; i++) {
-		enq[i] = get_ctr(txn, a.db, 'e', i);
-		expect[i] = get_ctr(txn, a.db, 'a', i);
+		enq[i] = a.enq ? a.enq->sent[i] : get_ctr(txn, a.db, 'e', i);
 		total += enq[i];
 	}
 	mdb_txn_abort(txn);
+	expect_load(&a, &x);
 	s = a.sub;
 	for (;;) {
 		struct mq_msg out[64];
@@ -264,7 +422,7 @@ static int verify(const char *dir)
 		int done = 1;
 
 		for (int i = 0; i < E; i++)
-			done &= expect[i] >= enq[i];
+			done &= gap_end(a.enq, i, x.lo[i]) >= enq[i];
 		/* delayed ones may still be waiting: a bounded wait for them, then
 		 * nothing more may come */
 		rc = mq_dequeue(s, out, 64, &n, done ? 0 : 10000);
@@ -276,22 +434,23 @@ static int verify(const char *dir)
 			uint64_t v[2];
 
 			memcpy(v, out[j].data, sizeof(v));
-			if (v[0] >= E || v[1] != expect[v[0]]) {
+			if (expect_take(&x, v[0], v[1])) {
 				fprintf(stderr,
 					"VIOLATION at verify: enqueuer %" PRIu64 " got %" PRIu64
 					"\n",
 					v[0], v[1]);
 				return 1;
 			}
-			expect[v[0]]++;
 		}
 	}
+	/* an enqueuer not delivered since the last restart: its last
+	 * acknowledgement may or may not have completed */
 	for (int i = 0; i < E; i++)
-		if (expect[i] != enq[i]) {
+		if (!expect_ok(&x, i, enq[i])) {
 			fprintf(stderr,
 				"MISSING: enqueuer %d committed %" PRIu64
-				" delivered up to %" PRIu64 "\n",
-				i, enq[i], expect[i]);
+				" delivered up to %" PRIu64 "..%" PRIu64 "\n",
+				i, enq[i], x.lo[i], x.hi[i]);
 			return 1;
 		}
 	printf("verified: %" PRIu64 " messages committed over all runs\n", total);
@@ -305,13 +464,18 @@ int main(int argc, char **argv)
 {
 	char dir[256];
 	const char *base = getenv("TMPDIR");
-	int iters, rc;
+	int iters, rc, own = 0, enq = 0, nopt = 0;
 	unsigned seed = (unsigned)time(NULL);
 
-	if (argc == 3 && !strcmp(argv[1], "worker"))
-		return worker(argv[2]);
-	if (argc != 2 || (iters = atoi(argv[1])) <= 0) {
-		fprintf(stderr, "usage: crash_queue ITERATIONS\n");
+	for (int i = 2; i < argc; i++) {
+		own |= !strcmp(argv[i], "own-ack");
+		enq |= !strcmp(argv[i], "own-enq");
+	}
+	nopt = own + enq;
+	if (argc == 3 + nopt && !strcmp(argv[1], "worker"))
+		return worker(argv[2], own, enq);
+	if (argc != 2 + nopt || (iters = atoi(argv[1])) <= 0) {
+		fprintf(stderr, "usage: crash_queue ITERATIONS [own-ack] [own-enq]\n");
 		return 2;
 	}
 	snprintf(dir, sizeof(dir), "%s/mfsq-crash-XXXXXX", base ? base : "/tmp");
@@ -325,7 +489,10 @@ int main(int argc, char **argv)
 		if (pid < 0)
 			return 2;
 		if (pid == 0) {
-			execl("/proc/self/exe", argv[0], "worker", dir, (char *)NULL);
+			const char *o1 = own ? "own-ack" : enq ? "own-enq" : NULL;
+			const char *o2 = own && enq ? "own-enq" : NULL;
+
+			execl("/proc/self/exe", argv[0], "worker", dir, o1, o2, (char *)NULL);
 			_exit(2);
 		}
 		/* not a wait for a condition: the kill lands at a random point */
@@ -339,7 +506,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	rc = verify(dir);
+	rc = verify(dir, own, enq);
 	if (rc == 0) {
 		char cmd[300];
 

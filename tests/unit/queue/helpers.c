@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,12 +50,20 @@ void tenv_close(struct tenv *t)
 void tenv_destroy(struct tenv *t)
 {
 	char p[300];
+	glob_t g;
 
 	tenv_close(t);
 	snprintf(p, sizeof(p), "%s/data.mdb", t->dir);
 	unlink(p);
 	snprintf(p, sizeof(p), "%s/lock.mdb", t->dir);
 	unlink(p);
+	/* the queues' ack and enqueue logs (queue/acklog.c, queue/enqlog.c) */
+	snprintf(p, sizeof(p), "%s/mfsq-*", t->dir);
+	if (!glob(p, 0, NULL, &g)) {
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			unlink(g.gl_pathv[i]);
+		globfree(&g);
+	}
 	rmdir(t->dir);
 }
 

@@ -42,5 +42,7 @@ Suite *suite_sizing(void);
 Suite *suite_multi(void);
 Suite *suite_rule(void);
 Suite *suite_wake(void);
+Suite *suite_acklog(void);
+Suite *suite_enqlog(void);
 
 #endif

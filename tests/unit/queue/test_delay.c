@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -310,6 +311,42 @@ START_TEST(map_resident_bounded)
 }
 END_TEST
 
+/*
+ * More due messages than one promotion moves (MQ_PROMOTE_BATCH), then one
+ * of the same enqueuer that is due already when it is committed (as a late
+ * commit from the enqueue log is): it must come after all of them.
+ */
+START_TEST(due_already_after_backlog)
+{
+	enum { N = 1100 };
+	struct mq_msg_in in[N];
+	uint64_t tags[N + 1], due = now_us() + 20000;
+	struct mq_msg out[64];
+	mq_sub *s;
+	size_t n, got = 0;
+
+	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	for (int i = 0; i < N; i++) {
+		tags[i] = (uint64_t)i;
+		in[i] = (struct mq_msg_in){
+		    .data = &tags[i], .len = sizeof(tags[i]), .enqueuer = 7, .deliver_us = due};
+	}
+	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, N, NULL), 0);
+	while (now_us() <= due + 1) /* a condition on the clock, not a timing bound */
+		usleep(1000);
+	tags[N] = N;
+	in[0] = (struct mq_msg_in){
+	    .data = &tags[N], .len = sizeof(tags[N]), .enqueuer = 7, .deliver_us = due + 1};
+	ck_assert_int_eq(mq_enqueue(Q, NULL, &in[0], NULL), 0);
+	while (got <= N) {
+		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		for (size_t i = 0; i < n; i++, got++)
+			ck_assert_uint_eq(tag_of(&out[i]), got);
+	}
+	mq_unsubscribe(s);
+}
+END_TEST
+
 Suite *suite_delay(void)
 {
 	Suite *s = suite_create("delay");
@@ -318,6 +355,7 @@ Suite *suite_delay(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, not_before_due);
 	tcase_add_test(tc, due_order);
+	tcase_add_test(tc, due_already_after_backlog);
 	tcase_add_test(tc, priority_among_due);
 	tcase_add_test(tc, restart_pending);
 	tcase_add_test(tc, expired_while_delayed);

@@ -272,6 +272,48 @@ START_TEST(spin_sees_change)
 }
 END_TEST
 
+/* Coalesced waiting (coalesce.c): only while wake-ups come often, never
+ * past the waiter's deadline. */
+START_TEST(coalesce_decision)
+{
+	ck_assert_uint_eq(mq_coalesce_us(10, 5, 1000), MQ_COALESCE_US);
+	ck_assert_uint_eq(mq_coalesce_us(MQ_COALESCE_GAP_US, 5, 1000), 0); /* not busy */
+	ck_assert_uint_eq(mq_coalesce_us(10, 4 * MQ_COALESCE_GAP_US + 1, 1000), 0); /* stopped */
+	ck_assert_uint_eq(mq_coalesce_us(10, 5, MQ_COALESCE_US - 1), 0); /* deadline first */
+}
+END_TEST
+
+/* A subscriber of a busy stream of wake-ups sleeps instead of being woken,
+ * and still gets what comes. */
+START_TEST(coalesce_busy_stream)
+{
+	struct mq_config c;
+	struct mq_stats st;
+	struct mq_msg m;
+	struct tenv t;
+	mq_queue *q;
+	mq_sub *s;
+	size_t n;
+
+	tenv_open(&t, 0);
+	small_cfg(&c, 2, 64);
+	ck_assert_int_eq(mq_open(t.env, "q", &c, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mq_subscribe(q, NULL, 0, NULL, NULL, &s), 0);
+	/* bounded: a loaded machine may delay the dequeue past the busy spell */
+	for (int i = 0; i < 1000 && (mq_stats(q, &st), !st.coalesced_waits); i++) {
+		for (int k = 0; k < 100; k++)
+			mq_notify(q);
+		ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 1), ETIMEDOUT);
+	}
+	ck_assert_uint_ge(st.coalesced_waits, 1);
+	ck_assert_int_eq(put_msg(q, NULL, 1, 1, NULL), 0);
+	get_one(s, &m);
+	mq_unsubscribe(s);
+	mq_close(q);
+	tenv_destroy(&t);
+}
+END_TEST
+
 Suite *suite_wake(void)
 {
 	Suite *s = suite_create("wake");
@@ -282,6 +324,8 @@ Suite *suite_wake(void)
 	tcase_add_test(tc, group_spurious_relaxed);
 	tcase_add_test(tc, spin_sees_change);
 	tcase_add_test(tc, group_turn_bytes);
+	tcase_add_test(tc, coalesce_decision);
+	tcase_add_test(tc, coalesce_busy_stream);
 	suite_add_tcase(s, tc);
 	return s;
 }
