@@ -9,10 +9,10 @@
  * four subscribers acknowledging batches of 256 showed them waiting for
  * those commits (and each batch-1 message cost two commits, its enqueue and
  * its ack). So in such an environment a durable subscriber gets a slot of
- * the queue's ack log (format.h) while it is open; mq_ack() without a
+ * the queue's ack log (format.h) while it is open; mfsq_ack() without a
  * transaction stores the positions there and returns, and the positions
  * are folded into the store's subscriber record by a grouped commit at most
- * MQ_ACK_FOLD_US later (by the next ack or dequeue), and when the
+ * MFSQ_ACK_FOLD_US later (by the next ack or dequeue), and when the
  * subscriber is closed.
  *
  * A slot is owned through an OFD lock on its byte range, held while the
@@ -42,25 +42,25 @@
 
 #include "internal.h"
 
-static size_t slot_stride(const mq_queue *q)
+static size_t slot_stride(const mfsq_queue *q)
 {
-	size_t b = sizeof(struct mq_ack_slot) + q->cfg.nshards * sizeof(uint64_t);
+	size_t b = sizeof(struct mfsq_ack_slot) + q->cfg.nshards * sizeof(uint64_t);
 
 	return (b + 63) & ~(size_t)63;
 }
 
-static struct mq_ack_slot *slot_at(mq_queue *q, unsigned i)
+static struct mfsq_ack_slot *slot_at(mfsq_queue *q, unsigned i)
 {
-	return (struct mq_ack_slot *)(q->ackmap + (size_t)i * q->ackstride);
+	return (struct mfsq_ack_slot *)(q->ackmap + (size_t)i * q->ackstride);
 }
 
-static _Atomic uint64_t *slot_pos(struct mq_ack_slot *sl)
+static _Atomic uint64_t *slot_pos(struct mfsq_ack_slot *sl)
 {
 	return (_Atomic uint64_t *)(sl + 1);
 }
 
 /* Try to take (F_WRLCK) or drop (F_UNLCK) slot @i; 0 or errno. */
-static int slot_lock(mq_queue *q, unsigned i, short type)
+static int slot_lock(mfsq_queue *q, unsigned i, short type)
 {
 	struct flock fl = {
 	    .l_type = type,
@@ -72,7 +72,7 @@ static int slot_lock(mq_queue *q, unsigned i, short type)
 	return fcntl(q->ackfd, F_OFD_SETLK, &fl) ? errno : 0;
 }
 
-static int read_boot_id(char out[MQ_BOOT_ID_LEN])
+static int read_boot_id(char out[MFSQ_BOOT_ID_LEN])
 {
 	char buf[64] = {0};
 	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
@@ -84,13 +84,13 @@ static int read_boot_id(char out[MQ_BOOT_ID_LEN])
 	close(fd);
 	if (n < 32)
 		return EIO;
-	memset(out, 0, MQ_BOOT_ID_LEN);
-	memcpy(out, buf, (size_t)n < MQ_BOOT_ID_LEN ? (size_t)n : MQ_BOOT_ID_LEN);
+	memset(out, 0, MFSQ_BOOT_ID_LEN);
+	memcpy(out, buf, (size_t)n < MFSQ_BOOT_ID_LEN ? (size_t)n : MFSQ_BOOT_ID_LEN);
 	return 0;
 }
 
 /* The log's file: next to data.mdb (MDB_NOSUBDIR: next to the file). */
-static int log_path(mq_queue *q, char *buf, size_t len)
+static int log_path(mfsq_queue *q, char *buf, size_t len)
 {
 	const char *path = NULL;
 	unsigned fl = 0;
@@ -103,7 +103,7 @@ static int log_path(mq_queue *q, char *buf, size_t len)
 	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
 }
 
-void mq_acklog_open(mq_queue *q)
+void mfsq_acklog_open(mfsq_queue *q)
 {
 	size_t bytes;
 	char path[4096];
@@ -115,7 +115,7 @@ void mq_acklog_open(mq_queue *q)
 	if ((fl & MDB_RDONLY) || log_path(q, path, sizeof(path)) || read_boot_id(q->boot_id))
 		return;
 	q->ackstride = slot_stride(q);
-	bytes = q->ackstride * MQ_ACK_SLOTS;
+	bytes = q->ackstride * MFSQ_ACK_SLOTS;
 	/* created only where it will be used; an existing one is opened
 	 * anyway: it may hold positions of a process that died */
 	fd = open(path, O_RDWR | O_CLOEXEC | ((fl & MDB_NOSYNC) ? O_CREAT : 0), 0644);
@@ -134,17 +134,17 @@ void mq_acklog_open(mq_queue *q)
 	q->ackfd = fd;
 }
 
-void mq_acklog_close(mq_queue *q)
+void mfsq_acklog_close(mfsq_queue *q)
 {
 	if (q->ackmap)
-		munmap(q->ackmap, q->ackstride * MQ_ACK_SLOTS);
+		munmap(q->ackmap, q->ackstride * MFSQ_ACK_SLOTS);
 	if (q->ackfd >= 0)
 		close(q->ackfd); /* drops every slot lock of this process */
 	q->ackmap = NULL;
 	q->ackfd = -1;
 }
 
-int mq_acklog_relaxed(mq_queue *q)
+int mfsq_acklog_relaxed(mfsq_queue *q)
 {
 	unsigned fl = 0;
 
@@ -155,11 +155,11 @@ int mq_acklog_relaxed(mq_queue *q)
 }
 
 /* Raise the stored record of the slot's subscriber (if it still exists). */
-static int fold_slot(mq_queue *q, MDB_txn *txn, struct mq_ack_slot *sl)
+static int fold_slot(mfsq_queue *q, MDB_txn *txn, struct mfsq_ack_slot *sl)
 {
 	uint32_t n = q->cfg.nshards;
-	unsigned char k[MQ_NAME_MAX + 1];
-	size_t nl = strnlen(sl->name, MQ_NAME_MAX), vl = sizeof(struct mq_disk_sub) + n * 8;
+	unsigned char k[MFSQ_NAME_MAX + 1];
+	size_t nl = strnlen(sl->name, MFSQ_NAME_MAX), vl = sizeof(struct mfsq_disk_sub) + n * 8;
 	MDB_val key = {nl + 1, k}, val;
 	unsigned char *buf;
 	int rc, changed = 0;
@@ -182,9 +182,9 @@ static int fold_slot(mq_queue *q, MDB_txn *txn, struct mq_ack_slot *sl)
 	for (uint32_t i = 0; i < n; i++) {
 		uint64_t old, pos = atomic_load_explicit(&slot_pos(sl)[i], memory_order_relaxed);
 
-		memcpy(&old, buf + sizeof(struct mq_disk_sub) + i * 8, 8);
+		memcpy(&old, buf + sizeof(struct mfsq_disk_sub) + i * 8, 8);
 		if (pos > old) {
-			memcpy(buf + sizeof(struct mq_disk_sub) + i * 8, &pos, 8);
+			memcpy(buf + sizeof(struct mfsq_disk_sub) + i * 8, &pos, 8);
 			changed = 1;
 		}
 	}
@@ -194,7 +194,7 @@ static int fold_slot(mq_queue *q, MDB_txn *txn, struct mq_ack_slot *sl)
 	return rc;
 }
 
-int mq_acklog_reap(mq_queue *q, MDB_txn *txn, uint64_t *reaped)
+int mfsq_acklog_reap(mfsq_queue *q, MDB_txn *txn, uint64_t *reaped)
 {
 	int rc = 0;
 
@@ -202,18 +202,18 @@ int mq_acklog_reap(mq_queue *q, MDB_txn *txn, uint64_t *reaped)
 	if (q->ackfd < 0)
 		return 0;
 	pthread_mutex_lock(&q->acklock);
-	for (unsigned i = 0; !rc && i < MQ_ACK_SLOTS; i++) {
-		struct mq_ack_slot *sl = slot_at(q, i);
+	for (unsigned i = 0; !rc && i < MFSQ_ACK_SLOTS; i++) {
+		struct mfsq_ack_slot *sl = slot_at(q, i);
 
 		/* our own OFD lock would be granted again: skip our slots */
 		if ((q->ackowned >> i & 1) || !atomic_load(&sl->magic) || slot_lock(q, i, F_WRLCK))
 			continue;
-		if (atomic_load(&sl->magic) != MQ_ACK_MAGIC) {
+		if (atomic_load(&sl->magic) != MFSQ_ACK_MAGIC) {
 			slot_lock(q, i, F_UNLCK);
 			continue;
 		}
 		if (sl->nshards == q->cfg.nshards &&
-		    !memcmp(sl->boot, q->boot_id, MQ_BOOT_ID_LEN)) {
+		    !memcmp(sl->boot, q->boot_id, MFSQ_BOOT_ID_LEN)) {
 			rc = fold_slot(q, txn, sl);
 			atomic_fetch_add(&q->c.acks_reaped, 1);
 		}
@@ -223,10 +223,10 @@ int mq_acklog_reap(mq_queue *q, MDB_txn *txn, uint64_t *reaped)
 	return rc;
 }
 
-void mq_acklog_reaped(mq_queue *q, uint64_t reaped, int committed)
+void mfsq_acklog_reaped(mfsq_queue *q, uint64_t reaped, int committed)
 {
 	pthread_mutex_lock(&q->acklock);
-	for (unsigned i = 0; i < MQ_ACK_SLOTS; i++) {
+	for (unsigned i = 0; i < MFSQ_ACK_SLOTS; i++) {
 		if (!(reaped >> i & 1))
 			continue;
 		if (committed)
@@ -236,16 +236,16 @@ void mq_acklog_reaped(mq_queue *q, uint64_t reaped, int committed)
 	pthread_mutex_unlock(&q->acklock);
 }
 
-void mq_acklog_claim(mq_sub *s)
+void mfsq_acklog_claim(mfsq_sub *s)
 {
-	mq_queue *q = s->q;
+	mfsq_queue *q = s->q;
 
 	s->slot = -1;
-	if (!(s->flags & MQ_SUB_DURABLE) || !mq_acklog_relaxed(q))
+	if (!(s->flags & MFSQ_SUB_DURABLE) || !mfsq_acklog_relaxed(q))
 		return;
 	pthread_mutex_lock(&q->acklock);
-	for (unsigned i = 0; i < MQ_ACK_SLOTS; i++) {
-		struct mq_ack_slot *sl = slot_at(q, i);
+	for (unsigned i = 0; i < MFSQ_ACK_SLOTS; i++) {
+		struct mfsq_ack_slot *sl = slot_at(q, i);
 
 		if ((q->ackowned >> i & 1) || atomic_load(&sl->magic) || slot_lock(q, i, F_WRLCK))
 			continue;
@@ -255,11 +255,11 @@ void mq_acklog_claim(mq_sub *s)
 		}
 		memset(sl->name, 0, sizeof(sl->name));
 		memcpy(sl->name, s->name, strlen(s->name));
-		memcpy(sl->boot, q->boot_id, MQ_BOOT_ID_LEN);
+		memcpy(sl->boot, q->boot_id, MFSQ_BOOT_ID_LEN);
 		sl->nshards = q->cfg.nshards;
 		for (uint32_t k = 0; k < q->cfg.nshards; k++)
 			atomic_store_explicit(&slot_pos(sl)[k], s->acked[k], memory_order_relaxed);
-		atomic_store(&sl->magic, MQ_ACK_MAGIC); /* last: a slot is whole or free */
+		atomic_store(&sl->magic, MFSQ_ACK_MAGIC); /* last: a slot is whole or free */
 		q->ackowned |= (uint64_t)1 << i;
 		s->slot = (int)i;
 		s->logged = 1;
@@ -268,9 +268,9 @@ void mq_acklog_claim(mq_sub *s)
 	pthread_mutex_unlock(&q->acklock);
 }
 
-void mq_acklog_write(mq_sub *s)
+void mfsq_acklog_write(mfsq_sub *s)
 {
-	struct mq_ack_slot *sl = slot_at(s->q, (unsigned)s->slot);
+	struct mfsq_ack_slot *sl = slot_at(s->q, (unsigned)s->slot);
 
 	/* each position is one atomic store: a process killed in the middle
 	 * of an ack leaves every shard at its old or its new position, both
@@ -279,9 +279,9 @@ void mq_acklog_write(mq_sub *s)
 		atomic_store_explicit(&slot_pos(sl)[k], s->acked[k], memory_order_relaxed);
 }
 
-void mq_acklog_release(mq_sub *s, int folded)
+void mfsq_acklog_release(mfsq_sub *s, int folded)
 {
-	mq_queue *q = s->q;
+	mfsq_queue *q = s->q;
 
 	if (s->slot < 0)
 		return;

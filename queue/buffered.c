@@ -12,17 +12,17 @@
 
 #include "internal.h"
 
-static struct mq_cmsg **slot(struct mq_shard_rt *sh, size_t i)
+static struct mfsq_cmsg **slot(struct mfsq_shard_rt *sh, size_t i)
 {
 	return &sh->bring[(sh->bhead + i) % sh->bcap];
 }
 
-static void pop(mq_queue *q, struct mq_shard_rt *sh)
+static void pop(mfsq_queue *q, struct mfsq_shard_rt *sh)
 {
-	struct mq_cmsg *m = *slot(sh, 0);
+	struct mfsq_cmsg *m = *slot(sh, 0);
 
 	sh->bbytes -= sizeof(*m) + m->len;
-	mq_budget_add(-(int64_t)(sizeof(*m) + m->len));
+	mfsq_budget_add(-(int64_t)(sizeof(*m) + m->len));
 	free(m);
 	sh->bhead = (sh->bhead + 1) % sh->bcap;
 	sh->bn--;
@@ -30,19 +30,19 @@ static void pop(mq_queue *q, struct mq_shard_rt *sh)
 	(void)q;
 }
 
-int mq_buffered_put(mq_queue *q, const struct mq_msg_in *in, uint64_t *seq)
+int mfsq_buffered_put(mfsq_queue *q, const struct mfsq_msg_in *in, uint64_t *seq)
 {
-	uint32_t s = mq_shard_of(q, in->enqueuer);
-	struct mq_shard_rt *sh = &q->shards[s];
-	struct mq_cmsg *m = malloc(sizeof(*m) + in->len);
-	uint64_t now = mq_now_us(), limit;
+	uint32_t s = mfsq_shard_of(q, in->enqueuer);
+	struct mfsq_shard_rt *sh = &q->shards[s];
+	struct mfsq_cmsg *m = malloc(sizeof(*m) + in->len);
+	uint64_t now = mfsq_now_us(), limit;
 
 	if (!m)
 		return ENOMEM;
 	pthread_mutex_lock(&q->cache_lock);
 	if (sh->bn == sh->bcap) {
 		size_t nc = sh->bcap ? sh->bcap * 2 : 256;
-		struct mq_cmsg **nv = malloc(nc * sizeof(*nv));
+		struct mfsq_cmsg **nv = malloc(nc * sizeof(*nv));
 
 		if (!nv) {
 			pthread_mutex_unlock(&q->cache_lock);
@@ -67,17 +67,17 @@ int mq_buffered_put(mq_queue *q, const struct mq_msg_in *in, uint64_t *seq)
 	m->h.enqueuer = in->enqueuer;
 	m->h.prio = in->prio;
 	m->h.tag = in->tag;
-	m->h.flags = MQ_MSG_BUFFERED;
+	m->h.flags = MFSQ_MSG_BUFFERED;
 	if (in->len)
 		memcpy(m->data, in->data, in->len);
 	*slot(sh, sh->bn) = m;
 	sh->bn++;
 	sh->bbytes += sizeof(*m) + in->len;
-	mq_budget_add((int64_t)(sizeof(*m) + in->len));
+	mfsq_budget_add((int64_t)(sizeof(*m) + in->len));
 	if (seq)
 		*seq = m->seq;
 	/* a ring may hold at most half the budget: unread messages go first */
-	limit = mq_budget_bytes() / 2 / q->cfg.nshards;
+	limit = mfsq_budget_bytes() / 2 / q->cfg.nshards;
 	while (sh->bn > 1 && sh->bbytes > limit) {
 		pop(q, sh);
 		atomic_fetch_add(&q->c.bdropped, 1);
@@ -87,38 +87,38 @@ int mq_buffered_put(mq_queue *q, const struct mq_msg_in *in, uint64_t *seq)
 	return 0;
 }
 
-struct mq_cmsg *mq_buffered_at(mq_queue *q, uint32_t s, uint64_t bseq)
+struct mfsq_cmsg *mfsq_buffered_at(mfsq_queue *q, uint32_t s, uint64_t bseq)
 {
-	struct mq_shard_rt *sh = &q->shards[s];
+	struct mfsq_shard_rt *sh = &q->shards[s];
 
 	if (bseq < sh->bfirst || bseq >= sh->bfirst + sh->bn)
 		return NULL;
 	return *slot(sh, bseq - sh->bfirst);
 }
 
-uint64_t mq_buffered_end(mq_queue *q, uint32_t s)
+uint64_t mfsq_buffered_end(mfsq_queue *q, uint32_t s)
 {
-	struct mq_shard_rt *sh = &q->shards[s];
+	struct mfsq_shard_rt *sh = &q->shards[s];
 
 	return (sh->bfirst ? sh->bfirst : 1) + sh->bn;
 }
 
-uint64_t mq_buffered_first(mq_queue *q, uint32_t s)
+uint64_t mfsq_buffered_first(mfsq_queue *q, uint32_t s)
 {
 	return q->shards[s].bfirst ? q->shards[s].bfirst : 1;
 }
 
 /* Free what every open subscriber has read (q->lock is taken inside). */
-void mq_buffered_trim(mq_queue *q)
+void mfsq_buffered_trim(mfsq_queue *q)
 {
 	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
-		struct mq_shard_rt *sh = &q->shards[s];
+		struct mfsq_shard_rt *sh = &q->shards[s];
 		uint64_t min = sh->bfirst + sh->bn;
 
 		if (!sh->bn)
 			continue;
 		pthread_mutex_lock(&q->lock);
-		for (mq_sub *sb = q->subs; sb; sb = sb->next)
+		for (mfsq_sub *sb = q->subs; sb; sb = sb->next)
 			if (sb->bpos[s] < min)
 				min = sb->bpos[s];
 		pthread_mutex_unlock(&q->lock);
@@ -127,7 +127,7 @@ void mq_buffered_trim(mq_queue *q)
 	}
 }
 
-void mq_buffered_free_all(mq_queue *q)
+void mfsq_buffered_free_all(mfsq_queue *q)
 {
 	if (!q->shards)
 		return;

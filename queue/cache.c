@@ -18,24 +18,24 @@
 
 #include "internal.h"
 
-#define CHUNK_USABLE (MQ_CHUNK_BYTES - sizeof(struct mq_chunk))
+#define CHUNK_USABLE (MFSQ_CHUNK_BYTES - sizeof(struct mfsq_chunk))
 
-int mq_cache_enabled(mq_queue *q)
+int mfsq_cache_enabled(mfsq_queue *q)
 {
-	return !q->in_pressure && q->cache_target > 0 && mq_budget_bytes() > 0;
+	return !q->in_pressure && q->cache_target > 0 && mfsq_budget_bytes() > 0;
 }
 
-static struct mq_centry *entry_of(mq_queue *q, uint32_t s, uint64_t sub_first)
+static struct mfsq_centry *entry_of(mfsq_queue *q, uint32_t s, uint64_t sub_first)
 {
-	for (struct mq_centry *e = q->shards[s].cache; e; e = e->next)
+	for (struct mfsq_centry *e = q->shards[s].cache; e; e = e->next)
 		if (e->sub_first == sub_first)
 			return e;
 	return NULL;
 }
 
-struct mq_cmsg *mq_cache_find(mq_queue *q, uint32_t s, uint64_t seq, struct mq_centry **pin)
+struct mfsq_cmsg *mfsq_cache_find(mfsq_queue *q, uint32_t s, uint64_t seq, struct mfsq_centry **pin)
 {
-	for (struct mq_centry *e = q->shards[s].cache; e; e = e->next)
+	for (struct mfsq_centry *e = q->shards[s].cache; e; e = e->next)
 		if (e->lo <= seq && seq < e->hi) {
 			e->pins++;
 			*pin = e;
@@ -44,21 +44,21 @@ struct mq_cmsg *mq_cache_find(mq_queue *q, uint32_t s, uint64_t seq, struct mq_c
 	return NULL;
 }
 
-int mq_cache_has(mq_queue *q, uint32_t s, uint64_t seq)
+int mfsq_cache_has(mfsq_queue *q, uint32_t s, uint64_t seq)
 {
-	struct mq_centry *pin = NULL;
+	struct mfsq_centry *pin = NULL;
 	int has;
 
 	if (s >= q->cfg.nshards)
 		return 0;
 	pthread_mutex_lock(&q->cache_lock);
-	has = mq_cache_find(q, s, seq, &pin) != NULL;
-	mq_cache_unpin(&pin);
+	has = mfsq_cache_find(q, s, seq, &pin) != NULL;
+	mfsq_cache_unpin(&pin);
 	pthread_mutex_unlock(&q->cache_lock);
 	return has;
 }
 
-void mq_cache_unpin(struct mq_centry **pin)
+void mfsq_cache_unpin(struct mfsq_centry **pin)
 {
 	if (*pin) {
 		(*pin)->pins--;
@@ -74,10 +74,10 @@ void mq_cache_unpin(struct mq_centry **pin)
  * trimmed it again (perf, 4 KiB messages in batches of 256: about three
  * page faults per message, a third of the enqueue time).
  */
-static void chunk_free(struct mq_chunk *c)
+static void chunk_free(struct mfsq_chunk *c)
 {
 	if (c->mapped)
-		munmap(c, MQ_CHUNK_BYTES);
+		munmap(c, MFSQ_CHUNK_BYTES);
 	else
 		free(c);
 }
@@ -88,45 +88,45 @@ static void chunk_free(struct mq_chunk *c)
  * subshard, 16 MiB of 4 KiB messages) while appends go on taking chunks.
  * Spares fill the room between the cache's size and its target and, with
  * the other queues' cached data and spares, stay within the process
- * budget; at least MQ_CHUNK_SPARE are kept, under pressure only that. They
+ * budget; at least MFSQ_CHUNK_SPARE are kept, under pressure only that. They
  * are not cached data: cache_bytes and the budget's use do not count them
- * (mq_stats() shows them), so they never make the cache evict.
+ * (mfsq_stats() shows them), so they never make the cache evict.
  */
-static unsigned spare_limit(const mq_queue *q)
+static unsigned spare_limit(const mfsq_queue *q)
 {
-	uint64_t own = (uint64_t)q->nspare_chunks * MQ_CHUNK_BYTES, all = mq_spare_used();
-	uint64_t held = mq_budget_used() + (all > own ? all - own : 0);
-	uint64_t budget = mq_budget_bytes(), room = 0;
+	uint64_t own = (uint64_t)q->nspare_chunks * MFSQ_CHUNK_BYTES, all = mfsq_spare_used();
+	uint64_t held = mfsq_budget_used() + (all > own ? all - own : 0);
+	uint64_t budget = mfsq_budget_bytes(), room = 0;
 
 	if (!q->in_pressure && held < budget && q->cache_bytes < q->cache_target) {
 		room = q->cache_target - q->cache_bytes;
 		if (room > budget - held)
 			room = budget - held;
-		room /= MQ_CHUNK_BYTES;
+		room /= MFSQ_CHUNK_BYTES;
 	}
-	return room > MQ_CHUNK_SPARE ? (unsigned)(room < UINT32_MAX ? room : UINT32_MAX)
-				     : MQ_CHUNK_SPARE;
+	return room > MFSQ_CHUNK_SPARE ? (unsigned)(room < UINT32_MAX ? room : UINT32_MAX)
+				       : MFSQ_CHUNK_SPARE;
 }
 
-static void entry_free(mq_queue *q, uint32_t s, struct mq_centry *e)
+static void entry_free(mfsq_queue *q, uint32_t s, struct mfsq_centry *e)
 {
-	struct mq_centry **pp;
+	struct mfsq_centry **pp;
 
 	for (pp = &q->shards[s].cache; *pp && *pp != e; pp = &(*pp)->next)
 		;
 	if (*pp)
 		*pp = e->next;
 	q->cache_bytes -= e->bytes;
-	mq_budget_add(-(int64_t)e->bytes);
+	mfsq_budget_add(-(int64_t)e->bytes);
 	while (e->chunks) {
-		struct mq_chunk *c = e->chunks;
+		struct mfsq_chunk *c = e->chunks;
 
 		e->chunks = c->next;
 		if (c->mapped && q->nspare_chunks < spare_limit(q)) {
 			c->next = q->spare_chunks;
 			q->spare_chunks = c;
 			q->nspare_chunks++;
-			mq_spare_add(MQ_CHUNK_BYTES);
+			mfsq_spare_add(MFSQ_CHUNK_BYTES);
 		} else {
 			chunk_free(c);
 		}
@@ -136,29 +136,29 @@ static void entry_free(mq_queue *q, uint32_t s, struct mq_centry *e)
 }
 
 /* Give spare chunks back down to what spare_limit() allows now. */
-static void spares_trim(mq_queue *q)
+static void spares_trim(mfsq_queue *q)
 {
 	unsigned keep = spare_limit(q);
 
 	while (q->nspare_chunks > keep) {
-		struct mq_chunk *c = q->spare_chunks;
+		struct mfsq_chunk *c = q->spare_chunks;
 
 		q->spare_chunks = c->next;
 		q->nspare_chunks--;
-		mq_spare_add(-(int64_t)MQ_CHUNK_BYTES);
+		mfsq_spare_add(-(int64_t)MFSQ_CHUNK_BYTES);
 		chunk_free(c);
 	}
 }
 
 /* Earliest estimated access time (seconds from now) of entry @e. */
-static double next_access(mq_queue *q, uint32_t s, const struct mq_centry *e, uint64_t now)
+static double next_access(mfsq_queue *q, uint32_t s, const struct mfsq_centry *e, uint64_t now)
 {
 	double t = INFINITY;
 
 	if (e->sub_first == atomic_load(&q->shards[s].tail_first))
 		return 0; /* being appended to */
 	pthread_mutex_lock(&q->lock);
-	for (mq_sub *sb = q->subs; sb; sb = sb->next) {
+	for (mfsq_sub *sb = q->subs; sb; sb = sb->next) {
 		uint64_t p = atomic_load(&sb->pos[s]);
 		double r, a;
 
@@ -168,7 +168,7 @@ static double next_access(mq_queue *q, uint32_t s, const struct mq_centry *e, ui
 			t = 0;
 			break;
 		}
-		r = mq_rate_get(&sb->rate[s], now);
+		r = mfsq_rate_get(&sb->rate[s], now);
 		/* a stalled reader still comes some day: order by distance */
 		a = r > 0 ? (double)(e->lo - p) / r : 1e9 + (double)(e->lo - p);
 		if (a < t)
@@ -180,15 +180,15 @@ static double next_access(mq_queue *q, uint32_t s, const struct mq_centry *e, ui
 
 /* Evict the entry accessed latest; with @keep_tails, never a tail entry
  * (the sizing target does not apply to tails; the budget and pressure do). */
-static int evict_one(mq_queue *q, int keep_tails)
+static int evict_one(mfsq_queue *q, int keep_tails)
 {
-	uint64_t now = mq_now_us();
-	struct mq_centry *victim = NULL;
+	uint64_t now = mfsq_now_us();
+	struct mfsq_centry *victim = NULL;
 	uint32_t vs = 0;
 	double worst = -1;
 
 	for (uint32_t s = 0; s < q->cfg.nshards; s++)
-		for (struct mq_centry *e = q->shards[s].cache; e; e = e->next) {
+		for (struct mfsq_centry *e = q->shards[s].cache; e; e = e->next) {
 			double t;
 
 			if (e->pins ||
@@ -208,15 +208,16 @@ static int evict_one(mq_queue *q, int keep_tails)
 	return 1;
 }
 
-static int over(mq_queue *q, uint64_t add)
+static int over(mfsq_queue *q, uint64_t add)
 {
-	return q->cache_bytes + add > q->cache_target || mq_budget_used() + add > mq_budget_bytes();
+	return q->cache_bytes + add > q->cache_target ||
+	       mfsq_budget_used() + add > mfsq_budget_bytes();
 }
 
 /* Must memory be given back whatever it holds (pressure, process budget)? */
-static int hard_limit(mq_queue *q, uint64_t add)
+static int hard_limit(mfsq_queue *q, uint64_t add)
 {
-	return q->in_pressure || mq_budget_used() + add > mq_budget_bytes();
+	return q->in_pressure || mfsq_budget_used() + add > mfsq_budget_bytes();
 }
 
 /*
@@ -224,9 +225,9 @@ static int hard_limit(mq_queue *q, uint64_t add)
  * Data for a tail subshard is admitted over the sizing target (enqueues
  * feed readers that keep up), not over the budget.
  */
-static int admit(mq_queue *q, uint64_t add, int may_evict, int tail)
+static int admit(mfsq_queue *q, uint64_t add, int may_evict, int tail)
 {
-	if (!mq_cache_enabled(q))
+	if (!mfsq_cache_enabled(q))
 		return 0;
 	while (over(q, add)) {
 		int hard = hard_limit(q, add);
@@ -238,9 +239,9 @@ static int admit(mq_queue *q, uint64_t add, int may_evict, int tail)
 	return 1;
 }
 
-static struct mq_centry *entry_new(mq_queue *q, uint32_t s, uint64_t sub_first, uint64_t lo)
+static struct mfsq_centry *entry_new(mfsq_queue *q, uint32_t s, uint64_t sub_first, uint64_t lo)
 {
-	struct mq_centry *e = calloc(1, sizeof(*e));
+	struct mfsq_centry *e = calloc(1, sizeof(*e));
 
 	if (!e)
 		return NULL;
@@ -252,20 +253,20 @@ static struct mq_centry *entry_new(mq_queue *q, uint32_t s, uint64_t sub_first, 
 }
 
 /* @n bytes (16-aligned) for a message of entry @e, from its newest chunk. */
-static void *carve(mq_queue *q, struct mq_centry *e, size_t n)
+static void *carve(mfsq_queue *q, struct mfsq_centry *e, size_t n)
 {
-	struct mq_chunk *c = e->chunks;
+	struct mfsq_chunk *c = e->chunks;
 	size_t need = (n + 15) & ~(size_t)15;
 
 	if (!c || c->size - c->used < need) {
-		if (need <= MQ_CHUNK_BYTES / 4 && q->spare_chunks) {
+		if (need <= MFSQ_CHUNK_BYTES / 4 && q->spare_chunks) {
 			c = q->spare_chunks;
 			q->spare_chunks = c->next;
 			q->nspare_chunks--;
-			mq_spare_add(-(int64_t)MQ_CHUNK_BYTES);
-		} else if (need <= MQ_CHUNK_BYTES / 4) {
+			mfsq_spare_add(-(int64_t)MFSQ_CHUNK_BYTES);
+		} else if (need <= MFSQ_CHUNK_BYTES / 4) {
 			/* mapped, not malloc'ed: see chunk_free() */
-			c = mmap(NULL, MQ_CHUNK_BYTES, PROT_READ | PROT_WRITE,
+			c = mmap(NULL, MFSQ_CHUNK_BYTES, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 			if (c == MAP_FAILED)
 				return NULL;
@@ -286,14 +287,14 @@ static void *carve(mq_queue *q, struct mq_centry *e, size_t n)
 	return c->mem + c->used - need;
 }
 
-static int entry_push(mq_queue *q, struct mq_centry *e, uint64_t seq, const struct mq_disk_msg *h,
-		      const void *data, size_t len)
+static int entry_push(mfsq_queue *q, struct mfsq_centry *e, uint64_t seq,
+		      const struct mfsq_disk_msg *h, const void *data, size_t len)
 {
-	struct mq_cmsg *m;
+	struct mfsq_cmsg *m;
 
 	if (e->hi - e->lo == e->cap) {
 		size_t nc = e->cap ? e->cap * 2 : 64;
-		struct mq_cmsg **nv = realloc(e->v, nc * sizeof(*nv));
+		struct mfsq_cmsg **nv = realloc(e->v, nc * sizeof(*nv));
 
 		if (!nv)
 			return ENOMEM;
@@ -312,33 +313,33 @@ static int entry_push(mq_queue *q, struct mq_centry *e, uint64_t seq, const stru
 	e->hi++;
 	e->bytes += sizeof(*m) + len;
 	q->cache_bytes += sizeof(*m) + len;
-	mq_budget_add((int64_t)(sizeof(*m) + len));
+	mfsq_budget_add((int64_t)(sizeof(*m) + len));
 	return 0;
 }
 
-/* Follow the pressure state (mq_pressure_now() rate-limits the probing). */
-static void pressure_update(mq_queue *q)
+/* Follow the pressure state (mfsq_pressure_now() rate-limits the probing). */
+static void pressure_update(mfsq_queue *q)
 {
-	int p = mq_pressure_now();
+	int p = mfsq_pressure_now();
 
 	if (p && !q->in_pressure) {
 		atomic_fetch_add(&q->c.pressure_events, 1);
 		q->cache_target = 0;
 	}
 	if (!p && q->in_pressure) {
-		q->cache_target = mq_budget_bytes(); /* until sizing measured again */
+		q->cache_target = mfsq_budget_bytes(); /* until sizing measured again */
 		q->next_sizing_us = 0;
 	}
 	q->in_pressure = p;
 }
 
-void mq_cache_append(mq_queue *q, const struct mq_put *p, size_t n)
+void mfsq_cache_append(mfsq_queue *q, const struct mfsq_put *p, size_t n)
 {
 	pthread_mutex_lock(&q->cache_lock);
 	pressure_update(q);
 	for (size_t i = 0; i < n; i++) {
-		struct mq_centry *e;
-		uint64_t sz = sizeof(struct mq_cmsg) + p[i].len;
+		struct mfsq_centry *e;
+		uint64_t sz = sizeof(struct mfsq_cmsg) + p[i].len;
 
 		if (!admit(q, sz, 1,
 			   p[i].sub_first == atomic_load(&q->shards[p[i].shard].tail_first))) {
@@ -361,16 +362,16 @@ void mq_cache_append(mq_queue *q, const struct mq_put *p, size_t n)
  * as far as it fits without evicting (pointers may be held). 0 when pos
  * is now cached; -1 when caching is off or there is no room.
  */
-int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, uint64_t pos,
-		  uint64_t end, int restore)
+int mfsq_cache_load(mfsq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, uint64_t pos,
+		    uint64_t end, int restore)
 {
-	struct mq_centry *e;
+	struct mfsq_centry *e;
 	unsigned char k[8];
 	MDB_val key = {sizeof(k), k}, val;
 	uint64_t loaded = 0;
 	int rc;
 
-	if (!mq_cache_enabled(q))
+	if (!mfsq_cache_enabled(q))
 		return -1;
 	e = entry_of(q, s, sub_first);
 	if (e && e->hi != pos) {
@@ -379,13 +380,13 @@ int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, ui
 		entry_free(q, s, e);
 		e = NULL;
 	}
-	mq_be64_put(k, pos);
+	mfsq_be64_put(k, pos);
 	for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_KEY); !rc && pos < end;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT), pos++) {
-		struct mq_disk_msg h;
+		struct mfsq_disk_msg h;
 
-		if (mq_be64_get(key.mv_data) != pos ||
-		    !admit(q, sizeof(struct mq_cmsg) + val.mv_size, 0, 0))
+		if (mfsq_be64_get(key.mv_data) != pos ||
+		    !admit(q, sizeof(struct mfsq_cmsg) + val.mv_size, 0, 0))
 			break;
 		if (!e && !(e = entry_new(q, s, sub_first, pos)))
 			break;
@@ -406,11 +407,11 @@ int mq_cache_load(mq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first, ui
 /* Whether every subscriber of this process has read past entry @e (and
  * there is one: with none, the entry waits for the one to come), under
  * q->lock. */
-static int passed(mq_queue *q, uint32_t s, const struct mq_centry *e)
+static int passed(mfsq_queue *q, uint32_t s, const struct mfsq_centry *e)
 {
 	int any = 0, all = 1;
 
-	for (mq_sub *sb = q->subs; sb && all; sb = sb->next) {
+	for (mfsq_sub *sb = q->subs; sb && all; sb = sb->next) {
 		any = 1;
 		all = atomic_load(&sb->pos[s]) >= e->hi;
 	}
@@ -424,11 +425,11 @@ static int passed(mq_queue *q, uint32_t s, const struct mq_centry *e)
  * the target forced an eviction made a cache whose readers keep up grow
  * through fresh memory, a page fault per 4 KiB cached.
  */
-static void drop_passed(mq_queue *q)
+static void drop_passed(mfsq_queue *q)
 {
 	pthread_mutex_lock(&q->lock); /* the subscriber list, once per walk */
 	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
-		struct mq_centry *e = q->shards[s].cache, *nx;
+		struct mfsq_centry *e = q->shards[s].cache, *nx;
 
 		for (; e; e = nx) {
 			nx = e->next;
@@ -442,40 +443,40 @@ static void drop_passed(mq_queue *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
-void mq_cache_shrink_locked(mq_queue *q)
+void mfsq_cache_shrink_locked(mfsq_queue *q)
 {
 	drop_passed(q);
-	while (q->cache_bytes > q->cache_target || mq_budget_used() > mq_budget_bytes())
+	while (q->cache_bytes > q->cache_target || mfsq_budget_used() > mfsq_budget_bytes())
 		if (!evict_one(q, !hard_limit(q, 0)))
 			break;
 	spares_trim(q);
 }
 
-void mq_cache_shrink(mq_queue *q)
+void mfsq_cache_shrink(mfsq_queue *q)
 {
 	pthread_mutex_lock(&q->cache_lock);
-	mq_cache_shrink_locked(q);
+	mfsq_cache_shrink_locked(q);
 	pthread_mutex_unlock(&q->cache_lock);
 }
 
-void mq_cache_free_all(mq_queue *q)
+void mfsq_cache_free_all(mfsq_queue *q)
 {
 	if (q->shards)
 		for (uint32_t s = 0; s < q->cfg.nshards; s++)
 			while (q->shards[s].cache)
 				entry_free(q, s, q->shards[s].cache);
 	while (q->spare_chunks) {
-		struct mq_chunk *c = q->spare_chunks;
+		struct mfsq_chunk *c = q->spare_chunks;
 
 		q->spare_chunks = c->next;
 		chunk_free(c);
 	}
-	mq_spare_add(-(int64_t)q->nspare_chunks * MQ_CHUNK_BYTES);
+	mfsq_spare_add(-(int64_t)q->nspare_chunks * MFSQ_CHUNK_BYTES);
 	q->nspare_chunks = 0;
 }
 
 /* Re-derive the target size from the measured rates (every 100 ms). */
-void mq_cache_sizing(mq_queue *q, uint64_t now)
+void mfsq_cache_sizing(mfsq_queue *q, uint64_t now)
 {
 	uint32_t n = q->cfg.nshards;
 	int p;
@@ -484,7 +485,7 @@ void mq_cache_sizing(mq_queue *q, uint64_t now)
 	 * pressure state has not changed, which needs no lock (four
 	 * subscribers queued on the cache lock here for a fifth of their
 	 * waits); the dequeue shrinks the cache itself */
-	p = mq_pressure_now();
+	p = mfsq_pressure_now();
 	if (p == atomic_load_explicit(&q->in_pressure, memory_order_relaxed) && !p &&
 	    now < atomic_load_explicit(&q->next_sizing_us, memory_order_relaxed))
 		return;
@@ -495,27 +496,27 @@ void mq_cache_sizing(mq_queue *q, uint64_t now)
 		pthread_mutex_unlock(&q->cache_lock);
 		return;
 	}
-	q->next_sizing_us = now + MQ_SIZING_PERIOD_US;
+	q->next_sizing_us = now + MFSQ_SIZING_PERIOD_US;
 	if (p) {
 		q->cache_target = 0;
 	} else {
-		struct mq_size_shard *sh = calloc(n, sizeof(*sh));
-		struct mq_size_reader *rd;
+		struct mfsq_size_shard *sh = calloc(n, sizeof(*sh));
+		struct mfsq_size_reader *rd;
 		unsigned nsubs = 0, k = 0;
 		double sub_bytes, tot_rate = 0;
-		uint64_t budget = mq_budget_bytes();
+		uint64_t budget = mfsq_budget_bytes();
 
 		pthread_mutex_lock(&q->lock);
-		for (mq_sub *sb = q->subs; sb; sb = sb->next)
+		for (mfsq_sub *sb = q->subs; sb; sb = sb->next)
 			nsubs++;
 		rd = calloc((size_t)n * (nsubs ? nsubs : 1), sizeof(*rd));
 		for (uint32_t s = 0; sh && rd && s < n; s++) {
-			sh[s].enq_rate = mq_rate_get(&q->shards[s].enq, now);
+			sh[s].enq_rate = mfsq_rate_get(&q->shards[s].enq, now);
 			sh[s].subshard_msgs = q->cfg.subshard_msgs;
 			sh[s].readers = &rd[k];
 			tot_rate += sh[s].enq_rate;
-			for (mq_sub *sb = q->subs; sb; sb = sb->next) {
-				rd[k].rate = mq_rate_get(&sb->rate[s], now);
+			for (mfsq_sub *sb = q->subs; sb; sb = sb->next) {
+				rd[k].rate = mfsq_rate_get(&sb->rate[s], now);
 				rd[k].lag = sb->peak_lag[s];
 				tot_rate += rd[k].rate;
 				k++;
@@ -527,9 +528,9 @@ void mq_cache_sizing(mq_queue *q, uint64_t now)
 		if (sh && rd && tot_rate > 0 && sub_bytes > 0) {
 			double bsubs = (double)budget / sub_bytes;
 			unsigned b = bsubs < 1 ? 1 : bsubs > 100000 ? 100000 : (unsigned)bsubs;
-			unsigned cap = mq_sizing_choose(sh, n, b);
+			unsigned cap = mfsq_sizing_choose(sh, n, b);
 
-			q->sizing_est = mq_sizing_overhead(sh, n, cap);
+			q->sizing_est = mfsq_sizing_overhead(sh, n, cap);
 			q->cache_target = (uint64_t)((double)cap * sub_bytes);
 			if (q->cache_target > budget)
 				q->cache_target = budget;
@@ -540,7 +541,7 @@ void mq_cache_sizing(mq_queue *q, uint64_t now)
 		free(rd);
 	}
 	pthread_mutex_unlock(&q->cache_lock);
-	mq_cache_shrink(q);
+	mfsq_cache_shrink(q);
 }
 
 /*
@@ -548,28 +549,28 @@ void mq_cache_sizing(mq_queue *q, uint64_t now)
  * cached, load the one with the earliest estimated access, if it fits
  * without evicting anything (eviction keeps what is needed sooner).
  */
-static int prefetch_pick(mq_queue *q, uint64_t now, uint32_t *ps, uint64_t *pseq)
+static int prefetch_pick(mfsq_queue *q, uint64_t now, uint32_t *ps, uint64_t *pseq)
 {
 	double best = INFINITY;
 	int found = 0;
 
 	pthread_mutex_lock(&q->lock);
-	for (mq_sub *sb = q->subs; sb; sb = sb->next)
+	for (mfsq_sub *sb = q->subs; sb; sb = sb->next)
 		for (uint32_t s = 0; s < q->cfg.nshards; s++) {
 			uint64_t p = atomic_load(&sb->pos[s]), nxt = 0;
 			double r, t;
 
-			for (struct mq_centry *e = q->shards[s].cache; e; e = e->next)
+			for (struct mfsq_centry *e = q->shards[s].cache; e; e = e->next)
 				if (e->lo <= p && p < e->hi)
 					nxt = e->hi;
 			if (!nxt || nxt >= atomic_load(&q->shards[s].next_seq))
 				continue;
-			for (struct mq_centry *e = q->shards[s].cache; e && nxt; e = e->next)
+			for (struct mfsq_centry *e = q->shards[s].cache; e && nxt; e = e->next)
 				if (e->lo <= nxt && nxt < e->hi)
 					nxt = 0; /* already there */
 			if (!nxt)
 				continue;
-			r = mq_rate_get(&sb->rate[s], now);
+			r = mfsq_rate_get(&sb->rate[s], now);
 			t = r > 0 ? (double)(nxt - p) / r : 1e9 + (double)(nxt - p);
 			if (t < best) {
 				best = t;
@@ -582,10 +583,10 @@ static int prefetch_pick(mq_queue *q, uint64_t now, uint32_t *ps, uint64_t *pseq
 	return found;
 }
 
-void mq_cache_prefetch(mq_queue *q, uint64_t now, MDB_txn **spare)
+void mfsq_cache_prefetch(mfsq_queue *q, uint64_t now, MDB_txn **spare)
 {
 	uint64_t seq = 0, first, id, end;
-	struct mq_disk_shard st;
+	struct mfsq_disk_shard st;
 	MDB_cursor *c = NULL;
 	MDB_txn *txn;
 	MDB_dbi dbi;
@@ -593,31 +594,31 @@ void mq_cache_prefetch(mq_queue *q, uint64_t now, MDB_txn **spare)
 	int found, rc;
 
 	pthread_mutex_lock(&q->cache_lock);
-	found = mq_cache_enabled(q) && q->cache_bytes < q->cache_target &&
+	found = mfsq_cache_enabled(q) && q->cache_bytes < q->cache_target &&
 		prefetch_pick(q, now, &s, &seq);
 	pthread_mutex_unlock(&q->cache_lock);
 	if (!found)
 		return;
 	pthread_rwlock_rdlock(&q->droplock);
-	if (mq_rtxn_begin(q, spare, &txn)) {
+	if (mfsq_rtxn_begin(q, spare, &txn)) {
 		pthread_rwlock_unlock(&q->droplock);
 		return;
 	}
-	rc = mq_read_shard(q, txn, s, &st);
+	rc = mfsq_read_shard(q, txn, s, &st);
 	if (!rc)
-		rc = mq_subshard_locate(q, txn, s, seq, &first, &id, &end);
+		rc = mfsq_subshard_locate(q, txn, s, seq, &first, &id, &end);
 	if (!rc)
-		rc = mq_dbi_for(q, txn, s, id, &dbi); /* no resolving here: skip */
+		rc = mfsq_dbi_for(q, txn, s, id, &dbi); /* no resolving here: skip */
 	if (!rc)
 		rc = mdb_cursor_open(txn, dbi, &c);
 	if (!rc) {
 		pthread_mutex_lock(&q->cache_lock);
-		if (mq_cache_load(q, c, s, first, seq, end < st.next_seq ? end : st.next_seq, 0) ==
-		    0)
+		if (mfsq_cache_load(q, c, s, first, seq, end < st.next_seq ? end : st.next_seq,
+				    0) == 0)
 			atomic_fetch_add(&q->c.prefetches, 1);
 		pthread_mutex_unlock(&q->cache_lock);
 		mdb_cursor_close(c);
 	}
-	mq_rtxn_end(spare, txn);
+	mfsq_rtxn_end(spare, txn);
 	pthread_rwlock_unlock(&q->droplock);
 }

@@ -7,8 +7,8 @@
  *   and a handle opened in a transaction is private to it until it commits
  *   (LMDB hands out the next free slot to each). So every open happens
  *   under one process-wide mutex held until that transaction ends: either
- *   a short read transaction of its own (mq_dbi_get) or one of the queue's
- *   own write transactions (mq_wtx).
+ *   a short read transaction of its own (mfsq_dbi_get) or one of the queue's
+ *   own write transactions (mfsq_wtx).
  * - A transaction only sees handles that existed when it began: a reader
  *   checks with mdb_dbi_flags() and restarts when a handle is newer.
  * - mdb_drop(txn, dbi, 1) closes the handle at once: drops also hold
@@ -21,14 +21,14 @@
 
 #include "internal.h"
 
-pthread_mutex_t mq_dbi_global = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+pthread_mutex_t mfsq_dbi_global = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
-void mq_subshard_name(const mq_queue *q, uint32_t s, uint64_t id, char *buf, size_t len)
+void mfsq_subshard_name(const mfsq_queue *q, uint32_t s, uint64_t id, char *buf, size_t len)
 {
 	snprintf(buf, len, "%s/s/%u/%016llx", q->name, s, (unsigned long long)id);
 }
 
-static int slot_find(const struct mq_shard_rt *sh, uint64_t id)
+static int slot_find(const struct mfsq_shard_rt *sh, uint64_t id)
 {
 	unsigned lo = 0, hi = sh->ndbis;
 
@@ -43,9 +43,9 @@ static int slot_find(const struct mq_shard_rt *sh, uint64_t id)
 	return (lo < sh->ndbis && sh->dbis[lo].first == id) ? (int)lo : -(int)lo - 1;
 }
 
-static int lookup(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi *dbi)
+static int lookup(mfsq_queue *q, uint32_t s, uint64_t id, MDB_dbi *dbi)
 {
-	struct mq_shard_rt *sh = &q->shards[s];
+	struct mfsq_shard_rt *sh = &q->shards[s];
 	int i;
 
 	pthread_mutex_lock(&q->dbi_lock);
@@ -56,9 +56,9 @@ static int lookup(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi *dbi)
 	return i >= 0;
 }
 
-void mq_subshard_remember(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi dbi)
+void mfsq_subshard_remember(mfsq_queue *q, uint32_t s, uint64_t id, MDB_dbi dbi)
 {
-	struct mq_shard_rt *sh = &q->shards[s];
+	struct mfsq_shard_rt *sh = &q->shards[s];
 	int i;
 
 	pthread_mutex_lock(&q->dbi_lock);
@@ -68,7 +68,7 @@ void mq_subshard_remember(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi dbi)
 
 		if (sh->ndbis == sh->capdbis) {
 			unsigned nc = sh->capdbis ? sh->capdbis * 2 : 8;
-			struct mq_dbi_slot *n = realloc(sh->dbis, nc * sizeof(*n));
+			struct mfsq_dbi_slot *n = realloc(sh->dbis, nc * sizeof(*n));
 
 			if (!n)
 				goto out; /* not remembered: resolved again next time */
@@ -84,9 +84,9 @@ out:
 	pthread_mutex_unlock(&q->dbi_lock);
 }
 
-void mq_subshard_forget(mq_queue *q, uint32_t s, uint64_t id)
+void mfsq_subshard_forget(mfsq_queue *q, uint32_t s, uint64_t id)
 {
-	struct mq_shard_rt *sh = &q->shards[s];
+	struct mfsq_shard_rt *sh = &q->shards[s];
 	int i;
 
 	pthread_mutex_lock(&q->dbi_lock);
@@ -99,21 +99,21 @@ void mq_subshard_forget(mq_queue *q, uint32_t s, uint64_t id)
 	pthread_mutex_unlock(&q->dbi_lock);
 }
 
-/* Registrations of handles by mq_dbi_get(): a maintenance transaction that
+/* Registrations of handles by mfsq_dbi_get(): a maintenance transaction that
  * began before one of them must not open databases (its slot table is stale). */
 static _Atomic uint64_t registrations;
 
 /* Handle of an existing subshard, shared by the whole process. */
-int mq_dbi_get(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi *dbi)
+int mfsq_dbi_get(mfsq_queue *q, uint32_t s, uint64_t id, MDB_dbi *dbi)
 {
-	char nm[MQ_NAME_MAX + 48];
+	char nm[MFSQ_NAME_MAX + 48];
 	MDB_txn *txn;
 	int rc;
 
 	if (lookup(q, s, id, dbi))
 		return 0;
-	mq_subshard_name(q, s, id, nm, sizeof(nm));
-	pthread_mutex_lock(&mq_dbi_global);
+	mfsq_subshard_name(q, s, id, nm, sizeof(nm));
+	pthread_mutex_lock(&mfsq_dbi_global);
 	rc = mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn);
 	if (!rc) {
 		rc = mdb_dbi_open(txn, nm, 0, dbi);
@@ -124,25 +124,25 @@ int mq_dbi_get(mq_queue *q, uint32_t s, uint64_t id, MDB_dbi *dbi)
 		if (!rc)
 			atomic_fetch_add(&registrations, 1);
 	}
-	pthread_mutex_unlock(&mq_dbi_global);
+	pthread_mutex_unlock(&mfsq_dbi_global);
 	if (!rc)
-		mq_subshard_remember(q, s, id, *dbi);
+		mfsq_subshard_remember(q, s, id, *dbi);
 	return rc;
 }
 
 /*
  * Handle of subshard (s, id) usable in reader transaction @txn, without
  * opening anything (readers hold q->droplock and must not wait for the
- * handle mutex). MQ_RETRY: resolve it with mq_dbi_get() after ending @txn
+ * handle mutex). MFSQ_RETRY: resolve it with mfsq_dbi_get() after ending @txn
  * and releasing the lock, then restart.
  */
-int mq_dbi_for(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t id, MDB_dbi *dbi)
+int mfsq_dbi_for(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t id, MDB_dbi *dbi)
 {
 	unsigned fl;
 
 	if (!lookup(q, s, id, dbi))
-		return MQ_RETRY;
-	return mdb_dbi_flags(txn, *dbi, &fl) ? MQ_RETRY : 0;
+		return MFSQ_RETRY;
+	return mdb_dbi_flags(txn, *dbi, &fl) ? MFSQ_RETRY : 0;
 }
 
 /*
@@ -153,7 +153,7 @@ int mq_dbi_for(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t id, MDB_dbi *dbi)
  * mutex while holding that lock), and restarts if a handle was registered
  * in between.
  */
-int mq_wtx_begin(mq_queue *q, MDB_txn *caller, int maint, struct mq_wtx *w)
+int mfsq_wtx_begin(mfsq_queue *q, MDB_txn *caller, int maint, struct mfsq_wtx *w)
 {
 	int rc;
 
@@ -170,10 +170,10 @@ int mq_wtx_begin(mq_queue *q, MDB_txn *caller, int maint, struct mq_wtx *w)
 		rc = mdb_txn_begin(q->env, NULL, 0, &w->txn);
 		if (rc || !maint)
 			return rc;
-		pthread_mutex_lock(&mq_dbi_global);
+		pthread_mutex_lock(&mfsq_dbi_global);
 		if (atomic_load(&registrations) == c0)
 			break;
-		pthread_mutex_unlock(&mq_dbi_global);
+		pthread_mutex_unlock(&mfsq_dbi_global);
 		mdb_txn_abort(w->txn);
 	}
 	w->glocked = 1;
@@ -183,13 +183,13 @@ int mq_wtx_begin(mq_queue *q, MDB_txn *caller, int maint, struct mq_wtx *w)
 /*
  * Handle of subshard (s, id) in write transaction @w. Only a maintenance
  * transaction opens (or, with @create, creates) databases; the others use
- * shared handles and get MQ_RETRY (own) or EAGAIN (caller's) when the handle
+ * shared handles and get MFSQ_RETRY (own) or EAGAIN (caller's) when the handle
  * is newer than the transaction.
  */
-int mq_wtx_subshard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t id, int create,
-		    MDB_dbi *dbi)
+int mfsq_wtx_subshard(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, uint64_t id, int create,
+		      MDB_dbi *dbi)
 {
-	char nm[MQ_NAME_MAX + 48];
+	char nm[MFSQ_NAME_MAX + 48];
 	unsigned fl;
 	int rc;
 
@@ -198,11 +198,11 @@ int mq_wtx_subshard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t id, int 
 		return 0;
 	}
 	if (!w->maint) {
-		rc = mq_dbi_get(q, s, id, dbi);
+		rc = mfsq_dbi_get(q, s, id, dbi);
 		if (rc)
 			return rc;
 		if (mdb_dbi_flags(w->txn, *dbi, &fl))
-			return w->own ? MQ_RETRY : EAGAIN;
+			return w->own ? MFSQ_RETRY : EAGAIN;
 		w->has_last = 1;
 		w->last_s = s;
 		w->last_id = id;
@@ -211,7 +211,7 @@ int mq_wtx_subshard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t id, int 
 	}
 	if (lookup(q, s, id, dbi) && !mdb_dbi_flags(w->txn, *dbi, &fl))
 		return 0;
-	mq_subshard_name(q, s, id, nm, sizeof(nm));
+	mfsq_subshard_name(q, s, id, nm, sizeof(nm));
 	rc = mdb_dbi_open(w->txn, nm, create ? MDB_CREATE : 0, dbi);
 	if (rc)
 		return rc;
@@ -233,7 +233,7 @@ int mq_wtx_subshard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t id, int 
 
 /* A handle this transaction opened and then closed (mdb_drop): not to be
  * remembered at commit, its slot may be given to another database. */
-void mq_wtx_forget(struct mq_wtx *w, uint32_t s, uint64_t id)
+void mfsq_wtx_forget(struct mfsq_wtx *w, uint32_t s, uint64_t id)
 {
 	if (w->has_last && w->last_s == s && w->last_id == id)
 		w->has_last = 0;
@@ -243,7 +243,7 @@ void mq_wtx_forget(struct mq_wtx *w, uint32_t s, uint64_t id)
 }
 
 /* Commit (rc == 0) or abort an own transaction; returns the final code. */
-int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc)
+int mfsq_wtx_end(mfsq_queue *q, struct mfsq_wtx *w, int rc)
 {
 	if (w->own) {
 		if (!rc)
@@ -252,13 +252,13 @@ int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc)
 			mdb_txn_abort(w->txn);
 		if (!rc)
 			for (unsigned i = 0; i < w->npend; i++)
-				mq_subshard_remember(q, w->pend[i].s, w->pend[i].id,
-						     w->pend[i].dbi);
+				mfsq_subshard_remember(q, w->pend[i].s, w->pend[i].id,
+						       w->pend[i].dbi);
 		if (!rc)
-			mq_map_check(q);
+			mfsq_map_check(q);
 	}
 	if (w->glocked)
-		pthread_mutex_unlock(&mq_dbi_global);
+		pthread_mutex_unlock(&mfsq_dbi_global);
 	free(w->pend);
 	w->pend = NULL;
 	w->glocked = 0;
@@ -267,9 +267,9 @@ int mq_wtx_end(mq_queue *q, struct mq_wtx *w, int rc)
 
 /* Handles of this shard's subshards with ids below @id (dropped, maybe by
  * another process), or 0 when there are none. */
-unsigned mq_dbi_count_below(mq_queue *q, uint32_t s, uint64_t id)
+unsigned mfsq_dbi_count_below(mfsq_queue *q, uint32_t s, uint64_t id)
 {
-	struct mq_shard_rt *sh = &q->shards[s];
+	struct mfsq_shard_rt *sh = &q->shards[s];
 	unsigned n = 0;
 
 	pthread_mutex_lock(&q->dbi_lock);
@@ -284,9 +284,9 @@ unsigned mq_dbi_count_below(mq_queue *q, uint32_t s, uint64_t id)
  * handle slots here. The caller holds the handle mutex (a maintenance
  * transaction) and q->droplock exclusively: nobody here uses them.
  */
-void mq_dbi_close_below(mq_queue *q, uint32_t s, uint64_t id)
+void mfsq_dbi_close_below(mfsq_queue *q, uint32_t s, uint64_t id)
 {
-	struct mq_shard_rt *sh = &q->shards[s];
+	struct mfsq_shard_rt *sh = &q->shards[s];
 	unsigned n = 0;
 
 	pthread_mutex_lock(&q->dbi_lock);

@@ -16,15 +16,15 @@
 
 #include "internal.h"
 
-int mq_delay_put(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st,
-		 const struct mq_disk_msg *h, const void *data, size_t len)
+int mfsq_delay_put(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st,
+		   const struct mfsq_disk_msg *h, const void *data, size_t len)
 {
 	unsigned char k[16];
 	MDB_val key = {sizeof(k), k}, val = {sizeof(*h) + len, NULL};
 	int rc;
 
-	mq_be64_put(k, h->dlv_us / q->cfg.bucket_us);
-	mq_be64_put(k + 8, st->next_dseq);
+	mfsq_be64_put(k, h->dlv_us / q->cfg.bucket_us);
+	mfsq_be64_put(k + 8, st->next_dseq);
 	rc = mdb_put(txn, q->shards[s].delay, &key, &val, MDB_RESERVE);
 	if (rc)
 		return rc;
@@ -38,7 +38,7 @@ int mq_delay_put(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st
 	return 0;
 }
 
-uint64_t mq_delay_next_due(mq_queue *q)
+uint64_t mfsq_delay_next_due(mfsq_queue *q)
 {
 	uint64_t m = UINT64_MAX;
 
@@ -68,9 +68,9 @@ static int due_cmp(const void *a, const void *b)
 	return memcmp(x->key, y->key, sizeof(x->key));
 }
 
-/* Collect due messages of shard @s (at most MQ_PROMOTE_BATCH); *rest gets the
+/* Collect due messages of shard @s (at most MFSQ_PROMOTE_BATCH); *rest gets the
  * earliest due time of what stays. */
-static int collect(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct due *d, size_t *nd,
+static int collect(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct due *d, size_t *nd,
 		   uint64_t *rest)
 {
 	MDB_val key, val;
@@ -85,8 +85,8 @@ static int collect(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct d
 		return rc;
 	for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); !rc;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-		uint64_t b = mq_be64_get(key.mv_data);
-		struct mq_disk_msg h;
+		uint64_t b = mfsq_be64_get(key.mv_data);
+		struct mfsq_disk_msg h;
 
 		if (b * q->cfg.bucket_us > now) {
 			if (later == UINT64_MAX)
@@ -95,7 +95,7 @@ static int collect(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct d
 				break;
 		}
 		memcpy(&h, val.mv_data, sizeof(h));
-		if (h.dlv_us <= now && *nd < MQ_PROMOTE_BATCH) {
+		if (h.dlv_us <= now && *nd < MFSQ_PROMOTE_BATCH) {
 			d[*nd].prio = h.prio;
 			d[*nd].dlv = h.dlv_us;
 			memcpy(d[*nd].key, key.mv_data, 16);
@@ -109,10 +109,10 @@ static int collect(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct d
 }
 
 /* Promote the due messages of shard @s whose state @stp is loaded in @w. */
-static int promote_st(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *stp,
+static int promote_st(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, struct mfsq_disk_shard *stp,
 		      uint64_t now, struct due *d, unsigned char **buf, size_t *bufcap, int *moved)
 {
-	struct mq_disk_shard st = *stp;
+	struct mfsq_disk_shard st = *stp;
 	size_t nd;
 	uint64_t rest;
 	int rc = collect(q, w->txn, s, now, d, &nd, &rest);
@@ -121,7 +121,7 @@ static int promote_st(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_
 	qsort(d, nd, sizeof(*d), due_cmp);
 	for (size_t i = 0; !rc && i < nd; i++) {
 		MDB_val key = {16, d[i].key}, val;
-		struct mq_put p = {.shard = s};
+		struct mfsq_put p = {.shard = s};
 
 		rc = mdb_get(w->txn, q->shards[s].delay, &key, &val);
 		if (rc)
@@ -146,41 +146,41 @@ static int promote_st(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_
 			break;
 		st.delay_pending--;
 		if (p.h.exp_us && p.h.exp_us <= now) {
-			rc = mq_exception_put(q, w->txn, 'd', s, mq_be64_get(d[i].key + 8),
-					      MQ_REASON_EXPIRED_DELAYED, &p.h, p.data, p.len);
+			rc = mfsq_exception_put(q, w->txn, 'd', s, mfsq_be64_get(d[i].key + 8),
+						MFSQ_REASON_EXPIRED_DELAYED, &p.h, p.data, p.len);
 			if (!rc)
 				atomic_fetch_add(&q->c.expired, 1);
 			continue;
 		}
-		p.h.flags |= MQ_MSG_DELAYED;
-		rc = mq_stream_put(q, w, &st, &p);
+		p.h.flags |= MFSQ_MSG_DELAYED;
+		rc = mfsq_stream_put(q, w, &st, &p);
 		if (!rc) {
-			mq_late_record(q, now - p.h.dlv_us);
+			mfsq_late_record(q, now - p.h.dlv_us);
 			(*moved)++;
 		}
 	}
 	if (rc)
 		return rc;
 	/* a full batch leaves due messages behind: come back at once */
-	st.min_due = nd == MQ_PROMOTE_BATCH && rest > now ? now : rest;
+	st.min_due = nd == MFSQ_PROMOTE_BATCH && rest > now ? now : rest;
 	if (now > st.last_us)
 		st.last_us = now;
 	*stp = st;
 	return 0;
 }
 
-static int promote_shard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t now, struct due *d,
+static int promote_shard(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, uint64_t now, struct due *d,
 			 unsigned char **buf, size_t *bufcap, int *moved)
 {
-	struct mq_disk_shard st;
-	int rc = mq_read_shard(q, w->txn, s, &st);
+	struct mfsq_disk_shard st;
+	int rc = mfsq_read_shard(q, w->txn, s, &st);
 
 	if (rc)
 		return rc;
 	if (st.min_due <= now) {
 		rc = promote_st(q, w, s, &st, now, d, buf, bufcap, moved);
 		if (!rc)
-			rc = mq_write_shard(q, w->txn, s, &st);
+			rc = mfsq_write_shard(q, w->txn, s, &st);
 	}
 	if (!rc)
 		atomic_store(&q->shards[s].min_due, st.min_due);
@@ -191,10 +191,10 @@ static int promote_shard(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t now
  * Inside an enqueue: promote what is due before appending, so a message
  * enqueued for "now" never overtakes a delayed one that was due earlier.
  */
-int mq_delay_promote_loaded(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st,
-			    uint64_t now)
+int mfsq_delay_promote_loaded(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s,
+			      struct mfsq_disk_shard *st, uint64_t now)
 {
-	struct due *d = malloc(MQ_PROMOTE_BATCH * sizeof(*d));
+	struct due *d = malloc(MFSQ_PROMOTE_BATCH * sizeof(*d));
 	unsigned char *buf = NULL;
 	size_t bufcap = 0;
 	int moved = 0, rc;
@@ -209,34 +209,34 @@ int mq_delay_promote_loaded(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq
 	return rc;
 }
 
-int mq_delay_promote(mq_queue *q)
+int mfsq_delay_promote(mfsq_queue *q)
 {
-	uint64_t now = mq_now_us();
+	uint64_t now = mfsq_now_us();
 	struct due *d;
 	unsigned char *buf = NULL;
 	size_t bufcap = 0;
-	struct mq_wtx w;
+	struct mfsq_wtx w;
 	int rc, moved = 0;
 
-	if (mq_delay_next_due(q) > now)
+	if (mfsq_delay_next_due(q) > now)
 		return 0;
-	d = malloc(MQ_PROMOTE_BATCH * sizeof(*d));
+	d = malloc(MFSQ_PROMOTE_BATCH * sizeof(*d));
 	if (!d)
 		return ENOMEM;
-	rc = mq_wtx_begin(q, NULL, 1, &w);
+	rc = mfsq_wtx_begin(q, NULL, 1, &w);
 	if (rc) {
 		free(d);
-		return mq_lmdb_err(rc);
+		return mfsq_lmdb_err(rc);
 	}
 	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++)
 		if (atomic_load(&q->shards[s].min_due) <= now)
 			rc = promote_shard(q, &w, s, now, d, &buf, &bufcap, &moved);
-	rc = mq_wtx_end(q, &w, rc);
+	rc = mfsq_wtx_end(q, &w, rc);
 	free(d);
 	free(buf);
 	if (!rc && moved) {
 		atomic_fetch_add(&q->c.delayed_promoted, (uint64_t)moved);
-		mq_wake(q);
+		mfsq_wake(q);
 	}
-	return mq_lmdb_err(rc);
+	return mfsq_lmdb_err(rc);
 }

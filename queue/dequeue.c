@@ -21,10 +21,10 @@ struct src {
 	uint32_t shard;
 	int active, have;
 	uint64_t pos, end;
-	struct mq_disk_msg h;
+	struct mfsq_disk_msg h;
 	const unsigned char *data;
 	size_t len;
-	struct mq_centry *pin; /* cache entry holding data, kept while have */
+	struct mfsq_centry *pin; /* cache entry holding data, kept while have */
 	MDB_cursor *cur;
 	uint64_t sub_first, sub_end;
 };
@@ -32,17 +32,17 @@ struct src {
 /* A shard's memory-only ring at the subscriber's position. */
 struct bsrc {
 	uint64_t pos, end;
-	struct mq_cmsg *m;
+	struct mfsq_cmsg *m;
 };
 
 struct dq {
-	mq_sub *s;
+	mfsq_sub *s;
 	MDB_txn *txn;
 	struct src *src;
 	struct bsrc *bsrc;
 	uint32_t *act; /* merge(): active shards */
 	uint64_t now;
-	uint32_t rs; /* handle to resolve on MQ_RETRY */
+	uint32_t rs; /* handle to resolve on MFSQ_RETRY */
 	uint64_t rid;
 	size_t nexp;
 	struct {
@@ -58,7 +58,7 @@ struct dq {
 
 static int src_from_store(struct dq *d, struct src *r)
 {
-	mq_queue *q = d->s->q;
+	mfsq_queue *q = d->s->q;
 	MDB_val key, val;
 	unsigned char k[8];
 	int rc;
@@ -70,11 +70,11 @@ static int src_from_store(struct dq *d, struct src *r)
 		if (r->cur)
 			mdb_cursor_close(r->cur);
 		r->cur = NULL;
-		rc = mq_subshard_locate(q, d->txn, r->shard, r->pos, &first, &id, &end);
+		rc = mfsq_subshard_locate(q, d->txn, r->shard, r->pos, &first, &id, &end);
 		if (rc)
 			return rc;
-		rc = mq_dbi_for(q, d->txn, r->shard, id, &dbi);
-		if (rc == MQ_RETRY) {
+		rc = mfsq_dbi_for(q, d->txn, r->shard, id, &dbi);
+		if (rc == MFSQ_RETRY) {
 			d->rs = r->shard;
 			d->rid = id;
 		}
@@ -86,9 +86,9 @@ static int src_from_store(struct dq *d, struct src *r)
 		r->sub_first = first;
 		r->sub_end = end;
 		/* restore the rest of the subshard into the cache if it is wanted */
-		if (mq_cache_load(q, r->cur, r->shard, first, r->pos, end < r->end ? end : r->end,
-				  end != UINT64_MAX) == 0) {
-			struct mq_cmsg *cm = mq_cache_find(q, r->shard, r->pos, &r->pin);
+		if (mfsq_cache_load(q, r->cur, r->shard, first, r->pos, end < r->end ? end : r->end,
+				    end != UINT64_MAX) == 0) {
+			struct mfsq_cmsg *cm = mfsq_cache_find(q, r->shard, r->pos, &r->pin);
 
 			if (cm) {
 				r->h = cm->h;
@@ -99,7 +99,7 @@ static int src_from_store(struct dq *d, struct src *r)
 			}
 		}
 	}
-	mq_be64_put(k, r->pos);
+	mfsq_be64_put(k, r->pos);
 	key.mv_size = sizeof(k);
 	key.mv_data = k;
 	rc = mdb_cursor_get(r->cur, &key, &val, MDB_SET_KEY);
@@ -115,8 +115,8 @@ static int src_from_store(struct dq *d, struct src *r)
 
 static int src_fill(struct dq *d, struct src *r)
 {
-	struct mq_centry *e = r->pin;
-	struct mq_cmsg *cm = NULL;
+	struct mfsq_centry *e = r->pin;
+	struct mfsq_cmsg *cm = NULL;
 
 	if (r->pos >= r->end) {
 		r->active = 0;
@@ -127,8 +127,8 @@ static int src_fill(struct dq *d, struct src *r)
 	if (e && e->lo <= r->pos && r->pos < e->hi)
 		cm = e->v[r->pos - e->lo];
 	if (!cm) {
-		mq_cache_unpin(&r->pin);
-		cm = mq_cache_find(d->s->q, r->shard, r->pos, &r->pin);
+		mfsq_cache_unpin(&r->pin);
+		cm = mfsq_cache_find(d->s->q, r->shard, r->pos, &r->pin);
 	}
 	if (cm) {
 		d->hits++; /* counted once per read: a shared counter per message
@@ -142,7 +142,7 @@ static int src_fill(struct dq *d, struct src *r)
 	return src_from_store(d, r);
 }
 
-static int buf_reserve(mq_sub *s, size_t add)
+static int buf_reserve(mfsq_sub *s, size_t add)
 {
 	if (s->buflen + add > s->bufcap) {
 		size_t nc = s->bufcap ? s->bufcap : 4096;
@@ -160,10 +160,10 @@ static int buf_reserve(mq_sub *s, size_t add)
 }
 
 /* Copy the winner into out[*n]; the payload offset goes to data. */
-static int emit(struct dq *d, struct mq_msg *out, size_t *n, uint32_t shard, uint64_t seq,
-		const struct mq_disk_msg *h, const unsigned char *data, size_t len)
+static int emit(struct dq *d, struct mfsq_msg *out, size_t *n, uint32_t shard, uint64_t seq,
+		const struct mfsq_disk_msg *h, const unsigned char *data, size_t len)
 {
-	struct mq_msg *m = &out[*n];
+	struct mfsq_msg *m = &out[*n];
 	int rc = buf_reserve(d->s, len);
 
 	if (rc)
@@ -187,24 +187,24 @@ static int emit(struct dq *d, struct mq_msg *out, size_t *n, uint32_t shard, uin
 
 /* Whether the subscriber's rule takes the message (header only: no payload
  * is read or copied for a message the rule passes over). */
-static int rule_takes(struct dq *d, uint32_t shard, uint64_t seq, const struct mq_disk_msg *h,
+static int rule_takes(struct dq *d, uint32_t shard, uint64_t seq, const struct mfsq_disk_msg *h,
 		      size_t len)
 {
-	struct mq_msg m;
+	struct mfsq_msg m;
 
 	if (!d->s->rule)
 		return 1;
-	m = (struct mq_msg){.shard = shard,
-			    .seq = seq,
-			    .enqueue_us = h->enq_us,
-			    .deliver_us = h->dlv_us,
-			    .expire_us = h->exp_us,
-			    .enqueuer = h->enqueuer,
-			    .prio = h->prio,
-			    .flags = h->flags,
-			    .tag = h->tag,
-			    .len = len};
-	if (mq_rule_match(d->s->rule, &m, d->now))
+	m = (struct mfsq_msg){.shard = shard,
+			      .seq = seq,
+			      .enqueue_us = h->enq_us,
+			      .deliver_us = h->dlv_us,
+			      .expire_us = h->exp_us,
+			      .enqueuer = h->enqueuer,
+			      .prio = h->prio,
+			      .flags = h->flags,
+			      .tag = h->tag,
+			      .len = len};
+	if (mfsq_rule_match(d->s->rule, &m, d->now))
 		return 1;
 	d->skipped++;
 	atomic_fetch_add(&d->s->q->c.filtered, 1);
@@ -214,15 +214,15 @@ static int rule_takes(struct dq *d, uint32_t shard, uint64_t seq, const struct m
 /* The next memory-only message of each shard (ring positions move on). */
 static struct bsrc *bbest(struct dq *d, struct bsrc *cur)
 {
-	mq_queue *q = d->s->q;
+	mfsq_queue *q = d->s->q;
 
 	for (uint32_t i = 0; i < q->cfg.nshards; i++) {
 		struct bsrc *b = &d->bsrc[i];
 
 		if (!b->m && b->pos < b->end) {
-			if (b->pos < mq_buffered_first(q, i))
-				b->pos = mq_buffered_first(q, i); /* dropped unread */
-			b->m = mq_buffered_at(q, i, b->pos);
+			if (b->pos < mfsq_buffered_first(q, i))
+				b->pos = mfsq_buffered_first(q, i); /* dropped unread */
+			b->m = mfsq_buffered_at(q, i, b->pos);
 		}
 		if (b->m && (!cur || b->m->h.dlv_us < cur->m->h.dlv_us))
 			cur = b;
@@ -231,7 +231,7 @@ static struct bsrc *bbest(struct dq *d, struct bsrc *cur)
 }
 
 /* The merge loop, under q->cache_lock. */
-static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
+static int merge(struct dq *d, struct mfsq_msg *out, size_t max, size_t *n)
 {
 	uint32_t ns = d->s->q->cfg.nshards, nact = 0;
 	uint32_t *act = d->act; /* the active shards, in shard order (ties) */
@@ -271,7 +271,7 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 		if (buffered)
 			bb = bbest(d, NULL);
 		if (bb && (!best || bb->m->h.dlv_us < best->h.dlv_us)) {
-			struct mq_cmsg *m = bb->m;
+			struct mfsq_cmsg *m = bb->m;
 
 			bb->m = NULL;
 			bb->pos++;
@@ -296,7 +296,7 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 
 		d->progressed = 1;
 		if (expired) {
-			mq_cache_unpin(&best->pin);
+			mfsq_cache_unpin(&best->pin);
 			if (d->nexp == MAX_EXPIRED) {
 				best->pos--; /* next call */
 				break;
@@ -318,13 +318,13 @@ static int merge(struct dq *d, struct mq_msg *out, size_t max, size_t *n)
 
 static int start(struct dq *d)
 {
-	mq_sub *s = d->s;
-	mq_queue *q = s->q;
+	mfsq_sub *s = d->s;
+	mfsq_queue *q = s->q;
 
 	for (uint32_t i = 0; i < q->cfg.nshards; i++) {
-		struct mq_disk_shard st;
+		struct mfsq_disk_shard st;
 		struct src *r = &d->src[i];
-		int rc = mq_read_shard(q, d->txn, i, &st);
+		int rc = mfsq_read_shard(q, d->txn, i, &st);
 
 		if (rc)
 			return rc;
@@ -349,9 +349,9 @@ static int start(struct dq *d)
 /* Record expired messages in the exception queue (own transaction). */
 static int expire(struct dq *d)
 {
-	mq_queue *q = d->s->q;
-	struct mq_wtx w;
-	int rc = mq_wtx_begin(q, NULL, 0, &w);
+	mfsq_queue *q = d->s->q;
+	struct mfsq_wtx w;
+	int rc = mfsq_wtx_begin(q, NULL, 0, &w);
 
 	if (rc)
 		return rc;
@@ -361,55 +361,55 @@ static int expire(struct dq *d)
 		MDB_val key = {8, k}, val;
 		MDB_dbi dbi;
 
-		rc =
-		    mq_subshard_locate(q, w.txn, d->exp[i].shard, d->exp[i].seq, &first, &id, &end);
+		rc = mfsq_subshard_locate(q, w.txn, d->exp[i].shard, d->exp[i].seq, &first, &id,
+					  &end);
 		if (rc == MDB_NOTFOUND) {
 			rc = 0; /* dropped meanwhile */
 			continue;
 		}
 		if (!rc)
-			rc = mq_wtx_subshard(q, &w, d->exp[i].shard, id, 0, &dbi);
+			rc = mfsq_wtx_subshard(q, &w, d->exp[i].shard, id, 0, &dbi);
 		if (rc)
 			break;
-		mq_be64_put(k, d->exp[i].seq);
+		mfsq_be64_put(k, d->exp[i].seq);
 		rc = mdb_get(w.txn, dbi, &key, &val);
 		if (rc == MDB_NOTFOUND) {
 			rc = 0;
 			continue;
 		}
 		if (!rc) {
-			struct mq_disk_msg h;
+			struct mfsq_disk_msg h;
 
 			memcpy(&h, val.mv_data, sizeof(h));
-			rc = mq_exception_put(
-			    q, w.txn, 's', d->exp[i].shard, d->exp[i].seq, MQ_REASON_EXPIRED, &h,
+			rc = mfsq_exception_put(
+			    q, w.txn, 's', d->exp[i].shard, d->exp[i].seq, MFSQ_REASON_EXPIRED, &h,
 			    (char *)val.mv_data + sizeof(h), val.mv_size - sizeof(h));
 		}
 	}
-	rc = mq_wtx_end(q, &w, rc);
+	rc = mfsq_wtx_end(q, &w, rc);
 	if (!rc)
 		atomic_fetch_add(&q->c.expired, d->nexp);
 	return rc;
 }
 
 /* Rates and lags of a read, under q->cache_lock. */
-static void account(struct dq *d, const struct mq_msg *out, size_t n)
+static void account(struct dq *d, const struct mfsq_msg *out, size_t n)
 {
-	mq_sub *s = d->s;
-	mq_queue *q = s->q;
+	mfsq_sub *s = d->s;
+	mfsq_queue *q = s->q;
 	uint32_t ns = q->cfg.nshards;
 
 	for (size_t i = 0; i < n; i++) {
-		mq_rate_add(&s->rate[out[i].shard], 1, d->now);
-		double b = (double)(out[i].len + sizeof(struct mq_cmsg));
+		mfsq_rate_add(&s->rate[out[i].shard], 1, d->now);
+		double b = (double)(out[i].len + sizeof(struct mfsq_cmsg));
 
 		/* started from the first value: no bias towards 0 early on */
 		q->avg_msg_bytes = q->avg_msg_bytes > 0 ? q->avg_msg_bytes * 0.99 + 0.01 * b : b;
 	}
 	for (uint32_t i = 0; i < ns; i++)
 		if (d->enq_delta[i])
-			mq_rate_add(&q->shards[i].enq, (double)d->enq_delta[i], d->now);
-	mq_buffered_trim(q);
+			mfsq_rate_add(&q->shards[i].enq, (double)d->enq_delta[i], d->now);
+	mfsq_buffered_trim(q);
 	for (uint32_t i = 0; i < ns; i++) {
 		double lag = (double)(d->src[i].end - d->src[i].pos);
 
@@ -418,34 +418,34 @@ static void account(struct dq *d, const struct mq_msg *out, size_t n)
 	}
 }
 
-/* One attempt: 0 with *n >= 0, MQ_RETRY (resolve and call again), errors. */
-static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struct dq *d)
+/* One attempt: 0 with *n >= 0, MFSQ_RETRY (resolve and call again), errors. */
+static int read_once(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, struct dq *d)
 {
-	mq_queue *q = s->q;
+	mfsq_queue *q = s->q;
 	uint32_t ns = q->cfg.nshards;
 	int rc;
 
 	*n = 0;
 	s->buflen = 0;
 	d->accounted = 0;
-	d->now = mq_now_us();
+	d->now = mfsq_now_us();
 	memset(d->src, 0, ns * sizeof(*d->src));
 	pthread_rwlock_rdlock(&q->droplock);
-	rc = mq_rtxn_begin(q, &s->rtxn, &d->txn);
+	rc = mfsq_rtxn_begin(q, &s->rtxn, &d->txn);
 	if (!rc) {
 		rc = start(d);
 		if (!rc && !d->lagged) {
 			pthread_mutex_lock(&q->cache_lock);
 			for (uint32_t i = 0; i < ns; i++) {
 				d->bsrc[i].pos = s->bpos[i];
-				d->bsrc[i].end = mq_buffered_end(q, i);
+				d->bsrc[i].end = mfsq_buffered_end(q, i);
 				d->bsrc[i].m = NULL;
 			}
 			rc = merge(d, out, max, n);
 			for (uint32_t i = 0; !rc && i < ns; i++)
 				s->bpos[i] = d->bsrc[i].pos;
 			for (uint32_t i = 0; i < ns; i++)
-				mq_cache_unpin(&d->src[i].pin);
+				mfsq_cache_unpin(&d->src[i].pin);
 			if (!rc) {
 				/* the accounting and the cache's shrinking in the same
 				 * hold of the lock: taking it once per step made four
@@ -453,7 +453,7 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 				for (uint32_t i = 0; i < ns; i++)
 					s->pos[i] = d->src[i].pos;
 				account(d, out, *n);
-				mq_cache_shrink_locked(q);
+				mfsq_cache_shrink_locked(q);
 				d->accounted = 1;
 			}
 			pthread_mutex_unlock(&q->cache_lock);
@@ -461,7 +461,7 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 		for (uint32_t i = 0; i < ns; i++)
 			if (d->src[i].cur)
 				mdb_cursor_close(d->src[i].cur);
-		mq_rtxn_end(&s->rtxn, d->txn);
+		mfsq_rtxn_end(&s->rtxn, d->txn);
 	}
 	pthread_rwlock_unlock(&q->droplock);
 	if (d->hits)
@@ -486,7 +486,7 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 	if (!d->accounted) { /* lagged: nothing was read */
 		pthread_mutex_lock(&q->cache_lock);
 		account(d, out, *n);
-		mq_cache_shrink_locked(q);
+		mfsq_cache_shrink_locked(q);
 		pthread_mutex_unlock(&q->cache_lock);
 	}
 	if (d->nexp) {
@@ -503,7 +503,7 @@ static int read_once(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, struc
 }
 
 /* Apply the subscriber's rule; rejected messages are dropped from out[]. */
-static size_t apply_filter(mq_sub *s, struct mq_msg *out, size_t n)
+static size_t apply_filter(mfsq_sub *s, struct mfsq_msg *out, size_t n)
 {
 	size_t k = 0;
 
@@ -518,9 +518,9 @@ static size_t apply_filter(mq_sub *s, struct mq_msg *out, size_t n)
 	return k;
 }
 
-static void wait_for(mq_queue *q, uint64_t gen, uint64_t until_us)
+static void wait_for(mfsq_queue *q, uint64_t gen, uint64_t until_us)
 {
-	uint64_t now = mq_now_us();
+	uint64_t now = mfsq_now_us();
 	struct timespec ts;
 	uint64_t dt;
 
@@ -534,19 +534,19 @@ static void wait_for(mq_queue *q, uint64_t gen, uint64_t until_us)
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000;
 	}
-	mq_active(-1);
+	mfsq_active(-1);
 	pthread_mutex_lock(&q->lock);
 	while (q->gen == gen)
 		if (pthread_cond_timedwait(&q->cond, &q->lock, &ts))
 			break;
 	pthread_mutex_unlock(&q->lock);
-	mq_active(1);
+	mfsq_active(1);
 }
 
 /* When delayed messages are due next, as far as waiting is concerned. */
-static uint64_t next_due(mq_queue *q)
+static uint64_t next_due(mfsq_queue *q)
 {
-	uint64_t d = mq_delay_next_due(q), r = atomic_load(&q->maint_retry_us);
+	uint64_t d = mfsq_delay_next_due(q), r = atomic_load(&q->maint_retry_us);
 
 	return d > r ? d : r;
 }
@@ -554,20 +554,20 @@ static uint64_t next_due(mq_queue *q)
 /*
  * Promotion and retention. A failure (ENOSPC, MDB_DBS_FULL, ...) must not
  * stop subscribers from reading what is there: it is counted, kept for
- * mq_stats(), and retried 100 ms later.
+ * mfsq_stats(), and retried 100 ms later.
  */
-static void housekeeping(mq_queue *q, uint64_t now, MDB_txn **spare)
+static void housekeeping(mfsq_queue *q, uint64_t now, MDB_txn **spare)
 {
 	int rc = 0;
 
 	if (now >= atomic_load(&q->maint_retry_us)) {
-		if (mq_delay_next_due(q) <= now)
-			rc = mq_delay_promote(q);
+		if (mfsq_delay_next_due(q) <= now)
+			rc = mfsq_delay_promote(q);
 		if (!rc &&
 		    (atomic_load(&q->retention_due) || now >= atomic_load(&q->next_retention_us))) {
 			atomic_store(&q->next_retention_us, now + 100000);
-			mq_enqlog_reap(q); /* logs of processes that died */
-			rc = mq_retention(q);
+			mfsq_enqlog_reap(q); /* logs of processes that died */
+			rc = mfsq_retention(q);
 		}
 		if (rc) {
 			atomic_fetch_add(&q->c.maint_errors, 1);
@@ -575,15 +575,15 @@ static void housekeeping(mq_queue *q, uint64_t now, MDB_txn **spare)
 			atomic_store(&q->maint_retry_us, now + 100000);
 		}
 	}
-	mq_cache_sizing(q, now);
-	mq_cache_prefetch(q, now, spare);
+	mfsq_cache_sizing(q, now);
+	mfsq_cache_prefetch(q, now, spare);
 }
 
-int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout_ms)
+int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int timeout_ms)
 {
-	mq_queue *q = s->q;
+	mfsq_queue *q = s->q;
 	uint64_t deadline =
-	    timeout_ms < 0 ? UINT64_MAX : mq_now_us() + (uint64_t)timeout_ms * 1000u;
+	    timeout_ms < 0 ? UINT64_MAX : mfsq_now_us() + (uint64_t)timeout_ms * 1000u;
 	struct dq *d;
 	int rc;
 
@@ -608,9 +608,9 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		return ENOMEM;
 	}
 	d->s = s;
-	mq_active(1);
+	mfsq_active(1);
 	for (;;) {
-		uint64_t gen, now = mq_now_us(), wake;
+		uint64_t gen, now = mfsq_now_us(), wake;
 
 		housekeeping(q, now, &s->rtxn);
 		gen = atomic_load(&q->gen);
@@ -618,10 +618,10 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		d->lagged = 0;
 		d->skipped = 0;
 		rc = read_once(s, out, max, n, d);
-		if (rc == MQ_RETRY) {
+		if (rc == MFSQ_RETRY) {
 			MDB_dbi dbi;
 
-			rc = mq_dbi_get(q, d->rs, d->rid, &dbi);
+			rc = mfsq_dbi_get(q, d->rs, d->rid, &dbi);
 			if (rc)
 				break;
 			continue;
@@ -631,7 +631,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		if (d->lagged) {
 			s->lagging = 1;
 			*n = 0;
-			rc = MQ_LAGGED;
+			rc = MFSQ_LAGGED;
 			break;
 		}
 		*n = apply_filter(s, out, *n);
@@ -641,7 +641,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 		}
 		if (d->progressed)
 			continue;
-		now = mq_now_us();
+		now = mfsq_now_us();
 		if (timeout_ms == 0) {
 			rc = EAGAIN;
 			break;
@@ -650,18 +650,18 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
 			rc = ETIMEDOUT;
 			break;
 		}
-		if (s->fold_due_us && mq_mono_us() >= s->fold_due_us)
-			mq_sub_fold(s); /* idle: acknowledgements into the store */
-		wake = now + MQ_POLL_US;
+		if (s->fold_due_us && mfsq_mono_us() >= s->fold_due_us)
+			mfsq_sub_fold(s); /* idle: acknowledgements into the store */
+		wake = now + MFSQ_POLL_US;
 		if (next_due(q) < wake)
 			wake = next_due(q);
 		if (deadline < wake)
 			wake = deadline;
-		if (mq_coalesce(q, wake > now ? wake - now : 0))
+		if (mfsq_coalesce(q, wake > now ? wake - now : 0))
 			continue;
 		wait_for(q, gen, wake);
 	}
-	mq_active(-1);
+	mfsq_active(-1);
 	free(d->src);
 	free(d->bsrc);
 	free(d->enq_delta);

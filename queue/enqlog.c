@@ -15,13 +15,13 @@
  * running leader, or the log's flusher thread when it is done, commits
  * their records in its next turn.
  *
- * Records (format.h) go round a ring of MQ_LOG_BYTES, each numbered (lsn,
+ * Records (format.h) go round a ring of MFSQ_LOG_BYTES, each numbered (lsn,
  * stored last) and checksummed. The store keeps, per log file, the number
  * and offset of the first record not yet in it ('L' in the meta database),
  * written in the same transaction as the records' messages: a record is
- * applied exactly once, whatever crashes. A process owns one of MQ_LOGS
+ * applied exactly once, whatever crashes. A process owns one of MFSQ_LOGS
  * files per queue by an OFD lock. A file nobody holds belongs to a process
- * that died: mq_open() and retention (every 100 ms) replay its records
+ * that died: mfsq_open() and retention (every 100 ms) replay its records
  * from the stored position, in order, and stop at the first one whose
  * number or checksum is not the next (after a machine crash the file may
  * hold stale or partly written pages; what is lost there was at most the
@@ -44,7 +44,7 @@
 
 #include "internal.h"
 
-#define HDR sizeof(struct mq_log_rec)
+#define HDR sizeof(struct mfsq_log_rec)
 
 static size_t rec_bytes(size_t len)
 {
@@ -55,10 +55,10 @@ static size_t rec_bytes(size_t len)
  * payload. Four independent lanes of 8-byte words: one lane's multiply
  * chain made it a tenth of a 4 KiB batch-1 run (perf). It detects torn
  * and stale pages, not attacks. */
-static uint64_t rec_sum(const struct mq_log_rec *r, uint64_t lsn)
+static uint64_t rec_sum(const struct mfsq_log_rec *r, uint64_t lsn)
 {
-	const unsigned char *p = (const unsigned char *)r + offsetof(struct mq_log_rec, enqueuer);
-	size_t n = HDR - offsetof(struct mq_log_rec, enqueuer) + r->len;
+	const unsigned char *p = (const unsigned char *)r + offsetof(struct mfsq_log_rec, enqueuer);
+	size_t n = HDR - offsetof(struct mfsq_log_rec, enqueuer) + r->len;
 	const uint64_t k = 0xff51afd7ed558ccdull;
 	uint64_t h[4] = {0x9e3779b97f4a7c15ull ^ lsn, 0xc2b2ae3d27d4eb4full, 0x165667b19e3779f9ull,
 			 0x27d4eb2f165667c5ull};
@@ -86,10 +86,10 @@ static uint64_t rec_sum(const struct mq_log_rec *r, uint64_t lsn)
 static void log_key(unsigned char k[5], unsigned i)
 {
 	k[0] = 'L';
-	mq_be32_put(k + 1, i);
+	mfsq_be32_put(k + 1, i);
 }
 
-static int log_path(mq_queue *q, unsigned i, char *buf, size_t len)
+static int log_path(mfsq_queue *q, unsigned i, char *buf, size_t len)
 {
 	const char *path = NULL;
 	unsigned fl = 0;
@@ -111,7 +111,7 @@ static int file_lock(int fd, short type)
 }
 
 /* The stored position of log @i (none: the start). */
-static int read_pos(mq_queue *q, MDB_txn *txn, unsigned i, struct mq_disk_log *pos)
+static int read_pos(mfsq_queue *q, MDB_txn *txn, unsigned i, struct mfsq_disk_log *pos)
 {
 	unsigned char k[5];
 	MDB_val key = {sizeof(k), k}, val;
@@ -129,13 +129,13 @@ static int read_pos(mq_queue *q, MDB_txn *txn, unsigned i, struct mq_disk_log *p
 	if (val.mv_size != sizeof(*pos))
 		return MDB_CORRUPTED;
 	memcpy(pos, val.mv_data, sizeof(*pos));
-	return pos->off % 8 || pos->off >= MQ_LOG_BYTES ? MDB_CORRUPTED : 0;
+	return pos->off % 8 || pos->off >= MFSQ_LOG_BYTES ? MDB_CORRUPTED : 0;
 }
 
-int mq_enqlog_mark(mq_queue *q, MDB_txn *txn, unsigned i, uint64_t next_lsn, uint64_t off)
+int mfsq_enqlog_mark(mfsq_queue *q, MDB_txn *txn, unsigned i, uint64_t next_lsn, uint64_t off)
 {
 	unsigned char k[5];
-	struct mq_disk_log pos = {.next_lsn = next_lsn, .off = off};
+	struct mfsq_disk_log pos = {.next_lsn = next_lsn, .off = off};
 	MDB_val key = {sizeof(k), k}, val = {sizeof(pos), &pos};
 
 	log_key(k, i);
@@ -149,21 +149,21 @@ int mq_enqlog_mark(mq_queue *q, MDB_txn *txn, unsigned i, uint64_t next_lsn, uin
  * *off end after the last one.
  */
 static size_t walk(unsigned char *map, uint64_t *lsn, uint64_t *off, uint64_t upto, int check,
-		   struct mq_msg_in **m, size_t *cap)
+		   struct mfsq_msg_in **m, size_t *cap)
 {
 	size_t n = 0;
 
 	for (;;) {
-		struct mq_log_rec *r;
+		struct mfsq_log_rec *r;
 
 		if (upto && *lsn >= upto)
 			break;
-		if (MQ_LOG_BYTES - *off < HDR)
+		if (MFSQ_LOG_BYTES - *off < HDR)
 			*off = 0; /* implicit wrap: no room for a header */
-		r = (struct mq_log_rec *)(map + *off);
+		r = (struct mfsq_log_rec *)(map + *off);
 		if (atomic_load_explicit(&r->lsn, memory_order_acquire) != *lsn)
 			break;
-		if (r->len > MQ_LOG_BYTES - *off - HDR || (check && r->sum != rec_sum(r, *lsn)))
+		if (r->len > MFSQ_LOG_BYTES - *off - HDR || (check && r->sum != rec_sum(r, *lsn)))
 			break;
 		if (r->wrap) {
 			(*lsn)++;
@@ -172,14 +172,14 @@ static size_t walk(unsigned char *map, uint64_t *lsn, uint64_t *off, uint64_t up
 		}
 		if (n == *cap) {
 			size_t nc = *cap ? *cap * 2 : 256;
-			struct mq_msg_in *nm = realloc(*m, nc * sizeof(*nm));
+			struct mfsq_msg_in *nm = realloc(*m, nc * sizeof(*nm));
 
 			if (!nm)
 				break; /* the rest in a later turn */
 			*m = nm;
 			*cap = nc;
 		}
-		(*m)[n++] = (struct mq_msg_in){
+		(*m)[n++] = (struct mfsq_msg_in){
 		    .data = r + 1,
 		    .len = r->len,
 		    .enqueuer = r->enqueuer,
@@ -195,10 +195,10 @@ static size_t walk(unsigned char *map, uint64_t *lsn, uint64_t *off, uint64_t up
 }
 
 /* Whether log @i has records the store does not: a read transaction. */
-static int has_records(mq_queue *q, unsigned i, unsigned char *map, int *yes)
+static int has_records(mfsq_queue *q, unsigned i, unsigned char *map, int *yes)
 {
-	struct mq_msg_in *m = NULL;
-	struct mq_disk_log pos;
+	struct mfsq_msg_in *m = NULL;
+	struct mfsq_disk_log pos;
 	size_t cap = 0;
 	MDB_txn *txn;
 	int rc = mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn);
@@ -218,14 +218,14 @@ static int has_records(mq_queue *q, unsigned i, unsigned char *map, int *yes)
 }
 
 /* Move the records of a dead process's log @i into the store. */
-static int replay(mq_queue *q, unsigned i, unsigned char *map)
+static int replay(mfsq_queue *q, unsigned i, unsigned char *map)
 {
-	struct mq_msg_in *m = NULL;
-	struct mq_loaded *ls;
-	struct mq_put *puts = NULL;
+	struct mfsq_msg_in *m = NULL;
+	struct mfsq_loaded *ls;
+	struct mfsq_put *puts = NULL;
 	size_t cap = 0, n = 0, nputs = 0;
-	struct mq_disk_log pos;
-	struct mq_wtx w;
+	struct mfsq_disk_log pos;
+	struct mfsq_wtx w;
 	int rc, yes = 0;
 
 	rc = has_records(q, i, map, &yes);
@@ -237,7 +237,7 @@ static int replay(mq_queue *q, unsigned i, unsigned char *map)
 	for (;;) {
 		uint64_t lsn, off;
 
-		rc = mq_wtx_begin(q, NULL, 0, &w);
+		rc = mfsq_wtx_begin(q, NULL, 0, &w);
 		if (!rc)
 			rc = read_pos(q, w.txn, i, &pos);
 		if (!rc) {
@@ -246,20 +246,20 @@ static int replay(mq_queue *q, unsigned i, unsigned char *map)
 			n = walk(map, &lsn, &off, 0, 1, &m, &cap);
 			free(puts);
 			puts = malloc((n ? n : 1) * sizeof(*puts));
-			rc = puts ? mq_put_msgs(q, &w, m, n, NULL, puts, &nputs, ls) : ENOMEM;
+			rc = puts ? mfsq_put_msgs(q, &w, m, n, NULL, puts, &nputs, ls) : ENOMEM;
 		}
 		if (!rc)
-			rc = mq_put_states(q, &w, ls);
+			rc = mfsq_put_states(q, &w, ls);
 		if (!rc)
-			rc = mq_enqlog_mark(q, w.txn, i, lsn, off);
-		rc = mq_wtx_end(q, &w, rc);
-		if (rc != MQ_RETRY)
+			rc = mfsq_enqlog_mark(q, w.txn, i, lsn, off);
+		rc = mfsq_wtx_end(q, &w, rc);
+		if (rc != MFSQ_RETRY)
 			break;
 		memset(ls, 0, q->cfg.nshards * sizeof(*ls));
 	}
 	if (!rc) {
 		atomic_fetch_add(&q->c.log_replayed, n);
-		mq_put_committed(q, ls, NULL, 0);
+		mfsq_put_committed(q, ls, NULL, 0);
 	}
 	free(puts);
 	free(m);
@@ -268,7 +268,7 @@ static int replay(mq_queue *q, unsigned i, unsigned char *map)
 }
 
 /* Lock, replay and (@keep) keep log file @i; its fd, or -1. */
-static int take_file(mq_queue *q, unsigned i, int create, int keep, unsigned char **mapp)
+static int take_file(mfsq_queue *q, unsigned i, int create, int keep, unsigned char **mapp)
 {
 	char path[4096];
 	unsigned char *map;
@@ -281,17 +281,17 @@ static int take_file(mq_queue *q, unsigned i, int create, int keep, unsigned cha
 	if (fd < 0)
 		return -1;
 	if (file_lock(fd, F_WRLCK) || fstat(fd, &st) ||
-	    ((size_t)st.st_size < MQ_LOG_BYTES && (!create || ftruncate(fd, MQ_LOG_BYTES)))) {
+	    ((size_t)st.st_size < MFSQ_LOG_BYTES && (!create || ftruncate(fd, MFSQ_LOG_BYTES)))) {
 		close(fd); /* held by a live process (or unusable) */
 		return -1;
 	}
-	map = mmap(NULL, MQ_LOG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	map = mmap(NULL, MFSQ_LOG_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		close(fd);
 		return -1;
 	}
 	if (replay(q, i, map) || !keep) {
-		munmap(map, MQ_LOG_BYTES);
+		munmap(map, MFSQ_LOG_BYTES);
 		close(fd); /* drops the lock */
 		return -1;
 	}
@@ -299,12 +299,12 @@ static int take_file(mq_queue *q, unsigned i, int create, int keep, unsigned cha
 	 * record may stop the replay with valid older ones behind it, and a
 	 * new record of the same size written over the torn one would make
 	 * them look next (a replay after our own crash would take them). */
-	memset(map, 0, MQ_LOG_BYTES);
+	memset(map, 0, MFSQ_LOG_BYTES);
 	*mapp = map;
 	return fd;
 }
 
-int mq_enqlog_relaxed(mq_queue *q)
+int mfsq_enqlog_relaxed(mfsq_queue *q)
 {
 	unsigned fl = 0;
 
@@ -312,14 +312,14 @@ int mq_enqlog_relaxed(mq_queue *q)
 	return (fl & MDB_NOSYNC) && !(fl & MDB_RDONLY);
 }
 
-void mq_enqlog_open(mq_queue *q)
+void mfsq_enqlog_open(mfsq_queue *q)
 {
-	mq_enqlog_reap(q);
-	if (!mq_enqlog_relaxed(q))
+	mfsq_enqlog_reap(q);
+	if (!mfsq_enqlog_relaxed(q))
 		return;
 	q->log_pending = calloc(q->cfg.nshards, sizeof(*q->log_pending));
-	for (unsigned i = 0; q->log_pending && i < MQ_LOGS && q->logfd < 0; i++) {
-		struct mq_disk_log pos;
+	for (unsigned i = 0; q->log_pending && i < MFSQ_LOGS && q->logfd < 0; i++) {
+		struct mfsq_disk_log pos;
 		MDB_txn *txn;
 		int rc;
 
@@ -332,7 +332,7 @@ void mq_enqlog_open(mq_queue *q)
 			mdb_txn_abort(txn);
 		}
 		if (rc) {
-			munmap(q->logmap, MQ_LOG_BYTES);
+			munmap(q->logmap, MFSQ_LOG_BYTES);
 			close(q->logfd);
 			q->logfd = -1;
 			break;
@@ -347,14 +347,14 @@ void mq_enqlog_open(mq_queue *q)
 	}
 }
 
-void mq_enqlog_reap(mq_queue *q)
+void mfsq_enqlog_reap(mfsq_queue *q)
 {
 	unsigned fl = 0;
 
 	mdb_env_get_flags(q->env, &fl);
 	if (fl & MDB_RDONLY)
 		return;
-	for (unsigned i = 0; i < MQ_LOGS; i++) {
+	for (unsigned i = 0; i < MFSQ_LOGS; i++) {
 		unsigned char *map;
 
 		if (q->logfd >= 0 && i == q->logi)
@@ -363,10 +363,10 @@ void mq_enqlog_reap(mq_queue *q)
 	}
 }
 
-void mq_enqlog_close(mq_queue *q)
+void mfsq_enqlog_close(mfsq_queue *q)
 {
 	if (q->logfd >= 0) {
-		munmap(q->logmap, MQ_LOG_BYTES);
+		munmap(q->logmap, MFSQ_LOG_BYTES);
 		close(q->logfd);
 	}
 	q->logfd = -1;
@@ -378,42 +378,42 @@ void mq_enqlog_close(mq_queue *q)
 	q->log_puts = NULL;
 }
 
-int mq_enqlog_put_locked(mq_queue *q, const struct mq_msg_in *m, size_t n)
+int mfsq_enqlog_put_locked(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n)
 {
 	uint64_t head = q->log_head, used = q->log_used, bytes = 0;
 
 	/* while a failed flush's records wait, new calls take the commit
 	 * path: it retries them first, and returns the error */
 	if (q->logfd < 0 || (q->log_err && q->log_tail_lsn != q->log_next_lsn) ||
-	    !mq_enqlog_relaxed(q))
+	    !mfsq_enqlog_relaxed(q))
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		if (m[i].flags)
 			return -1;
 		bytes += m[i].len;
 	}
-	if (bytes > MQ_LOG_BATCH)
+	if (bytes > MFSQ_LOG_BATCH)
 		return -1;
 	/* room for all of them first: a call is logged whole or not at all */
 	for (size_t i = 0; i < n; i++) {
 		uint64_t need = rec_bytes(m[i].len);
 
-		if (MQ_LOG_BYTES - head < need) {
-			used += MQ_LOG_BYTES - head;
+		if (MFSQ_LOG_BYTES - head < need) {
+			used += MFSQ_LOG_BYTES - head;
 			head = 0;
 		}
 		used += need;
 		head += need;
-		if (used + HDR >= MQ_LOG_BYTES)
+		if (used + HDR >= MFSQ_LOG_BYTES)
 			return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
 		uint64_t need = rec_bytes(m[i].len);
-		struct mq_log_rec *r;
+		struct mfsq_log_rec *r;
 
-		if (MQ_LOG_BYTES - q->log_head < need) {
-			if (MQ_LOG_BYTES - q->log_head >= HDR) {
-				r = (struct mq_log_rec *)(q->logmap + q->log_head);
+		if (MFSQ_LOG_BYTES - q->log_head < need) {
+			if (MFSQ_LOG_BYTES - q->log_head >= HDR) {
+				r = (struct mfsq_log_rec *)(q->logmap + q->log_head);
 				memset(r, 0, HDR);
 				r->wrap = 1;
 				r->sum = rec_sum(r, q->log_next_lsn);
@@ -421,10 +421,10 @@ int mq_enqlog_put_locked(mq_queue *q, const struct mq_msg_in *m, size_t n)
 						      memory_order_release);
 				q->log_next_lsn++;
 			}
-			q->log_used += MQ_LOG_BYTES - q->log_head;
+			q->log_used += MFSQ_LOG_BYTES - q->log_head;
 			q->log_head = 0;
 		}
-		r = (struct mq_log_rec *)(q->logmap + q->log_head);
+		r = (struct mfsq_log_rec *)(q->logmap + q->log_head);
 		r->enqueuer = m[i].enqueuer;
 		r->deliver_us = m[i].deliver_us;
 		r->expire_us = m[i].expire_us;
@@ -441,31 +441,31 @@ int mq_enqlog_put_locked(mq_queue *q, const struct mq_msg_in *m, size_t n)
 		q->log_next_lsn++;
 		q->log_head += need;
 		q->log_used += need;
-		q->log_pending[mq_shard_of(q, m[i].enqueuer)]++;
+		q->log_pending[mfsq_shard_of(q, m[i].enqueuer)]++;
 	}
 	atomic_fetch_add(&q->c.log_enqueued, n);
 	atomic_fetch_add(&q->c.batches, 1);
 	return 0;
 }
 
-int mq_enqlog_unput_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t lsn,
-			   uint64_t head, uint64_t used, uint64_t end_lsn)
+int mfsq_enqlog_unput_locked(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n, uint64_t lsn,
+			     uint64_t head, uint64_t used, uint64_t end_lsn)
 {
 	uint64_t off = head;
 
 	if (q->log_next_lsn != end_lsn || q->log_taken_lsn > lsn || q->gleader)
 		return -1; /* others' records follow, or a turn has them */
 	for (uint64_t l = lsn; l < end_lsn; l++) {
-		struct mq_log_rec *r;
+		struct mfsq_log_rec *r;
 
-		if (MQ_LOG_BYTES - off < HDR)
+		if (MFSQ_LOG_BYTES - off < HDR)
 			off = 0;
-		r = (struct mq_log_rec *)(q->logmap + off);
+		r = (struct mfsq_log_rec *)(q->logmap + off);
 		off = r->wrap ? 0 : off + rec_bytes(r->len);
 		atomic_store_explicit(&r->lsn, 0, memory_order_release); /* never replayed */
 	}
 	for (size_t i = 0; i < n; i++)
-		q->log_pending[mq_shard_of(q, m[i].enqueuer)]--;
+		q->log_pending[mfsq_shard_of(q, m[i].enqueuer)]--;
 	q->log_next_lsn = lsn;
 	q->log_head = head;
 	q->log_used = used;
@@ -474,19 +474,19 @@ int mq_enqlog_unput_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uin
 	return 0;
 }
 
-int mq_enqlog_dirty(const mq_queue *q)
+int mfsq_enqlog_dirty(const mfsq_queue *q)
 {
 	return q->logfd >= 0 && q->log_taken_lsn != q->log_next_lsn;
 }
 
-size_t mq_enqlog_take_locked(mq_queue *q, const struct mq_msg_in **m, struct mq_put **puts,
-			     uint64_t *end_lsn, uint64_t *end_off)
+size_t mfsq_enqlog_take_locked(mfsq_queue *q, const struct mfsq_msg_in **m, struct mfsq_put **puts,
+			       uint64_t *end_lsn, uint64_t *end_off)
 {
 	uint64_t lsn = q->log_taken_lsn, off = q->log_taken;
 	size_t n = walk(q->logmap, &lsn, &off, q->log_next_lsn, 0, &q->log_m, &q->log_mcap);
 
 	if (n > q->log_putcap) {
-		struct mq_put *np = realloc(q->log_puts, n * sizeof(*np));
+		struct mfsq_put *np = realloc(q->log_puts, n * sizeof(*np));
 
 		if (!np) { /* nothing this turn; the next one tries again */
 			*end_lsn = q->log_taken_lsn;
@@ -505,8 +505,8 @@ size_t mq_enqlog_take_locked(mq_queue *q, const struct mq_msg_in **m, struct mq_
 	return n;
 }
 
-void mq_enqlog_done_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t end_lsn,
-			   uint64_t end_off, int rc)
+void mfsq_enqlog_done_locked(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n, uint64_t end_lsn,
+			     uint64_t end_off, int rc)
 {
 	if (rc) {
 		/* still in the log: the next turn takes them again */
@@ -517,8 +517,8 @@ void mq_enqlog_done_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uin
 	}
 	q->log_err = 0;
 	for (size_t i = 0; i < n; i++)
-		q->log_pending[mq_shard_of(q, m[i].enqueuer)]--;
-	q->log_used -= (end_off + MQ_LOG_BYTES - q->log_tail) % MQ_LOG_BYTES;
+		q->log_pending[mfsq_shard_of(q, m[i].enqueuer)]--;
+	q->log_used -= (end_off + MFSQ_LOG_BYTES - q->log_tail) % MFSQ_LOG_BYTES;
 	if (end_lsn == q->log_next_lsn)
 		q->log_used = 0; /* wasted ends of the ring included */
 	q->log_tail_lsn = end_lsn;
@@ -526,7 +526,7 @@ void mq_enqlog_done_locked(mq_queue *q, const struct mq_msg_in *m, size_t n, uin
 	atomic_fetch_add(&q->c.log_flushes, 1);
 }
 
-int mq_enqlog_pending_locked(const mq_queue *q, uint32_t shard)
+int mfsq_enqlog_pending_locked(const mfsq_queue *q, uint32_t shard)
 {
 	return q->log_pending && q->log_pending[shard];
 }

@@ -7,16 +7,16 @@
 
 #define EXC_HDR 8 /* reason u8 + pad[7] */
 
-int mq_exception_put(mq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq, int reason,
-		     const struct mq_disk_msg *h, const void *data, size_t len)
+int mfsq_exception_put(mfsq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq,
+		       int reason, const struct mfsq_disk_msg *h, const void *data, size_t len)
 {
 	unsigned char k[13];
 	MDB_val key = {sizeof(k), k}, val = {EXC_HDR + sizeof(*h) + len, NULL};
 	int rc;
 
 	k[0] = (unsigned char)origin;
-	mq_be32_put(k + 1, s);
-	mq_be64_put(k + 5, seq);
+	mfsq_be32_put(k + 1, s);
+	mfsq_be64_put(k + 5, seq);
 	rc = mdb_put(txn, q->exc, &key, &val, MDB_NOOVERWRITE | MDB_RESERVE);
 	if (rc == MDB_KEYEXIST)
 		return 0; /* another subscriber recorded it first */
@@ -32,8 +32,8 @@ int mq_exception_put(mq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_
 
 /* The cursor is the exception's position: 0 before the first, else the
  * ordinal + 1 of the last one read (exceptions are never deleted here). */
-int mq_exception_next(mq_queue *q, uint64_t *cursor, struct mq_msg *m, int *reason, void *buf,
-		      size_t buflen)
+int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int *reason, void *buf,
+			size_t buflen)
 {
 	MDB_txn *txn;
 	MDB_cursor *c;
@@ -53,13 +53,13 @@ int mq_exception_next(mq_queue *q, uint64_t *cursor, struct mq_msg *m, int *reas
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT))
 		i++;
 	if (!rc) {
-		struct mq_disk_msg h;
+		struct mfsq_disk_msg h;
 		const unsigned char *k = key.mv_data;
 
 		memcpy(&h, (char *)val.mv_data + EXC_HDR, sizeof(h));
 		memset(m, 0, sizeof(*m));
-		m->shard = mq_be32_get(k + 1);
-		m->seq = k[0] == 's' ? mq_be64_get(k + 5) : 0;
+		m->shard = mfsq_be32_get(k + 1);
+		m->seq = k[0] == 's' ? mfsq_be64_get(k + 5) : 0;
 		m->enqueue_us = h.enq_us;
 		m->deliver_us = h.dlv_us;
 		m->expire_us = h.exp_us;

@@ -9,12 +9,12 @@
  *
  *   config (written once, at creation)
  *   +-----+                     +----------------------------+
- *   | 'C' |                 ->  | struct mq_disk_config      |
+ *   | 'C' |                 ->  | struct mfsq_disk_config      |
  *   +-----+                     +----------------------------+
  *
  *   shard state, one per shard, rewritten by every enqueue to the shard
  *   +-----+-----------+         +----------------------------+
- *   | 'S' | shard u32 |     ->  | struct mq_disk_shard       |
+ *   | 'S' | shard u32 |     ->  | struct mfsq_disk_shard       |
  *   +-----+-----------+         +----------------------------+
  *
  *   subshard index: one row per live subshard, by its first seq; the value
@@ -25,46 +25,46 @@
  *
  *   durable subscriber
  *   +-----+---------------------+        +---------------------------------+
- *   | 'U' | name (1..48 bytes)  |   ->   | struct mq_disk_sub | acked[nshards] u64 |
+ *   | 'U' | name (1..48 bytes)  |   ->   | struct mfsq_disk_sub | acked[nshards] u64 |
  *   +-----+---------------------+        +---------------------------------+
  *
- *   rule of a durable subscriber (mq_subscribe_rule()), absent if none;
+ *   rule of a durable subscriber (mfsq_subscribe_rule()), absent if none;
  *   parsed again when the subscriber is opened
  *   +-----+---------------------+        +-------------------------------------+
- *   | 'R' | name (1..48 bytes)  |   ->   | rule text (no NUL, <= MQ_RULE_MAX)  |
+ *   | 'R' | name (1..48 bytes)  |   ->   | rule text (no NUL, <= MFSQ_RULE_MAX)  |
  *   +-----+---------------------+        +-------------------------------------+
  *
  * Q/s/<shard>/<id as 16 hex digits>   one subshard. Ids are never reused.
  *   A spare subshard is created ahead by the queue's own transactions, so
  *   that an enqueue inside a caller's transaction never has to create one.
  *   +-------------+        +------------------------+---------+
- *   | seq u64     |   ->   | struct mq_disk_msg     | payload |
+ *   | seq u64     |   ->   | struct mfsq_disk_msg     | payload |
  *   +-------------+        +------------------------+---------+
  *
  * Q/d/<shard>   the delay shard: bucket shards are key ranges, a bucket
  *   spanning [bucket * bucket_us, (bucket + 1) * bucket_us); within a
  *   bucket messages are in enqueue order (dseq from the shard state).
  *   +-------------+-----------+        +--------------------+---------+
- *   | bucket u64  | dseq u64  |   ->   | struct mq_disk_msg | payload |
+ *   | bucket u64  | dseq u64  |   ->   | struct mfsq_disk_msg | payload |
  *   +-------------+-----------+        +--------------------+---------+
  *
  * Q/x   exception queue (expired messages)
  *   +-------------+-----------+---------+      +-----------+-------------+---------+
- *   | origin u8   | shard u32 | seq u64 |  ->  | reason u8 | pad[7]      | mq_disk_msg | payload
+ *   | origin u8   | shard u32 | seq u64 |  ->  | reason u8 | pad[7]      | mfsq_disk_msg | payload
  *   | 's' stream  |           | or dseq |      +-----------+-------------+---------+
  *   | 'd' delay   |           |         |
  *   +-------------+-----------+---------+
  */
-#ifndef MQ_FORMAT_H
-#define MQ_FORMAT_H
+#ifndef MFSQ_FORMAT_H
+#define MFSQ_FORMAT_H
 
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
 
-#define MQ_FORMAT_VERSION 1
+#define MFSQ_FORMAT_VERSION 1
 
-struct mq_disk_config {
+struct mfsq_disk_config {
 	uint32_t version;
 	uint32_t nshards;
 	uint32_t subshard_msgs;
@@ -75,7 +75,7 @@ struct mq_disk_config {
 	uint32_t pad;
 };
 
-struct mq_disk_shard {
+struct mfsq_disk_shard {
 	uint64_t next_seq;	/* next stream sequence number (first is 1) */
 	uint64_t head_first;	/* first seq of the oldest live subshard */
 	uint64_t tail_first;	/* first seq of the subshard being filled */
@@ -91,16 +91,16 @@ struct mq_disk_shard {
 	uint64_t spare_id;	/* created ahead, not yet in use; 0: none */
 };
 
-#define MQ_SUB_F_LAGGING 0x1
+#define MFSQ_SUB_F_LAGGING 0x1
 
-struct mq_disk_sub {
+struct mfsq_disk_sub {
 	uint32_t flags;
 	uint32_t nshards;
 	uint64_t lost; /* messages skipped because of lagging */
 		       /* followed by uint64_t acked[nshards]: next seq not yet acknowledged */
 };
 
-struct mq_disk_msg {
+struct mfsq_disk_msg {
 	uint64_t enq_us;
 	uint64_t dlv_us;
 	uint64_t exp_us;
@@ -114,7 +114,7 @@ struct mq_disk_msg {
 /*
  * The ack log (acklog.c): a file next to the environment's data file,
  * "mfsq-<queue>.acks" (MDB_NOSUBDIR: "<path>-mfsq-<queue>.acks"), used by
- * MDB_NOSYNC environments; MQ_ACK_SLOTS slots of one stride each (the
+ * MDB_NOSYNC environments; MFSQ_ACK_SLOTS slots of one stride each (the
  * header and nshards positions, rounded up to 64 bytes), mapped MAP_SHARED
  * by every process of the queue. A process owns a slot by an OFD write
  * lock on its byte range.
@@ -124,14 +124,14 @@ struct mq_disk_msg {
  *   | magic | nshards | boot id      | name           | pos[nshards] u64  |
  *   | u32   | u32     | 40 bytes     | 56 bytes, NUL  | next seq not acked|
  *   +-------+---------+--------------+----------------+-------------------+
- *   magic 0: free; MQ_ACK_MAGIC: holds the positions of durable subscriber
+ *   magic 0: free; MFSQ_ACK_MAGIC: holds the positions of durable subscriber
  *   "name", written during the boot "boot id"
  *   (/proc/sys/kernel/random/boot_id).
  */
 /*
- * The enqueue log (enqlog.c): MQ_LOGS files per queue next to the data
+ * The enqueue log (enqlog.c): MFSQ_LOGS files per queue next to the data
  * file, "mfsq-<queue>.log<i>" (MDB_NOSUBDIR: "<path>-mfsq-<queue>.log<i>"),
- * each a ring of MQ_LOG_BYTES owned by one process (OFD lock on the file).
+ * each a ring of MFSQ_LOG_BYTES owned by one process (OFD lock on the file).
  * Records are 8-aligned; one that does not fit before the end is preceded
  * by a wrap record (or, with no room for a header, by nothing) and starts
  * at offset 0.
@@ -147,14 +147,14 @@ struct mq_disk_msg {
  * In the meta database, per log file, the first record not in the store,
  * written in the commit that moves records in:
  *   +-----+------------+        +----------------------------+
- *   | 'L' | file u32   |   ->   | struct mq_disk_log         |
+ *   | 'L' | file u32   |   ->   | struct mfsq_disk_log         |
  *   +-----+------------+        +----------------------------+
  */
-#define MQ_LOGS	     8
-#define MQ_LOG_BYTES (1u << 20)
-#define MQ_LOG_BATCH (16u << 10) /* payload bytes of a call that may go to the log */
+#define MFSQ_LOGS      8
+#define MFSQ_LOG_BYTES (1u << 20)
+#define MFSQ_LOG_BATCH (16u << 10) /* payload bytes of a call that may go to the log */
 
-struct mq_log_rec {
+struct mfsq_log_rec {
 	_Atomic uint64_t lsn;
 	uint64_t sum;
 	uint64_t enqueuer, deliver_us, expire_us;
@@ -162,30 +162,30 @@ struct mq_log_rec {
 	uint8_t prio, wrap, pad[6];
 };
 
-struct mq_disk_log {
+struct mfsq_disk_log {
 	uint64_t next_lsn; /* first record not yet in the store */
 	uint64_t off;	   /* where it is */
 };
 
-#define MQ_ACK_SLOTS   64
-#define MQ_ACK_MAGIC   0x6d71616bu /* "mqak" */
-#define MQ_BOOT_ID_LEN 40
+#define MFSQ_ACK_SLOTS	 64
+#define MFSQ_ACK_MAGIC	 0x6d71616bu /* "mqak" */
+#define MFSQ_BOOT_ID_LEN 40
 
-struct mq_ack_slot {
+struct mfsq_ack_slot {
 	_Atomic uint32_t magic;
 	uint32_t nshards;
-	char boot[MQ_BOOT_ID_LEN];
-	char name[56]; /* MQ_NAME_MAX + 1, padded: positions start 8-aligned */
+	char boot[MFSQ_BOOT_ID_LEN];
+	char name[56]; /* MFSQ_NAME_MAX + 1, padded: positions start 8-aligned */
 		       /* followed by _Atomic uint64_t pos[nshards] */
 };
 
-static inline void mq_be64_put(unsigned char *p, uint64_t v)
+static inline void mfsq_be64_put(unsigned char *p, uint64_t v)
 {
 	for (int i = 7; i >= 0; i--, v >>= 8)
 		p[i] = (unsigned char)v;
 }
 
-static inline uint64_t mq_be64_get(const unsigned char *p)
+static inline uint64_t mfsq_be64_get(const unsigned char *p)
 {
 	uint64_t v = 0;
 
@@ -194,15 +194,15 @@ static inline uint64_t mq_be64_get(const unsigned char *p)
 	return v;
 }
 
-static inline void mq_be32_put(unsigned char *p, uint32_t v)
+static inline void mfsq_be32_put(unsigned char *p, uint32_t v)
 {
 	for (int i = 3; i >= 0; i--, v >>= 8)
 		p[i] = (unsigned char)v;
 }
 
-static inline uint32_t mq_be32_get(const unsigned char *p)
+static inline uint32_t mfsq_be32_get(const unsigned char *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-#endif /* MQ_FORMAT_H */
+#endif /* MFSQ_FORMAT_H */

@@ -25,58 +25,58 @@
 
 #include "internal.h"
 
-/* After its own, a leader leads up to MQ_LEAD_MORE turns for others while
- * the turns write at least MQ_LEAD_BYTES of large values (see submit()). */
-#define MQ_LEAD_MORE  8
-#define MQ_LEAD_BYTES (128u << 10)
-#define MQ_LARGE      2000 /* bytes: LMDB puts such a value on overflow pages */
+/* After its own, a leader leads up to MFSQ_LEAD_MORE turns for others while
+ * the turns write at least MFSQ_LEAD_BYTES of large values (see submit()). */
+#define MFSQ_LEAD_MORE	8
+#define MFSQ_LEAD_BYTES (128u << 10)
+#define MFSQ_LARGE	2000 /* bytes: LMDB puts such a value on overflow pages */
 /* Payload bytes of enqueues one turn takes (at least one request; see take()). */
-#define MQ_TURN_BYTES (1u << 20)
+#define MFSQ_TURN_BYTES (1u << 20)
 
-struct mq_greq {
-	mq_group_fn *op; /* NULL: an enqueue of m[0..n) */
+struct mfsq_greq {
+	mfsq_group_fn *op; /* NULL: an enqueue of m[0..n) */
 	void *arg;
-	const struct mq_msg_in *m;
+	const struct mfsq_msg_in *m;
 	size_t n;
 	uint64_t *seqs;
-	struct mq_put *puts;
+	struct mfsq_put *puts;
 	size_t nputs;
 	size_t large; /* payload bytes of large values */
 	size_t bytes; /* payload bytes */
 	int rc, done;
 	int log; /* the enqueue log's records, up to (log_lsn, log_off) */
 	uint64_t log_lsn, log_off;
-	uint64_t group;	       /* deferred meta sync: durable once gsynced >= group */
-	struct mq_greq *next;  /* queued for the next turn, then in its batch */
-	struct mq_greq *wnext; /* committed, waiting for a sync (q->gwait) */
+	uint64_t group;		 /* deferred meta sync: durable once gsynced >= group */
+	struct mfsq_greq *next;	 /* queued for the next turn, then in its batch */
+	struct mfsq_greq *wnext; /* committed, waiting for a sync (q->gwait) */
 	pthread_cond_t cv;
 	int sleeping;
 	_Atomic uint64_t poke; /* wake() moves it: what a spinning waiter watches */
 };
 
-static int run(mq_queue *q, struct mq_greq *batch)
+static int run(mfsq_queue *q, struct mfsq_greq *batch)
 {
-	struct mq_loaded *ls = calloc(q->cfg.nshards, sizeof(*ls));
-	struct mq_wtx w;
+	struct mfsq_loaded *ls = calloc(q->cfg.nshards, sizeof(*ls));
+	struct mfsq_wtx w;
 	int rc, enqueued = 0;
 
 	if (!ls)
 		return ENOMEM;
 	for (;;) {
-		rc = mq_wtx_begin(q, NULL, 0, &w);
+		rc = mfsq_wtx_begin(q, NULL, 0, &w);
 		if (rc)
 			break;
-		for (struct mq_greq *r = batch; !rc && r; r = r->next) {
-			rc = r->op
-				 ? r->op(q, &w, r->arg)
-				 : mq_put_msgs(q, &w, r->m, r->n, r->seqs, r->puts, &r->nputs, ls);
+		for (struct mfsq_greq *r = batch; !rc && r; r = r->next) {
+			rc = r->op ? r->op(q, &w, r->arg)
+				   : mfsq_put_msgs(q, &w, r->m, r->n, r->seqs, r->puts, &r->nputs,
+						   ls);
 			if (!rc && r->log)
-				rc = mq_enqlog_mark(q, w.txn, q->logi, r->log_lsn, r->log_off);
+				rc = mfsq_enqlog_mark(q, w.txn, q->logi, r->log_lsn, r->log_off);
 		}
 		if (!rc)
-			rc = mq_put_states(q, &w, ls);
-		rc = mq_wtx_end(q, &w, rc);
-		if (rc != MQ_RETRY)
+			rc = mfsq_put_states(q, &w, ls);
+		rc = mfsq_wtx_end(q, &w, rc);
+		if (rc != MFSQ_RETRY)
 			break;
 		memset(ls, 0, q->cfg.nshards * sizeof(*ls));
 	}
@@ -85,7 +85,7 @@ static int run(mq_queue *q, struct mq_greq *batch)
 		for (uint32_t s = 0; s < q->cfg.nshards; s++)
 			if (ls[s].loaded) /* before the cache sees the new tails */
 				atomic_store(&q->shards[s].tail_first, ls[s].st.tail_first);
-		for (struct mq_greq *r = batch; r; r = r->next) {
+		for (struct mfsq_greq *r = batch; r; r = r->next) {
 			if (r->op)
 				continue;
 			enqueued = 1;
@@ -93,15 +93,15 @@ static int run(mq_queue *q, struct mq_greq *batch)
 			if (!r->log) /* logged calls counted when they returned */
 				atomic_fetch_add(&q->c.batches, 1);
 			atomic_fetch_add(&q->c.delayed_enqueued, r->n - r->nputs);
-			mq_cache_append(q, r->puts, r->nputs);
+			mfsq_cache_append(q, r->puts, r->nputs);
 		}
 		/* A group of acks alone has nothing to deliver: waking every
 		 * waiting subscriber for it made each of 4 subscribers of a
 		 * batch-1 stream run several empty dequeues per message. */
 		if (enqueued)
-			mq_put_committed(q, ls, NULL, 0);
+			mfsq_put_committed(q, ls, NULL, 0);
 		else if (atomic_load(&q->retention_due))
-			mq_retention(q);
+			mfsq_retention(q);
 	}
 	free(ls);
 	return rc;
@@ -109,7 +109,7 @@ static int run(mq_queue *q, struct mq_greq *batch)
 
 /* Run @batch (leader, no lock held); sets rc of every request. Returns the
  * number of commits made. */
-static int lead(mq_queue *q, struct mq_greq *batch)
+static int lead(mfsq_queue *q, struct mfsq_greq *batch)
 {
 	int rc = run(q, batch), commits = 0;
 
@@ -117,13 +117,13 @@ static int lead(mq_queue *q, struct mq_greq *batch)
 		/* one by one: a failure belongs to the request that caused it */
 		int logrc = 0;
 
-		for (struct mq_greq *r = batch, *nx; r; r = nx) {
+		for (struct mfsq_greq *r = batch, *nx; r; r = nx) {
 			nx = r->next;
 			r->next = NULL;
 			/* log records that cannot go in hold back every enqueue
 			 * (the log comes first: one of them may be its enqueuer's
 			 * earlier message); acknowledgements still go in */
-			r->rc = logrc && !r->op ? logrc : mq_lmdb_err(run(q, r));
+			r->rc = logrc && !r->op ? logrc : mfsq_lmdb_err(run(q, r));
 			if (r->log)
 				logrc = r->rc;
 			commits += !r->rc;
@@ -131,13 +131,13 @@ static int lead(mq_queue *q, struct mq_greq *batch)
 		}
 		return commits;
 	}
-	for (struct mq_greq *r = batch; r; r = r->next)
-		r->rc = mq_lmdb_err(rc);
+	for (struct mfsq_greq *r = batch; r; r = r->next)
+		r->rc = mfsq_lmdb_err(rc);
 	return !rc;
 }
 
 /* Whether own commits leave their meta page unsynced (see the top). */
-static int meta_deferred(mq_queue *q)
+static int meta_deferred(mfsq_queue *q)
 {
 	unsigned fl = 0;
 
@@ -147,7 +147,7 @@ static int meta_deferred(mq_queue *q)
 
 /* A request is finished once committed (or failed) and, with a deferred
  * meta sync, once a later sync made its commit durable. */
-static int finished(mq_queue *q, struct mq_greq *r)
+static int finished(mfsq_queue *q, struct mfsq_greq *r)
 {
 	if (!r->done || r->rc || r->group <= q->gsynced)
 		return r->done;
@@ -160,7 +160,7 @@ static int finished(mq_queue *q, struct mq_greq *r)
  * all waiters per commit made them fight for the lock (perf: half of a
  * four-subscriber run was spent in wake-ups and context switches).
  */
-static void wake(struct mq_greq *r)
+static void wake(struct mfsq_greq *r)
 {
 	atomic_fetch_add(&r->poke, 1);
 	if (r->sleeping)
@@ -170,7 +170,7 @@ static void wake(struct mq_greq *r)
 /*
  * The requests of the next turn, under q->glock: every queued operation
  * (acknowledgements: a position record each) first, then the enqueues in
- * arrival order up to MQ_TURN_BYTES of payload (at least one); the rest
+ * arrival order up to MFSQ_TURN_BYTES of payload (at least one); the rest
  * stays queued, in order, for the next turn. Taking everything made a
  * subscriber's acknowledgement wait for a commit of all its enqueuers'
  * batches (16 enqueuers of 256 4 KiB messages: 16 MiB), and then for its
@@ -179,24 +179,24 @@ static void wake(struct mq_greq *r)
  * themselves, and each enqueuer has one request queued at a time, so
  * moving operations ahead keeps every caller's order.
  */
-static struct mq_greq *take(mq_queue *q, struct mq_greq *lr)
+static struct mfsq_greq *take(mfsq_queue *q, struct mfsq_greq *lr)
 {
-	struct mq_greq *batch = NULL, **bt = &batch, *rest = NULL, **rt = &rest, *nx;
+	struct mfsq_greq *batch = NULL, **bt = &batch, *rest = NULL, **rt = &rest, *nx;
 	size_t bytes = 0;
 	int full = 0;
 
-	if (mq_enqlog_dirty(q)) {
+	if (mfsq_enqlog_dirty(q)) {
 		/* first: these calls returned before any queued one was made */
 		memset(lr, 0, sizeof(*lr));
 		lr->log = 1;
-		lr->n = mq_enqlog_take_locked(q, &lr->m, &lr->puts, &lr->log_lsn, &lr->log_off);
+		lr->n = mfsq_enqlog_take_locked(q, &lr->m, &lr->puts, &lr->log_lsn, &lr->log_off);
 		*bt = lr;
 		bt = &lr->next;
 	}
-	for (struct mq_greq *r = q->ghead; r; r = nx) {
+	for (struct mfsq_greq *r = q->ghead; r; r = nx) {
 		nx = r->next;
 		r->next = NULL;
-		if (!r->op && (full || (bytes && bytes + r->bytes > MQ_TURN_BYTES))) {
+		if (!r->op && (full || (bytes && bytes + r->bytes > MFSQ_TURN_BYTES))) {
 			full = 1;
 			*rt = r;
 			rt = &r->next;
@@ -212,17 +212,17 @@ static struct mq_greq *take(mq_queue *q, struct mq_greq *lr)
 }
 
 /* Leader's turn, called and returning with q->glock held. */
-static void turn(mq_queue *q)
+static void turn(mfsq_queue *q)
 {
-	struct mq_greq lr, *batch = take(q, &lr), **wp;
+	struct mfsq_greq lr, *batch = take(q, &lr), **wp;
 	int deferred = meta_deferred(q), commits = 0;
 	size_t large = 0;
-	uint64_t t0 = mq_mono_us(), dt;
+	uint64_t t0 = mfsq_mono_us(), dt;
 
 	q->gleader = 1;
-	for (struct mq_greq *b = batch; b; b = b->next)
+	for (struct mfsq_greq *b = batch; b; b = b->next)
 		large += b->large;
-	q->glarge = large >= MQ_LEAD_BYTES;
+	q->glarge = large >= MFSQ_LEAD_BYTES;
 	pthread_mutex_unlock(&q->glock);
 	if (batch)
 		commits = lead(q, batch);
@@ -236,10 +236,10 @@ static void turn(mq_queue *q)
 	/* A finished request is woken here and not touched again: its caller
 	 * may return (and its request, on its stack, go) as soon as the lock
 	 * is released, which the sync below does. */
-	for (struct mq_greq *b = batch, *nx; b; b = nx) {
+	for (struct mfsq_greq *b = batch, *nx; b; b = nx) {
 		nx = b->next;
 		if (b == &lr) { /* nobody waits for it */
-			mq_enqlog_done_locked(q, lr.m, lr.n, lr.log_lsn, lr.log_off, lr.rc);
+			mfsq_enqlog_done_locked(q, lr.m, lr.n, lr.log_lsn, lr.log_off, lr.rc);
 			continue;
 		}
 		b->group = deferred && !b->rc ? q->gcommitted : 0;
@@ -268,11 +268,11 @@ static void turn(mq_queue *q)
 		if (q->gsynced < upto)
 			q->gsynced = upto;
 	}
-	dt = mq_mono_us() - t0;
+	dt = mfsq_mono_us() - t0;
 	atomic_store(&q->gturn_us, (atomic_load(&q->gturn_us) * 7 + dt) / 8);
 	q->gleader = 0;
 	for (wp = &q->gwait; *wp;) {
-		struct mq_greq *w = *wp;
+		struct mfsq_greq *w = *wp;
 
 		if (finished(q, w)) {
 			*wp = w->wnext;
@@ -287,22 +287,22 @@ static void turn(mq_queue *q)
  * The enqueue log's flusher (enqlog.c): a caller that returned with its
  * records in the log leaves them to whoever leads next; when nobody
  * does, this thread leads turns until the log is empty, and sleeps.
- * Started at the first hand-over, stopped by mq_close().
+ * Started at the first hand-over, stopped by mfsq_close().
  */
 static void *flusher(void *arg)
 {
-	mq_queue *q = arg;
+	mfsq_queue *q = arg;
 	uint64_t retry = 0;
 
 	pthread_mutex_lock(&q->glock);
 	while (!q->log_stop) {
-		if (!q->gleader && (mq_enqlog_dirty(q) || q->ghead) &&
-		    (!q->log_err || mq_mono_us() >= retry)) {
-			mq_active(1);
+		if (!q->gleader && (mfsq_enqlog_dirty(q) || q->ghead) &&
+		    (!q->log_err || mfsq_mono_us() >= retry)) {
+			mfsq_active(1);
 			turn(q);
-			mq_active(-1);
+			mfsq_active(-1);
 			if (q->log_err) /* e.g. ENOSPC: the log waits, retried later */
-				retry = mq_mono_us() + 100000;
+				retry = mfsq_mono_us() + 100000;
 			continue;
 		}
 		q->log_sleeping = 1;
@@ -326,13 +326,13 @@ static void *flusher(void *arg)
 }
 
 /* Under q->glock, by a leader that is done: who leads next. */
-static void hand_over(mq_queue *q)
+static void hand_over(mfsq_queue *q)
 {
 	if (q->gleader)
 		return;
 	if (q->ghead) {
 		wake(q->ghead); /* it leads the next turn */
-	} else if (mq_enqlog_dirty(q)) {
+	} else if (mfsq_enqlog_dirty(q)) {
 		if (!q->log_thread_on)
 			q->log_thread_on = !pthread_create(&q->log_thread, NULL, flusher, q);
 		if (!q->log_thread_on)
@@ -344,7 +344,7 @@ static void hand_over(mq_queue *q)
 
 /* An enqueue into the log: 0 or an error of its commit, or -1 to take the
  * commit path. */
-static int logged(mq_queue *q, const struct mq_msg_in *m, size_t n)
+static int logged(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n)
 {
 	uint64_t lsn, head, used;
 	int rc = 0;
@@ -355,7 +355,7 @@ static int logged(mq_queue *q, const struct mq_msg_in *m, size_t n)
 	lsn = q->log_next_lsn;
 	head = q->log_head;
 	used = q->log_used;
-	if (mq_enqlog_put_locked(q, m, n)) {
+	if (mfsq_enqlog_put_locked(q, m, n)) {
 		pthread_mutex_unlock(&q->glock);
 		return -1;
 	}
@@ -364,14 +364,14 @@ static int logged(mq_queue *q, const struct mq_msg_in *m, size_t n)
 		 * commit as before; the others find it leading and return) */
 		uint64_t end = q->log_next_lsn;
 
-		mq_active(1);
+		mfsq_active(1);
 		turn(q);
-		mq_active(-1);
+		mfsq_active(-1);
 		/* its own commit failed (e.g. ENOSPC): with nothing after its
 		 * records, the call fails as a commit would have; else they
 		 * wait in the log, in order, for a turn that fits them */
 		if (q->log_tail_lsn < end && q->log_err &&
-		    !mq_enqlog_unput_locked(q, m, n, lsn, head, used, end))
+		    !mfsq_enqlog_unput_locked(q, m, n, lsn, head, used, end))
 			rc = q->log_err;
 	}
 	hand_over(q);
@@ -379,7 +379,7 @@ static int logged(mq_queue *q, const struct mq_msg_in *m, size_t n)
 	return rc;
 }
 
-void mq_group_close(mq_queue *q)
+void mfsq_group_close(mfsq_queue *q)
 {
 	if (q->log_thread_on) {
 		pthread_mutex_lock(&q->glock);
@@ -390,7 +390,7 @@ void mq_group_close(mq_queue *q)
 		q->log_thread_on = 0;
 	}
 	pthread_mutex_lock(&q->glock);
-	while (q->logfd >= 0 && mq_enqlog_dirty(q) && !q->gleader) {
+	while (q->logfd >= 0 && mfsq_enqlog_dirty(q) && !q->gleader) {
 		turn(q); /* what fails stays in the file: replayed at the next open */
 		if (q->log_err)
 			break;
@@ -398,13 +398,13 @@ void mq_group_close(mq_queue *q)
 	pthread_mutex_unlock(&q->glock);
 }
 
-static int submit(mq_queue *q, struct mq_greq *rp)
+static int submit(mfsq_queue *q, struct mfsq_greq *rp)
 {
-	struct mq_greq r = *rp;
+	struct mfsq_greq r = *rp;
 	int spun = 0;
 
 	pthread_cond_init(&r.cv, NULL);
-	mq_active(1);
+	mfsq_active(1);
 	pthread_mutex_lock(&q->glock);
 	*q->gtail = &r;
 	q->gtail = &r.next;
@@ -421,18 +421,18 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 			uint64_t p = atomic_load(&r.poke);
 
 			pthread_mutex_unlock(&q->glock);
-			spun = !mq_spin_while(&r.poke, p, mq_spin_us(q));
+			spun = !mfsq_spin_while(&r.poke, p, mfsq_spin_us(q));
 			pthread_mutex_lock(&q->glock);
 			continue;
 		}
 		r.sleeping = 1;
-		mq_active(-1);
+		mfsq_active(-1);
 		pthread_cond_wait(&r.cv, &q->glock);
-		mq_active(1);
+		mfsq_active(1);
 		r.sleeping = 0;
 		spun = 0;
 	}
-	for (struct mq_greq **wp = &q->gwait; *wp; wp = &(*wp)->wnext)
+	for (struct mfsq_greq **wp = &q->gwait; *wp; wp = &(*wp)->wnext)
 		if (*wp == &r) {
 			/* finished by a commit whose leader is syncing (lock
 			 * released) and woken early, e.g. spuriously: r lives on
@@ -449,20 +449,20 @@ static int submit(mq_queue *q, struct mq_greq *rp)
 	 * page faults). Not for small values: there the next leader writing
 	 * while this caller goes on is worth more (batches of 1: -20%).
 	 */
-	for (int k = 0; k < MQ_LEAD_MORE && q->glarge && q->ghead && !q->gleader; k++)
+	for (int k = 0; k < MFSQ_LEAD_MORE && q->glarge && q->ghead && !q->gleader; k++)
 		turn(q);
 	hand_over(q);
 	if (!r.rc && r.group && r.group > q->gerr_from && r.group <= q->gerr_upto)
 		r.rc = q->gerr; /* committed, but the sync that was to make it durable failed */
 	pthread_mutex_unlock(&q->glock);
-	mq_active(-1);
+	mfsq_active(-1);
 	pthread_cond_destroy(&r.cv);
 	return r.rc;
 }
 
-int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t *seqs)
+int mfsq_group_enqueue(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n, uint64_t *seqs)
 {
-	struct mq_greq r = {.m = m, .n = n, .seqs = seqs};
+	struct mfsq_greq r = {.m = m, .n = n, .seqs = seqs};
 	int rc;
 
 	/* without seqs to return nothing needs the commit: the log will do */
@@ -470,7 +470,7 @@ int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t 
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		r.bytes += m[i].len;
-		if (m[i].len >= MQ_LARGE)
+		if (m[i].len >= MFSQ_LARGE)
 			r.large += m[i].len;
 	}
 	r.puts = malloc(n * sizeof(*r.puts));
@@ -481,9 +481,9 @@ int mq_group_enqueue(mq_queue *q, const struct mq_msg_in *m, size_t n, uint64_t 
 	return rc;
 }
 
-int mq_group_op(mq_queue *q, mq_group_fn *op, void *arg)
+int mfsq_group_op(mfsq_queue *q, mfsq_group_fn *op, void *arg)
 {
-	struct mq_greq r = {.op = op, .arg = arg};
+	struct mfsq_greq r = {.op = op, .arg = arg};
 
 	return submit(q, &r);
 }

@@ -24,7 +24,7 @@
 
 static _Atomic uint64_t map_budget = 16u << 20;
 
-void mq_map_budget(uint64_t bytes)
+void mfsq_map_budget(uint64_t bytes)
 {
 	atomic_store(&map_budget, bytes);
 }
@@ -76,7 +76,7 @@ static char *map_start(MDB_env *env, size_t *size)
 	return base;
 }
 
-void mq_map_check(mq_queue *q)
+void mfsq_map_check(mfsq_queue *q)
 {
 	uint64_t budget = atomic_load(&map_budget);
 	size_t size;

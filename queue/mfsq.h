@@ -12,7 +12,7 @@
  * share one environment (each is a set of named databases prefixed by the
  * queue's name). A queue has N shards. Each message is enqueued by an
  * "enqueuer" (a 64-bit id chosen by the caller); all messages of one enqueuer
- * go to one shard (mq_shard_of()), so every subscriber sees one enqueuer's
+ * go to one shard (mfsq_shard_of()), so every subscriber sees one enqueuer's
  * messages in the order they were committed. Within a shard a message is
  * named by its sequence number (1, 2, ...), never reused.
  *
@@ -21,10 +21,10 @@
  * durable subscriber (and every ephemeral subscriber open in this process)
  * has acknowledged is dropped whole (mdb_drop), never message by message;
  * with no subscriber at all only the tail is kept. Past the hard limit
- * (mq_config.retain_max live subshards per shard) the oldest are dropped
+ * (mfsq_config.retain_max live subshards per shard) the oldest are dropped
  * anyway and the subscribers still there are marked lagging. Retention
- * runs in maintenance transactions: from mq_dequeue() (every 100 ms), after
- * an own-transaction enqueue that started a subshard, and from mq_tick();
+ * runs in maintenance transactions: from mfsq_dequeue() (every 100 ms), after
+ * an own-transaction enqueue that started a subshard, and from mfsq_tick();
  * until one runs, a shard may briefly hold more than retain_max subshards.
  * Ephemeral subscribers of another process do not hold retention.
  *
@@ -45,13 +45,13 @@
  * shard); across shards it is by time as far as the clocks of the
  * enqueuing processes agree.
  *
- * Delivery is at-least-once: mq_ack() acknowledges cumulatively per shard;
+ * Delivery is at-least-once: mfsq_ack() acknowledges cumulatively per shard;
  * a durable subscriber reopened after a restart or crash resumes after its
  * last acknowledged message of every shard.
  *
  * Environment requirements
  * ------------------------
- * - mdb_env_set_maxdbs() at least mq_dbs_needed() for every queue opened in
+ * - mdb_env_set_maxdbs() at least mfsq_dbs_needed() for every queue opened in
  *   the environment, plus what the caller needs itself.
  * - Open the environment with MDB_NOTLS: the queue opens short read
  *   transactions of its own, possibly on a thread that already holds one of
@@ -67,11 +67,11 @@
  *   cost one sync instead of two and they stay durable on return: the
  *   callers of a group wait until the next group's commit, or one
  *   mdb_env_sync() when none follows, has synced the meta page
- *   (mq_stats.meta_syncs). The caller's own commits in such an environment
+ *   (mfsq_stats.meta_syncs). The caller's own commits in such an environment
  *   are not durable until the next commit or mdb_env_sync() (see lmdb.h).
  * - In an MDB_NOSYNC environment the queue keeps files of its own next to
- *   the data file: mfsq-<queue>.acks (see mq_ack()) and up to 8
- *   mfsq-<queue>.log<i> of 1 MiB (see mq_enqueue()). They belong to the
+ *   the data file: mfsq-<queue>.acks (see mfsq_ack()) and up to 8
+ *   mfsq-<queue>.log<i> of 1 MiB (see mfsq_enqueue()). They belong to the
  *   environment: copy them with it (without the ack log, at most the
  *   acknowledgements of the last 100 ms are lost: a redelivery; without the
  *   enqueue logs of a crashed process, its enqueues not yet committed).
@@ -84,13 +84,13 @@
  * survive restarts and are shared between processes.
  *
  * Errors are LMDB-style int return codes: 0 on success, a positive errno
- * value, or one of the MQ_ codes below. MDB_MAP_FULL and MDB_TXN_FULL are
+ * value, or one of the MFSQ_ codes below. MDB_MAP_FULL and MDB_TXN_FULL are
  * returned as ENOSPC (for an own transaction the queue is left unchanged).
  * Other LMDB codes (negative, see lmdb.h) are returned as they are.
  *
  * Caveats
  * -------
- * - Never use an mq_sub from two threads at once; an mq_queue is
+ * - Never use an mfsq_sub from two threads at once; an mfsq_queue is
  *   thread-safe.
  * - Never call a queue function that takes its own write transaction
  *   (txn == NULL) from a thread that holds a write transaction on the same
@@ -109,66 +109,66 @@ extern "C" {
 #endif
 
 /** The subscriber fell behind the retention hard limit: messages were lost.
- *  Returned once by mq_dequeue(); the subscriber then continues from the
+ *  Returned once by mfsq_dequeue(); the subscriber then continues from the
  *  oldest retained message. */
-#define MQ_LAGGED (-30600)
+#define MFSQ_LAGGED (-30600)
 
 /** Largest queue name, subscriber name (bytes, without the NUL). */
-#define MQ_NAME_MAX 48
-/** Largest payload accepted by default; mq_config.max_payload may raise it. */
-#define MQ_PAYLOAD_MAX_DEFAULT (4u << 20)
-#define MQ_PRIO_MAX	       9
+#define MFSQ_NAME_MAX 48
+/** Largest payload accepted by default; mfsq_config.max_payload may raise it. */
+#define MFSQ_PAYLOAD_MAX_DEFAULT (4u << 20)
+#define MFSQ_PRIO_MAX		 9
 
-/* Message flags (mq_msg_in.flags and mq_msg.flags). */
-#define MQ_MSG_DELAYED 0x01 /**< set on delivery: came through the delay shard */
+/* Message flags (mfsq_msg_in.flags and mfsq_msg.flags). */
+#define MFSQ_MSG_DELAYED 0x01 /**< set on delivery: came through the delay shard */
 /** Memory-only (buffered) message: never written to the store, delivered
  *  only to subscribers open in this process, lost on restart; its seq is in
  *  a separate per-shard sequence. It ignores the caller's transaction (it
  *  is delivered even if that transaction aborts). Under memory pressure it
  *  spills: it is enqueued as a persistent message instead. It cannot be
  *  delayed. Set on delivery for buffered messages. */
-#define MQ_MSG_BUFFERED 0x02
+#define MFSQ_MSG_BUFFERED 0x02
 
-/* mq_open() flags */
-#define MQ_CREATE 0x1 /**< create the queue if it does not exist */
+/* mfsq_open() flags */
+#define MFSQ_CREATE 0x1 /**< create the queue if it does not exist */
 
-/* mq_subscribe() flags */
-#define MQ_SUB_DURABLE	  0x1 /**< named, position survives restarts */
-#define MQ_SUB_FROM_START 0x2 /**< new subscriber starts at the oldest retained message */
+/* mfsq_subscribe() flags */
+#define MFSQ_SUB_DURABLE    0x1 /**< named, position survives restarts */
+#define MFSQ_SUB_FROM_START 0x2 /**< new subscriber starts at the oldest retained message */
 
-/** Exception reasons (mq_exception_read()). */
-enum mq_reason {
-	MQ_REASON_EXPIRED = 1,	       /**< expired in the stream before delivery */
-	MQ_REASON_EXPIRED_DELAYED = 2, /**< expired while waiting in the delay shard */
+/** Exception reasons (mfsq_exception_read()). */
+enum mfsq_reason {
+	MFSQ_REASON_EXPIRED = 1,	 /**< expired in the stream before delivery */
+	MFSQ_REASON_EXPIRED_DELAYED = 2, /**< expired while waiting in the delay shard */
 };
 
 /** Queue configuration; fixed when the queue is created (stored with it). */
-struct mq_config {
+struct mfsq_config {
 	uint32_t nshards;	 /**< shards (1..1024), default 4 */
 	uint32_t subshard_msgs;	 /**< messages per subshard, default 4096 */
 	uint64_t subshard_bytes; /**< payload bytes per subshard, default 16 MiB */
 	uint32_t retain_max;	 /**< hard limit of live subshards per shard, default 64:
 				      older ones are dropped and subscribers still
 				      there are marked lagging */
-	uint32_t max_payload;	 /**< default MQ_PAYLOAD_MAX_DEFAULT */
+	uint32_t max_payload;	 /**< default MFSQ_PAYLOAD_MAX_DEFAULT */
 	uint64_t bucket_us;	 /**< delay bucket span, default 10 ms */
 };
 
 /** A message to enqueue. */
-struct mq_msg_in {
+struct mfsq_msg_in {
 	const void *data;    /**< payload (may be NULL when len is 0) */
-	size_t len;	     /**< payload length, up to mq_config.max_payload */
+	size_t len;	     /**< payload length, up to mfsq_config.max_payload */
 	uint64_t enqueuer;   /**< enqueuer id: selects the shard */
 	uint64_t deliver_us; /**< absolute delivery time; 0 or <= now: at once */
 	uint64_t expire_us;  /**< absolute expiry time; 0: never */
 	uint8_t prio;	     /**< 0..9, lower first among messages due together */
-	uint8_t flags;	     /**< 0 or MQ_MSG_BUFFERED */
-	uint32_t tag;	     /**< the caller's attribute, for rules (mq_subscribe_rule()) */
+	uint8_t flags;	     /**< 0 or MFSQ_MSG_BUFFERED */
+	uint32_t tag;	     /**< the caller's attribute, for rules (mfsq_subscribe_rule()) */
 };
 
 /** A delivered message. Pointers stay valid until the next dequeue on the
  *  same subscriber or until the subscriber is closed. */
-struct mq_msg {
+struct mfsq_msg {
 	uint32_t shard;
 	uint64_t seq;	     /**< sequence number in the shard */
 	uint64_t enqueue_us; /**< commit time of the enqueue */
@@ -176,24 +176,24 @@ struct mq_msg {
 	uint64_t expire_us;  /**< 0: never */
 	uint64_t enqueuer;
 	uint8_t prio;
-	uint8_t flags; /**< MQ_MSG_* */
+	uint8_t flags; /**< MFSQ_MSG_* */
 	uint32_t tag;  /**< as enqueued */
 	const void *data;
 	size_t len;
 };
 
-/** A filter callback (mq_subscribe()): return non-zero to receive the
+/** A filter callback (mfsq_subscribe()): return non-zero to receive the
  *  message. Called on the dequeuing thread with no queue lock held, after
  *  the payload was copied; it must not call queue functions on the same
  *  subscriber. Messages it rejects are skipped (and count as acknowledged by
- *  the next mq_ack()). Unlike a rule, it is not stored: a durable
- *  subscriber must pass it again on every mq_subscribe(). */
-typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
+ *  the next mfsq_ack()). Unlike a rule, it is not stored: a durable
+ *  subscriber must pass it again on every mfsq_subscribe(). */
+typedef int mfsq_filter_fn(const struct mfsq_msg *m, void *arg);
 
 /*
  * Rules
  * -----
- * A rule-based subscriber (mq_subscribe_rule()) receives only the messages
+ * A rule-based subscriber (mfsq_subscribe_rule()) receives only the messages
  * its rule takes. A rule is a text, parsed and checked when the subscriber
  * is created, stored with a durable subscriber (it survives restarts) and
  * applied by the dequeue to the message header, before any payload is
@@ -203,7 +203,7 @@ typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
  *     tag in (1, 2, 5) || (size >= 64KiB && !delayed)
  *     age < 30s && deliver_us >= 0x18b3c5a0f0000
  *
- * Grammar (spaces are free; at most MQ_RULE_MAX bytes, 32 levels of '(' and
+ * Grammar (spaces are free; at most MFSQ_RULE_MAX bytes, 32 levels of '(' and
  * '!', 64 values in one "in" list):
  *
  *     rule   := or
@@ -217,9 +217,9 @@ typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
  *
  * Attributes (ATTR; all unsigned, compared as 64-bit integers):
  *
- *     priority, prio   mq_msg.prio, 0..9 (a value above 9 is an error)
- *     enqueuer         mq_msg.enqueuer
- *     tag              mq_msg.tag, the caller's attribute (mq_msg_in.tag)
+ *     priority, prio   mfsq_msg.prio, 0..9 (a value above 9 is an error)
+ *     enqueuer         mfsq_msg.enqueuer
+ *     tag              mfsq_msg.tag, the caller's attribute (mfsq_msg_in.tag)
  *     size             payload bytes; units B, KiB, MiB, GiB
  *     shard, seq       where the message is
  *     enqueue_us, deliver_us, expire_us
@@ -228,20 +228,20 @@ typedef int mq_filter_fn(const struct mq_msg *m, void *arg);
  *     age              now minus enqueue_us, at the dequeue; same units
  *
  * Flags (FLAG, a condition by themselves): "delayed" (came through the
- * delay shard, MQ_MSG_DELAYED), "buffered" (memory-only, MQ_MSG_BUFFERED).
+ * delay shard, MFSQ_MSG_DELAYED), "buffered" (memory-only, MFSQ_MSG_BUFFERED).
  *
  * Messages a rule passes over are skipped and count as acknowledged by the
- * next mq_ack(s, NULL, NULL); they are counted in mq_stats.filtered. A
+ * next mfsq_ack(s, NULL, NULL); they are counted in mfsq_stats.filtered. A
  * durable subscriber whose rule takes nothing for a long time should still
- * call mq_ack(s, NULL, NULL) now and then (e.g. after a dequeue that timed
+ * call mfsq_ack(s, NULL, NULL) now and then (e.g. after a dequeue that timed
  * out), or it holds retention. Expired messages go to the exception queue
  * whatever the rule says.
  */
 /** Longest rule text (bytes, without the NUL). */
-#define MQ_RULE_MAX 1024
+#define MFSQ_RULE_MAX 1024
 
-/** Statistics, a snapshot (mq_stats()). Counters are for this process. */
-struct mq_stats {
+/** Statistics, a snapshot (mfsq_stats()). Counters are for this process. */
+struct mfsq_stats {
 	uint64_t enqueued, dequeued, acked, batches;
 	uint64_t commit_groups; /**< group commits of own-transaction enqueues and
 				     acks: concurrent calls share one commit */
@@ -275,7 +275,7 @@ struct mq_stats {
 						 only (MDB_NOSYNC environments: no commit) */
 	uint64_t ack_folds;		    /**< commits that folded logged acks into the store */
 	uint64_t acks_reaped;		    /**< ack log slots of dead processes folded in */
-	uint64_t coalesced_waits;	    /**< dequeue waits that slept MQ_COALESCE_US instead
+	uint64_t coalesced_waits;	    /**< dequeue waits that slept MFSQ_COALESCE_US instead
 						 of being woken by each commit (busy streams) */
 	uint64_t log_enqueued;		    /**< messages whose enqueue returned once in the
 						 enqueue log (MDB_NOSYNC, own transaction) */
@@ -283,14 +283,14 @@ struct mq_stats {
 	uint64_t log_replayed;		    /**< messages moved in from dead processes' logs */
 };
 
-typedef struct mq_queue mq_queue;
-typedef struct mq_sub mq_sub;
+typedef struct mfsq_queue mfsq_queue;
+typedef struct mfsq_sub mfsq_sub;
 
 /**
  * Fill @p cfg with the defaults.
  * Thread context: any.
  */
-void mq_config_default(struct mq_config *cfg);
+void mfsq_config_default(struct mfsq_config *cfg);
 
 /**
  * Number of named databases a queue with configuration @p cfg may hold open
@@ -300,19 +300,19 @@ void mq_config_default(struct mq_config *cfg);
  * @param cfg configuration, or NULL for the defaults.
  * Thread context: any.
  */
-unsigned mq_dbs_needed(const struct mq_config *cfg);
+unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
 
 /**
  * Open (or create) the queue @p name in @p env.
  * @param env an open environment (see "Environment requirements").
- * @param name 1..MQ_NAME_MAX bytes, no '/'.
+ * @param name 1..MFSQ_NAME_MAX bytes, no '/'.
  * @param cfg configuration used when the queue is created; ignored (the
  *        stored one is used) when it exists. NULL: defaults.
- * @param flags MQ_CREATE or 0.
+ * @param flags MFSQ_CREATE or 0.
  * @param out receives the queue.
  * @return 0, or
  *   EINVAL   bad name or configuration;
- *   ENOENT   the queue does not exist and MQ_CREATE was not given;
+ *   ENOENT   the queue does not exist and MFSQ_CREATE was not given;
  *   ENOMEM   out of memory;
  *   MDB_DBS_FULL  mdb_env_set_maxdbs() too small;
  *   ENOSPC   the map is full;
@@ -321,24 +321,24 @@ unsigned mq_dbs_needed(const struct mq_config *cfg);
  *   any LMDB error of mdb_txn_begin()/mdb_dbi_open().
  * Thread context: any thread not holding a write transaction on @p env.
  */
-int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigned flags,
-	    mq_queue **out);
+int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, unsigned flags,
+	      mfsq_queue **out);
 
 /**
  * Close the queue: frees its memory and caches. Subscribers must have been
  * closed. The environment stays open.
  * In an MDB_NOSYNC environment it first commits what the enqueue log still
  * holds and stops the log's flusher thread (what cannot be committed stays
- * in the log file for the next mq_open()).
+ * in the log file for the next mfsq_open()).
  * Thread context: any; no other call on @p q may be running.
  */
-void mq_close(mq_queue *q);
+void mfsq_close(mfsq_queue *q);
 
 /** The configuration the queue runs with. Thread context: any. */
-void mq_get_config(const mq_queue *q, struct mq_config *cfg);
+void mfsq_get_config(const mfsq_queue *q, struct mfsq_config *cfg);
 
 /** Shard of enqueuer @p enqueuer (stable for the life of the queue). */
-uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer);
+uint32_t mfsq_shard_of(const mfsq_queue *q, uint64_t enqueuer);
 
 /**
  * The @p n-th (0, 1, ...) enqueuer id, in increasing order, whose shard is
@@ -347,12 +347,12 @@ uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer);
  * @p n times the number of shards. Returns UINT64_MAX if @p shard is out of
  * range. Thread context: any.
  */
-uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n);
+uint64_t mfsq_enqueuer_in_shard(const mfsq_queue *q, uint32_t shard, uint64_t n);
 
 /**
  * Enqueue one message.
  * @param txn the caller's write transaction to join (the message commits or
- *        aborts with it; call mq_notify() after committing to wake waiting
+ *        aborts with it; call mfsq_notify() after committing to wake waiting
  *        subscribers at once), or NULL to run in a transaction of its own,
  *        committed before returning; concurrent such calls of this process
  *        share one commit (group commit), each still durable on return.
@@ -360,12 +360,12 @@ uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n);
  *        payload, the call returns once the message is in the queue's
  *        enqueue log instead: a MAP_SHARED file next to the data file
  *        (mfsq-<queue>.log<i>), as durable as a commit there (it survives a
- *        crash of the process; the next mq_open() or another process's
+ *        crash of the process; the next mfsq_open() or another process's
  *        retention replays a dead process's log, in order, once). A group
  *        commit moves it in right after (the caller leads it itself when
  *        nobody else commits; else the running leader or the queue's
  *        flusher thread takes it); subscribers see it then.
- *        (mq_stats.log_enqueued.)
+ *        (mfsq_stats.log_enqueued.)
  * @param m the message.
  * @param seq if not NULL, receives the sequence number in the shard (for
  *        a delayed message: 0, its stream number is given when promoted).
@@ -392,23 +392,23 @@ uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n);
  * Thread context: any. With txn == NULL the thread must not hold a write
  * transaction on the environment.
  */
-int mq_enqueue(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, uint64_t *seq);
+int mfsq_enqueue(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, uint64_t *seq);
 
 /**
  * Enqueue @p n messages in one transaction (the caller's or one of its own).
- * Either all are enqueued or (own transaction) none. Errors as mq_enqueue();
+ * Either all are enqueued or (own transaction) none. Errors as mfsq_enqueue();
  * @p seqs (may be NULL) receives n sequence numbers.
  */
-int mq_enqueue_batch(mq_queue *q, MDB_txn *txn, const struct mq_msg_in *m, size_t n,
-		     uint64_t *seqs);
+int mfsq_enqueue_batch(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, size_t n,
+		       uint64_t *seqs);
 
 /**
- * Wake subscribers waiting in mq_dequeue() in this process, e.g. after the
- * caller committed a transaction it passed to mq_enqueue(). Waiters also
+ * Wake subscribers waiting in mfsq_dequeue() in this process, e.g. after the
+ * caller committed a transaction it passed to mfsq_enqueue(). Waiters also
  * poll the store, so without it they wake after at most the poll interval.
  * Thread context: any.
  */
-void mq_notify(mq_queue *q);
+void mfsq_notify(mfsq_queue *q);
 
 /**
  * Promote due delayed messages and apply retention. Dequeue does this
@@ -417,32 +417,32 @@ void mq_notify(mq_queue *q);
  * @return 0, ENOSPC, LMDB errors.
  * Thread context: any thread not holding a write transaction on the env.
  */
-int mq_tick(mq_queue *q);
+int mfsq_tick(mfsq_queue *q);
 
 /**
  * Subscribe.
  * @param name NULL for an ephemeral subscriber (this process only, starts at
- *        the end or, with MQ_SUB_FROM_START, at the oldest retained message;
- *        its position is lost on close), or the name (1..MQ_NAME_MAX bytes) of a
+ *        the end or, with MFSQ_SUB_FROM_START, at the oldest retained message;
+ *        its position is lost on close), or the name (1..MFSQ_NAME_MAX bytes) of a
  *        durable subscriber: created on first use, resumed afterwards.
- * @param flags MQ_SUB_DURABLE (required with a name), MQ_SUB_FROM_START.
+ * @param flags MFSQ_SUB_DURABLE (required with a name), MFSQ_SUB_FROM_START.
  * @param filter NULL, or a callback: only messages it accepts are delivered.
  * @param arg passed to @p filter.
  * @param out receives the subscriber.
- * A durable subscriber keeps the rule stored by mq_subscribe_rule(), if any
+ * A durable subscriber keeps the rule stored by mfsq_subscribe_rule(), if any
  * (it applies before @p filter).
  * @return 0, or
  *   EINVAL   bad name or flags; the stored rule no longer parses;
  *   EBUSY    this durable subscriber is already open in this process;
- *   MDB_CORRUPTED  the stored rule is longer than MQ_RULE_MAX;
+ *   MDB_CORRUPTED  the stored rule is longer than MFSQ_RULE_MAX;
  *   ENOMEM, ENOSPC, LMDB errors.
  * Thread context: any thread not holding a write transaction on the env.
  */
-int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *filter, void *arg,
-		 mq_sub **out);
+int mfsq_subscribe(mfsq_queue *q, const char *name, unsigned flags, mfsq_filter_fn *filter,
+		   void *arg, mfsq_sub **out);
 
 /**
- * Subscribe with a rule (see "Rules"): as mq_subscribe(), and
+ * Subscribe with a rule (see "Rules"): as mfsq_subscribe(), and
  * @param rule the rule text; a durable subscriber stores it in the same
  *        transaction that creates or resumes it, replacing the stored one;
  *        "true" removes the stored rule (every message is delivered); NULL
@@ -457,64 +457,64 @@ int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *fi
  *            uses an unknown attribute or unit, a unit that does not fit
  *            its attribute, a priority above 9, a number above 2^64-1,
  *            nests deeper than 32, has more than 64 values in a list, or is
- *            longer than MQ_RULE_MAX (why says which, and where); with
+ *            longer than MFSQ_RULE_MAX (why says which, and where); with
  *            @p rule NULL, the stored rule no longer parses. Nothing is
  *            created or changed then.
- *   EBUSY, MDB_CORRUPTED, ENOMEM, ENOSPC, LMDB errors as mq_subscribe().
- * Thread context: as mq_subscribe().
+ *   EBUSY, MDB_CORRUPTED, ENOMEM, ENOSPC, LMDB errors as mfsq_subscribe().
+ * Thread context: as mfsq_subscribe().
  */
-int mq_subscribe_rule(mq_queue *q, const char *name, unsigned flags, const char *rule, char *why,
-		      size_t whylen, mq_sub **out);
+int mfsq_subscribe_rule(mfsq_queue *q, const char *name, unsigned flags, const char *rule,
+			char *why, size_t whylen, mfsq_sub **out);
 
 /**
  * Check a rule without subscribing (e.g. a control command validating its
  * input).
- * @return 0, or EINVAL with the reason in @p why (as mq_subscribe_rule()),
+ * @return 0, or EINVAL with the reason in @p why (as mfsq_subscribe_rule()),
  *   ENOMEM. Thread context: any.
  */
-int mq_rule_check(const char *rule, char *why, size_t whylen);
+int mfsq_rule_check(const char *rule, char *why, size_t whylen);
 
 /** The rule text in effect for @p s, or NULL if it has none. Valid until
- *  mq_unsubscribe(s). Thread context: any. */
-const char *mq_sub_rule(const mq_sub *s);
+ *  mfsq_unsubscribe(s). Thread context: any. */
+const char *mfsq_sub_rule(const mfsq_sub *s);
 
 /**
  * Close a subscriber. A durable subscriber keeps its acknowledged position
  * in the store; unacknowledged messages will be delivered again.
  * Thread context: the thread that uses @p s.
  */
-void mq_unsubscribe(mq_sub *s);
+void mfsq_unsubscribe(mfsq_sub *s);
 
 /**
  * Remove a durable subscriber, and its rule, from the store (it no longer
  * holds messages).
  * @return 0, EINVAL bad name, ENOENT unknown subscriber, EBUSY open in this
- *   process, ENOSPC, LMDB errors. Thread context: as mq_subscribe().
+ *   process, ENOSPC, LMDB errors. Thread context: as mfsq_subscribe().
  */
-int mq_subscriber_delete(mq_queue *q, const char *name);
+int mfsq_subscriber_delete(mfsq_queue *q, const char *name);
 
 /**
  * Dequeue up to @p max messages (merged over the shards by delivery time;
  * one shard's messages always in sequence order).
  * @param out array of @p max messages; data pointers stay valid until the
- *        next dequeue on @p s or mq_unsubscribe(s).
+ *        next dequeue on @p s or mfsq_unsubscribe(s).
  * @param n receives the number delivered (>= 1 on success).
  * @param timeout_ms 0: do not wait; < 0: wait for ever; else wait up to it.
  * Before reading, the call promotes due delayed messages and runs retention
  * (maintenance); a failure there (e.g. ENOSPC, MDB_DBS_FULL) does not fail
- * the dequeue: it is counted in mq_stats() and retried 100 ms later.
+ * the dequeue: it is counted in mfsq_stats() and retried 100 ms later.
  * @return 0, or
  *   EINVAL    max == 0;
  *   EAGAIN    nothing available and timeout_ms == 0;
  *   ETIMEDOUT nothing arrived in time;
- *   MQ_LAGGED the subscriber fell behind the retention limit and lost
+ *   MFSQ_LAGGED the subscriber fell behind the retention limit and lost
  *             messages; it now continues at the oldest retained one (call
  *             again);
  *   ENOMEM, LMDB errors of the read transaction.
  * Thread context: the thread that uses @p s, not holding a write
  * transaction on the environment.
  */
-int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout_ms);
+int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int timeout_ms);
 
 /**
  * Acknowledge @p m and, cumulatively, every message delivered before it from
@@ -527,7 +527,7 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
  * durable as a commit of such an environment (it survives a crash of the
  * process, and a reopened subscriber resumes after it in any process).
  * The store's record follows within 100 ms (the subscriber's next ack or
- * dequeue folds it in, mq_unsubscribe() too; mq_stats.ack_folds); after a
+ * dequeue folds it in, mfsq_unsubscribe() too; mfsq_stats.ack_folds); after a
  * crash of the machine, acknowledgements not yet folded and synced are
  * lost and their messages delivered again (at-least-once). At most 64
  * durable subscribers of a queue hold a slot of the log at once; the
@@ -538,10 +538,10 @@ int mq_dequeue(mq_sub *s, struct mq_msg *out, size_t max, size_t *n, int timeout
  *        with the next one; reopen the subscriber to have the messages
  *        delivered again.
  * @return 0, or EINVAL (@p m not delivered to @p s), ENOSPC, EIO etc. (as
- *   mq_enqueue(): committed, the sync failed), LMDB errors.
- * Thread context: as mq_dequeue(); with txn, the thread owning it.
+ *   mfsq_enqueue(): committed, the sync failed), LMDB errors.
+ * Thread context: as mfsq_dequeue(); with txn, the thread owning it.
  */
-int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m);
+int mfsq_ack(mfsq_sub *s, MDB_txn *txn, const struct mfsq_msg *m);
 
 /**
  * Move the subscriber of shard @p shard to sequence number @p seq (the next
@@ -555,51 +555,51 @@ int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m);
  *   ENOMEM, LMDB errors.
  * A durable subscriber's new position is written at once (acknowledged
  * positions of the other shards are written as they are in memory).
- * Thread context: as mq_dequeue().
+ * Thread context: as mfsq_dequeue().
  */
-int mq_seek_seq(mq_sub *s, uint32_t shard, uint64_t seq);
+int mfsq_seek_seq(mfsq_sub *s, uint32_t shard, uint64_t seq);
 
 /**
  * Move the subscriber, in every shard, to the first retained message whose
  * delivery time is >= @p t_us (the end of the shard if none).
  * Seeking to a time scans the retained messages of each shard.
  * @return 0, ENOMEM, ENOSPC (durable subscriber: position not written), LMDB
- *   errors. Thread context: as mq_dequeue().
+ *   errors. Thread context: as mfsq_dequeue().
  */
-int mq_seek_time(mq_sub *s, uint64_t t_us);
+int mfsq_seek_time(mfsq_sub *s, uint64_t t_us);
 
 /** Whether the subscriber was marked lagging (fell behind the hard limit). */
-int mq_sub_lagging(const mq_sub *s);
+int mfsq_sub_lagging(const mfsq_sub *s);
 
 /**
  * Read the exception queue: the first exception whose key is after
  * @p *cursor (0: from the start); advances @p *cursor.
  * @param m receives the message; its data points into @p buf (copied, up to
  *        @p buflen bytes; m->len is the full length).
- * @param reason receives an enum mq_reason.
+ * @param reason receives an enum mfsq_reason.
  * @return 0, ENOENT (no more), LMDB errors. Thread context: any.
  */
-int mq_exception_next(mq_queue *q, uint64_t *cursor, struct mq_msg *m, int *reason, void *buf,
-		      size_t buflen);
+int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int *reason, void *buf,
+			size_t buflen);
 
 /**
  * Whether message (@p shard, @p seq) is in this process's message cache now
  * (diagnostics and tests). Thread context: any.
  */
-int mq_cache_has(mq_queue *q, uint32_t shard, uint64_t seq);
+int mfsq_cache_has(mfsq_queue *q, uint32_t shard, uint64_t seq);
 
 /** Statistics snapshot. Thread context: any. */
-void mq_stats(mq_queue *q, struct mq_stats *st);
+void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st);
 
-/** Text for an MQ_ code, errno value or LMDB code. Thread context: any. */
-const char *mq_strerror(int rc);
+/** Text for an MFSQ_ code, errno value or LMDB code. Thread context: any. */
+const char *mfsq_strerror(int rc);
 
 /* ---- memory: process-wide cache budget and pressure (pressure.c) ---- */
 
-enum mq_pressure_mode {
-	MQ_PRESSURE_AUTO = 0, /**< /proc/pressure/memory and MemAvailable */
-	MQ_PRESSURE_ON = 1,   /**< force pressure (tests, operators) */
-	MQ_PRESSURE_OFF = 2,  /**< never under pressure */
+enum mfsq_pressure_mode {
+	MFSQ_PRESSURE_AUTO = 0, /**< /proc/pressure/memory and MemAvailable */
+	MFSQ_PRESSURE_ON = 1,	/**< force pressure (tests, operators) */
+	MFSQ_PRESSURE_OFF = 2,	/**< never under pressure */
 };
 
 /**
@@ -607,39 +607,39 @@ enum mq_pressure_mode {
  * default 64 MiB; 0 disables caching).
  * Thread context: any.
  */
-void mq_memory_budget(uint64_t bytes);
+void mfsq_memory_budget(uint64_t bytes);
 
 /**
  * Set the most file-backed memory the process may keep resident before the
  * engine drops the mapped pages of a queue's environment after a commit
  * (bytes, default 16 MiB; 0: never). LMDB's shared mapping otherwise keeps
  * every page it touched resident, so memory would grow with the store; the
- * pages stay in the page cache. Counted in mq_stats.map_trims.
+ * pages stay in the page cache. Counted in mfsq_stats.map_trims.
  * Thread context: any.
  */
-void mq_map_budget(uint64_t bytes);
+void mfsq_map_budget(uint64_t bytes);
 
 /** Set how pressure is decided. Thread context: any. */
-void mq_pressure_mode(enum mq_pressure_mode mode);
+void mfsq_pressure_mode(enum mfsq_pressure_mode mode);
 
 /** Whether the process is under memory pressure now (re-evaluated at most
  *  every 250 ms in AUTO mode). Thread context: any. */
-int mq_pressure_now(void);
+int mfsq_pressure_now(void);
 
 /* ---- cache sizing model (sizing.c), public so it can be tested ---- */
 
 /** One reader of a shard, as seen by the sizing model. */
-struct mq_size_reader {
+struct mfsq_size_reader {
 	double rate; /**< messages/s it dequeues from the shard */
 	double lag;  /**< messages behind the shard's tail (peak) */
 };
 
 /** One shard, as seen by the sizing model. */
-struct mq_size_shard {
+struct mfsq_size_shard {
 	double enq_rate;      /**< messages/s enqueued */
 	double subshard_msgs; /**< messages per subshard */
 	unsigned nreaders;
-	const struct mq_size_reader *readers;
+	const struct mfsq_size_reader *readers;
 };
 
 /**
@@ -647,14 +647,14 @@ struct mq_size_shard {
  * cache of @p cap subshards managed by earliest-estimated-access eviction.
  * Thread context: any (pure function).
  */
-double mq_sizing_overhead(const struct mq_size_shard *shards, unsigned n, unsigned cap);
+double mfsq_sizing_overhead(const struct mfsq_size_shard *shards, unsigned n, unsigned cap);
 
 /**
  * Preferred cache size in subshards, at most @p budget: the smallest size
  * whose estimated overhead is within noise of the best under the budget
  * (where extra memory stops paying). Thread context: any (pure function).
  */
-unsigned mq_sizing_choose(const struct mq_size_shard *shards, unsigned n, unsigned budget);
+unsigned mfsq_sizing_choose(const struct mfsq_size_shard *shards, unsigned n, unsigned budget);
 
 #ifdef __cplusplus
 }

@@ -15,22 +15,22 @@ static _Atomic int mode;
 static _Atomic uint64_t checked_us;
 static _Atomic int last;
 
-void mq_memory_budget(uint64_t bytes)
+void mfsq_memory_budget(uint64_t bytes)
 {
 	atomic_store(&budget, bytes);
 }
 
-uint64_t mq_budget_bytes(void)
+uint64_t mfsq_budget_bytes(void)
 {
 	return atomic_load(&budget);
 }
 
-void mq_budget_add(int64_t delta)
+void mfsq_budget_add(int64_t delta)
 {
 	atomic_fetch_add(&used, delta);
 }
 
-uint64_t mq_budget_used(void)
+uint64_t mfsq_budget_used(void)
 {
 	int64_t u = atomic_load(&used);
 
@@ -40,19 +40,19 @@ uint64_t mq_budget_used(void)
 /* Free cache chunks kept by all queues (cache.c: spare_limit). */
 static _Atomic int64_t spares;
 
-void mq_spare_add(int64_t delta)
+void mfsq_spare_add(int64_t delta)
 {
 	atomic_fetch_add(&spares, delta);
 }
 
-uint64_t mq_spare_used(void)
+uint64_t mfsq_spare_used(void)
 {
 	int64_t u = atomic_load(&spares);
 
 	return u > 0 ? (uint64_t)u : 0;
 }
 
-void mq_pressure_mode(enum mq_pressure_mode m)
+void mfsq_pressure_mode(enum mfsq_pressure_mode m)
 {
 	atomic_store(&mode, (int)m);
 	atomic_store(&checked_us, 0);
@@ -90,20 +90,20 @@ static int meminfo_pressure(void)
 	return total && avail && avail < total / 16;
 }
 
-int mq_pressure_now(void)
+int mfsq_pressure_now(void)
 {
 	uint64_t now;
 	int p;
 
 	switch (atomic_load(&mode)) {
-	case MQ_PRESSURE_ON:
+	case MFSQ_PRESSURE_ON:
 		return 1;
-	case MQ_PRESSURE_OFF:
+	case MFSQ_PRESSURE_OFF:
 		return 0;
 	default:
 		break;
 	}
-	now = mq_now_us();
+	now = mfsq_now_us();
 	if (now < atomic_load(&checked_us) + 250000)
 		return atomic_load(&last);
 	p = psi_pressure() || meminfo_pressure();

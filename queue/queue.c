@@ -8,7 +8,7 @@
 
 #include "internal.h"
 
-uint64_t mq_now_us(void)
+uint64_t mfsq_now_us(void)
 {
 	struct timespec ts;
 
@@ -22,7 +22,7 @@ uint64_t mq_now_us(void)
  * thousands of databases), on every dequeue. A reset transaction keeps its
  * reader slot. @spare holds the reset one (or NULL); NULL @spare: plain.
  */
-int mq_rtxn_begin(mq_queue *q, MDB_txn **spare, MDB_txn **txn)
+int mfsq_rtxn_begin(mfsq_queue *q, MDB_txn **spare, MDB_txn **txn)
 {
 	if (spare && *spare) {
 		*txn = *spare;
@@ -34,7 +34,7 @@ int mq_rtxn_begin(mq_queue *q, MDB_txn **spare, MDB_txn **txn)
 	return mdb_txn_begin(q->env, NULL, MDB_RDONLY, txn);
 }
 
-void mq_rtxn_end(MDB_txn **spare, MDB_txn *txn)
+void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn)
 {
 	if (!spare || *spare) {
 		mdb_txn_abort(txn);
@@ -45,54 +45,54 @@ void mq_rtxn_end(MDB_txn **spare, MDB_txn *txn)
 }
 
 /* The one place LMDB codes become queue codes. */
-int mq_lmdb_err(int rc)
+int mfsq_lmdb_err(int rc)
 {
 	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
 		return ENOSPC;
 	return rc;
 }
 
-void mq_config_default(struct mq_config *cfg)
+void mfsq_config_default(struct mfsq_config *cfg)
 {
 	cfg->nshards = 4;
 	cfg->subshard_msgs = 4096;
 	cfg->subshard_bytes = 16u << 20;
 	cfg->retain_max = 64;
-	cfg->max_payload = MQ_PAYLOAD_MAX_DEFAULT;
+	cfg->max_payload = MFSQ_PAYLOAD_MAX_DEFAULT;
 	cfg->bucket_us = 10000;
 }
 
-unsigned mq_dbs_needed(const struct mq_config *cfg)
+unsigned mfsq_dbs_needed(const struct mfsq_config *cfg)
 {
-	struct mq_config d;
+	struct mfsq_config d;
 
 	if (!cfg) {
-		mq_config_default(&d);
+		mfsq_config_default(&d);
 		cfg = &d;
 	}
 	return 2 + cfg->nshards * (cfg->retain_max + 3);
 }
 
-static int config_valid(const struct mq_config *c)
+static int config_valid(const struct mfsq_config *c)
 {
 	return c->nshards >= 1 && c->nshards <= 1024 && c->subshard_msgs >= 1 &&
 	       c->subshard_bytes >= 1 && c->retain_max >= 2 && c->max_payload >= 1 &&
 	       c->bucket_us >= 1;
 }
 
-void mq_shard_key(unsigned char k[5], uint32_t s)
+void mfsq_shard_key(unsigned char k[5], uint32_t s)
 {
 	k[0] = 'S';
-	mq_be32_put(k + 1, s);
+	mfsq_be32_put(k + 1, s);
 }
 
-int mq_read_shard(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *st)
+int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st)
 {
 	unsigned char k[5];
 	MDB_val key = {sizeof(k), k}, val;
 	int rc;
 
-	mq_shard_key(k, s);
+	mfsq_shard_key(k, s);
 	rc = mdb_get(txn, q->meta, &key, &val);
 	if (rc)
 		return rc;
@@ -102,20 +102,20 @@ int mq_read_shard(mq_queue *q, MDB_txn *txn, uint32_t s, struct mq_disk_shard *s
 	return 0;
 }
 
-int mq_write_shard(mq_queue *q, MDB_txn *txn, uint32_t s, const struct mq_disk_shard *st)
+int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st)
 {
 	unsigned char k[5];
 	MDB_val key = {sizeof(k), k}, val = {sizeof(*st), (void *)st};
 
-	mq_shard_key(k, s);
+	mfsq_shard_key(k, s);
 	return mdb_put(txn, q->meta, &key, &val, 0);
 }
 
-static int create_layout(mq_queue *q, struct mq_wtx *w)
+static int create_layout(mfsq_queue *q, struct mfsq_wtx *w)
 {
 	MDB_txn *txn = w->txn;
-	struct mq_disk_config dc = {
-	    .version = MQ_FORMAT_VERSION,
+	struct mfsq_disk_config dc = {
+	    .version = MFSQ_FORMAT_VERSION,
 	    .nshards = q->cfg.nshards,
 	    .subshard_msgs = q->cfg.subshard_msgs,
 	    .retain_max = q->cfg.retain_max,
@@ -127,37 +127,37 @@ static int create_layout(mq_queue *q, struct mq_wtx *w)
 	int rc = mdb_put(txn, q->meta, &key, &val, MDB_NOOVERWRITE);
 
 	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++) {
-		struct mq_disk_shard st = {
+		struct mfsq_disk_shard st = {
 		    .next_seq = 1,
 		    .head_first = 1,
 		    .min_due = UINT64_MAX,
 		    .next_id = 1,
 		};
 
-		rc = mq_subshard_roll(q, w, s, &st);
+		rc = mfsq_subshard_roll(q, w, s, &st);
 		if (!rc)
-			rc = mq_subshard_spare(q, w, s, &st);
+			rc = mfsq_subshard_spare(q, w, s, &st);
 		if (!rc)
-			rc = mq_write_shard(q, txn, s, &st);
+			rc = mfsq_write_shard(q, txn, s, &st);
 	}
 	return rc;
 }
 
-static int load_config(mq_queue *q, struct mq_wtx *w, unsigned flags)
+static int load_config(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 {
 	MDB_txn *txn = w->txn;
 	MDB_val key = {1, "C"}, val;
-	struct mq_disk_config dc;
+	struct mfsq_disk_config dc;
 	int rc = mdb_get(txn, q->meta, &key, &val);
 
 	if (rc == MDB_NOTFOUND)
-		return (flags & MQ_CREATE) ? create_layout(q, w) : ENOENT;
+		return (flags & MFSQ_CREATE) ? create_layout(q, w) : ENOENT;
 	if (rc)
 		return rc;
 	if (val.mv_size != sizeof(dc))
 		return MDB_CORRUPTED;
 	memcpy(&dc, val.mv_data, sizeof(dc));
-	if (dc.version != MQ_FORMAT_VERSION)
+	if (dc.version != MFSQ_FORMAT_VERSION)
 		return MDB_VERSION_MISMATCH;
 	q->cfg.nshards = dc.nshards;
 	q->cfg.subshard_msgs = dc.subshard_msgs;
@@ -168,11 +168,11 @@ static int load_config(mq_queue *q, struct mq_wtx *w, unsigned flags)
 	return 0;
 }
 
-static int open_dbs(mq_queue *q, struct mq_wtx *w, unsigned flags)
+static int open_dbs(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 {
 	MDB_txn *txn = w->txn;
-	char nm[MQ_NAME_MAX + 32];
-	unsigned cf = (flags & MQ_CREATE) ? MDB_CREATE : 0;
+	char nm[MFSQ_NAME_MAX + 32];
+	unsigned cf = (flags & MFSQ_CREATE) ? MDB_CREATE : 0;
 	int rc;
 
 	snprintf(nm, sizeof(nm), "%s/m", q->name);
@@ -184,7 +184,7 @@ static int open_dbs(mq_queue *q, struct mq_wtx *w, unsigned flags)
 	/* the configuration decides the shard count: read it first */
 	{
 		MDB_val key = {1, "C"}, val;
-		struct mq_disk_config dc;
+		struct mfsq_disk_config dc;
 
 		rc = mdb_get(txn, q->meta, &key, &val);
 		if (!rc && val.mv_size == sizeof(dc)) {
@@ -201,20 +201,20 @@ static int open_dbs(mq_queue *q, struct mq_wtx *w, unsigned flags)
 		rc = mdb_dbi_open(txn, nm, MDB_CREATE, &q->exc);
 	}
 	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++) {
-		struct mq_disk_shard st;
+		struct mfsq_disk_shard st;
 
 		MDB_dbi dbi;
 
 		snprintf(nm, sizeof(nm), "%s/d/%u", q->name, s);
 		rc = mdb_dbi_open(txn, nm, MDB_CREATE, &q->shards[s].delay);
 		if (!rc)
-			rc = mq_read_shard(q, txn, s, &st);
+			rc = mfsq_read_shard(q, txn, s, &st);
 		/* shared handles for the tail and the spare: enqueues inside
 		 * callers' transactions then never need to open one */
 		if (!rc)
-			rc = mq_wtx_subshard(q, w, s, st.tail_id, 0, &dbi);
+			rc = mfsq_wtx_subshard(q, w, s, st.tail_id, 0, &dbi);
 		if (!rc && st.spare_id)
-			rc = mq_wtx_subshard(q, w, s, st.spare_id, 0, &dbi);
+			rc = mfsq_wtx_subshard(q, w, s, st.spare_id, 0, &dbi);
 		if (!rc) {
 			q->shards[s].min_due = st.min_due;
 			q->shards[s].tail_first = st.tail_first;
@@ -224,16 +224,16 @@ static int open_dbs(mq_queue *q, struct mq_wtx *w, unsigned flags)
 	return rc;
 }
 
-int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigned flags,
-	    mq_queue **out)
+int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, unsigned flags,
+	      mfsq_queue **out)
 {
-	mq_queue *q;
-	struct mq_wtx w;
+	mfsq_queue *q;
+	struct mfsq_wtx w;
 	size_t nl = name ? strlen(name) : 0;
 	int rc;
 
 	*out = NULL;
-	if (!env || nl == 0 || nl > MQ_NAME_MAX || strchr(name, '/'))
+	if (!env || nl == 0 || nl > MFSQ_NAME_MAX || strchr(name, '/'))
 		return EINVAL;
 	q = calloc(1, sizeof(*q));
 	if (!q)
@@ -242,7 +242,7 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 	if (cfg)
 		q->cfg = *cfg;
 	else
-		mq_config_default(&q->cfg);
+		mfsq_config_default(&q->cfg);
 	if (!config_valid(&q->cfg)) {
 		free(q);
 		return EINVAL;
@@ -266,30 +266,30 @@ int mq_open(MDB_env *env, const char *name, const struct mq_config *cfg, unsigne
 		pthread_cond_init(&q->cond, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	q->cache_target = mq_budget_bytes();
+	q->cache_target = mfsq_budget_bytes();
 
-	rc = mq_wtx_begin(q, NULL, 1, &w);
+	rc = mfsq_wtx_begin(q, NULL, 1, &w);
 	if (!rc)
-		rc = mq_wtx_end(q, &w, open_dbs(q, &w, flags));
+		rc = mfsq_wtx_end(q, &w, open_dbs(q, &w, flags));
 	if (rc) {
-		mq_close(q);
-		return mq_lmdb_err(rc);
+		mfsq_close(q);
+		return mfsq_lmdb_err(rc);
 	}
-	mq_acklog_open(q); /* after the configuration: slots hold nshards positions */
-	mq_enqlog_open(q);
+	mfsq_acklog_open(q); /* after the configuration: slots hold nshards positions */
+	mfsq_enqlog_open(q);
 	*out = q;
 	return 0;
 }
 
-void mq_close(mq_queue *q)
+void mfsq_close(mfsq_queue *q)
 {
 	if (!q)
 		return;
-	mq_group_close(q); /* the log's records into the store, its thread stopped */
-	mq_enqlog_close(q);
-	mq_acklog_close(q);
-	mq_cache_free_all(q);
-	mq_buffered_free_all(q);
+	mfsq_group_close(q); /* the log's records into the store, its thread stopped */
+	mfsq_enqlog_close(q);
+	mfsq_acklog_close(q);
+	mfsq_cache_free_all(q);
+	mfsq_buffered_free_all(q);
 	if (q->shards) {
 		for (uint32_t s = 0; s < q->cfg.nshards; s++)
 			free(q->shards[s].dbis);
@@ -306,12 +306,12 @@ void mq_close(mq_queue *q)
 	free(q);
 }
 
-void mq_get_config(const mq_queue *q, struct mq_config *cfg)
+void mfsq_get_config(const mfsq_queue *q, struct mfsq_config *cfg)
 {
 	*cfg = q->cfg;
 }
 
-uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer)
+uint32_t mfsq_shard_of(const mfsq_queue *q, uint64_t enqueuer)
 {
 	/* splitmix64 finaliser: neighbouring ids spread over the shards */
 	uint64_t z = enqueuer + 0x9e3779b97f4a7c15ull;
@@ -322,18 +322,18 @@ uint32_t mq_shard_of(const mq_queue *q, uint64_t enqueuer)
 	return (uint32_t)(z % q->cfg.nshards);
 }
 
-uint64_t mq_enqueuer_in_shard(const mq_queue *q, uint32_t shard, uint64_t n)
+uint64_t mfsq_enqueuer_in_shard(const mfsq_queue *q, uint32_t shard, uint64_t n)
 {
 	if (shard >= q->cfg.nshards)
 		return UINT64_MAX;
 	for (uint64_t id = 0;; id++)
-		if (mq_shard_of(q, id) == shard && n-- == 0)
+		if (mfsq_shard_of(q, id) == shard && n-- == 0)
 			return id;
 }
 
-void mq_wake(mq_queue *q)
+void mfsq_wake(mfsq_queue *q)
 {
-	uint64_t now = mq_mono_us(), last = atomic_exchange(&q->wake_us, now);
+	uint64_t now = mfsq_mono_us(), last = atomic_exchange(&q->wake_us, now);
 	uint64_t gap = now > last ? now - last : 0;
 
 	/* racing wakers may mix their updates: it is an estimate */
@@ -344,21 +344,21 @@ void mq_wake(mq_queue *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
-void mq_notify(mq_queue *q)
+void mfsq_notify(mfsq_queue *q)
 {
-	mq_wake(q);
+	mfsq_wake(q);
 }
 
-int mq_tick(mq_queue *q)
+int mfsq_tick(mfsq_queue *q)
 {
-	int rc = mq_delay_promote(q);
+	int rc = mfsq_delay_promote(q);
 
 	if (!rc)
-		rc = mq_retention(q);
+		rc = mfsq_retention(q);
 	return rc;
 }
 
-void mq_late_record(mq_queue *q, uint64_t late_us)
+void mfsq_late_record(mfsq_queue *q, uint64_t late_us)
 {
 	unsigned b = 0;
 
@@ -370,7 +370,7 @@ void mq_late_record(mq_queue *q, uint64_t late_us)
 		;
 }
 
-static uint64_t late_pct(mq_queue *q, double p)
+static uint64_t late_pct(mfsq_queue *q, double p)
 {
 	uint64_t tot = 0, acc = 0;
 
@@ -390,9 +390,9 @@ static uint64_t late_pct(mq_queue *q, double p)
 	return atomic_load(&q->c.lateness_max);
 }
 
-void mq_stats(mq_queue *q, struct mq_stats *st)
+void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st)
 {
-	uint64_t now = mq_now_us();
+	uint64_t now = mfsq_now_us();
 	MDB_txn *txn;
 
 	memset(st, 0, sizeof(*st));
@@ -425,9 +425,9 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->pressure_events = 0;
 	if (!mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn)) {
 		for (uint32_t s = 0; s < q->cfg.nshards; s++) {
-			struct mq_disk_shard ds;
+			struct mfsq_disk_shard ds;
 
-			if (!mq_read_shard(q, txn, s, &ds)) {
+			if (!mfsq_read_shard(q, txn, s, &ds)) {
 				st->subshards_live += ds.nlive;
 				st->delayed_pending += ds.delay_pending;
 			}
@@ -437,7 +437,7 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	pthread_mutex_lock(&q->cache_lock);
 	st->cache_bytes = q->cache_bytes;
 	st->cache_target_bytes = q->cache_target;
-	st->cache_spare_bytes = (uint64_t)q->nspare_chunks * MQ_CHUNK_BYTES;
+	st->cache_spare_bytes = (uint64_t)q->nspare_chunks * MFSQ_CHUNK_BYTES;
 	st->pressure_events = q->c.pressure_events;
 	st->map_trims = q->c.map_trims;
 	st->meta_syncs = q->c.meta_syncs;
@@ -450,19 +450,19 @@ void mq_stats(mq_queue *q, struct mq_stats *st)
 	st->log_replayed = q->c.log_replayed;
 	st->sizing_restores_est_milli = (uint64_t)(q->sizing_est * 1000.0);
 	for (uint32_t s = 0; s < q->cfg.nshards; s++)
-		st->enqueue_rate += mq_rate_get(&q->shards[s].enq, now);
+		st->enqueue_rate += mfsq_rate_get(&q->shards[s].enq, now);
 	pthread_mutex_lock(&q->lock);
-	for (mq_sub *sb = q->subs; sb; sb = sb->next)
+	for (mfsq_sub *sb = q->subs; sb; sb = sb->next)
 		for (uint32_t s = 0; s < q->cfg.nshards; s++)
-			st->dequeue_rate += mq_rate_get(&sb->rate[s], now);
+			st->dequeue_rate += mfsq_rate_get(&sb->rate[s], now);
 	pthread_mutex_unlock(&q->lock);
 	pthread_mutex_unlock(&q->cache_lock);
 }
 
-const char *mq_strerror(int rc)
+const char *mfsq_strerror(int rc)
 {
-	if (rc == MQ_LAGGED)
-		return "MQ_LAGGED: subscriber fell behind the retention limit";
+	if (rc == MFSQ_LAGGED)
+		return "MFSQ_LAGGED: subscriber fell behind the retention limit";
 	if (rc < 0)
 		return mdb_strerror(rc);
 	return strerror(rc);

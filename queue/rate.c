@@ -8,7 +8,7 @@
 
 #define WINDOW_US 100000.0
 
-void mq_rate_add(struct mq_rate *r, double n, uint64_t now)
+void mfsq_rate_add(struct mfsq_rate *r, double n, uint64_t now)
 {
 	if (!r->t0_us)
 		r->t0_us = now;
@@ -22,7 +22,7 @@ void mq_rate_add(struct mq_rate *r, double n, uint64_t now)
 	}
 }
 
-double mq_rate_get(const struct mq_rate *r, uint64_t now)
+double mfsq_rate_get(const struct mfsq_rate *r, uint64_t now)
 {
 	double idle;
 

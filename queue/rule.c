@@ -91,7 +91,7 @@ struct ins {
 	uint64_t v;	/* I_CMP: the value; I_IN: index; I_CONST: 0/1 */
 };
 
-struct mq_rule {
+struct mfsq_rule {
 	unsigned n, nvals;
 	struct ins code[RULE_INS_MAX];
 	uint64_t vals[RULE_INS_MAX];
@@ -100,7 +100,7 @@ struct mq_rule {
 
 struct parser {
 	const char *s, *p;
-	struct mq_rule *r;
+	struct mfsq_rule *r;
 	unsigned depth;
 	char *why;
 	size_t whylen;
@@ -171,7 +171,7 @@ static int accept(struct parser *ps, const char *tok)
  * there are instructions, so RULE_INS_MAX bounds it too. */
 static int emit(struct parser *ps, struct ins in)
 {
-	struct mq_rule *r = ps->r;
+	struct mfsq_rule *r = ps->r;
 
 	if (r->n == RULE_INS_MAX)
 		return fail(ps, ps->p, "rule too long (more than %d terms)", RULE_INS_MAX);
@@ -243,8 +243,8 @@ static int value(struct parser *ps, const struct attr *a, uint64_t *out)
 		v *= u->mul;
 		q += ul;
 	}
-	if (a->type == T_PRIO && v > MQ_PRIO_MAX)
-		return fail(ps, at, "priority is 0..%d, not %llu", MQ_PRIO_MAX,
+	if (a->type == T_PRIO && v > MFSQ_PRIO_MAX)
+		return fail(ps, at, "priority is 0..%d, not %llu", MFSQ_PRIO_MAX,
 			    (unsigned long long)v);
 	ps->p = q;
 	*out = v;
@@ -294,7 +294,7 @@ static int test(struct parser *ps)
 		return emit(ps, (struct ins){.kind = I_FLAG, .attr = (uint8_t)a->id});
 	}
 	if (accept(ps, "in")) {
-		struct mq_rule *r = ps->r;
+		struct mfsq_rule *r = ps->r;
 		unsigned first = r->nvals, k = 0;
 
 		if (!accept(ps, "("))
@@ -385,7 +385,7 @@ static int parse_or(struct parser *ps)
 	return rc;
 }
 
-int mq_rule_compile(const char *text, struct mq_rule **out, char *why, size_t whylen)
+int mfsq_rule_compile(const char *text, struct mfsq_rule **out, char *why, size_t whylen)
 {
 	struct parser ps = {.s = text, .p = text, .why = why, .whylen = whylen};
 	size_t len;
@@ -399,9 +399,9 @@ int mq_rule_compile(const char *text, struct mq_rule **out, char *why, size_t wh
 			snprintf(why, whylen, "no rule");
 		return EINVAL;
 	}
-	len = strnlen(text, MQ_RULE_MAX + 1);
-	if (len > MQ_RULE_MAX)
-		return fail(&ps, text, "rule longer than %d bytes", MQ_RULE_MAX);
+	len = strnlen(text, MFSQ_RULE_MAX + 1);
+	if (len > MFSQ_RULE_MAX)
+		return fail(&ps, text, "rule longer than %d bytes", MFSQ_RULE_MAX);
 	ps.r = calloc(1, sizeof(*ps.r) + len + 1);
 	if (!ps.r)
 		return ENOMEM;
@@ -430,22 +430,22 @@ int mq_rule_compile(const char *text, struct mq_rule **out, char *why, size_t wh
 	return 0;
 }
 
-void mq_rule_free(struct mq_rule *r)
+void mfsq_rule_free(struct mfsq_rule *r)
 {
 	free(r);
 }
 
-const char *mq_rule_text(const struct mq_rule *r)
+const char *mfsq_rule_text(const struct mfsq_rule *r)
 {
 	return r ? r->text : NULL;
 }
 
-int mq_rule_trivial(const struct mq_rule *r)
+int mfsq_rule_trivial(const struct mfsq_rule *r)
 {
 	return r->n == 1 && r->code[0].kind == I_CONST && r->code[0].v == 1;
 }
 
-static uint64_t attr_of(const struct mq_msg *m, unsigned a, uint64_t now)
+static uint64_t attr_of(const struct mfsq_msg *m, unsigned a, uint64_t now)
 {
 	switch (a) {
 	case A_PRIO:
@@ -469,13 +469,13 @@ static uint64_t attr_of(const struct mq_msg *m, unsigned a, uint64_t now)
 	case A_AGE:
 		return now > m->enqueue_us ? now - m->enqueue_us : 0;
 	case A_DELAYED:
-		return !!(m->flags & MQ_MSG_DELAYED);
+		return !!(m->flags & MFSQ_MSG_DELAYED);
 	default: /* A_BUFFERED */
-		return !!(m->flags & MQ_MSG_BUFFERED);
+		return !!(m->flags & MFSQ_MSG_BUFFERED);
 	}
 }
 
-int mq_rule_match(const struct mq_rule *r, const struct mq_msg *m, uint64_t now)
+int mfsq_rule_match(const struct mfsq_rule *r, const struct mfsq_msg *m, uint64_t now)
 {
 	unsigned char st[RULE_INS_MAX];
 	unsigned sp = 0;
@@ -538,11 +538,11 @@ int mq_rule_match(const struct mq_rule *r, const struct mq_msg *m, uint64_t now)
 	return st[0];
 }
 
-int mq_rule_check(const char *rule, char *why, size_t whylen)
+int mfsq_rule_check(const char *rule, char *why, size_t whylen)
 {
-	struct mq_rule *r;
-	int rc = mq_rule_compile(rule, &r, why, whylen);
+	struct mfsq_rule *r;
+	int rc = mfsq_rule_compile(rule, &r, why, whylen);
 
-	mq_rule_free(r);
+	mfsq_rule_free(r);
 	return rc;
 }

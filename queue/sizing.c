@@ -37,17 +37,17 @@ static int gap_cmp(const void *a, const void *b)
 
 static int by_lag(const void *a, const void *b)
 {
-	const struct mq_size_reader *x = a, *y = b;
+	const struct mfsq_size_reader *x = a, *y = b;
 
 	return x->lag < y->lag ? -1 : x->lag > y->lag;
 }
 
-static size_t gaps_of(const struct mq_size_shard *sh, unsigned n, struct gap *g)
+static size_t gaps_of(const struct mfsq_size_shard *sh, unsigned n, struct gap *g)
 {
 	size_t k = 0;
 
 	for (unsigned s = 0; s < n; s++) {
-		struct mq_size_reader *r = malloc(sh[s].nreaders * sizeof(*r) + 1);
+		struct mfsq_size_reader *r = malloc(sh[s].nreaders * sizeof(*r) + 1);
 		double prev = 0, m = sh[s].subshard_msgs > 0 ? sh[s].subshard_msgs : 1;
 
 		if (!r)
@@ -100,7 +100,7 @@ static double overhead(const struct gap *g, size_t k, unsigned nshards, unsigned
 	return over < 0 ? 0 : over;
 }
 
-static size_t prepare(const struct mq_size_shard *sh, unsigned n, struct gap **out)
+static size_t prepare(const struct mfsq_size_shard *sh, unsigned n, struct gap **out)
 {
 	size_t tot = 0, k;
 
@@ -114,7 +114,7 @@ static size_t prepare(const struct mq_size_shard *sh, unsigned n, struct gap **o
 	return k;
 }
 
-double mq_sizing_overhead(const struct mq_size_shard *sh, unsigned n, unsigned cap)
+double mfsq_sizing_overhead(const struct mfsq_size_shard *sh, unsigned n, unsigned cap)
 {
 	struct gap *g;
 	size_t k = prepare(sh, n, &g);
@@ -143,7 +143,7 @@ static unsigned covered(const struct gap *g, size_t k, unsigned nshards, unsigne
 	return n;
 }
 
-unsigned mq_sizing_choose(const struct mq_size_shard *sh, unsigned n, unsigned budget)
+unsigned mfsq_sizing_choose(const struct mfsq_size_shard *sh, unsigned n, unsigned budget)
 {
 	struct gap *g;
 	size_t k = prepare(sh, n, &g);

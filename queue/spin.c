@@ -5,7 +5,7 @@
  * enqueuer; sleeping on a condition variable and being woken costs more
  * than that on a virtual machine (perf, batch-1 streams on 2 vCPUs: half
  * of the samples in futex wake-ups and context switches). A waiter that
- * expects its word to change soon watches it for up to MQ_SPIN_US first.
+ * expects its word to change soon watches it for up to MFSQ_SPIN_US first.
  * Only the group commit's waiters spin: a subscriber that spun for the
  * next message reacted at once and acknowledged in a commit of its own
  * instead of the enqueuer's next one, and with 4 subscribers it kept the
@@ -17,7 +17,7 @@
  * most one thread fewer than the process's CPUs spins at a time (none on
  * one CPU); the others sleep at once. Nor does a thread spin while the
  * process's threads that are inside a queue call and not asleep
- * (mq_active()) already fill the CPUs: the thread it waits for may then
+ * (mfsq_active()) already fill the CPUs: the thread it waits for may then
  * be waiting for a CPU itself. Spinning is only an optimisation:
  * every caller still re-checks its condition under its lock and sleeps
  * when the spin gave up, so no wake-up can be lost by it.
@@ -29,7 +29,7 @@
 #include "internal.h"
 
 static _Atomic int spinners;
-static _Atomic int active; /* threads in queue calls, not asleep */
+static _Atomic int active;	    /* threads in queue calls, not asleep */
 static _Atomic int spin_limit = -1; /* CPUs - 1, once known */
 
 static inline void relax(void)
@@ -41,7 +41,7 @@ static inline void relax(void)
 #endif
 }
 
-uint64_t mq_mono_us(void)
+uint64_t mfsq_mono_us(void)
 {
 	struct timespec ts;
 
@@ -68,7 +68,7 @@ static int limit(void)
 	return l;
 }
 
-int mq_spin_while(const _Atomic uint64_t *word, uint64_t old, uint64_t max_us)
+int mfsq_spin_while(const _Atomic uint64_t *word, uint64_t old, uint64_t max_us)
 {
 	uint64_t until;
 	int n;
@@ -82,7 +82,7 @@ int mq_spin_while(const _Atomic uint64_t *word, uint64_t old, uint64_t max_us)
 		atomic_fetch_sub(&spinners, 1);
 		return 0;
 	}
-	until = mq_mono_us() + max_us;
+	until = mfsq_mono_us() + max_us;
 	for (;;) {
 		for (int i = 0; i < 64; i++) {
 			if (atomic_load_explicit(word, memory_order_acquire) != old) {
@@ -91,23 +91,24 @@ int mq_spin_while(const _Atomic uint64_t *word, uint64_t old, uint64_t max_us)
 			}
 			relax();
 		}
-		if (mq_mono_us() >= until)
+		if (mfsq_mono_us() >= until)
 			break;
 	}
 	atomic_fetch_sub(&spinners, 1);
 	return 0;
 }
 
-uint64_t mq_spin_us(mq_queue *q)
+uint64_t mfsq_spin_us(mfsq_queue *q)
 {
 	/* a synced commit takes hundreds of microseconds: spinning through a
 	 * part of it only takes the CPU from the callers that fill the next
 	 * group (16 synced enqueuers: -20%) */
-	return atomic_load_explicit(&q->gturn_us, memory_order_relaxed) < MQ_SPIN_US ? MQ_SPIN_US
-										    : 0;
+	return atomic_load_explicit(&q->gturn_us, memory_order_relaxed) < MFSQ_SPIN_US
+		   ? MFSQ_SPIN_US
+		   : 0;
 }
 
-void mq_active(int delta)
+void mfsq_active(int delta)
 {
 	atomic_fetch_add_explicit(&active, delta, memory_order_relaxed);
 }

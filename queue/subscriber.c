@@ -12,7 +12,7 @@
 
 #include "internal.h"
 
-static void sub_key(const mq_sub *s, unsigned char *k, MDB_val *key)
+static void sub_key(const mfsq_sub *s, unsigned char *k, MDB_val *key)
 {
 	size_t nl = strlen(s->name);
 
@@ -24,13 +24,13 @@ static void sub_key(const mq_sub *s, unsigned char *k, MDB_val *key)
 
 /* Write the durable record: acked[] raised to what the store already has
  * (retention may have moved a lagging subscriber forward). */
-static int sub_store(mq_sub *s, MDB_txn *txn, int force)
+static int sub_store(mfsq_sub *s, MDB_txn *txn, int force)
 {
 	uint32_t n = s->q->cfg.nshards;
-	unsigned char k[MQ_NAME_MAX + 1];
-	size_t vl = sizeof(struct mq_disk_sub) + n * sizeof(uint64_t);
+	unsigned char k[MFSQ_NAME_MAX + 1];
+	size_t vl = sizeof(struct mfsq_disk_sub) + n * sizeof(uint64_t);
 	unsigned char *buf = malloc(vl);
-	struct mq_disk_sub ds = {.nshards = n};
+	struct mfsq_disk_sub ds = {.nshards = n};
 	MDB_val key, val;
 	int rc;
 
@@ -62,11 +62,11 @@ static int sub_store(mq_sub *s, MDB_txn *txn, int force)
 	return rc;
 }
 
-static int sub_load(mq_sub *s, MDB_txn *txn, int *found)
+static int sub_load(mfsq_sub *s, MDB_txn *txn, int *found)
 {
 	uint32_t n = s->q->cfg.nshards;
-	unsigned char k[MQ_NAME_MAX + 1];
-	struct mq_disk_sub ds;
+	unsigned char k[MFSQ_NAME_MAX + 1];
+	struct mfsq_disk_sub ds;
 	MDB_val key, val;
 	int rc;
 
@@ -81,7 +81,7 @@ static int sub_load(mq_sub *s, MDB_txn *txn, int *found)
 		return MDB_CORRUPTED;
 	memcpy(&ds, val.mv_data, sizeof(ds));
 	memcpy(s->acked, (char *)val.mv_data + sizeof(ds), n * sizeof(uint64_t));
-	s->lagging = !!(ds.flags & MQ_SUB_F_LAGGING);
+	s->lagging = !!(ds.flags & MFSQ_SUB_F_LAGGING);
 	return 0;
 }
 
@@ -97,9 +97,9 @@ static void rule_key(const char *name, unsigned char *k, MDB_val *key)
 }
 
 /* Store @r as the subscriber's rule, or remove the stored one (r NULL). */
-static int rule_store(mq_sub *s, MDB_txn *txn, const struct mq_rule *r)
+static int rule_store(mfsq_sub *s, MDB_txn *txn, const struct mfsq_rule *r)
 {
-	unsigned char k[MQ_NAME_MAX + 1];
+	unsigned char k[MFSQ_NAME_MAX + 1];
 	MDB_val key, val;
 	int rc;
 
@@ -108,16 +108,16 @@ static int rule_store(mq_sub *s, MDB_txn *txn, const struct mq_rule *r)
 		rc = mdb_del(txn, s->q->meta, &key, NULL);
 		return rc == MDB_NOTFOUND ? 0 : rc;
 	}
-	val.mv_data = (void *)mq_rule_text(r);
-	val.mv_size = strlen(mq_rule_text(r));
+	val.mv_data = (void *)mfsq_rule_text(r);
+	val.mv_size = strlen(mfsq_rule_text(r));
 	return mdb_put(txn, s->q->meta, &key, &val, 0);
 }
 
 /* Compile the stored rule, if any, into s->rule. */
-static int rule_load(mq_sub *s, MDB_txn *txn, char *why, size_t whylen)
+static int rule_load(mfsq_sub *s, MDB_txn *txn, char *why, size_t whylen)
 {
-	unsigned char k[MQ_NAME_MAX + 1];
-	char text[MQ_RULE_MAX + 1];
+	unsigned char k[MFSQ_NAME_MAX + 1];
+	char text[MFSQ_RULE_MAX + 1];
 	MDB_val key, val;
 	int rc;
 
@@ -125,11 +125,11 @@ static int rule_load(mq_sub *s, MDB_txn *txn, char *why, size_t whylen)
 	rc = mdb_get(txn, s->q->meta, &key, &val);
 	if (rc)
 		return rc == MDB_NOTFOUND ? 0 : rc;
-	if (val.mv_size > MQ_RULE_MAX)
+	if (val.mv_size > MFSQ_RULE_MAX)
 		return MDB_CORRUPTED;
 	memcpy(text, val.mv_data, val.mv_size);
 	text[val.mv_size] = 0;
-	rc = mq_rule_compile(text, &s->rule, why, whylen);
+	rc = mfsq_rule_compile(text, &s->rule, why, whylen);
 	if (rc == EINVAL && why && whylen) {
 		char tmp[256];
 
@@ -139,9 +139,9 @@ static int rule_load(mq_sub *s, MDB_txn *txn, char *why, size_t whylen)
 	return rc;
 }
 
-static void sub_free(mq_sub *s)
+static void sub_free(mfsq_sub *s)
 {
-	mq_rule_free(s->rule);
+	mfsq_rule_free(s->rule);
 	if (s->rtxn)
 		mdb_txn_abort(s->rtxn);
 	free((void *)s->pos);
@@ -153,15 +153,15 @@ static void sub_free(mq_sub *s)
 	free(s);
 }
 
-static int start_positions(mq_sub *s, MDB_txn *txn)
+static int start_positions(mfsq_sub *s, MDB_txn *txn)
 {
 	for (uint32_t i = 0; i < s->q->cfg.nshards; i++) {
-		struct mq_disk_shard st;
-		int rc = mq_read_shard(s->q, txn, i, &st);
+		struct mfsq_disk_shard st;
+		int rc = mfsq_read_shard(s->q, txn, i, &st);
 
 		if (rc)
 			return rc;
-		s->acked[i] = (s->flags & MQ_SUB_FROM_START) ? st.head_first : st.next_seq;
+		s->acked[i] = (s->flags & MFSQ_SUB_FROM_START) ? st.head_first : st.next_seq;
 	}
 	return 0;
 }
@@ -170,35 +170,36 @@ static int start_positions(mq_sub *s, MDB_txn *txn)
  * @rule: NULL keeps a durable subscriber's stored rule (none for an
  * ephemeral one); a text replaces it ("true" removes it).
  */
-static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *rule,
-		     mq_filter_fn *filter, void *arg, char *why, size_t whylen, mq_sub **out)
+static int subscribe(mfsq_queue *q, const char *name, unsigned flags, const char *rule,
+		     mfsq_filter_fn *filter, void *arg, char *why, size_t whylen, mfsq_sub **out)
 {
 	uint32_t n = q->cfg.nshards;
 	size_t nl = name ? strlen(name) : 0;
-	struct mq_rule *given = NULL;
+	struct mfsq_rule *given = NULL;
 	uint64_t reaped = 0;
-	struct mq_wtx w;
-	mq_sub *s;
+	struct mfsq_wtx w;
+	mfsq_sub *s;
 	int rc, found = 0;
 
 	*out = NULL;
 	if (why && whylen)
 		why[0] = 0;
-	if ((name && (nl == 0 || nl > MQ_NAME_MAX || !(flags & MQ_SUB_DURABLE))) ||
-	    (!name && (flags & MQ_SUB_DURABLE)) || (flags & ~(MQ_SUB_DURABLE | MQ_SUB_FROM_START)))
+	if ((name && (nl == 0 || nl > MFSQ_NAME_MAX || !(flags & MFSQ_SUB_DURABLE))) ||
+	    (!name && (flags & MFSQ_SUB_DURABLE)) ||
+	    (flags & ~(MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START)))
 		return EINVAL;
 	if (rule) {
-		rc = mq_rule_compile(rule, &given, why, whylen);
+		rc = mfsq_rule_compile(rule, &given, why, whylen);
 		if (rc)
 			return rc;
-		if (mq_rule_trivial(given)) {
-			mq_rule_free(given);
+		if (mfsq_rule_trivial(given)) {
+			mfsq_rule_free(given);
 			given = NULL;
 		}
 	}
 	s = calloc(1, sizeof(*s));
 	if (!s) {
-		mq_rule_free(given);
+		mfsq_rule_free(given);
 		return ENOMEM;
 	}
 	s->rule = given;
@@ -220,8 +221,8 @@ static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *
 	}
 	if (name) {
 		pthread_mutex_lock(&q->lock);
-		for (mq_sub *o = q->subs; o; o = o->next)
-			if ((o->flags & MQ_SUB_DURABLE) && !strcmp(o->name, s->name))
+		for (mfsq_sub *o = q->subs; o; o = o->next)
+			if ((o->flags & MFSQ_SUB_DURABLE) && !strcmp(o->name, s->name))
 				found = 1;
 		pthread_mutex_unlock(&q->lock);
 		if (found) {
@@ -229,9 +230,9 @@ static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *
 			return EBUSY;
 		}
 	}
-	rc = mq_wtx_begin(q, NULL, 0, &w);
+	rc = mfsq_wtx_begin(q, NULL, 0, &w);
 	if (!rc && name) /* positions a dead process left in the ack log first */
-		rc = mq_acklog_reap(q, w.txn, &reaped);
+		rc = mfsq_acklog_reap(q, w.txn, &reaped);
 	if (!rc && name)
 		rc = sub_load(s, w.txn, &found);
 	if (!rc && name)
@@ -240,18 +241,18 @@ static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *
 		rc = start_positions(s, w.txn);
 	if (!rc && name && !found)
 		rc = sub_store(s, w.txn, 1);
-	rc = rc ? mq_wtx_end(q, &w, rc) : mq_wtx_end(q, &w, 0);
-	mq_acklog_reaped(q, reaped, !rc);
+	rc = rc ? mfsq_wtx_end(q, &w, rc) : mfsq_wtx_end(q, &w, 0);
+	mfsq_acklog_reaped(q, reaped, !rc);
 	if (rc) {
 		sub_free(s);
-		return mq_lmdb_err(rc);
+		return mfsq_lmdb_err(rc);
 	}
 	for (uint32_t i = 0; i < n; i++)
 		s->pos[i] = s->acked[i];
-	mq_acklog_claim(s);
+	mfsq_acklog_claim(s);
 	pthread_mutex_lock(&q->cache_lock);
 	for (uint32_t i = 0; i < n; i++)
-		s->bpos[i] = mq_buffered_end(q, i); /* memory-only: from now on */
+		s->bpos[i] = mfsq_buffered_end(q, i); /* memory-only: from now on */
 	pthread_mutex_lock(&q->lock);
 	s->next = q->subs;
 	q->subs = s;
@@ -261,35 +262,35 @@ static int subscribe(mq_queue *q, const char *name, unsigned flags, const char *
 	return 0;
 }
 
-int mq_subscribe(mq_queue *q, const char *name, unsigned flags, mq_filter_fn *filter, void *arg,
-		 mq_sub **out)
+int mfsq_subscribe(mfsq_queue *q, const char *name, unsigned flags, mfsq_filter_fn *filter,
+		   void *arg, mfsq_sub **out)
 {
 	return subscribe(q, name, flags, NULL, filter, arg, NULL, 0, out);
 }
 
-int mq_subscribe_rule(mq_queue *q, const char *name, unsigned flags, const char *rule, char *why,
-		      size_t whylen, mq_sub **out)
+int mfsq_subscribe_rule(mfsq_queue *q, const char *name, unsigned flags, const char *rule,
+			char *why, size_t whylen, mfsq_sub **out)
 {
 	return subscribe(q, name, flags, rule, NULL, NULL, why, whylen, out);
 }
 
-const char *mq_sub_rule(const mq_sub *s)
+const char *mfsq_sub_rule(const mfsq_sub *s)
 {
-	return mq_rule_text(s->rule);
+	return mfsq_rule_text(s->rule);
 }
 
-void mq_unsubscribe(mq_sub *s)
+void mfsq_unsubscribe(mfsq_sub *s)
 {
-	mq_queue *q;
+	mfsq_queue *q;
 
 	if (!s)
 		return;
 	q = s->q;
 	if (s->slot >= 0) /* positions only in the slot: into the store now */
-		mq_acklog_release(s, !s->fold_due_us || !mq_sub_fold(s));
+		mfsq_acklog_release(s, !s->fold_due_us || !mfsq_sub_fold(s));
 	pthread_mutex_lock(&q->cache_lock); /* eviction reads subscribers */
 	pthread_mutex_lock(&q->lock);
-	for (mq_sub **pp = &q->subs; *pp; pp = &(*pp)->next)
+	for (mfsq_sub **pp = &q->subs; *pp; pp = &(*pp)->next)
 		if (*pp == s) {
 			*pp = s->next;
 			break;
@@ -299,28 +300,28 @@ void mq_unsubscribe(mq_sub *s)
 	sub_free(s);
 }
 
-int mq_subscriber_delete(mq_queue *q, const char *name)
+int mfsq_subscriber_delete(mfsq_queue *q, const char *name)
 {
-	unsigned char k[MQ_NAME_MAX + 1];
+	unsigned char k[MFSQ_NAME_MAX + 1];
 	size_t nl = name ? strlen(name) : 0;
 	MDB_val key = {nl + 1, k};
-	struct mq_wtx w;
+	struct mfsq_wtx w;
 	int rc, busy = 0;
 
-	if (nl == 0 || nl > MQ_NAME_MAX)
+	if (nl == 0 || nl > MFSQ_NAME_MAX)
 		return EINVAL;
 	pthread_mutex_lock(&q->lock);
-	for (mq_sub *o = q->subs; o; o = o->next)
-		if ((o->flags & MQ_SUB_DURABLE) && !strcmp(o->name, name))
+	for (mfsq_sub *o = q->subs; o; o = o->next)
+		if ((o->flags & MFSQ_SUB_DURABLE) && !strcmp(o->name, name))
 			busy = 1;
 	pthread_mutex_unlock(&q->lock);
 	if (busy)
 		return EBUSY;
 	k[0] = 'U';
 	memcpy(k + 1, name, nl);
-	rc = mq_wtx_begin(q, NULL, 0, &w);
+	rc = mfsq_wtx_begin(q, NULL, 0, &w);
 	if (rc)
-		return mq_lmdb_err(rc);
+		return mfsq_lmdb_err(rc);
 	rc = mdb_del(w.txn, q->meta, &key, NULL);
 	if (!rc) {
 		MDB_val rkey;
@@ -330,20 +331,20 @@ int mq_subscriber_delete(mq_queue *q, const char *name)
 		if (rc == MDB_NOTFOUND)
 			rc = 0;
 	}
-	rc = mq_wtx_end(q, &w, rc);
+	rc = mfsq_wtx_end(q, &w, rc);
 	if (rc == MDB_NOTFOUND)
 		return ENOENT;
 	if (!rc)
 		atomic_store(&q->retention_due, 1);
-	return mq_lmdb_err(rc);
+	return mfsq_lmdb_err(rc);
 }
 
 struct persist_arg {
-	mq_sub *s;
+	mfsq_sub *s;
 	int force;
 };
 
-static int persist_op(mq_queue *q, struct mq_wtx *w, void *arg)
+static int persist_op(mfsq_queue *q, struct mfsq_wtx *w, void *arg)
 {
 	struct persist_arg *a = arg;
 
@@ -353,19 +354,19 @@ static int persist_op(mq_queue *q, struct mq_wtx *w, void *arg)
 
 /* Write acked[] in an own transaction (grouped with concurrent enqueues
  * and acks); the ack log slot then follows the store. */
-static int commit_own(mq_sub *s, int force)
+static int commit_own(mfsq_sub *s, int force)
 {
 	struct persist_arg a = {s, force};
-	int rc = mq_lmdb_err(mq_group_op(s->q, persist_op, &a));
+	int rc = mfsq_lmdb_err(mfsq_group_op(s->q, persist_op, &a));
 
 	if (!rc && s->slot >= 0) {
-		mq_acklog_write(s); /* e.g. a seek back: the slot must not stay ahead */
+		mfsq_acklog_write(s); /* e.g. a seek back: the slot must not stay ahead */
 		s->fold_due_us = 0;
 	}
 	return rc;
 }
 
-int mq_sub_fold(mq_sub *s)
+int mfsq_sub_fold(mfsq_sub *s)
 {
 	int rc = commit_own(s, 0);
 
@@ -374,7 +375,7 @@ int mq_sub_fold(mq_sub *s)
 	if (rc) { /* the slot still has them: try again later */
 		atomic_fetch_add(&s->q->c.maint_errors, 1);
 		atomic_store(&s->q->last_maint_error, rc);
-		s->fold_due_us = mq_mono_us() + MQ_ACK_FOLD_US;
+		s->fold_due_us = mfsq_mono_us() + MFSQ_ACK_FOLD_US;
 	}
 	return rc;
 }
@@ -382,34 +383,34 @@ int mq_sub_fold(mq_sub *s)
 /* Persist acked[] of a durable subscriber in @txn or an own transaction;
  * in an MDB_NOSYNC environment an own one is deferred to the ack log
  * (acklog.c), which is as durable as such a commit. */
-static int persist(mq_sub *s, MDB_txn *txn, int force)
+static int persist(mfsq_sub *s, MDB_txn *txn, int force)
 {
-	struct mq_wtx w;
+	struct mfsq_wtx w;
 	int rc;
 
-	if (!(s->flags & MQ_SUB_DURABLE))
+	if (!(s->flags & MFSQ_SUB_DURABLE))
 		return 0;
-	if (!txn && !force && s->slot >= 0 && mq_acklog_relaxed(s->q)) {
-		uint64_t now = mq_mono_us();
+	if (!txn && !force && s->slot >= 0 && mfsq_acklog_relaxed(s->q)) {
+		uint64_t now = mfsq_mono_us();
 
-		mq_acklog_write(s);
+		mfsq_acklog_write(s);
 		atomic_fetch_add(&s->q->c.acks_logged, 1);
 		if (!s->fold_due_us)
-			s->fold_due_us = now + MQ_ACK_FOLD_US;
+			s->fold_due_us = now + MFSQ_ACK_FOLD_US;
 		else if (now >= s->fold_due_us)
-			mq_sub_fold(s); /* a failure is the fold's, not this ack's */
+			mfsq_sub_fold(s); /* a failure is the fold's, not this ack's */
 		return 0;
 	}
 	if (!txn)
 		return commit_own(s, force);
-	rc = mq_wtx_begin(s->q, txn, 0, &w);
+	rc = mfsq_wtx_begin(s->q, txn, 0, &w);
 	if (rc)
-		return mq_lmdb_err(rc);
+		return mfsq_lmdb_err(rc);
 	rc = sub_store(s, w.txn, force);
-	return mq_lmdb_err(mq_wtx_end(s->q, &w, rc));
+	return mfsq_lmdb_err(mfsq_wtx_end(s->q, &w, rc));
 }
 
-int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m)
+int mfsq_ack(mfsq_sub *s, MDB_txn *txn, const struct mfsq_msg *m)
 {
 	uint32_t n = s->q->cfg.nshards;
 	uint64_t *na = malloc(n * sizeof(*na)), *old = malloc(n * sizeof(*old)), delta = 0;
@@ -422,7 +423,7 @@ int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m)
 	}
 	memcpy(old, s->acked, n * sizeof(*old));
 	memcpy(na, s->acked, n * sizeof(*na));
-	if (m && (m->flags & MQ_MSG_BUFFERED)) {
+	if (m && (m->flags & MFSQ_MSG_BUFFERED)) {
 		/* memory-only: nothing to remember */
 		free(na);
 		free(old);
@@ -459,7 +460,7 @@ int mq_ack(mq_sub *s, MDB_txn *txn, const struct mq_msg *m)
 	return rc;
 }
 
-static int set_position(mq_sub *s, uint32_t shard, uint64_t seq)
+static int set_position(mfsq_sub *s, uint32_t shard, uint64_t seq)
 {
 	s->pos[shard] = seq;
 	pthread_mutex_lock(&s->q->lock);
@@ -468,9 +469,9 @@ static int set_position(mq_sub *s, uint32_t shard, uint64_t seq)
 	return 0;
 }
 
-int mq_seek_seq(mq_sub *s, uint32_t shard, uint64_t seq)
+int mfsq_seek_seq(mfsq_sub *s, uint32_t shard, uint64_t seq)
 {
-	struct mq_disk_shard st;
+	struct mfsq_disk_shard st;
 	MDB_txn *txn;
 	int rc;
 
@@ -479,7 +480,7 @@ int mq_seek_seq(mq_sub *s, uint32_t shard, uint64_t seq)
 	rc = mdb_txn_begin(s->q->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return rc;
-	rc = mq_read_shard(s->q, txn, shard, &st);
+	rc = mfsq_read_shard(s->q, txn, shard, &st);
 	mdb_txn_abort(txn);
 	if (rc)
 		return rc;
@@ -493,12 +494,12 @@ int mq_seek_seq(mq_sub *s, uint32_t shard, uint64_t seq)
 
 /* First seq of shard @sh whose delivery time is >= t (stream times are
  * nearly ordered: promotion may be late, so scan a subshard fully). */
-static int find_time(mq_queue *q, MDB_txn *txn, uint32_t sh, uint64_t t, uint64_t *out,
+static int find_time(mfsq_queue *q, MDB_txn *txn, uint32_t sh, uint64_t t, uint64_t *out,
 		     uint64_t *rid)
 {
-	struct mq_disk_shard st;
+	struct mfsq_disk_shard st;
 	uint64_t at;
-	int rc = mq_read_shard(q, txn, sh, &st);
+	int rc = mfsq_read_shard(q, txn, sh, &st);
 
 	if (rc)
 		return rc;
@@ -509,11 +510,11 @@ static int find_time(mq_queue *q, MDB_txn *txn, uint32_t sh, uint64_t t, uint64_
 		MDB_val key, val;
 		MDB_dbi dbi;
 
-		rc = mq_subshard_locate(q, txn, sh, at, &first, &id, &end);
+		rc = mfsq_subshard_locate(q, txn, sh, at, &first, &id, &end);
 		if (rc)
 			return rc;
-		rc = mq_dbi_for(q, txn, sh, id, &dbi);
-		if (rc == MQ_RETRY) {
+		rc = mfsq_dbi_for(q, txn, sh, id, &dbi);
+		if (rc == MFSQ_RETRY) {
 			*rid = id;
 			return rc;
 		}
@@ -524,11 +525,11 @@ static int find_time(mq_queue *q, MDB_txn *txn, uint32_t sh, uint64_t t, uint64_
 			return rc;
 		for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); !rc;
 		     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-			struct mq_disk_msg h;
+			struct mfsq_disk_msg h;
 
 			memcpy(&h, val.mv_data, sizeof(h));
 			if (h.dlv_us >= t) {
-				*out = mq_be64_get(key.mv_data);
+				*out = mfsq_be64_get(key.mv_data);
 				mdb_cursor_close(c);
 				return 0;
 			}
@@ -541,7 +542,7 @@ static int find_time(mq_queue *q, MDB_txn *txn, uint32_t sh, uint64_t t, uint64_
 	return 0;
 }
 
-int mq_seek_time(mq_sub *s, uint64_t t_us)
+int mfsq_seek_time(mfsq_sub *s, uint64_t t_us)
 {
 	uint32_t n = s->q->cfg.nshards;
 	uint64_t *to = malloc(n * sizeof(*to));
@@ -563,9 +564,9 @@ int mq_seek_time(mq_sub *s, uint64_t t_us)
 			mdb_txn_abort(txn);
 		txn = NULL;
 		pthread_rwlock_unlock(&s->q->droplock);
-		if (rc != MQ_RETRY)
+		if (rc != MFSQ_RETRY)
 			break;
-		rc = mq_dbi_get(s->q, i - 1, rid, &dbi); /* outside the lock */
+		rc = mfsq_dbi_get(s->q, i - 1, rid, &dbi); /* outside the lock */
 		if (rc)
 			break;
 	}
@@ -575,7 +576,7 @@ int mq_seek_time(mq_sub *s, uint64_t t_us)
 	return rc ? rc : persist(s, NULL, 1);
 }
 
-int mq_sub_lagging(const mq_sub *s)
+int mfsq_sub_lagging(const mfsq_sub *s)
 {
 	return s->lagging;
 }

@@ -14,11 +14,11 @@
 static void index_key(unsigned char k[13], uint32_t s, uint64_t first)
 {
 	k[0] = 'B';
-	mq_be32_put(k + 1, s);
-	mq_be64_put(k + 5, first);
+	mfsq_be32_put(k + 1, s);
+	mfsq_be64_put(k + 5, first);
 }
 
-int mq_subshard_index_put(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id)
+int mfsq_subshard_index_put(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id)
 {
 	unsigned char k[13];
 	MDB_val key = {sizeof(k), k}, val = {sizeof(id), &id};
@@ -28,7 +28,7 @@ int mq_subshard_index_put(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first,
 }
 
 /* Create the spare subshard if there is none (maintenance transactions). */
-int mq_subshard_spare(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st)
+int mfsq_subshard_spare(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, struct mfsq_disk_shard *st)
 {
 	MDB_dbi dbi;
 	int rc;
@@ -37,7 +37,7 @@ int mq_subshard_spare(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_
 		return 0;
 	if (!st->next_id)
 		st->next_id = 1;
-	rc = mq_wtx_subshard(q, w, s, st->next_id, 1, &dbi);
+	rc = mfsq_wtx_subshard(q, w, s, st->next_id, 1, &dbi);
 	if (rc)
 		return rc;
 	st->spare_id = st->next_id++;
@@ -46,19 +46,19 @@ int mq_subshard_spare(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_
 }
 
 /* Start a new subshard at st->next_seq: the spare becomes the tail. */
-int mq_subshard_roll(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_shard *st)
+int mfsq_subshard_roll(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, struct mfsq_disk_shard *st)
 {
 	MDB_dbi dbi;
-	int rc = mq_subshard_spare(q, w, s, st);
+	int rc = mfsq_subshard_spare(q, w, s, st);
 
 	if (rc)
 		return rc;
 	if (!st->spare_id)
-		return MQ_RETRY;
-	rc = mq_wtx_subshard(q, w, s, st->spare_id, 0, &dbi);
+		return MFSQ_RETRY;
+	rc = mfsq_wtx_subshard(q, w, s, st->spare_id, 0, &dbi);
 	if (rc)
 		return rc;
-	rc = mq_subshard_index_put(q, w->txn, s, st->next_seq, st->spare_id);
+	rc = mfsq_subshard_index_put(q, w->txn, s, st->next_seq, st->spare_id);
 	if (rc)
 		return rc;
 	st->tail_first = st->next_seq;
@@ -76,8 +76,8 @@ int mq_subshard_roll(mq_queue *q, struct mq_wtx *w, uint32_t s, struct mq_disk_s
  * id, and the first seq of the next subshard (UINT64_MAX for the tail).
  * MDB_NOTFOUND: @seq is older than every live subshard.
  */
-int mq_subshard_locate(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint64_t *first,
-		       uint64_t *id, uint64_t *end)
+int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint64_t *first,
+			 uint64_t *id, uint64_t *end)
 {
 	unsigned char k[13];
 	MDB_val key = {sizeof(k), k}, val;
@@ -91,16 +91,16 @@ int mq_subshard_locate(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint
 	*end = UINT64_MAX;
 	rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
 	if (!rc && key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
-	    mq_be32_get((unsigned char *)key.mv_data + 1) == s) {
-		uint64_t f = mq_be64_get((unsigned char *)key.mv_data + 5);
+	    mfsq_be32_get((unsigned char *)key.mv_data + 1) == s) {
+		uint64_t f = mfsq_be64_get((unsigned char *)key.mv_data + 5);
 
 		if (f == seq) {
 			*first = f;
 			memcpy(id, val.mv_data, sizeof(*id));
 			rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
 			if (!rc && key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
-			    mq_be32_get((unsigned char *)key.mv_data + 1) == s)
-				*end = mq_be64_get((unsigned char *)key.mv_data + 5);
+			    mfsq_be32_get((unsigned char *)key.mv_data + 1) == s)
+				*end = mfsq_be64_get((unsigned char *)key.mv_data + 5);
 			mdb_cursor_close(c);
 			return 0;
 		}
@@ -111,8 +111,8 @@ int mq_subshard_locate(mq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, uint
 	}
 	if (!rc) {
 		if (key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
-		    mq_be32_get((unsigned char *)key.mv_data + 1) == s) {
-			*first = mq_be64_get((unsigned char *)key.mv_data + 5);
+		    mfsq_be32_get((unsigned char *)key.mv_data + 1) == s) {
+			*first = mfsq_be64_get((unsigned char *)key.mv_data + 5);
 			memcpy(id, val.mv_data, sizeof(*id));
 		} else {
 			rc = MDB_NOTFOUND;
@@ -129,19 +129,19 @@ struct logged {
 	uint64_t *acked;
 };
 
-static struct logged *logged_copy(mq_queue *q, size_t *count)
+static struct logged *logged_copy(mfsq_queue *q, size_t *count)
 {
 	uint32_t n = q->cfg.nshards;
 	struct logged *v = NULL;
 	size_t k = 0, cap = 0;
 
 	pthread_mutex_lock(&q->lock);
-	for (mq_sub *sb = q->subs; sb; sb = sb->next)
-		cap += (sb->flags & MQ_SUB_DURABLE) && sb->logged;
+	for (mfsq_sub *sb = q->subs; sb; sb = sb->next)
+		cap += (sb->flags & MFSQ_SUB_DURABLE) && sb->logged;
 	if (cap)
 		v = malloc(cap * (sizeof(*v) + n * sizeof(uint64_t)));
-	for (mq_sub *sb = q->subs; v && sb; sb = sb->next) {
-		if (!(sb->flags & MQ_SUB_DURABLE) || !sb->logged)
+	for (mfsq_sub *sb = q->subs; v && sb; sb = sb->next) {
+		if (!(sb->flags & MFSQ_SUB_DURABLE) || !sb->logged)
 			continue;
 		v[k].name = sb->name; /* lives while it is subscribed: not past this call */
 		v[k].acked = (uint64_t *)(v + cap) + k * n;
@@ -182,7 +182,7 @@ static int logged_raise(const struct logged *v, size_t count, const MDB_val *key
  * drops what they passed: a record never stays behind a drop (after a
  * machine crash the subscriber would come back lagging).
  */
-static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint64_t *cut)
+static int min_positions(mfsq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint64_t *cut)
 {
 	uint32_t n = q->cfg.nshards;
 	MDB_val key = {1, "U"}, val;
@@ -194,8 +194,8 @@ static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint
 	for (uint32_t s = 0; s < n; s++)
 		minpos[s] = UINT64_MAX;
 	pthread_mutex_lock(&q->lock);
-	for (mq_sub *sb = q->subs; sb; sb = sb->next)
-		if (!(sb->flags & MQ_SUB_DURABLE))
+	for (mfsq_sub *sb = q->subs; sb; sb = sb->next)
+		if (!(sb->flags & MFSQ_SUB_DURABLE))
 			for (uint32_t s = 0; s < n; s++)
 				if (sb->acked[s] < minpos[s])
 					minpos[s] = sb->acked[s] < cut[s] ? cut[s] : sb->acked[s];
@@ -209,7 +209,7 @@ static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint
 	}
 	for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE); !rc;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-		struct mq_disk_sub ds;
+		struct mfsq_disk_sub ds;
 		uint64_t *acked;
 		int changed = 0, raised;
 
@@ -238,10 +238,10 @@ static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint
 			unsigned char buf[sizeof(ds) + 1024 * sizeof(uint64_t)];
 			MDB_val nv = {val.mv_size, buf};
 
-			if (changed && !(ds.flags & MQ_SUB_F_LAGGING))
+			if (changed && !(ds.flags & MFSQ_SUB_F_LAGGING))
 				atomic_fetch_add(&q->c.lagging, 1);
 			if (changed)
-				ds.flags |= MQ_SUB_F_LAGGING;
+				ds.flags |= MFSQ_SUB_F_LAGGING;
 			memcpy(buf, &ds, sizeof(ds));
 			memcpy(buf + sizeof(ds), acked, n * sizeof(*acked));
 			rc = mdb_cursor_put(c, &key, &nv, MDB_CURRENT);
@@ -258,7 +258,7 @@ static int min_positions(mq_queue *q, MDB_txn *txn, uint64_t *minpos, const uint
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-static int drop_one(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t first, uint64_t id,
+static int drop_one(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, uint64_t first, uint64_t id,
 		    int *wrlocked)
 {
 	unsigned char k[13];
@@ -270,11 +270,11 @@ static int drop_one(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t first, u
 		pthread_rwlock_wrlock(&q->droplock);
 		*wrlocked = 1;
 	}
-	rc = mq_wtx_subshard(q, w, s, id, 0, &dbi);
+	rc = mfsq_wtx_subshard(q, w, s, id, 0, &dbi);
 	if (!rc) {
 		/* mdb_drop closes the handle at once: forget it everywhere */
-		mq_subshard_forget(q, s, id);
-		mq_wtx_forget(w, s, id);
+		mfsq_subshard_forget(q, s, id);
+		mfsq_wtx_forget(w, s, id);
 		rc = mdb_drop(w->txn, dbi, 1);
 	} else if (rc == MDB_NOTFOUND) {
 		rc = 0; /* already gone */
@@ -293,36 +293,36 @@ static int drop_one(mq_queue *q, struct mq_wtx *w, uint32_t s, uint64_t first, u
  * callers' transactions overfilled the tail, drop passed subshards and
  * enforce the hard limit (marking subscribers left behind as lagging).
  */
-int mq_retention(mq_queue *q)
+int mfsq_retention(mfsq_queue *q)
 {
 	uint32_t n = q->cfg.nshards;
 	uint64_t *minpos = calloc(n, 2 * sizeof(uint64_t)), *cut;
-	struct mq_wtx w;
+	struct mfsq_wtx w;
 	int wrlocked = 0, rc;
 
 	if (!minpos)
 		return ENOMEM;
 	cut = minpos + n;
 	atomic_store(&q->retention_due, 0);
-	rc = mq_wtx_begin(q, NULL, 1, &w);
+	rc = mfsq_wtx_begin(q, NULL, 1, &w);
 	if (rc) {
 		free(minpos);
-		return mq_lmdb_err(rc);
+		return mfsq_lmdb_err(rc);
 	}
 	/* The hard limit first: where each shard's head must move to. */
 	for (uint32_t s = 0; !rc && s < n; s++) {
-		struct mq_disk_shard st;
+		struct mfsq_disk_shard st;
 		uint64_t first, id, next;
 
-		rc = mq_read_shard(q, w.txn, s, &st);
+		rc = mfsq_read_shard(q, w.txn, s, &st);
 		if (!rc)
-			rc = mq_subshard_spare(q, &w, s, &st);
+			rc = mfsq_subshard_spare(q, &w, s, &st);
 		if (!rc && st.tail_count >= q->cfg.subshard_msgs)
-			rc = mq_subshard_roll(q, &w, s, &st);
+			rc = mfsq_subshard_roll(q, &w, s, &st);
 		if (!rc)
-			rc = mq_subshard_spare(q, &w, s, &st);
+			rc = mfsq_subshard_spare(q, &w, s, &st);
 		if (!rc)
-			rc = mq_write_shard(q, w.txn, s, &st);
+			rc = mfsq_write_shard(q, w.txn, s, &st);
 		cut[s] = 0;
 		if (rc || st.nlive <= q->cfg.retain_max)
 			continue;
@@ -331,7 +331,7 @@ int mq_retention(mq_queue *q)
 		uint64_t at = st.head_first;
 
 		while (!rc && drop--) {
-			rc = mq_subshard_locate(q, w.txn, s, at, &first, &id, &next);
+			rc = mfsq_subshard_locate(q, w.txn, s, at, &first, &id, &next);
 			at = next;
 		}
 		cut[s] = at;
@@ -339,12 +339,12 @@ int mq_retention(mq_queue *q)
 	if (!rc)
 		rc = min_positions(q, w.txn, minpos, cut);
 	for (uint32_t s = 0; !rc && s < n; s++) {
-		struct mq_disk_shard st;
+		struct mfsq_disk_shard st;
 		uint64_t first, id, next;
 
-		rc = mq_read_shard(q, w.txn, s, &st);
+		rc = mfsq_read_shard(q, w.txn, s, &st);
 		while (!rc && st.nlive > 1) {
-			rc = mq_subshard_locate(q, w.txn, s, st.head_first, &first, &id, &next);
+			rc = mfsq_subshard_locate(q, w.txn, s, st.head_first, &first, &id, &next);
 			if (rc || next == UINT64_MAX || next > minpos[s])
 				break;
 			rc = drop_one(q, &w, s, first, id, &wrlocked);
@@ -354,21 +354,21 @@ int mq_retention(mq_queue *q)
 			}
 		}
 		if (!rc)
-			rc = mq_write_shard(q, w.txn, s, &st);
+			rc = mfsq_write_shard(q, w.txn, s, &st);
 		/* handles of subshards another process dropped: ids are never
 		 * reused, so everything below the head's id is gone */
-		if (!rc && !mq_subshard_locate(q, w.txn, s, st.head_first, &first, &id, &next) &&
-		    mq_dbi_count_below(q, s, id)) {
+		if (!rc && !mfsq_subshard_locate(q, w.txn, s, st.head_first, &first, &id, &next) &&
+		    mfsq_dbi_count_below(q, s, id)) {
 			if (!wrlocked) {
 				pthread_rwlock_wrlock(&q->droplock);
 				wrlocked = 1;
 			}
-			mq_dbi_close_below(q, s, id);
+			mfsq_dbi_close_below(q, s, id);
 		}
 	}
-	rc = mq_wtx_end(q, &w, rc);
+	rc = mfsq_wtx_end(q, &w, rc);
 	if (wrlocked)
 		pthread_rwlock_unlock(&q->droplock);
 	free(minpos);
-	return mq_lmdb_err(rc);
+	return mfsq_lmdb_err(rc);
 }

@@ -21,7 +21,7 @@
  * a kill does not lose either: before the call the numbers it is about to
  * acknowledge ("pending"), after it the ones it did ("done"). After a
  * restart the first delivery of each enqueuer must lie between the two
- * (the kill may land inside mq_ack), every later one be the next.
+ * (the kill may land inside mfsq_ack), every later one be the next.
  *
  * With "own-enq" the enqueuer enqueues in the queue's own transactions
  * (the enqueue log, queue/enqlog.c: the call returns before any commit)
@@ -49,14 +49,14 @@
 
 #include "mfsq.h"
 
-#define E	 8 /* enqueuers */
-#define DELAYED	 6 /* enqueuers from here on send delayed messages */
-#define DELAY_US 20000
+#define E	    8 /* enqueuers */
+#define DELAYED	    6 /* enqueuers from here on send delayed messages */
+#define DELAY_US    20000
 #define MAX_BACKLOG 20000 /* enqueued, not yet acknowledged */
 
-static void crash_cfg(struct mq_config *c)
+static void crash_cfg(struct mfsq_config *c)
 {
-	mq_config_default(c);
+	mfsq_config_default(c);
 	c->nshards = 3;
 	c->subshard_msgs = 256;
 	c->retain_max = 1024; /* the dequeuer may fall behind over many kills */
@@ -72,11 +72,11 @@ static uint64_t now_us(void)
 
 static MDB_env *open_env(const char *dir)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 	MDB_env *env;
 
 	crash_cfg(&c);
-	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, mq_dbs_needed(&c) + 8) ||
+	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, mfsq_dbs_needed(&c) + 8) ||
 	    mdb_env_set_mapsize(env, (size_t)1 << 30) ||
 	    mdb_env_open(env, dir, MDB_NOTLS | MDB_NOSYNC, 0644)) {
 		fprintf(stderr, "cannot open env %s\n", dir);
@@ -102,9 +102,9 @@ struct sent {
 
 struct app {
 	MDB_env *env;
-	mq_queue *q;
+	mfsq_queue *q;
 	MDB_dbi db;
-	mq_sub *sub;
+	mfsq_sub *sub;
 	struct acked *own; /* NULL: acks inside the application's transaction */
 	struct sent *enq;  /* NULL: enqueues inside the application's transaction */
 };
@@ -194,7 +194,7 @@ static void expect_load(struct app *a, struct expect *x)
 	int rc = mdb_txn_begin(a->env, NULL, MDB_RDONLY, &txn);
 
 	if (rc) {
-		fprintf(stderr, "txn: %s\n", mq_strerror(rc));
+		fprintf(stderr, "txn: %s\n", mfsq_strerror(rc));
 		exit(3);
 	}
 	for (int i = 0; i < E; i++) {
@@ -233,7 +233,7 @@ static int expect_take(struct expect *x, uint64_t e, uint64_t v)
 
 static void die(const char *what, int rc)
 {
-	fprintf(stderr, "worker: %s: %s\n", what, mq_strerror(rc));
+	fprintf(stderr, "worker: %s: %s\n", what, mfsq_strerror(rc));
 	exit(3);
 }
 
@@ -243,7 +243,7 @@ static void *enqueuer(void *arg)
 	unsigned seed = (unsigned)getpid();
 
 	for (;;) {
-		struct mq_msg_in in[64];
+		struct mfsq_msg_in in[64];
 		uint64_t vals[64][2], next[E];
 		MDB_txn *txn;
 		int n = 1 + rand_r(&seed) % 64, rc;
@@ -254,11 +254,12 @@ static void *enqueuer(void *arg)
 		uint64_t backlog = 0;
 		for (int i = 0; i < E; i++) {
 			next[i] = a->enq ? a->enq->sent[i] : get_ctr(txn, a->db, 'e', i);
-			backlog += next[i] - (a->own ? a->own->done[i] : get_ctr(txn, a->db, 'a', i));
+			backlog +=
+			    next[i] - (a->own ? a->own->done[i] : get_ctr(txn, a->db, 'a', i));
 		}
 		if (backlog > MAX_BACKLOG) {
 			/* let the dequeuer catch up: over hundreds of kills an
-			 * unbounded backlog outgrows retain_max (MQ_LAGGED) */
+			 * unbounded backlog outgrows retain_max (MFSQ_LAGGED) */
 			mdb_txn_abort(txn);
 			usleep(1000);
 			continue;
@@ -270,23 +271,23 @@ static void *enqueuer(void *arg)
 
 			vals[j][0] = (uint64_t)e;
 			vals[j][1] = next[e]++;
-			in[j] = (struct mq_msg_in){.data = vals[j],
-						   .len = sizeof(vals[j]),
-						   .enqueuer = (uint64_t)e,
-						   .deliver_us = e >= DELAYED ? due : 0};
+			in[j] = (struct mfsq_msg_in){.data = vals[j],
+						     .len = sizeof(vals[j]),
+						     .enqueuer = (uint64_t)e,
+						     .deliver_us = e >= DELAYED ? due : 0};
 		}
 		if (a->enq) {
 			mdb_txn_abort(txn);
 			for (int i = 0; i < E; i++) /* before the call: maybe there */
 				a->enq->sent[i] = next[i];
-			rc = mq_enqueue_batch(a->q, NULL, in, (size_t)n, NULL);
+			rc = mfsq_enqueue_batch(a->q, NULL, in, (size_t)n, NULL);
 			if (rc)
 				die("enqueue", rc);
 			for (int i = 0; i < E; i++)
 				a->enq->returned[i] = next[i];
 			continue;
 		}
-		rc = mq_enqueue_batch(a->q, txn, in, (size_t)n, NULL);
+		rc = mfsq_enqueue_batch(a->q, txn, in, (size_t)n, NULL);
 		for (int i = 0; !rc && i < E; i++)
 			rc = put_ctr(txn, a->db, 'e', i, next[i]);
 		if (rc) {
@@ -298,7 +299,7 @@ static void *enqueuer(void *arg)
 		rc = mdb_txn_commit(txn);
 		if (rc)
 			die("commit", rc);
-		mq_notify(a->q);
+		mfsq_notify(a->q);
 	}
 	return NULL;
 }
@@ -306,17 +307,17 @@ static void *enqueuer(void *arg)
 static void *dequeuer(void *arg)
 {
 	struct app *a = arg;
-	mq_sub *s = a->sub;
+	mfsq_sub *s = a->sub;
 	struct expect x;
 	MDB_txn *txn;
 	int rc;
 
 	expect_load(a, &x);
 	for (;;) {
-		struct mq_msg out[32];
+		struct mfsq_msg out[32];
 		size_t n;
 
-		rc = mq_dequeue(s, out, 32, &n, 1000);
+		rc = mfsq_dequeue(s, out, 32, &n, 1000);
 		if (rc == ETIMEDOUT)
 			continue;
 		if (rc)
@@ -338,7 +339,7 @@ static void *dequeuer(void *arg)
 			/* an enqueuer not seen since the restart keeps its range */
 			for (int i = 0; i < E; i++)
 				a->own->pending[i] = x.hi[i];
-			if ((rc = mq_ack(s, NULL, NULL)))
+			if ((rc = mfsq_ack(s, NULL, NULL)))
 				die("ack", rc);
 			for (int i = 0; i < E; i++)
 				a->own->done[i] = x.lo[i];
@@ -346,7 +347,7 @@ static void *dequeuer(void *arg)
 		}
 		if ((rc = mdb_txn_begin(a->env, NULL, 0, &txn)))
 			die("txn", rc);
-		rc = mq_ack(s, txn, NULL);
+		rc = mfsq_ack(s, txn, NULL);
 		for (int i = 0; !rc && i < E; i++)
 			rc = put_ctr(txn, a->db, 'a', i, x.lo[i]);
 		if (rc) {
@@ -361,7 +362,7 @@ static void *dequeuer(void *arg)
 
 static void app_open(struct app *a, const char *dir, int own, int enq)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 	MDB_txn *txn;
 	int rc;
 
@@ -371,14 +372,15 @@ static void app_open(struct app *a, const char *dir, int own, int enq)
 		sent_restart(a->enq);
 	a->env = open_env(dir);
 	crash_cfg(&c);
-	rc = mq_open(a->env, "crashq", &c, MQ_CREATE, &a->q);
+	rc = mfsq_open(a->env, "crashq", &c, MFSQ_CREATE, &a->q);
 	if (rc)
 		die("open", rc);
 	if ((rc = mdb_txn_begin(a->env, NULL, 0, &txn)) ||
 	    (rc = mdb_dbi_open(txn, "app", MDB_CREATE, &a->db)) || (rc = mdb_txn_commit(txn)))
 		die("app db", rc);
 	/* before any enqueue: the first run must see every message */
-	rc = mq_subscribe(a->q, "crash", MQ_SUB_DURABLE | MQ_SUB_FROM_START, NULL, NULL, &a->sub);
+	rc = mfsq_subscribe(a->q, "crash", MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START, NULL, NULL,
+			    &a->sub);
 	if (rc)
 		die("subscribe", rc);
 }
@@ -403,7 +405,7 @@ static int verify(const char *dir, int own, int enqm)
 	uint64_t enq[E], total = 0;
 	struct expect x;
 	MDB_txn *txn;
-	mq_sub *s;
+	mfsq_sub *s;
 	int rc;
 
 	app_open(&a, dir, own, enqm);
@@ -417,7 +419,7 @@ static int verify(const char *dir, int own, int enqm)
 	expect_load(&a, &x);
 	s = a.sub;
 	for (;;) {
-		struct mq_msg out[64];
+		struct mfsq_msg out[64];
 		size_t n;
 		int done = 1;
 
@@ -425,7 +427,7 @@ static int verify(const char *dir, int own, int enqm)
 			done &= gap_end(a.enq, i, x.lo[i]) >= enq[i];
 		/* delayed ones may still be waiting: a bounded wait for them, then
 		 * nothing more may come */
-		rc = mq_dequeue(s, out, 64, &n, done ? 0 : 10000);
+		rc = mfsq_dequeue(s, out, 64, &n, done ? 0 : 10000);
 		if (rc == EAGAIN || rc == ETIMEDOUT)
 			break;
 		if (rc)
@@ -454,8 +456,8 @@ static int verify(const char *dir, int own, int enqm)
 			return 1;
 		}
 	printf("verified: %" PRIu64 " messages committed over all runs\n", total);
-	mq_unsubscribe(s);
-	mq_close(a.q);
+	mfsq_unsubscribe(s);
+	mfsq_close(a.q);
 	mdb_env_close(a.env);
 	return total > 0 ? 0 : 1;
 }

@@ -12,7 +12,7 @@
 static void env_open(struct tenv *t)
 {
 	ck_assert_int_eq(mdb_env_create(&t->env), 0);
-	ck_assert_int_eq(mdb_env_set_maxdbs(t->env, 4 * mq_dbs_needed(NULL) + 64), 0);
+	ck_assert_int_eq(mdb_env_set_maxdbs(t->env, 4 * mfsq_dbs_needed(NULL) + 64), 0);
 	ck_assert_int_eq(mdb_env_set_mapsize(t->env, t->mapsize), 0);
 	ck_assert_int_eq(mdb_env_set_maxreaders(t->env, 256), 0);
 	ck_assert_int_eq(mdb_env_open(t->env, t->dir, MDB_NOTLS | t->envflags, 0644), 0);
@@ -67,26 +67,26 @@ void tenv_destroy(struct tenv *t)
 	rmdir(t->dir);
 }
 
-void small_cfg(struct mq_config *c, uint32_t nshards, uint32_t subshard_msgs)
+void small_cfg(struct mfsq_config *c, uint32_t nshards, uint32_t subshard_msgs)
 {
-	mq_config_default(c);
+	mfsq_config_default(c);
 	c->nshards = nshards;
 	c->subshard_msgs = subshard_msgs;
 	c->retain_max = 16;
 	c->bucket_us = 2000;
 }
 
-int put_msg(mq_queue *q, MDB_txn *txn, uint64_t enqueuer, uint64_t n, uint64_t *seq)
+int put_msg(mfsq_queue *q, MDB_txn *txn, uint64_t enqueuer, uint64_t n, uint64_t *seq)
 {
 	char buf[64];
-	struct mq_msg_in m = {.enqueuer = enqueuer};
+	struct mfsq_msg_in m = {.enqueuer = enqueuer};
 
 	m.len = (size_t)snprintf(buf, sizeof(buf), "%" PRIu64 ":%" PRIu64, enqueuer, n);
 	m.data = buf;
-	return mq_enqueue(q, txn, &m, seq);
+	return mfsq_enqueue(q, txn, &m, seq);
 }
 
-int parse_msg(const struct mq_msg *m, uint64_t *enqueuer, uint64_t *n)
+int parse_msg(const struct mfsq_msg *m, uint64_t *enqueuer, uint64_t *n)
 {
 	char buf[64];
 
@@ -97,11 +97,11 @@ int parse_msg(const struct mq_msg *m, uint64_t *enqueuer, uint64_t *n)
 	return sscanf(buf, "%" SCNu64 ":%" SCNu64, enqueuer, n) == 2 ? 0 : -1;
 }
 
-void get_one(mq_sub *s, struct mq_msg *m)
+void get_one(mfsq_sub *s, struct mfsq_msg *m)
 {
 	size_t n = 0;
-	int rc = mq_dequeue(s, m, 1, &n, 10000);
+	int rc = mfsq_dequeue(s, m, 1, &n, 10000);
 
-	ck_assert_msg(rc == 0, "dequeue: %s", mq_strerror(rc));
+	ck_assert_msg(rc == 0, "dequeue: %s", mfsq_strerror(rc));
 	ck_assert_uint_eq(n, 1);
 }

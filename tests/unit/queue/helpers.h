@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Test helpers: a temporary LMDB environment per test. */
-#ifndef MQ_TEST_HELPERS_H
-#define MQ_TEST_HELPERS_H
+#ifndef MFSQ_TEST_HELPERS_H
+#define MFSQ_TEST_HELPERS_H
 
 #include <check.h>
 #include <lmdb.h>
@@ -26,14 +26,14 @@ void tenv_close(struct tenv *t);
 void tenv_destroy(struct tenv *t);
 
 /* A small test configuration. */
-void small_cfg(struct mq_config *c, uint32_t nshards, uint32_t subshard_msgs);
+void small_cfg(struct mfsq_config *c, uint32_t nshards, uint32_t subshard_msgs);
 
 /* Enqueue one message whose payload is the text of (enqueuer, n). */
-int put_msg(mq_queue *q, MDB_txn *txn, uint64_t enqueuer, uint64_t n, uint64_t *seq);
+int put_msg(mfsq_queue *q, MDB_txn *txn, uint64_t enqueuer, uint64_t n, uint64_t *seq);
 /* Parse the payload written by put_msg. */
-int parse_msg(const struct mq_msg *m, uint64_t *enqueuer, uint64_t *n);
+int parse_msg(const struct mfsq_msg *m, uint64_t *enqueuer, uint64_t *n);
 /* Dequeue exactly one message waiting up to 10 s; fails the test if none. */
-void get_one(mq_sub *s, struct mq_msg *m);
+void get_one(mfsq_sub *s, struct mfsq_msg *m);
 
 Suite *suite_api(void);
 Suite *suite_delay(void);

@@ -9,8 +9,8 @@ static const struct {
 	const char *name;
 	Suite *(*make)(void);
 } suites[] = {
-    {"api", suite_api},	      {"delay", suite_delay}, {"cache", suite_cache},
-    {"sizing", suite_sizing}, {"multi", suite_multi}, {"rule", suite_rule},
+    {"api", suite_api},	      {"delay", suite_delay},	{"cache", suite_cache},
+    {"sizing", suite_sizing}, {"multi", suite_multi},	{"rule", suite_rule},
     {"wake", suite_wake},     {"acklog", suite_acklog}, {"enqlog", suite_enqlog},
 };
 

@@ -21,20 +21,20 @@
 #define NMSG 10
 
 static struct tenv T;
-static mq_queue *Q;
+static mfsq_queue *Q;
 
-static void cfg(struct mq_config *c)
+static void cfg(struct mfsq_config *c)
 {
 	small_cfg(c, 1, 64); /* one shard: message k has seq k + 1 */
 }
 
 static void open_q(unsigned envflags)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 
 	tenv_open_flags(&T, 0, envflags);
 	cfg(&c);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &Q), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &Q), 0);
 }
 
 static void setup(void)
@@ -44,7 +44,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	mq_close(Q);
+	mfsq_close(Q);
 	Q = NULL;
 	tenv_destroy(&T);
 }
@@ -52,16 +52,16 @@ static void teardown(void)
 /* A durable subscriber "k" from the start, and NMSG messages 0..NMSG-1. */
 static void fill(void)
 {
-	mq_sub *s;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	mfsq_unsubscribe(s);
 	for (int i = 0; i < NMSG; i++)
 		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
 }
 
 /* The number of message @m (put_msg's payload). */
-static uint64_t num(const struct mq_msg *m)
+static uint64_t num(const struct mfsq_msg *m)
 {
 	uint64_t e, k;
 
@@ -72,14 +72,14 @@ static uint64_t num(const struct mq_msg *m)
 /* What subscriber "k" receives first now. */
 static uint64_t first_of_k(void)
 {
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	uint64_t k;
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	get_one(s, &m);
 	k = num(&m);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 	return k;
 }
 
@@ -93,27 +93,28 @@ enum { ACK, ACK_SEEK };
  */
 static int killed_child(int take, int what)
 {
-	struct mq_msg out[NMSG];
-	struct mq_stats st;
-	struct mq_config c;
+	struct mfsq_msg out[NMSG];
+	struct mfsq_stats st;
+	struct mfsq_config c;
 	MDB_env *env;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	size_t n;
 
 	cfg(&c);
-	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
+	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mfsq_dbs_needed(NULL) + 64) ||
 	    mdb_env_open(env, T.dir, MDB_NOTLS | MDB_NOSYNC, 0644))
 		return 10;
-	if (mq_open(env, "q", &c, 0, &q) || mq_subscribe(q, "k", MQ_SUB_DURABLE, NULL, NULL, &s))
+	if (mfsq_open(env, "q", &c, 0, &q) ||
+	    mfsq_subscribe(q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s))
 		return 11;
-	if (mq_dequeue(s, out, (size_t)take, &n, 10000) || n != (size_t)take)
+	if (mfsq_dequeue(s, out, (size_t)take, &n, 10000) || n != (size_t)take)
 		return 12;
-	if (mq_ack(s, NULL, NULL))
+	if (mfsq_ack(s, NULL, NULL))
 		return 13;
-	if (what == ACK_SEEK && mq_seek_seq(s, 0, 3)) /* message 2 */
+	if (what == ACK_SEEK && mfsq_seek_seq(s, 0, 3)) /* message 2 */
 		return 14;
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	if (st.acks_logged != 1 || st.ack_folds != 0)
 		return 15; /* the ack must be in the log only */
 	raise(SIGKILL);
@@ -135,43 +136,43 @@ static void run_killed_child(int take, int what)
 /* An ack in an MDB_NOSYNC environment costs no commit; the log is a file. */
 START_TEST(ack_without_commit)
 {
-	struct mq_msg out[NMSG];
-	struct mq_stats a, b;
+	struct mfsq_msg out[NMSG];
+	struct mfsq_stats a, b;
 	struct stat sb;
 	char path[300];
-	mq_sub *s;
+	mfsq_sub *s;
 	size_t n;
 
 	fill();
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_dequeue(s, out, 4, &n, 10000), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 4, &n, 10000), 0);
 	ck_assert_uint_eq(n, 4);
-	mq_stats(Q, &a);
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
-	mq_stats(Q, &b);
+	mfsq_stats(Q, &a);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
+	mfsq_stats(Q, &b);
 	ck_assert_uint_eq(b.commit_groups, a.commit_groups);
 	ck_assert_uint_eq(b.acks_logged, a.acks_logged + 1);
 	ck_assert_uint_eq(b.acked, a.acked + 4);
 	snprintf(path, sizeof(path), "%s/mfsq-q.acks", T.dir);
 	ck_assert_int_eq(stat(path, &sb), 0);
-	ck_assert_uint_ge((uint64_t)sb.st_size, MQ_ACK_SLOTS * sizeof(struct mq_ack_slot));
-	mq_unsubscribe(s);
+	ck_assert_uint_ge((uint64_t)sb.st_size, MFSQ_ACK_SLOTS * sizeof(struct mfsq_ack_slot));
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* A logged ack survives a SIGKILL: the next subscriber resumes after it. */
 START_TEST(ack_survives_kill)
 {
-	struct mq_stats st;
+	struct mfsq_stats st;
 
 	fill();
 	run_killed_child(4, ACK);
 	ck_assert_uint_eq(first_of_k(), 4);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.acks_reaped, 1);
 	/* the slot was folded and cleared: reaped once, and the store holds it */
 	ck_assert_uint_eq(first_of_k(), 4);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.acks_reaped, 1);
 }
 END_TEST
@@ -189,8 +190,8 @@ END_TEST
  * store may have lost messages its positions point past. */
 START_TEST(other_boot_dropped)
 {
-	struct mq_stats st;
-	char path[300], boot[MQ_BOOT_ID_LEN];
+	struct mfsq_stats st;
+	char path[300], boot[MFSQ_BOOT_ID_LEN];
 	int fd;
 
 	fill();
@@ -199,130 +200,131 @@ START_TEST(other_boot_dropped)
 	fd = open(path, O_RDWR);
 	ck_assert_int_ge(fd, 0);
 	memset(boot, 'x', sizeof(boot));
-	for (unsigned i = 0; i < MQ_ACK_SLOTS; i++) { /* the child's slot is one of them */
+	for (unsigned i = 0; i < MFSQ_ACK_SLOTS; i++) { /* the child's slot is one of them */
 		uint32_t magic = 0;
 		/* the stride: the header and one position, rounded up to 64 bytes */
-		off_t at = (off_t)(i * ((sizeof(struct mq_ack_slot) + 8 + 63) & ~(size_t)63));
+		off_t at = (off_t)(i * ((sizeof(struct mfsq_ack_slot) + 8 + 63) & ~(size_t)63));
 
 		ck_assert_int_eq(pread(fd, &magic, sizeof(magic), at), sizeof(magic));
-		if (magic == MQ_ACK_MAGIC)
+		if (magic == MFSQ_ACK_MAGIC)
 			ck_assert_int_eq(pwrite(fd, boot, sizeof(boot),
-						at + (off_t)offsetof(struct mq_ack_slot, boot)),
+						at + (off_t)offsetof(struct mfsq_ack_slot, boot)),
 					 sizeof(boot));
 	}
 	close(fd);
 	ck_assert_uint_eq(first_of_k(), 0); /* delivered again */
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.acks_reaped, 0);
 }
 END_TEST
 
 /* Logged positions reach the store: when the subscriber is closed, and
- * when it waits in a dequeue after MQ_ACK_FOLD_US. */
+ * when it waits in a dequeue after MFSQ_ACK_FOLD_US. */
 START_TEST(folds)
 {
-	struct mq_msg out[NMSG];
-	struct mq_config c;
-	struct mq_stats st;
+	struct mfsq_msg out[NMSG];
+	struct mfsq_config c;
+	struct mfsq_stats st;
 	char path[300];
-	mq_sub *s;
+	mfsq_sub *s;
 	size_t n;
 	int rc = 0;
 
 	fill();
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_dequeue(s, out, 3, &n, 10000), 0);
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 3, &n, 10000), 0);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	/* idle in a dequeue: the fold comes (bounded wait, no timing asserted) */
-	for (int i = 0; i < 200 && (mq_stats(Q, &st), !st.ack_folds); i++) {
-		rc = mq_dequeue(s, out, NMSG, &n, 50);
+	for (int i = 0; i < 200 && (mfsq_stats(Q, &st), !st.ack_folds); i++) {
+		rc = mfsq_dequeue(s, out, NMSG, &n, 50);
 		ck_assert(rc == 0 || rc == ETIMEDOUT);
 		if (!rc) /* the rest; their ack goes to the log too */
-			ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+			ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	}
 	ck_assert_uint_ge(st.ack_folds, 1);
-	mq_unsubscribe(s); /* folds what is left */
+	mfsq_unsubscribe(s); /* folds what is left */
 	/* without the log file, the store alone: everything acknowledged */
-	mq_close(Q);
+	mfsq_close(Q);
 	snprintf(path, sizeof(path), "%s/mfsq-q.acks", T.dir);
 	ck_assert_int_eq(unlink(path), 0);
 	tenv_reopen(&T);
 	cfg(&c);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, 0, &Q), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, 0, &Q), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	ck_assert_int_eq(put_msg(Q, NULL, 1, 99, NULL), 0);
 	get_one(s, &out[0]);
 	ck_assert_uint_eq(num(&out[0]), 99);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* Retention counts a logged position that the store does not have yet. */
 START_TEST(retention_sees_logged)
 {
-	struct mq_config c;
-	struct mq_msg out[16];
-	struct mq_stats st;
-	mq_sub *s;
+	struct mfsq_config c;
+	struct mfsq_msg out[16];
+	struct mfsq_stats st;
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	mq_close(Q);
+	mfsq_close(Q);
 	small_cfg(&c, 1, 8);
-	ck_assert_int_eq(mq_open(T.env, "r", &c, MQ_CREATE, &Q), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "r", &c, MFSQ_CREATE, &Q), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 0; i < 64; i++)
 		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
 	while (got < 64) {
-		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 10000), 0);
 		got += n;
 	}
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.ack_folds, 0);
-	ck_assert_int_eq(mq_tick(Q), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_tick(Q), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.subshards_live, 1);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* A live process's slot is not reaped by another process. */
 START_TEST(live_slot_kept)
 {
-	struct mq_msg out[NMSG];
-	mq_sub *s;
+	struct mfsq_msg out[NMSG];
+	mfsq_sub *s;
 	size_t n;
 	int st = 0;
 	pid_t pid;
 
 	fill();
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_dequeue(s, out, 4, &n, 10000), 0);
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 4, &n, 10000), 0);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct mq_config c;
-		struct mq_stats ss;
+		struct mfsq_config c;
+		struct mfsq_stats ss;
 		MDB_env *env;
-		mq_queue *q;
-		mq_sub *o;
+		mfsq_queue *q;
+		mfsq_sub *o;
 
 		cfg(&c);
-		if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
+		if (mdb_env_create(&env) ||
+		    mdb_env_set_maxdbs(env, 4 * mfsq_dbs_needed(NULL) + 64) ||
 		    mdb_env_open(env, T.dir, MDB_NOTLS | MDB_NOSYNC, 0644) ||
-		    mq_open(env, "q", &c, 0, &q) ||
-		    mq_subscribe(q, "other", MQ_SUB_DURABLE, NULL, NULL, &o))
+		    mfsq_open(env, "q", &c, 0, &q) ||
+		    mfsq_subscribe(q, "other", MFSQ_SUB_DURABLE, NULL, NULL, &o))
 			_exit(10);
-		mq_stats(q, &ss);
-		mq_unsubscribe(o);
-		mq_close(q);
+		mfsq_stats(q, &ss);
+		mfsq_unsubscribe(o);
+		mfsq_close(q);
 		mdb_env_close(env);
 		_exit(ss.acks_reaped ? 11 : 0);
 	}
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 	ck_assert_uint_eq(first_of_k(), 4);
 }
 END_TEST
@@ -330,57 +332,57 @@ END_TEST
 /* More durable subscribers than slots: the others commit their acks. */
 START_TEST(slots_exhausted)
 {
-	mq_sub *s[MQ_ACK_SLOTS + 1];
-	struct mq_msg m;
-	struct mq_stats a, b;
+	mfsq_sub *s[MFSQ_ACK_SLOTS + 1];
+	struct mfsq_msg m;
+	struct mfsq_stats a, b;
 
-	for (int i = 0; i <= MQ_ACK_SLOTS; i++) {
+	for (int i = 0; i <= MFSQ_ACK_SLOTS; i++) {
 		char name[16];
 
 		snprintf(name, sizeof(name), "s%d", i);
-		ck_assert_int_eq(mq_subscribe(Q, name, MQ_SUB_DURABLE, NULL, NULL, &s[i]), 0);
+		ck_assert_int_eq(mfsq_subscribe(Q, name, MFSQ_SUB_DURABLE, NULL, NULL, &s[i]), 0);
 	}
 	ck_assert_int_eq(put_msg(Q, NULL, 1, 0, NULL), 0);
-	for (int i = 0; i <= MQ_ACK_SLOTS; i++) {
+	for (int i = 0; i <= MFSQ_ACK_SLOTS; i++) {
 		get_one(s[i], &m);
-		mq_stats(Q, &a);
-		ck_assert_int_eq(mq_ack(s[i], NULL, NULL), 0);
-		mq_stats(Q, &b);
-		if (i < MQ_ACK_SLOTS) {
+		mfsq_stats(Q, &a);
+		ck_assert_int_eq(mfsq_ack(s[i], NULL, NULL), 0);
+		mfsq_stats(Q, &b);
+		if (i < MFSQ_ACK_SLOTS) {
 			ck_assert_uint_eq(b.acks_logged, a.acks_logged + 1);
 		} else {
 			ck_assert_uint_eq(b.acks_logged, a.acks_logged);
 			ck_assert_uint_eq(b.commit_groups, a.commit_groups + 1);
 		}
 	}
-	for (int i = 0; i <= MQ_ACK_SLOTS; i++)
-		mq_unsubscribe(s[i]);
+	for (int i = 0; i <= MFSQ_ACK_SLOTS; i++)
+		mfsq_unsubscribe(s[i]);
 }
 END_TEST
 
 /* An environment that syncs commits every ack and has no log file. */
 START_TEST(synced_env_commits)
 {
-	struct mq_msg m;
-	struct mq_stats a, b;
+	struct mfsq_msg m;
+	struct mfsq_stats a, b;
 	struct stat sb;
 	char path[300];
-	mq_sub *s;
+	mfsq_sub *s;
 
 	teardown();
 	open_q(MDB_NOMETASYNC);
 	fill();
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	get_one(s, &m);
-	mq_stats(Q, &a);
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
-	mq_stats(Q, &b);
+	mfsq_stats(Q, &a);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
+	mfsq_stats(Q, &b);
 	ck_assert_uint_eq(b.acks_logged, 0);
 	ck_assert_uint_eq(b.commit_groups, a.commit_groups + 1);
 	snprintf(path, sizeof(path), "%s/mfsq-q.acks", T.dir);
 	ck_assert_int_eq(stat(path, &sb), -1);
 	ck_assert_int_eq(errno, ENOENT);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 

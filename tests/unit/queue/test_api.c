@@ -10,43 +10,43 @@
 #include "helpers.h"
 
 static struct tenv T;
-static mq_queue *Q;
+static mfsq_queue *Q;
 
 static void setup(void)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 
 	tenv_open(&T, 0);
 	small_cfg(&c, 4, 8);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &Q), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &Q), 0);
 }
 
 static void teardown(void)
 {
-	mq_close(Q);
+	mfsq_close(Q);
 	Q = NULL;
 	tenv_destroy(&T);
 }
 
 START_TEST(open_errors)
 {
-	mq_queue *q;
-	struct mq_config c;
+	mfsq_queue *q;
+	struct mfsq_config c;
 
-	ck_assert_int_eq(mq_open(T.env, "", NULL, MQ_CREATE, &q), EINVAL);
-	ck_assert_int_eq(mq_open(T.env, "a/b", NULL, MQ_CREATE, &q), EINVAL);
-	ck_assert_int_eq(mq_open(T.env, "nosuch", NULL, 0, &q), ENOENT);
-	mq_config_default(&c);
+	ck_assert_int_eq(mfsq_open(T.env, "", NULL, MFSQ_CREATE, &q), EINVAL);
+	ck_assert_int_eq(mfsq_open(T.env, "a/b", NULL, MFSQ_CREATE, &q), EINVAL);
+	ck_assert_int_eq(mfsq_open(T.env, "nosuch", NULL, 0, &q), ENOENT);
+	mfsq_config_default(&c);
 	c.nshards = 0;
-	ck_assert_int_eq(mq_open(T.env, "bad", &c, MQ_CREATE, &q), EINVAL);
+	ck_assert_int_eq(mfsq_open(T.env, "bad", &c, MFSQ_CREATE, &q), EINVAL);
 	/* the stored configuration wins over the one passed */
-	mq_config_default(&c);
+	mfsq_config_default(&c);
 	c.nshards = 9;
-	ck_assert_int_eq(mq_open(T.env, "q", &c, 0, &q), 0);
-	mq_get_config(q, &c);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, 0, &q), 0);
+	mfsq_get_config(q, &c);
 	ck_assert_uint_eq(c.nshards, 4);
-	mq_close(q);
-	ck_assert_uint_eq(mq_dbs_needed(NULL), 2 + 4 * (64 + 3));
+	mfsq_close(q);
+	ck_assert_uint_eq(mfsq_dbs_needed(NULL), 2 + 4 * (64 + 3));
 }
 END_TEST
 
@@ -54,14 +54,14 @@ START_TEST(maxdbs_too_small)
 {
 	struct tenv t;
 	MDB_env *env;
-	mq_queue *q;
+	mfsq_queue *q;
 
 	tenv_open(&t, 0);
 	tenv_close(&t);
 	ck_assert_int_eq(mdb_env_create(&env), 0);
 	ck_assert_int_eq(mdb_env_set_maxdbs(env, 3), 0);
 	ck_assert_int_eq(mdb_env_open(env, t.dir, MDB_NOTLS, 0644), 0);
-	ck_assert_int_eq(mq_open(env, "q", NULL, MQ_CREATE, &q), MDB_DBS_FULL);
+	ck_assert_int_eq(mfsq_open(env, "q", NULL, MFSQ_CREATE, &q), MDB_DBS_FULL);
 	mdb_env_close(env);
 	tenv_destroy(&t);
 }
@@ -72,12 +72,12 @@ END_TEST
 START_TEST(dbs_full_maintenance)
 {
 	struct tenv t;
-	struct mq_config c;
-	struct mq_stats st;
-	struct mq_msg out[16];
+	struct mfsq_config c;
+	struct mfsq_stats st;
+	struct mfsq_msg out[16];
 	MDB_env *env;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	size_t n, got = 0;
 
 	tenv_open(&t, 0);
@@ -86,12 +86,12 @@ START_TEST(dbs_full_maintenance)
 	ck_assert_int_eq(mdb_env_create(&env), 0);
 	ck_assert_int_eq(mdb_env_set_maxdbs(env, 5), 0); /* meta, exc, delay, tail, spare */
 	ck_assert_int_eq(mdb_env_open(env, t.dir, MDB_NOTLS | MDB_NOSYNC, 0644), 0);
-	ck_assert_int_eq(mq_open(env, "q", &c, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(env, "q", &c, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 0; i < 20; i++)
 		ck_assert_int_eq(put_msg(q, NULL, 1, (uint64_t)i, NULL), 0);
 	while (got < 20) {
-		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 0), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			uint64_t e, k;
 
@@ -99,11 +99,11 @@ START_TEST(dbs_full_maintenance)
 			ck_assert_uint_eq(k, got);
 		}
 	}
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	ck_assert_uint_ge(st.maintenance_errors, 1);
 	ck_assert_int_eq(st.last_maintenance_error, MDB_DBS_FULL);
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	mdb_env_close(env);
 	tenv_destroy(&t);
 }
@@ -115,33 +115,33 @@ START_TEST(enqueuers_per_shard)
 		uint64_t prev = 0;
 
 		for (uint64_t n = 0; n < 5; n++) {
-			uint64_t id = mq_enqueuer_in_shard(Q, sh, n);
+			uint64_t id = mfsq_enqueuer_in_shard(Q, sh, n);
 
-			ck_assert_uint_eq(mq_shard_of(Q, id), sh);
+			ck_assert_uint_eq(mfsq_shard_of(Q, id), sh);
 			if (n)
 				ck_assert_uint_gt(id, prev);
 			prev = id;
 		}
 	}
-	ck_assert_uint_eq(mq_enqueuer_in_shard(Q, 4, 0), UINT64_MAX);
+	ck_assert_uint_eq(mfsq_enqueuer_in_shard(Q, 4, 0), UINT64_MAX);
 }
 END_TEST
 
 START_TEST(attributes)
 {
-	mq_sub *s;
-	struct mq_msg m;
-	struct mq_msg_in in = {.data = "hello", .len = 5, .enqueuer = 42, .prio = 3};
+	mfsq_sub *s;
+	struct mfsq_msg m;
+	struct mfsq_msg_in in = {.data = "hello", .len = 5, .enqueuer = 42, .prio = 3};
 	uint64_t seq, before = 0;
 	size_t n;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
 	in.expire_us = UINT64_MAX - 1;
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, &seq), 0);
 	ck_assert_uint_eq(seq, 1);
 	get_one(s, &m);
-	ck_assert_uint_eq(m.shard, mq_shard_of(Q, 42));
+	ck_assert_uint_eq(m.shard, mfsq_shard_of(Q, 42));
 	ck_assert_uint_eq(m.seq, 1);
 	ck_assert_uint_eq(m.enqueuer, 42);
 	ck_assert_uint_eq(m.prio, 3);
@@ -150,46 +150,46 @@ START_TEST(attributes)
 	ck_assert_uint_eq(m.deliver_us, m.enqueue_us);
 	ck_assert_uint_eq(m.len, 5);
 	ck_assert_mem_eq(m.data, "hello", 5);
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(bad_input)
 {
-	struct mq_msg_in in = {.data = "x", .len = 1, .prio = 10};
-	struct mq_config c;
-	mq_sub *s;
+	struct mfsq_msg_in in = {.data = "x", .len = 1, .prio = 10};
+	struct mfsq_config c;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), EINVAL);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), EINVAL);
 	in.prio = 0;
 	in.data = NULL;
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), EINVAL);
-	mq_get_config(Q, &c);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), EINVAL);
+	mfsq_get_config(Q, &c);
 	in.data = "x";
 	in.len = (size_t)c.max_payload + 1;
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), EMSGSIZE);
-	ck_assert_int_eq(mq_subscribe(Q, "x", 0, NULL, NULL, &s), EINVAL);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, MQ_SUB_DURABLE, NULL, NULL, &s), EINVAL);
-	ck_assert_int_eq(mq_subscriber_delete(Q, "nobody"), ENOENT);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), EMSGSIZE);
+	ck_assert_int_eq(mfsq_subscribe(Q, "x", 0, NULL, NULL, &s), EINVAL);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, MFSQ_SUB_DURABLE, NULL, NULL, &s), EINVAL);
+	ck_assert_int_eq(mfsq_subscriber_delete(Q, "nobody"), ENOENT);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	{
-		mq_sub *s2;
+		mfsq_sub *s2;
 
-		ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s2), EBUSY);
-		ck_assert_int_eq(mq_subscriber_delete(Q, "d"), EBUSY);
+		ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s2), EBUSY);
+		ck_assert_int_eq(mfsq_subscriber_delete(Q, "d"), EBUSY);
 	}
 	{
-		struct mq_msg m = {.shard = 0, .seq = 5};
+		struct mfsq_msg m = {.shard = 0, .seq = 5};
 
-		ck_assert_int_eq(mq_ack(s, NULL, &m), EINVAL); /* never delivered */
+		ck_assert_int_eq(mfsq_ack(s, NULL, &m), EINVAL); /* never delivered */
 		m.shard = 99;
-		ck_assert_int_eq(mq_ack(s, NULL, &m), EINVAL);
+		ck_assert_int_eq(mfsq_ack(s, NULL, &m), EINVAL);
 	}
-	ck_assert_int_eq(mq_seek_seq(s, 99, 1), EINVAL);
-	ck_assert_int_eq(mq_seek_seq(s, 0, 1000), ERANGE);
-	mq_unsubscribe(s);
-	ck_assert_int_eq(mq_subscriber_delete(Q, "d"), 0);
+	ck_assert_int_eq(mfsq_seek_seq(s, 99, 1), EINVAL);
+	ck_assert_int_eq(mfsq_seek_seq(s, 0, 1000), ERANGE);
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscriber_delete(Q, "d"), 0);
 }
 END_TEST
 
@@ -197,22 +197,22 @@ START_TEST(large_payload)
 {
 	size_t len = (size_t)1 << 20;
 	unsigned char *p = malloc(len);
-	struct mq_msg_in in = {.len = len, .enqueuer = 1};
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg_in in = {.len = len, .enqueuer = 1};
+	struct mfsq_msg m;
+	mfsq_sub *s;
 
 	for (size_t i = 0; i < len; i++)
 		p[i] = (unsigned char)(i * 7 + 3);
 	in.data = p;
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+		ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), 0);
 	for (int i = 0; i < 3; i++) {
 		get_one(s, &m);
 		ck_assert_uint_eq(m.len, len);
 		ck_assert_int_eq(memcmp(m.data, p, len), 0);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 	free(p);
 }
 END_TEST
@@ -220,17 +220,17 @@ END_TEST
 START_TEST(caller_txn)
 {
 	MDB_txn *txn;
-	mq_sub *s;
-	struct mq_msg m;
+	mfsq_sub *s;
+	struct mfsq_msg m;
 	MDB_dbi mine;
 	size_t n;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	/* aborted with the caller's data: no message */
 	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
 	ck_assert_int_eq(put_msg(Q, txn, 7, 1, NULL), 0);
 	mdb_txn_abort(txn);
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
 	/* committed with the caller's own record: both visible */
 	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
 	ck_assert_int_eq(mdb_dbi_open(txn, "app", MDB_CREATE, &mine), 0);
@@ -242,7 +242,7 @@ START_TEST(caller_txn)
 	for (int i = 0; i < 20; i++) /* crosses subshards (8 per subshard) */
 		ck_assert_int_eq(put_msg(Q, txn, 7, (uint64_t)i, NULL), 0);
 	ck_assert_int_eq(mdb_txn_commit(txn), 0);
-	mq_notify(Q);
+	mfsq_notify(Q);
 	for (int i = 0; i < 20; i++) {
 		uint64_t e, k;
 
@@ -250,36 +250,36 @@ START_TEST(caller_txn)
 		ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
 		ck_assert_uint_eq(k, (uint64_t)i);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(batch)
 {
 	static int vals[300];
-	struct mq_msg_in in[300];
+	struct mfsq_msg_in in[300];
 	uint64_t seqs[300];
-	struct mq_msg out[64];
-	mq_sub *s;
+	struct mfsq_msg out[64];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int i = 0; i < 300; i++) {
 		vals[i] = i;
-		in[i] = (struct mq_msg_in){.data = &vals[i], .len = sizeof(int), .enqueuer = 5};
+		in[i] = (struct mfsq_msg_in){.data = &vals[i], .len = sizeof(int), .enqueuer = 5};
 	}
-	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 300, seqs), 0);
+	ck_assert_int_eq(mfsq_enqueue_batch(Q, NULL, in, 300, seqs), 0);
 	for (int i = 1; i < 300; i++)
 		ck_assert_uint_eq(seqs[i], seqs[i - 1] + 1);
 	while (got < 300) {
-		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			ck_assert_uint_eq(out[i].seq, seqs[got]);
 			ck_assert_int_eq(*(const int *)out[i].data, (int)got);
 		}
 	}
-	ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 0), EAGAIN);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 0), EAGAIN);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -288,31 +288,31 @@ START_TEST(enqueuer_order)
 {
 	enum { E = 13, N = 20 };
 	uint64_t next[E] = {0};
-	struct mq_msg out[32];
-	mq_sub *s;
+	struct mfsq_msg out[32];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int k = 0; k < N; k++)
 		for (uint64_t e = 0; e < E; e++)
 			ck_assert_int_eq(put_msg(Q, NULL, e, (uint64_t)k, NULL), 0);
 	while (got < E * N) {
-		ck_assert_int_eq(mq_dequeue(s, out, 32, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 32, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			uint64_t e, k;
 
 			ck_assert_int_eq(parse_msg(&out[i], &e, &k), 0);
-			ck_assert_uint_eq(out[i].shard, mq_shard_of(Q, e));
+			ck_assert_uint_eq(out[i].shard, mfsq_shard_of(Q, e));
 			ck_assert_uint_eq(k, next[e]);
 			next[e]++;
 		}
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 struct producer {
-	mq_queue *q;
+	mfsq_queue *q;
 	int n;
 };
 
@@ -330,13 +330,13 @@ START_TEST(blocking)
 {
 	struct producer p = {Q, 100};
 	pthread_t th;
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	size_t n;
 	void *ret;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 1), ETIMEDOUT);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 1), ETIMEDOUT);
 	ck_assert_int_eq(pthread_create(&th, NULL, produce, &p), 0);
 	for (int i = 0; i < 100; i++) {
 		uint64_t e, k;
@@ -347,91 +347,91 @@ START_TEST(blocking)
 	}
 	pthread_join(th, &ret);
 	ck_assert_ptr_null(ret);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(durable_redelivery)
 {
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	uint64_t e, k;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 0; i < 10; i++)
 		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
 	for (int i = 0; i < 4; i++)
 		get_one(s, &m);
-	ck_assert_int_eq(mq_ack(s, NULL, &m), 0); /* 0..3 acked */
-	get_one(s, &m);				  /* 4 delivered, not acked */
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_ack(s, NULL, &m), 0); /* 0..3 acked */
+	get_one(s, &m);				    /* 4 delivered, not acked */
+	mfsq_unsubscribe(s);
 	/* a restart of the process */
-	mq_close(Q);
+	mfsq_close(Q);
 	tenv_reopen(&T);
-	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 4; i < 10; i++) {
 		get_one(s, &m);
 		ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
 		ck_assert_uint_eq(k, (uint64_t)i);
 	}
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
-	mq_unsubscribe(s);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	{
 		size_t n;
 
-		ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+		ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(ack_in_caller_txn)
 {
-	struct mq_msg m;
+	struct mfsq_msg m;
 	MDB_txn *txn;
-	mq_sub *s;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	ck_assert_int_eq(put_msg(Q, NULL, 1, 0, NULL), 0);
 	get_one(s, &m);
 	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
-	ck_assert_int_eq(mq_ack(s, txn, &m), 0);
+	ck_assert_int_eq(mfsq_ack(s, txn, &m), 0);
 	mdb_txn_abort(txn); /* the ack did not happen */
-	mq_unsubscribe(s);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	get_one(s, &m);
 	ck_assert_uint_eq(m.seq, 1);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(ephemeral_start)
 {
-	struct mq_msg m;
-	mq_sub *a, *b;
+	struct mfsq_msg m;
+	mfsq_sub *a, *b;
 	size_t n;
 
 	ck_assert_int_eq(put_msg(Q, NULL, 1, 0, NULL), 0);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &a), 0);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, MQ_SUB_FROM_START, NULL, NULL, &b), 0);
-	ck_assert_int_eq(mq_dequeue(a, &m, 1, &n, 0), EAGAIN);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &a), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, MFSQ_SUB_FROM_START, NULL, NULL, &b), 0);
+	ck_assert_int_eq(mfsq_dequeue(a, &m, 1, &n, 0), EAGAIN);
 	get_one(b, &m);
 	ck_assert_uint_eq(m.seq, 1);
-	mq_unsubscribe(a);
-	mq_unsubscribe(b);
+	mfsq_unsubscribe(a);
+	mfsq_unsubscribe(b);
 }
 END_TEST
 
 START_TEST(seek)
 {
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	uint64_t t_mid = 0, seqs[20];
-	uint32_t sh = mq_shard_of(Q, 3);
+	uint32_t sh = mfsq_shard_of(Q, 3);
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 0; i < 20; i++) {
 		ck_assert_int_eq(put_msg(Q, NULL, 3, (uint64_t)i, &seqs[i]), 0);
 		if (i == 9)
@@ -442,26 +442,26 @@ START_TEST(seek)
 		if (i == 10)
 			t_mid = m.deliver_us;
 	}
-	ck_assert_int_eq(mq_seek_seq(s, sh, seqs[5]), 0);
+	ck_assert_int_eq(mfsq_seek_seq(s, sh, seqs[5]), 0);
 	get_one(s, &m);
 	ck_assert_uint_eq(m.seq, seqs[5]);
-	ck_assert_int_eq(mq_seek_seq(s, sh, seqs[19] + 1), 0); /* the end is fine */
-	ck_assert_int_eq(mq_seek_seq(s, sh, seqs[19] + 2), ERANGE);
-	ck_assert_int_eq(mq_seek_time(s, t_mid), 0);
+	ck_assert_int_eq(mfsq_seek_seq(s, sh, seqs[19] + 1), 0); /* the end is fine */
+	ck_assert_int_eq(mfsq_seek_seq(s, sh, seqs[19] + 2), ERANGE);
+	ck_assert_int_eq(mfsq_seek_time(s, t_mid), 0);
 	get_one(s, &m);
 	ck_assert_uint_le(m.seq, seqs[10]);
 	ck_assert_uint_ge(m.deliver_us, t_mid);
 	/* seek persists for a durable subscriber */
-	ck_assert_int_eq(mq_seek_seq(s, sh, seqs[2]), 0);
-	mq_unsubscribe(s);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_seek_seq(s, sh, seqs[2]), 0);
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	get_one(s, &m);
 	ck_assert_uint_eq(m.seq, seqs[2]);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
-static int only_odd(const struct mq_msg *m, void *arg)
+static int only_odd(const struct mfsq_msg *m, void *arg)
 {
 	uint64_t e, k;
 
@@ -471,11 +471,11 @@ static int only_odd(const struct mq_msg *m, void *arg)
 
 START_TEST(rule_filter)
 {
-	struct mq_msg m;
-	mq_sub *s;
-	struct mq_stats st;
+	struct mfsq_msg m;
+	mfsq_sub *s;
+	struct mfsq_stats st;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, only_odd, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, only_odd, NULL, &s), 0);
 	for (int i = 0; i < 10; i++)
 		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
 	for (int i = 1; i < 10; i += 2) {
@@ -485,92 +485,92 @@ START_TEST(rule_filter)
 		ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
 		ck_assert_uint_eq(k, (uint64_t)i);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_ge(st.filtered, 4);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(expiry)
 {
-	struct mq_msg_in in = {.data = "old", .len = 3, .enqueuer = 1, .expire_us = 1};
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg_in in = {.data = "old", .len = 3, .enqueuer = 1, .expire_us = 1};
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	uint64_t cur = 0, e, k;
 	int reason;
 	char buf[16];
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), 0);
 	ck_assert_int_eq(put_msg(Q, NULL, 1, 1, NULL), 0);
 	get_one(s, &m); /* the expired one is skipped */
 	ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
 	ck_assert_uint_eq(k, 1);
-	ck_assert_int_eq(mq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), 0);
-	ck_assert_int_eq(reason, MQ_REASON_EXPIRED);
+	ck_assert_int_eq(mfsq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(reason, MFSQ_REASON_EXPIRED);
 	ck_assert_uint_eq(m.len, 3);
 	ck_assert_mem_eq(buf, "old", 3);
-	ck_assert_int_eq(mq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), ENOENT);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), ENOENT);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* Subshards are dropped whole once every durable subscriber passed them. */
 START_TEST(subshard_drop)
 {
-	struct mq_stats st;
-	struct mq_msg out[16];
-	mq_sub *s;
+	struct mfsq_stats st;
+	struct mfsq_msg out[16];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 0; i < 64; i++)
 		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
-	ck_assert_int_eq(mq_tick(Q), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_tick(Q), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_ge(st.subshards_live, 8 + 3); /* 64 / 8 in one shard, tails */
 	while (got < 64) {
-		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 10000), 0);
 		got += n;
 	}
-	ck_assert_int_eq(mq_tick(Q), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_tick(Q), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_ge(st.subshards_live, 8); /* not acked: kept */
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
-	ck_assert_int_eq(mq_tick(Q), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
+	ck_assert_int_eq(mfsq_tick(Q), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.subshards_live, 4); /* one tail per shard */
 	ck_assert_uint_ge(st.subshards_dropped, 7);
 	/* a passed subshard cannot be sought to */
-	ck_assert_int_eq(mq_seek_seq(s, mq_shard_of(Q, 1), 1), ENOENT);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_seek_seq(s, mfsq_shard_of(Q, 1), 1), ENOENT);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* A subscriber beyond the hard limit is marked lagging, not kept forever. */
 START_TEST(lagging)
 {
-	struct mq_stats st;
-	struct mq_msg m;
-	mq_sub *s, *fast;
+	struct mfsq_stats st;
+	struct mfsq_msg m;
+	mfsq_sub *s, *fast;
 	size_t n;
 	int rc;
 
-	ck_assert_int_eq(mq_subscribe(Q, "slow", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &fast), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "slow", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &fast), 0);
 	for (int i = 0; i < 8 * 20; i++)
 		ck_assert_int_eq(put_msg(Q, NULL, 1, (uint64_t)i, NULL), 0);
-	ck_assert_int_eq(mq_tick(Q), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_tick(Q), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_le(st.subshards_live, 16 + 3);
 	ck_assert_uint_ge(st.lagging, 1);
-	rc = mq_dequeue(s, &m, 1, &n, 0);
-	ck_assert_int_eq(rc, MQ_LAGGED);
-	ck_assert(mq_sub_lagging(s));
+	rc = mfsq_dequeue(s, &m, 1, &n, 0);
+	ck_assert_int_eq(rc, MFSQ_LAGGED);
+	ck_assert(mfsq_sub_lagging(s));
 	get_one(s, &m); /* continues at the oldest retained message */
 	ck_assert_uint_gt(m.seq, 8);
-	mq_unsubscribe(s);
-	mq_unsubscribe(fast);
+	mfsq_unsubscribe(s);
+	mfsq_unsubscribe(fast);
 }
 END_TEST
 
@@ -578,21 +578,21 @@ END_TEST
 START_TEST(map_full)
 {
 	struct tenv t;
-	mq_queue *q;
-	mq_sub *s;
-	struct mq_msg m;
-	struct mq_config c;
+	mfsq_queue *q;
+	mfsq_sub *s;
+	struct mfsq_msg m;
+	struct mfsq_config c;
 	char big[4000];
-	struct mq_msg_in in = {.data = big, .len = sizeof(big), .enqueuer = 1};
+	struct mfsq_msg_in in = {.data = big, .len = sizeof(big), .enqueuer = 1};
 	int rc = 0, ok = 0;
 	size_t n;
 
 	memset(big, 'x', sizeof(big));
 	tenv_open(&t, (size_t)1 << 20);
 	small_cfg(&c, 1, 16);
-	ck_assert_int_eq(mq_open(t.env, "q", &c, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	while (ok < 10000 && (rc = mq_enqueue(q, NULL, &in, NULL)) == 0)
+	ck_assert_int_eq(mfsq_open(t.env, "q", &c, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	while (ok < 10000 && (rc = mfsq_enqueue(q, NULL, &in, NULL)) == 0)
 		ok++;
 	ck_assert_int_eq(rc, ENOSPC);
 	ck_assert_int_gt(ok, 10);
@@ -600,15 +600,15 @@ START_TEST(map_full)
 		get_one(s, &m);
 		ck_assert_uint_eq(m.seq, (uint64_t)i + 1);
 	}
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
-	mq_unsubscribe(s);
-	mq_close(q);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 END_TEST
 
 struct worker {
-	mq_queue *q;
+	mfsq_queue *q;
 	uint64_t id;
 	int rc;
 };
@@ -629,12 +629,12 @@ START_TEST(group_commit)
 	struct worker w[W];
 	pthread_t th[W];
 	uint64_t next[W] = {0};
-	struct mq_msg out[64];
-	struct mq_stats st;
-	mq_sub *s;
+	struct mfsq_msg out[64];
+	struct mfsq_stats st;
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 0; i < W; i++) {
 		w[i] = (struct worker){Q, (uint64_t)i, 0};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, enqueue_many, &w[i]), 0);
@@ -644,20 +644,20 @@ START_TEST(group_commit)
 		ck_assert_int_eq(w[i].rc, 0);
 	}
 	while (got < W * 40) {
-		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			uint64_t e, k;
 
 			ck_assert_int_eq(parse_msg(&out[i], &e, &k), 0);
 			ck_assert_uint_eq(k, next[e]++);
 		}
-		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+		ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.batches, W * 40);
 	ck_assert_uint_gt(st.commit_groups, 0);
 	ck_assert_uint_eq(st.meta_syncs, 0); /* MDB_NOSYNC: nothing to make durable */
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -671,18 +671,18 @@ START_TEST(group_meta_sync)
 	enum { W = 8 };
 	struct worker w[W];
 	pthread_t th[W];
-	struct mq_msg out[64];
-	struct mq_stats st;
+	struct mfsq_msg out[64];
+	struct mfsq_stats st;
 	struct tenv t;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	size_t n, got = 0;
 
 	tenv_open_flags(&t, 0, MDB_NOMETASYNC);
-	ck_assert_int_eq(mq_open(t.env, "q", NULL, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(t.env, "q", NULL, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	ck_assert_int_eq(put_msg(q, NULL, 1, 0, NULL), 0);
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	ck_assert_uint_eq(st.commit_groups, 1);
 	ck_assert_uint_eq(st.meta_syncs, 1); /* alone: synced before returning */
 	for (int i = 0; i < W; i++) {
@@ -690,25 +690,25 @@ START_TEST(group_meta_sync)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, enqueue_many, &w[i]), 0);
 	}
 	while (got < W * 40 + 1) {
-		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 10000), 0);
 		got += n;
-		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+		ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	}
 	for (int i = 0; i < W; i++) {
 		pthread_join(th[i], NULL);
 		ck_assert_int_eq(w[i].rc, 0);
 	}
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	ck_assert_uint_ge(st.meta_syncs, 2);
 	ck_assert_uint_le(st.meta_syncs, st.commit_groups);
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 END_TEST
 
 struct big_worker {
-	mq_queue *q;
+	mfsq_queue *q;
 	uint64_t id;
 	int rc;
 };
@@ -718,7 +718,7 @@ static void *enqueue_big(void *arg)
 {
 	struct big_worker *w = arg;
 	unsigned char(*buf)[4096] = malloc(16 * sizeof(*buf));
-	struct mq_msg_in in[16];
+	struct mfsq_msg_in in[16];
 
 	if (!buf) {
 		w->rc = ENOMEM;
@@ -731,9 +731,10 @@ static void *enqueue_big(void *arg)
 
 			memcpy(buf[i], &w->id, 8);
 			memcpy(buf[i] + 8, &k, 8);
-			in[i] = (struct mq_msg_in){.data = buf[i], .len = 4096, .enqueuer = w->id};
+			in[i] =
+			    (struct mfsq_msg_in){.data = buf[i], .len = 4096, .enqueuer = w->id};
 		}
-		w->rc = mq_enqueue_batch(w->q, NULL, in, 16, NULL);
+		w->rc = mfsq_enqueue_batch(w->q, NULL, in, 16, NULL);
 	}
 	free(buf);
 	return NULL;
@@ -751,22 +752,22 @@ static void group_large(unsigned envflags)
 	struct big_worker w[W];
 	pthread_t th[W];
 	uint64_t next[W] = {0};
-	struct mq_msg out[64];
-	struct mq_stats st;
+	struct mfsq_msg out[64];
+	struct mfsq_stats st;
 	struct tenv t;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	size_t n, got = 0;
 
 	tenv_open_flags(&t, 64u << 20, envflags);
-	ck_assert_int_eq(mq_open(t.env, "q", NULL, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(t.env, "q", NULL, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (int i = 0; i < W; i++) {
 		w[i] = (struct big_worker){q, (uint64_t)i, 0};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, enqueue_big, &w[i]), 0);
 	}
 	while (got < W * 320) {
-		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			uint64_t e, k;
 
@@ -776,20 +777,20 @@ static void group_large(unsigned envflags)
 			ck_assert_uint_lt(e, W);
 			ck_assert_uint_eq(k, next[e]++);
 		}
-		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+		ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	}
 	for (int i = 0; i < W; i++) {
 		pthread_join(th[i], NULL);
 		ck_assert_int_eq(w[i].rc, 0);
 	}
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	ck_assert_uint_eq(st.batches, W * 20);
 	if (envflags & MDB_NOMETASYNC)
 		ck_assert_uint_ge(st.meta_syncs, 1);
 	else
 		ck_assert_uint_eq(st.meta_syncs, 0);
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 
@@ -812,41 +813,41 @@ END_TEST
 START_TEST(merge_ties_and_ends)
 {
 	static const char *want[] = {"b_early", "a0", "a1", "a2", "b0", "a_late"};
-	struct mq_config c;
-	struct mq_msg out[16];
+	struct mfsq_config c;
+	struct mfsq_msg out[16];
 	struct timespec ts;
 	struct tenv t;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	uint64_t ea = 0, eb = 0, due;
 	size_t n, got = 0;
 
 	tenv_open(&t, 0);
 	small_cfg(&c, 4, 64);
-	ck_assert_int_eq(mq_open(t.env, "q", &c, MQ_CREATE, &q), 0);
-	while (mq_shard_of(q, ea) != 0) /* the lowest shard, and one above it */
+	ck_assert_int_eq(mfsq_open(t.env, "q", &c, MFSQ_CREATE, &q), 0);
+	while (mfsq_shard_of(q, ea) != 0) /* the lowest shard, and one above it */
 		ea++;
-	while (mq_shard_of(q, eb) == 0)
+	while (mfsq_shard_of(q, eb) == 0)
 		eb++;
-	ck_assert_int_eq(mq_subscribe(q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, NULL, 0, NULL, NULL, &s), 0);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	due = (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u + 200000u;
 	{
-		struct mq_msg_in in[] = {
+		struct mfsq_msg_in in[] = {
 		    {.data = "b_early", .len = 7, .enqueuer = eb},
 		    {.data = "a0", .len = 2, .enqueuer = ea, .deliver_us = due},
 		    {.data = "a1", .len = 2, .enqueuer = ea, .deliver_us = due},
 		    {.data = "b0", .len = 2, .enqueuer = eb, .deliver_us = due},
 		    {.data = "a2", .len = 2, .enqueuer = ea, .deliver_us = due},
 		};
-		struct mq_msg_in late = {.data = "a_late", .len = 6, .enqueuer = ea};
+		struct mfsq_msg_in late = {.data = "a_late", .len = 6, .enqueuer = ea};
 
-		ck_assert_int_eq(mq_enqueue_batch(q, NULL, in, 5, NULL), 0);
+		ck_assert_int_eq(mfsq_enqueue_batch(q, NULL, in, 5, NULL), 0);
 		usleep(300000); /* all due, then one more after them */
-		ck_assert_int_eq(mq_enqueue(q, NULL, &late, NULL), 0);
+		ck_assert_int_eq(mfsq_enqueue(q, NULL, &late, NULL), 0);
 	}
 	while (got < 6) {
-		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 5000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 5000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			ck_assert_uint_lt(got, 6);
 			ck_assert_uint_eq(out[i].len, strlen(want[got]));
@@ -855,9 +856,9 @@ START_TEST(merge_ties_and_ends)
 				ck_assert_uint_eq(out[i].deliver_us, due);
 		}
 	}
-	ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 0), EAGAIN);
-	mq_unsubscribe(s);
-	mq_close(q);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 0), EAGAIN);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 END_TEST
@@ -865,72 +866,74 @@ END_TEST
 /* Memory-only messages: delivered here, never stored, merged in time order. */
 START_TEST(buffered)
 {
-	struct mq_msg_in in = {.data = "mem", .len = 3, .enqueuer = 2, .flags = MQ_MSG_BUFFERED};
-	struct mq_msg out[8];
-	struct mq_stats st;
-	mq_sub *s, *late;
+	struct mfsq_msg_in in = {
+	    .data = "mem", .len = 3, .enqueuer = 2, .flags = MFSQ_MSG_BUFFERED};
+	struct mfsq_msg out[8];
+	struct mfsq_stats st;
+	mfsq_sub *s, *late;
 	uint64_t seq = 0;
 	size_t n;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	in.deliver_us = 1;
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), EINVAL);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), EINVAL);
 	in.deliver_us = 0;
 	ck_assert_int_eq(put_msg(Q, NULL, 2, 0, NULL), 0);
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, &seq), 0);
 	ck_assert_uint_eq(seq, 1);
 	ck_assert_int_eq(put_msg(Q, NULL, 2, 1, NULL), 0);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &late), 0);
-	ck_assert_int_eq(mq_dequeue(s, out, 8, &n, 10000), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &late), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 8, &n, 10000), 0);
 	ck_assert_uint_eq(n, 3);
-	ck_assert(!(out[0].flags & MQ_MSG_BUFFERED));
-	ck_assert(out[1].flags & MQ_MSG_BUFFERED);
+	ck_assert(!(out[0].flags & MFSQ_MSG_BUFFERED));
+	ck_assert(out[1].flags & MFSQ_MSG_BUFFERED);
 	ck_assert_mem_eq(out[1].data, "mem", 3);
-	ck_assert(!(out[2].flags & MQ_MSG_BUFFERED));
-	ck_assert_int_eq(mq_ack(s, NULL, &out[1]), 0);
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+	ck_assert(!(out[2].flags & MFSQ_MSG_BUFFERED));
+	ck_assert_int_eq(mfsq_ack(s, NULL, &out[1]), 0);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	/* a subscriber opened later does not get it */
-	ck_assert_int_eq(mq_dequeue(late, out, 8, &n, 0), EAGAIN);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_dequeue(late, out, 8, &n, 0), EAGAIN);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.buffered_enqueued, 1);
 	/* not in the store: a restart does not bring it back */
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
-	mq_unsubscribe(s);
-	mq_unsubscribe(late);
-	mq_close(Q);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), 0);
+	mfsq_unsubscribe(s);
+	mfsq_unsubscribe(late);
+	mfsq_close(Q);
 	tenv_reopen(&T);
-	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_dequeue(s, out, 8, &n, 0), EAGAIN);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 8, &n, 0), EAGAIN);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* Under memory pressure a memory-only message spills to the store. */
 START_TEST(buffered_spill)
 {
-	struct mq_msg_in in = {.data = "mem", .len = 3, .enqueuer = 2, .flags = MQ_MSG_BUFFERED};
-	struct mq_stats st;
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg_in in = {
+	    .data = "mem", .len = 3, .enqueuer = 2, .flags = MFSQ_MSG_BUFFERED};
+	struct mfsq_stats st;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	uint64_t seq = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	mq_pressure_mode(MQ_PRESSURE_ON);
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
-	mq_pressure_mode(MQ_PRESSURE_OFF);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	mfsq_pressure_mode(MFSQ_PRESSURE_ON);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, &seq), 0);
+	mfsq_pressure_mode(MFSQ_PRESSURE_OFF);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.buffered_spilled, 1);
-	mq_unsubscribe(s);
-	mq_close(Q);
+	mfsq_unsubscribe(s);
+	mfsq_close(Q);
 	tenv_reopen(&T);
-	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	get_one(s, &m);
 	ck_assert_uint_eq(m.seq, seq);
-	ck_assert(!(m.flags & MQ_MSG_BUFFERED));
+	ck_assert(!(m.flags & MFSQ_MSG_BUFFERED));
 	ck_assert_mem_eq(m.data, "mem", 3);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 

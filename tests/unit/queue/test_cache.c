@@ -8,22 +8,22 @@
 #include "helpers.h"
 
 static struct tenv T;
-static mq_queue *Q;
+static mfsq_queue *Q;
 
 static void setup(void)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 
-	mq_pressure_mode(MQ_PRESSURE_OFF);
+	mfsq_pressure_mode(MFSQ_PRESSURE_OFF);
 	tenv_open(&T, 0);
 	small_cfg(&c, 2, 64);
 	c.retain_max = 64;
-	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &Q), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &Q), 0);
 }
 
 static void teardown(void)
 {
-	mq_close(Q);
+	mfsq_close(Q);
 	Q = NULL;
 	tenv_destroy(&T);
 }
@@ -32,14 +32,14 @@ static void teardown(void)
 static void put_sized(uint64_t enq, uint64_t tag, size_t len)
 {
 	static unsigned char buf[8192];
-	struct mq_msg_in in = {.data = buf, .len = len, .enqueuer = enq};
+	struct mfsq_msg_in in = {.data = buf, .len = len, .enqueuer = enq};
 
 	ck_assert_uint_ge(len, 8);
 	memcpy(buf, &tag, 8);
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), 0);
 }
 
-static uint64_t tag_of(const struct mq_msg *m)
+static uint64_t tag_of(const struct mfsq_msg *m)
 {
 	uint64_t t;
 
@@ -49,21 +49,21 @@ static uint64_t tag_of(const struct mq_msg *m)
 
 START_TEST(keep_up_never_reads_store)
 {
-	struct mq_stats st;
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_stats st;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (uint64_t i = 0; i < 1000; i++) {
 		put_sized(i % 5, i, 64);
 		get_one(s, &m);
 		ck_assert_uint_eq(tag_of(&m), i);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.cache_misses, 0);
 	ck_assert_uint_eq(st.cache_restores, 0);
 	ck_assert_uint_ge(st.cache_hits, 1000);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -71,65 +71,65 @@ END_TEST
  * first (FIFO or LRU would evict the oldest, the one it needs now). */
 START_TEST(earliest_access_eviction)
 {
-	struct mq_stats st;
-	struct mq_msg out[64];
-	mq_sub *a;
-	uint32_t sh = mq_shard_of(Q, 1);
+	struct mfsq_stats st;
+	struct mfsq_msg out[64];
+	mfsq_sub *a;
+	uint32_t sh = mfsq_shard_of(Q, 1);
 	size_t n, got = 0;
 
 	/* 4 KiB messages, 64 per subshard: about 2.5 subshards fit */
-	mq_memory_budget(650u << 10);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, MQ_SUB_FROM_START, NULL, NULL, &a), 0);
+	mfsq_memory_budget(650u << 10);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, MFSQ_SUB_FROM_START, NULL, NULL, &a), 0);
 	for (uint64_t i = 0; i < 64 * 4 + 10; i++)
 		put_sized(1, i, 4096);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_le(st.cache_bytes, 650u << 10);
 	ck_assert_uint_gt(st.cache_evictions, 0);
-	ck_assert(mq_cache_has(Q, sh, 1));	     /* where the reader is */
-	ck_assert(mq_cache_has(Q, sh, 64 * 4 + 10)); /* the tail */
-	ck_assert(!mq_cache_has(Q, sh, 64 * 2 + 1)); /* reached later */
+	ck_assert(mfsq_cache_has(Q, sh, 1));	       /* where the reader is */
+	ck_assert(mfsq_cache_has(Q, sh, 64 * 4 + 10)); /* the tail */
+	ck_assert(!mfsq_cache_has(Q, sh, 64 * 2 + 1)); /* reached later */
 	while (got < 64) {
-		ck_assert_int_eq(mq_dequeue(a, out, 64 - got, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(a, out, 64 - got, &n, 0), 0);
 		for (size_t i = 0; i < n; i++, got++)
 			ck_assert_uint_eq(tag_of(&out[i]), got);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.cache_restores, 0);
 	ck_assert_uint_eq(st.cache_misses, 0);
-	mq_unsubscribe(a);
+	mfsq_unsubscribe(a);
 }
 END_TEST
 
 START_TEST(restore_after_eviction)
 {
-	struct mq_stats st;
-	struct mq_msg out[32];
-	mq_sub *s, *tick;
+	struct mfsq_stats st;
+	struct mfsq_msg out[32];
+	mfsq_sub *s, *tick;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (uint64_t i = 0; i < 64 * 5; i++)
 		put_sized(1, i, 100);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_gt(st.cache_bytes, 0);
 	/* pressure empties the cache at the next housekeeping */
-	mq_pressure_mode(MQ_PRESSURE_ON);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &tick), 0);
-	ck_assert_int_eq(mq_dequeue(tick, out, 1, &n, 0), EAGAIN);
-	mq_stats(Q, &st);
+	mfsq_pressure_mode(MFSQ_PRESSURE_ON);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &tick), 0);
+	ck_assert_int_eq(mfsq_dequeue(tick, out, 1, &n, 0), EAGAIN);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.cache_bytes, 0);
 	ck_assert_uint_ge(st.pressure_events, 1);
-	mq_pressure_mode(MQ_PRESSURE_OFF);
+	mfsq_pressure_mode(MFSQ_PRESSURE_OFF);
 	while (got < 64 * 5) {
-		ck_assert_int_eq(mq_dequeue(s, out, 32, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 32, &n, 0), 0);
 		for (size_t i = 0; i < n; i++, got++)
 			ck_assert_uint_eq(tag_of(&out[i]), got);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_ge(st.cache_restores + st.cache_prefetches, 4);
 	ck_assert_uint_gt(st.cache_hits, 64 * 4);
-	mq_unsubscribe(s);
-	mq_unsubscribe(tick);
+	mfsq_unsubscribe(s);
+	mfsq_unsubscribe(tick);
 }
 END_TEST
 
@@ -137,58 +137,58 @@ END_TEST
  * before it reaches it. */
 START_TEST(prefetch_next)
 {
-	struct mq_stats st;
-	struct mq_msg out[16];
-	mq_sub *s;
-	uint32_t sh = mq_shard_of(Q, 1);
+	struct mfsq_stats st;
+	struct mfsq_msg out[16];
+	mfsq_sub *s;
+	uint32_t sh = mfsq_shard_of(Q, 1);
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (uint64_t i = 0; i < 64 * 3; i++)
 		put_sized(1, i, 100);
-	mq_pressure_mode(MQ_PRESSURE_ON); /* empties the cache */
-	ck_assert_int_eq(mq_dequeue(s, out, 1, &n, 0), 0);
+	mfsq_pressure_mode(MFSQ_PRESSURE_ON); /* empties the cache */
+	ck_assert_int_eq(mfsq_dequeue(s, out, 1, &n, 0), 0);
 	got += n;
-	mq_pressure_mode(MQ_PRESSURE_OFF);
-	ck_assert(!mq_cache_has(Q, sh, 65));
-	ck_assert_int_eq(mq_dequeue(s, out, 10, &n, 0), 0); /* restores 2..64 */
+	mfsq_pressure_mode(MFSQ_PRESSURE_OFF);
+	ck_assert(!mfsq_cache_has(Q, sh, 65));
+	ck_assert_int_eq(mfsq_dequeue(s, out, 10, &n, 0), 0); /* restores 2..64 */
 	got += n;
-	ck_assert(mq_cache_has(Q, sh, 12));
-	ck_assert_int_eq(mq_dequeue(s, out, 10, &n, 0), 0); /* prefetches 65.. */
+	ck_assert(mfsq_cache_has(Q, sh, 12));
+	ck_assert_int_eq(mfsq_dequeue(s, out, 10, &n, 0), 0); /* prefetches 65.. */
 	got += n;
-	ck_assert(mq_cache_has(Q, sh, 65));
-	mq_stats(Q, &st);
+	ck_assert(mfsq_cache_has(Q, sh, 65));
+	mfsq_stats(Q, &st);
 	ck_assert_uint_ge(st.cache_prefetches, 1);
 	while (got < 64 * 3) {
-		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 0), 0);
 		for (size_t i = 0; i < n; i++, got++)
 			ck_assert_uint_eq(tag_of(&out[i]), got);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(budget_respected)
 {
-	struct mq_stats st;
-	struct mq_msg out[16];
-	mq_sub *s;
+	struct mfsq_stats st;
+	struct mfsq_msg out[16];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	mq_memory_budget(256u << 10);
-	ck_assert_int_eq(mq_subscribe(Q, "slow", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	mfsq_memory_budget(256u << 10);
+	ck_assert_int_eq(mfsq_subscribe(Q, "slow", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (uint64_t i = 0; i < 1000; i++) {
 		put_sized(i % 3, i, 4096);
-		mq_stats(Q, &st);
+		mfsq_stats(Q, &st);
 		ck_assert_uint_le(st.cache_bytes, 256u << 10);
 	}
 	while (got < 1000) {
-		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 0), 0);
 		got += n;
-		mq_stats(Q, &st);
+		mfsq_stats(Q, &st);
 		ck_assert_uint_le(st.cache_bytes, 256u << 10);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -197,71 +197,71 @@ START_TEST(pressure_switch)
 {
 	enum { E = 4, N = 1200 };
 	uint64_t next[E] = {0};
-	struct mq_stats st;
-	struct mq_msg out[8];
-	mq_sub *s;
+	struct mfsq_stats st;
+	struct mfsq_msg out[8];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (uint64_t i = 0; i < N; i++) {
 		if (i % 100 == 0)
-			mq_pressure_mode(i % 200 ? MQ_PRESSURE_ON : MQ_PRESSURE_OFF);
+			mfsq_pressure_mode(i % 200 ? MFSQ_PRESSURE_ON : MFSQ_PRESSURE_OFF);
 		put_sized(i % E, i / E, 32);
-		if (i % 3 == 0 && mq_dequeue(s, out, 8, &n, 0) == 0) {
+		if (i % 3 == 0 && mfsq_dequeue(s, out, 8, &n, 0) == 0) {
 			for (size_t k = 0; k < n; k++, got++) {
 				uint64_t e = out[k].enqueuer;
 
 				ck_assert_uint_eq(tag_of(&out[k]), next[e]++);
 			}
-			ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+			ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 			if (i % 200 >= 100) { /* under pressure: nothing cached */
-				mq_stats(Q, &st);
+				mfsq_stats(Q, &st);
 				ck_assert_uint_eq(st.cache_bytes, 0);
 			}
 		}
 	}
 	while (got < N) {
-		ck_assert_int_eq(mq_dequeue(s, out, 8, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 8, &n, 0), 0);
 		for (size_t k = 0; k < n; k++, got++)
 			ck_assert_uint_eq(tag_of(&out[k]), next[out[k].enqueuer]++);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_gt(st.store_only_enqueues, 0);
 	ck_assert_uint_ge(st.pressure_events, 5);
 	ck_assert_uint_gt(st.cache_hits, 0);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(no_budget_no_cache)
 {
-	struct mq_stats st;
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_stats st;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 
-	mq_memory_budget(0);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	mfsq_memory_budget(0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (uint64_t i = 0; i < 50; i++) {
 		put_sized(1, i, 16);
 		get_one(s, &m);
 		ck_assert_uint_eq(tag_of(&m), i);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.cache_bytes, 0);
 	ck_assert_uint_eq(st.cache_hits, 0);
 	ck_assert_uint_ge(st.cache_misses, 50);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
-/* The chunks free cache memory is kept in (mq_stats: cache_spare_bytes). */
+/* The chunks free cache memory is kept in (mfsq_stats: cache_spare_bytes). */
 #define CHUNK_SPARE_MIN (32u * (64u << 10))
 
 static void check_spares(void)
 {
-	struct mq_stats st;
+	struct mfsq_stats st;
 
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_le(st.cache_spare_bytes,
 			  st.cache_target_bytes > st.cache_bytes + CHUNK_SPARE_MIN
 			      ? st.cache_target_bytes - st.cache_bytes
@@ -272,34 +272,34 @@ static void check_spares(void)
  * chunks are kept and take the next appends. */
 START_TEST(passed_entries_dropped)
 {
-	struct mq_stats st;
-	struct mq_msg out[64];
-	mq_sub *a, *b;
-	uint32_t sh = mq_shard_of(Q, 1);
+	struct mfsq_stats st;
+	struct mfsq_msg out[64];
+	mfsq_sub *a, *b;
+	uint32_t sh = mfsq_shard_of(Q, 1);
 	uint64_t spare;
 	size_t n;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &a), 0);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &b), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &a), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &b), 0);
 	for (uint64_t i = 0; i < 64 * 3; i++)
 		put_sized(1, i, 1000);
 	for (int k = 0; k < 2; k++) { /* a passes the first two subshards */
-		ck_assert_int_eq(mq_dequeue(a, out, 64, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(a, out, 64, &n, 0), 0);
 		ck_assert_uint_eq(n, 64);
 	}
 	/* b has not: nothing is dropped */
-	ck_assert(mq_cache_has(Q, sh, 1));
-	ck_assert(mq_cache_has(Q, sh, 65));
+	ck_assert(mfsq_cache_has(Q, sh, 1));
+	ck_assert(mfsq_cache_has(Q, sh, 65));
 	for (int k = 0; k < 2; k++) {
-		ck_assert_int_eq(mq_dequeue(b, out, 64, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(b, out, 64, &n, 0), 0);
 		ck_assert_uint_eq(n, 64);
 		ck_assert_uint_eq(tag_of(&out[63]), 64 * (uint64_t)k + 63);
 	}
-	ck_assert(!mq_cache_has(Q, sh, 1));
-	ck_assert(!mq_cache_has(Q, sh, 64));
-	ck_assert(!mq_cache_has(Q, sh, 65));
-	ck_assert(mq_cache_has(Q, sh, 129)); /* the tail is kept */
-	mq_stats(Q, &st);
+	ck_assert(!mfsq_cache_has(Q, sh, 1));
+	ck_assert(!mfsq_cache_has(Q, sh, 64));
+	ck_assert(!mfsq_cache_has(Q, sh, 65));
+	ck_assert(mfsq_cache_has(Q, sh, 129)); /* the tail is kept */
+	mfsq_stats(Q, &st);
 	ck_assert_uint_ge(st.cache_evictions, 2);
 	ck_assert_uint_gt(st.cache_spare_bytes, 0);
 	ck_assert_uint_ge(st.cache_bytes, 64 * 1000);
@@ -309,18 +309,18 @@ START_TEST(passed_entries_dropped)
 	/* the next subshard is cached in the kept chunks */
 	for (uint64_t i = 64 * 3; i < 64 * 4; i++)
 		put_sized(1, i, 1000);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_lt(st.cache_spare_bytes, spare);
-	ck_assert(mq_cache_has(Q, sh, 64 * 3 + 1));
+	ck_assert(mfsq_cache_has(Q, sh, 64 * 3 + 1));
 	for (uint64_t got = 128; got < 64 * 4;) {
-		ck_assert_int_eq(mq_dequeue(a, out, 64, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(a, out, 64, &n, 0), 0);
 		for (size_t i = 0; i < n; i++, got++)
 			ck_assert_uint_eq(tag_of(&out[i]), got);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.cache_misses, 0);
-	mq_unsubscribe(a);
-	mq_unsubscribe(b);
+	mfsq_unsubscribe(a);
+	mfsq_unsubscribe(b);
 }
 END_TEST
 
@@ -328,32 +328,32 @@ END_TEST
  * back down to the fixed minimum. */
 START_TEST(spares_bounded)
 {
-	struct mq_stats st;
-	struct mq_msg out[64];
-	mq_sub *s;
+	struct mfsq_stats st;
+	struct mfsq_msg out[64];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	/* 8 KiB messages, 512 KiB per subshard: 3 MiB passed below */
 	for (uint64_t i = 0; i < 64 * 7; i++)
 		put_sized(1, i, 8192);
 	while (got < 64 * 6) {
-		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 0), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 0), 0);
 		for (size_t i = 0; i < n; i++, got++)
 			ck_assert_uint_eq(tag_of(&out[i]), got);
 		check_spares();
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	if (st.cache_target_bytes >= st.cache_bytes + (4u << 20))
 		ck_assert_uint_gt(st.cache_spare_bytes, CHUNK_SPARE_MIN); /* over the old 32 */
-	mq_pressure_mode(MQ_PRESSURE_ON);
-	ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 0), 0);
+	mfsq_pressure_mode(MFSQ_PRESSURE_ON);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 0), 0);
 	ck_assert_uint_eq(n, 64);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.cache_bytes, 0);
 	ck_assert_uint_le(st.cache_spare_bytes, CHUNK_SPARE_MIN);
-	mq_pressure_mode(MQ_PRESSURE_OFF);
-	mq_unsubscribe(s);
+	mfsq_pressure_mode(MFSQ_PRESSURE_OFF);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -363,42 +363,42 @@ START_TEST(spares_within_budget)
 {
 	static unsigned char buf[8192];
 	const uint64_t budget = 6u << 20;
-	struct mq_config c;
-	struct mq_stats sa, sb;
-	struct mq_msg out[64];
-	mq_queue *qa;
-	mq_sub *a, *b;
+	struct mfsq_config c;
+	struct mfsq_stats sa, sb;
+	struct mfsq_msg out[64];
+	mfsq_queue *qa;
+	mfsq_sub *a, *b;
 	size_t n;
 	uint64_t room;
 
-	mq_memory_budget(budget);
+	mfsq_memory_budget(budget);
 	small_cfg(&c, 2, 64);
-	ck_assert_int_eq(mq_open(T.env, "other", &c, MQ_CREATE, &qa), 0);
-	ck_assert_int_eq(mq_subscribe(qa, NULL, 0, NULL, NULL, &a), 0); /* never reads */
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &b), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "other", &c, MFSQ_CREATE, &qa), 0);
+	ck_assert_int_eq(mfsq_subscribe(qa, NULL, 0, NULL, NULL, &a), 0); /* never reads */
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &b), 0);
 	/* this queue caches 4 MiB, then its reader passes it: spares */
 	for (uint64_t i = 0; i < 64 * 8; i++)
 		put_sized(1, i, 8192);
 	for (uint64_t got = 0; got < 64 * 8; got += n)
-		ck_assert_int_eq(mq_dequeue(b, out, 64, &n, 1000), 0);
-	mq_stats(Q, &sb);
+		ck_assert_int_eq(mfsq_dequeue(b, out, 64, &n, 1000), 0);
+	mfsq_stats(Q, &sb);
 	ck_assert_uint_gt(sb.cache_spare_bytes, CHUNK_SPARE_MIN);
 	/* the other queue now caches 4 MiB of unread messages */
 	for (uint64_t i = 0; i < 500; i++) {
-		struct mq_msg_in in = {.data = buf, .len = sizeof(buf), .enqueuer = 1};
+		struct mfsq_msg_in in = {.data = buf, .len = sizeof(buf), .enqueuer = 1};
 
-		ck_assert_int_eq(mq_enqueue(qa, NULL, &in, NULL), 0);
+		ck_assert_int_eq(mfsq_enqueue(qa, NULL, &in, NULL), 0);
 	}
-	ck_assert_int_eq(mq_dequeue(b, out, 64, &n, 0), EAGAIN); /* housekeeping */
-	mq_stats(qa, &sa);
-	mq_stats(Q, &sb);
+	ck_assert_int_eq(mfsq_dequeue(b, out, 64, &n, 0), EAGAIN); /* housekeeping */
+	mfsq_stats(qa, &sa);
+	mfsq_stats(Q, &sb);
 	ck_assert_uint_gt(sa.cache_bytes, 3u << 20);
 	room =
 	    budget > sa.cache_bytes + sb.cache_bytes ? budget - sa.cache_bytes - sb.cache_bytes : 0;
 	ck_assert_uint_le(sb.cache_spare_bytes, room > CHUNK_SPARE_MIN ? room : CHUNK_SPARE_MIN);
-	mq_unsubscribe(a);
-	mq_unsubscribe(b);
-	mq_close(qa);
+	mfsq_unsubscribe(a);
+	mfsq_unsubscribe(b);
+	mfsq_close(qa);
 }
 END_TEST
 
@@ -410,22 +410,22 @@ START_TEST(own_chunks)
 	static const size_t lens[] = {16384, 16400, 65432, 65440, 65448, 65536, 200000};
 	enum { N = sizeof(lens) / sizeof(lens[0]) };
 	unsigned char *buf = malloc(200000);
-	struct mq_stats st;
-	struct mq_msg out[N];
-	mq_sub *s;
+	struct mfsq_stats st;
+	struct mfsq_msg out[N];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
 	ck_assert_ptr_nonnull(buf);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int round = 0; round < 3; round++) {
 		for (size_t i = 0; i < N; i++) {
-			struct mq_msg_in in = {.data = buf, .len = lens[i], .enqueuer = 1};
+			struct mfsq_msg_in in = {.data = buf, .len = lens[i], .enqueuer = 1};
 
 			memset(buf, (int)(i + 1), lens[i]);
-			ck_assert_int_eq(mq_enqueue(Q, NULL, &in, NULL), 0);
+			ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), 0);
 		}
 		for (got = 0; got < N; got += n) {
-			ck_assert_int_eq(mq_dequeue(s, out, N - got, &n, 1000), 0);
+			ck_assert_int_eq(mfsq_dequeue(s, out, N - got, &n, 1000), 0);
 			for (size_t i = 0; i < n; i++) {
 				const unsigned char *d = out[i].data;
 
@@ -435,15 +435,15 @@ START_TEST(own_chunks)
 			}
 		}
 		/* pressure drops every entry, and their chunks */
-		mq_pressure_mode(MQ_PRESSURE_ON);
-		ck_assert_int_eq(mq_dequeue(s, out, 1, &n, 0), EAGAIN);
-		mq_stats(Q, &st);
+		mfsq_pressure_mode(MFSQ_PRESSURE_ON);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 1, &n, 0), EAGAIN);
+		mfsq_stats(Q, &st);
 		ck_assert_uint_eq(st.cache_bytes, 0);
-		mq_pressure_mode(MQ_PRESSURE_OFF);
+		mfsq_pressure_mode(MFSQ_PRESSURE_OFF);
 	}
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_ge(st.cache_hits, N);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 	free(buf);
 }
 END_TEST

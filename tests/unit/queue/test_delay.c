@@ -10,7 +10,7 @@
 #include "helpers.h"
 
 static struct tenv T;
-static mq_queue *Q;
+static mfsq_queue *Q;
 
 static uint64_t now_us(void)
 {
@@ -22,33 +22,33 @@ static uint64_t now_us(void)
 
 static void setup(void)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 
 	tenv_open(&T, 0);
 	small_cfg(&c, 2, 64);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &Q), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &Q), 0);
 }
 
 static void teardown(void)
 {
-	mq_close(Q);
+	mfsq_close(Q);
 	Q = NULL;
 	tenv_destroy(&T);
 }
 
 static int put_delayed(uint64_t enq, uint64_t tag, uint64_t deliver, uint64_t expire, uint8_t prio)
 {
-	struct mq_msg_in in = {.data = &tag,
-			       .len = sizeof(tag),
-			       .enqueuer = enq,
-			       .deliver_us = deliver,
-			       .expire_us = expire,
-			       .prio = prio};
+	struct mfsq_msg_in in = {.data = &tag,
+				 .len = sizeof(tag),
+				 .enqueuer = enq,
+				 .deliver_us = deliver,
+				 .expire_us = expire,
+				 .prio = prio};
 
-	return mq_enqueue(Q, NULL, &in, NULL);
+	return mfsq_enqueue(Q, NULL, &in, NULL);
 }
 
-static uint64_t tag_of(const struct mq_msg *m)
+static uint64_t tag_of(const struct mfsq_msg *m)
 {
 	uint64_t t;
 
@@ -59,19 +59,19 @@ static uint64_t tag_of(const struct mq_msg *m)
 
 START_TEST(not_before_due)
 {
-	struct mq_msg m;
-	struct mq_stats st;
-	mq_sub *s;
+	struct mfsq_msg m;
+	struct mfsq_stats st;
+	mfsq_sub *s;
 	uint64_t due = now_us() + 30000, seq = 7;
 	size_t n;
 	int rc;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_enqueue(Q, NULL,
-				    &(struct mq_msg_in){.data = "d", .len = 1, .deliver_us = due},
-				    &seq),
-			 0);
-	rc = mq_dequeue(s, &m, 1, &n, 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(
+	    mfsq_enqueue(Q, NULL, &(struct mfsq_msg_in){.data = "d", .len = 1, .deliver_us = due},
+			 &seq),
+	    0);
+	rc = mfsq_dequeue(s, &m, 1, &n, 0);
 	if (rc == 0) /* only if the machine stalled past the due time */
 		ck_assert_uint_ge(now_us(), due);
 	else
@@ -80,18 +80,18 @@ START_TEST(not_before_due)
 		get_one(s, &m);
 	ck_assert_uint_ge(now_us(), due);
 	if (seq != 0) { /* the machine stalled: it was due at enqueue */
-		mq_unsubscribe(s);
+		mfsq_unsubscribe(s);
 		return;
 	}
 	ck_assert_uint_eq(m.deliver_us, due);
-	ck_assert(m.flags & MQ_MSG_DELAYED);
+	ck_assert(m.flags & MFSQ_MSG_DELAYED);
 	ck_assert_uint_lt(m.enqueue_us, due);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.delayed_enqueued, 1);
 	ck_assert_uint_eq(st.delayed_promoted, 1);
 	ck_assert_uint_eq(st.delayed_pending, 0);
 	ck_assert_uint_ge(st.lateness_max_us, st.lateness_p50_us);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -100,46 +100,46 @@ START_TEST(due_order)
 {
 	enum { N = 200 };
 	uint64_t base = now_us() + 5000, last = 0;
-	mq_sub *s;
-	struct mq_msg out[16];
+	mfsq_sub *s;
+	struct mfsq_msg out[16];
 	size_t n, got = 0;
 
 	srand(42);
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (uint64_t i = 0; i < N; i++)
 		ck_assert_int_eq(put_delayed(1, i, base + (uint64_t)(rand() % 60000), 0, 0), 0);
 	while (got < N) {
-		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			ck_assert_uint_ge(now_us(), out[i].deliver_us);
 			ck_assert_uint_ge(out[i].deliver_us, last);
 			last = out[i].deliver_us;
 		}
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(priority_among_due)
 {
 	uint64_t due = now_us() + 20000;
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 
 	uint64_t tags[3] = {5, 1, 3}, seqs[3];
-	struct mq_msg_in in[3];
+	struct mfsq_msg_in in[3];
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int i = 0; i < 3; i++)
-		in[i] = (struct mq_msg_in){.data = &tags[i],
-					   .len = 8,
-					   .enqueuer = 1,
-					   .deliver_us = due,
-					   .prio = (uint8_t)tags[i]};
+		in[i] = (struct mfsq_msg_in){.data = &tags[i],
+					     .len = 8,
+					     .enqueuer = 1,
+					     .deliver_us = due,
+					     .prio = (uint8_t)tags[i]};
 	/* one batch: all three are delayed, or (stalled machine) none */
-	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 3, seqs), 0);
+	ck_assert_int_eq(mfsq_enqueue_batch(Q, NULL, in, 3, seqs), 0);
 	if (seqs[0] != 0) {
-		mq_unsubscribe(s);
+		mfsq_unsubscribe(s);
 		return;
 	}
 	get_one(s, &m);
@@ -149,7 +149,7 @@ START_TEST(priority_among_due)
 	ck_assert_uint_eq(tag_of(&m), 3);
 	get_one(s, &m);
 	ck_assert_uint_eq(tag_of(&m), 5);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -158,25 +158,25 @@ START_TEST(restart_pending)
 {
 	enum { N = 100 };
 	uint64_t due = now_us() + 40000;
-	struct mq_stats st;
+	struct mfsq_stats st;
 	char seen[N] = {0};
-	mq_sub *s;
-	struct mq_msg out[32];
+	mfsq_sub *s;
+	struct mfsq_msg out[32];
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	mfsq_unsubscribe(s);
 	for (uint64_t i = 0; i < N; i++)
 		ck_assert_int_eq(put_delayed(i, i, due + i * 100, 0, 0), 0);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	/* a loaded machine may already have promoted the first ones */
 	ck_assert_uint_eq(st.delayed_pending + st.delayed_promoted, N);
-	mq_close(Q);
+	mfsq_close(Q);
 	tenv_reopen(&T);
-	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	while (got < N) {
-		ck_assert_int_eq(mq_dequeue(s, out, 32, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 32, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			uint64_t t = tag_of(&out[i]);
 
@@ -185,37 +185,37 @@ START_TEST(restart_pending)
 			seen[t] = 1;
 		}
 	}
-	ck_assert_int_eq(mq_dequeue(s, out, 32, &n, 0), EAGAIN);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 32, &n, 0), EAGAIN);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 START_TEST(expired_while_delayed)
 {
 	uint64_t t0 = now_us();
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	uint64_t cur = 0;
 	int reason;
 	char buf[16];
 
 	uint64_t tag = 1, seq;
-	struct mq_msg_in in = {.data = &tag,
-			       .len = 8,
-			       .enqueuer = 1,
-			       .deliver_us = t0 + 10000,
-			       .expire_us = t0 + 5000};
+	struct mfsq_msg_in in = {.data = &tag,
+				 .len = 8,
+				 .enqueuer = 1,
+				 .deliver_us = t0 + 10000,
+				 .expire_us = t0 + 5000};
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, &seq), 0);
 	ck_assert_int_eq(put_delayed(1, 2, t0 + 20000, 0, 0), 0);
 	get_one(s, &m);
 	ck_assert_uint_eq(tag_of(&m), 2);
-	ck_assert_int_eq(mq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), 0);
+	ck_assert_int_eq(mfsq_exception_next(Q, &cur, &m, &reason, buf, sizeof(buf)), 0);
 	/* seq 0: it waited in the delay shard (else the machine stalled) */
-	ck_assert_int_eq(reason, seq == 0 ? MQ_REASON_EXPIRED_DELAYED : MQ_REASON_EXPIRED);
+	ck_assert_int_eq(reason, seq == 0 ? MFSQ_REASON_EXPIRED_DELAYED : MFSQ_REASON_EXPIRED);
 	ck_assert_uint_eq(m.len, 8);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -240,17 +240,17 @@ enum { FAR_BATCH = 500 };
  * after `far`, in one batch. */
 static void enqueue_far_round(int r, uint64_t far)
 {
-	static struct mq_msg_in in[FAR_BATCH];
+	static struct mfsq_msg_in in[FAR_BATCH];
 	static uint64_t tags[FAR_BATCH];
 
 	for (int i = 0; i < FAR_BATCH; i++) {
 		tags[i] = (uint64_t)(r * FAR_BATCH + i);
-		in[i] = (struct mq_msg_in){.data = &tags[i],
-					   .len = 8,
-					   .enqueuer = (uint64_t)i,
-					   .deliver_us = far + tags[i] * 997 % 100000000u};
+		in[i] = (struct mfsq_msg_in){.data = &tags[i],
+					     .len = 8,
+					     .enqueuer = (uint64_t)i,
+					     .deliver_us = far + tags[i] * 997 % 100000000u};
 	}
-	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, FAR_BATCH, NULL), 0);
+	ck_assert_int_eq(mfsq_enqueue_batch(Q, NULL, in, FAR_BATCH, NULL), 0);
 }
 
 /* Memory does not grow with pending delayed messages (they live in LMDB). */
@@ -258,23 +258,23 @@ START_TEST(memory_flat)
 {
 	enum { ROUNDS = 100 };
 	uint64_t far = now_us() + 3600ull * 1000000u;
-	struct mq_stats st;
+	struct mfsq_stats st;
 	long before, after;
-	mq_sub *s;
-	struct mq_msg m;
+	mfsq_sub *s;
+	struct mfsq_msg m;
 	size_t n;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int r = 0; r < ROUNDS; r++) {
 		enqueue_far_round(r, far);
 		if (r == 9) {
-			ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+			ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
 			before = status_kb("RssAnon");
 		}
 	}
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
 	after = status_kb("RssAnon");
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.delayed_pending, FAR_BATCH * ROUNDS);
 	/* 45,000 more pending messages; allow 1 MiB of allocator noise (not
 	 * under AddressSanitizer, whose quarantine keeps freed memory) */
@@ -284,26 +284,26 @@ START_TEST(memory_flat)
 	(void)before;
 	(void)after;
 #endif
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* The store's mapped pages do not pile up in the resident set either: past
- * the map budget the engine drops them (mq_map_budget). Without that, these
+ * the map budget the engine drops them (mfsq_map_budget). Without that, these
  * 200,000 pending messages leave about 11 MiB of the store mapped. */
 START_TEST(map_resident_bounded)
 {
 	enum { ROUNDS = 400 };
 	uint64_t far = now_us() + 3600ull * 1000000u;
-	struct mq_stats st;
+	struct mfsq_stats st;
 
-	mq_map_budget(2u << 20);
+	mfsq_map_budget(2u << 20);
 	long before = status_kb("RssFile");
 	for (int r = 0; r < ROUNDS; r++)
 		enqueue_far_round(r, far);
 	long after = status_kb("RssFile");
-	mq_stats(Q, &st);
-	mq_map_budget(16u << 20);
+	mfsq_stats(Q, &st);
+	mfsq_map_budget(16u << 20);
 	ck_assert_uint_eq(st.delayed_pending, FAR_BATCH * ROUNDS);
 	ck_assert_uint_gt(st.map_trims, 0);
 	/* at most 64 commits' worth (the check interval) above the budget */
@@ -312,38 +312,38 @@ START_TEST(map_resident_bounded)
 END_TEST
 
 /*
- * More due messages than one promotion moves (MQ_PROMOTE_BATCH), then one
+ * More due messages than one promotion moves (MFSQ_PROMOTE_BATCH), then one
  * of the same enqueuer that is due already when it is committed (as a late
  * commit from the enqueue log is): it must come after all of them.
  */
 START_TEST(due_already_after_backlog)
 {
 	enum { N = 1100 };
-	struct mq_msg_in in[N];
+	struct mfsq_msg_in in[N];
 	uint64_t tags[N + 1], due = now_us() + 20000;
-	struct mq_msg out[64];
-	mq_sub *s;
+	struct mfsq_msg out[64];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	for (int i = 0; i < N; i++) {
 		tags[i] = (uint64_t)i;
-		in[i] = (struct mq_msg_in){
+		in[i] = (struct mfsq_msg_in){
 		    .data = &tags[i], .len = sizeof(tags[i]), .enqueuer = 7, .deliver_us = due};
 	}
-	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, N, NULL), 0);
+	ck_assert_int_eq(mfsq_enqueue_batch(Q, NULL, in, N, NULL), 0);
 	while (now_us() <= due + 1) /* a condition on the clock, not a timing bound */
 		usleep(1000);
 	tags[N] = N;
-	in[0] = (struct mq_msg_in){
+	in[0] = (struct mfsq_msg_in){
 	    .data = &tags[N], .len = sizeof(tags[N]), .enqueuer = 7, .deliver_us = due + 1};
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in[0], NULL), 0);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in[0], NULL), 0);
 	while (got <= N) {
-		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++)
 			ck_assert_uint_eq(tag_of(&out[i]), got);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 

@@ -21,9 +21,9 @@
 #include "helpers.h"
 
 static struct tenv T;
-static mq_queue *Q;
+static mfsq_queue *Q;
 
-static void cfg(struct mq_config *c)
+static void cfg(struct mfsq_config *c)
 {
 	small_cfg(c, 1, 4096); /* one shard: everything in one stream */
 	c->retain_max = 1024;
@@ -31,43 +31,43 @@ static void cfg(struct mq_config *c)
 
 static void setup(void)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 
 	tenv_open(&T, (size_t)1 << 30);
 	cfg(&c);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &Q), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &Q), 0);
 }
 
 static void teardown(void)
 {
-	mq_close(Q);
+	mfsq_close(Q);
 	Q = NULL;
 	tenv_destroy(&T);
 }
 
 /* Message (1, k) with a payload of @len bytes (at least the text). */
-static int put_len(mq_queue *q, MDB_txn *txn, uint64_t k, size_t len)
+static int put_len(mfsq_queue *q, MDB_txn *txn, uint64_t k, size_t len)
 {
 	char buf[2048];
-	struct mq_msg_in m = {.data = buf, .enqueuer = 1};
+	struct mfsq_msg_in m = {.data = buf, .enqueuer = 1};
 	int n = snprintf(buf, sizeof(buf), "1:%llu", (unsigned long long)k);
 
 	memset(buf + n, ' ', sizeof(buf) - (size_t)n);
 	m.len = len > (size_t)n ? len : (size_t)n;
-	return mq_enqueue(q, txn, &m, NULL);
+	return mfsq_enqueue(q, txn, &m, NULL);
 }
 
 /* Receive messages 0..@count-1 in order (their text ends at a space). */
-static void expect_all(mq_sub *s, uint64_t from, uint64_t count)
+static void expect_all(mfsq_sub *s, uint64_t from, uint64_t count)
 {
-	struct mq_msg out[64];
+	struct mfsq_msg out[64];
 	uint64_t next = from;
 	size_t n;
 
 	while (next < from + count) {
 		size_t want = from + count - next;
 
-		ck_assert_int_eq(mq_dequeue(s, out, want < 64 ? want : 64, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, want < 64 ? want : 64, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++) {
 			unsigned long long e, k;
 			char txt[32];
@@ -79,35 +79,35 @@ static void expect_all(mq_sub *s, uint64_t from, uint64_t count)
 			ck_assert_uint_eq(k, next);
 			next++;
 		}
-		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+		ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	}
 }
 
 /* An enqueue without seqs goes through the log; one with seqs commits. */
 START_TEST(logged_enqueue)
 {
-	struct mq_msg_in in = {.data = "x", .len = 1, .enqueuer = 1};
-	struct mq_stats st;
+	struct mfsq_msg_in in = {.data = "x", .len = 1, .enqueuer = 1};
+	struct mfsq_stats st;
 	struct stat sb;
 	char path[300];
 	uint64_t seq = 0;
-	mq_sub *s;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	ck_assert_int_eq(put_len(Q, NULL, 0, 0), 0);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_enqueued, 1);
 	ck_assert_uint_eq(st.log_flushes, 1); /* alone: it led its own turn */
 	ck_assert_uint_eq(st.batches, 1);
-	ck_assert_int_eq(mq_enqueue(Q, NULL, &in, &seq), 0);
+	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, &seq), 0);
 	ck_assert_uint_eq(seq, 2);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_enqueued, 1);
 	expect_all(s, 0, 1);
 	snprintf(path, sizeof(path), "%s/mfsq-q.log0", T.dir);
 	ck_assert_int_eq(stat(path, &sb), 0);
-	ck_assert_uint_eq((uint64_t)sb.st_size, MQ_LOG_BYTES);
-	mq_unsubscribe(s);
+	ck_assert_uint_eq((uint64_t)sb.st_size, MFSQ_LOG_BYTES);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -115,15 +115,15 @@ END_TEST
 START_TEST(wraps)
 {
 	enum { N = 3000 };
-	mq_sub *s;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	for (uint64_t k = 0; k < N; k++) {
 		ck_assert_int_eq(put_len(Q, NULL, k, 1000 + k % 97), 0);
 		if (k % 500 == 499)
 			expect_all(s, k - 499, 500);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -153,7 +153,7 @@ static void *hold_write_lock(void *arg)
 }
 
 struct leader {
-	mq_queue *q;
+	mfsq_queue *q;
 	uint64_t k;
 	int rc;
 };
@@ -169,14 +169,15 @@ static void *enqueue_one(void *arg)
 
 /* Start a leader stuck on the write lock @h holds; return when its message
  * is in the log. */
-static void stuck_leader(mq_queue *q, struct holder *h, struct leader *l, pthread_t *th, uint64_t k)
+static void stuck_leader(mfsq_queue *q, struct holder *h, struct leader *l, pthread_t *th,
+			 uint64_t k)
 {
-	struct mq_stats st, st0;
+	struct mfsq_stats st, st0;
 
-	mq_stats(q, &st0);
+	mfsq_stats(q, &st0);
 	*l = (struct leader){q, k, -1};
 	ck_assert_int_eq(pthread_create(th, NULL, enqueue_one, l), 0);
-	for (int i = 0; i < 10000 && (mq_stats(q, &st), st.log_enqueued == st0.log_enqueued); i++)
+	for (int i = 0; i < 10000 && (mfsq_stats(q, &st), st.log_enqueued == st0.log_enqueued); i++)
 		usleep(1000); /* bounded: 10 s */
 	ck_assert_uint_eq(st.log_enqueued, st0.log_enqueued + 1);
 }
@@ -201,18 +202,19 @@ static void holder_start(struct holder *h, MDB_env *env, pthread_t *th)
  */
 static int killed_child(uint64_t pre, size_t len)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 	struct holder h;
 	struct leader l;
-	struct mq_stats st;
+	struct mfsq_stats st;
 	pthread_t th, lt;
 	MDB_env *env;
-	mq_queue *q;
+	mfsq_queue *q;
 
 	cfg(&c);
-	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
+	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mfsq_dbs_needed(NULL) + 64) ||
 	    mdb_env_set_mapsize(env, (size_t)1 << 30) ||
-	    mdb_env_open(env, T.dir, MDB_NOTLS | MDB_NOSYNC, 0644) || mq_open(env, "q", &c, 0, &q))
+	    mdb_env_open(env, T.dir, MDB_NOTLS | MDB_NOSYNC, 0644) ||
+	    mfsq_open(env, "q", &c, 0, &q))
 		return 10;
 	for (uint64_t k = 0; k < pre; k++)
 		if (put_len(q, NULL, k, len))
@@ -222,7 +224,7 @@ static int killed_child(uint64_t pre, size_t len)
 	for (uint64_t k = pre + 1; k < pre + 10; k++)
 		if (put_len(q, NULL, k, len))
 			return 12;
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	if (st.log_enqueued != pre + 10 || st.log_flushes != pre)
 		return 13; /* 9 returned without a commit */
 	raise(SIGKILL);
@@ -245,30 +247,30 @@ static void run_killed_child(uint64_t pre, size_t len)
  * next process enqueues. */
 static void replay_case(uint64_t pre, size_t len)
 {
-	struct mq_config c;
-	struct mq_stats st;
-	mq_sub *s;
+	struct mfsq_config c;
+	struct mfsq_stats st;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE | MQ_SUB_FROM_START, NULL, NULL, &s),
-			 0);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(
+	    mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START, NULL, NULL, &s), 0);
+	mfsq_unsubscribe(s);
 	run_killed_child(pre, len);
 	/* a restart: the next open replays the dead log */
-	mq_close(Q);
+	mfsq_close(Q);
 	tenv_reopen(&T);
 	cfg(&c);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, 0, &Q), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, 0, &Q), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_replayed, 10);
 	ck_assert_int_eq(put_len(Q, NULL, pre + 10, len), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	expect_all(s, 0, pre + 11);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 	/* and only once */
-	mq_close(Q);
+	mfsq_close(Q);
 	tenv_reopen(&T);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, 0, &Q), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, 0, &Q), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_replayed, 0);
 }
 
@@ -281,7 +283,7 @@ END_TEST
 /* The same with the records wrapping round the ring's end. */
 START_TEST(replay_across_wrap)
 {
-	uint64_t per = MQ_LOG_BYTES / (sizeof(struct mq_log_rec) + 1000);
+	uint64_t per = MFSQ_LOG_BYTES / (sizeof(struct mfsq_log_rec) + 1000);
 
 	replay_case(per - 2, 1000);
 }
@@ -291,16 +293,16 @@ END_TEST
  * its dequeues): the messages arrive without a restart. */
 START_TEST(replayed_by_live_process)
 {
-	struct mq_stats st;
-	mq_sub *s;
+	struct mfsq_stats st;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE | MQ_SUB_FROM_START, NULL, NULL, &s),
-			 0);
+	ck_assert_int_eq(
+	    mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START, NULL, NULL, &s), 0);
 	run_killed_child(3, 0);
 	expect_all(s, 0, 13); /* bounded: 10 s per dequeue */
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_replayed, 10);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -310,16 +312,16 @@ START_TEST(flusher_takes_over)
 {
 	struct holder h;
 	struct leader l;
-	struct mq_stats st;
+	struct mfsq_stats st;
 	pthread_t th, lt;
-	mq_sub *s;
+	mfsq_sub *s;
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	holder_start(&h, T.env, &th);
 	stuck_leader(Q, &h, &l, &lt, 0);
 	for (uint64_t k = 1; k < 10; k++)
 		ck_assert_int_eq(put_len(Q, NULL, k, 0), 0); /* return at once */
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_flushes, 0);
 	pthread_mutex_lock(&h.m);
 	h.stop = 1;
@@ -329,9 +331,9 @@ START_TEST(flusher_takes_over)
 	pthread_join(lt, NULL);
 	ck_assert_int_eq(l.rc, 0);
 	expect_all(s, 0, 10);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_ge(st.log_flushes, 2); /* the leader's own, then the rest */
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -342,43 +344,43 @@ END_TEST
  */
 START_TEST(torn_record_ends_replay)
 {
-	struct mq_config c;
-	struct mq_stats st;
+	struct mfsq_config c;
+	struct mfsq_stats st;
 	char path[300];
 	uint64_t lsn = 1;
-	mq_sub *s;
+	mfsq_sub *s;
 	int fd;
-	const size_t rec = sizeof(struct mq_log_rec) + 8; /* payload "1:k", padded */
+	const size_t rec = sizeof(struct mfsq_log_rec) + 8; /* payload "1:k", padded */
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE | MQ_SUB_FROM_START, NULL, NULL, &s),
-			 0);
-	mq_unsubscribe(s);
-	mq_close(Q); /* the child then owns log0 */
+	ck_assert_int_eq(
+	    mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START, NULL, NULL, &s), 0);
+	mfsq_unsubscribe(s);
+	mfsq_close(Q); /* the child then owns log0 */
 	Q = NULL;
 	run_killed_child(0, 0);
 	snprintf(path, sizeof(path), "%s/mfsq-q.log0", T.dir);
 	fd = open(path, O_RDWR);
 	ck_assert_int_ge(fd, 0);
-	ck_assert_int_eq(pwrite(fd, "#", 1, (off_t)(4 * rec + sizeof(struct mq_log_rec))), 1);
+	ck_assert_int_eq(pwrite(fd, "#", 1, (off_t)(4 * rec + sizeof(struct mfsq_log_rec))), 1);
 	tenv_reopen(&T);
 	cfg(&c);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, 0, &Q), 0);
-	mq_stats(Q, &st);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, 0, &Q), 0);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_replayed, 4); /* lsn 1..4; lsn 5 is torn */
 	ck_assert_int_eq(pread(fd, &lsn, sizeof(lsn), (off_t)(5 * rec)), sizeof(lsn));
 	ck_assert_uint_eq(lsn, 0); /* lsn 6 wiped by the new owner */
 	close(fd);
 	ck_assert_int_eq(put_len(Q, NULL, 4, 0), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	expect_all(s, 0, 5);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* A live process's log is not replayed by another. */
 START_TEST(live_log_kept)
 {
-	struct mq_stats st;
+	struct mfsq_stats st;
 	pid_t pid;
 	int ws = 0;
 
@@ -386,27 +388,28 @@ START_TEST(live_log_kept)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct mq_config c;
-		struct mq_stats cs;
+		struct mfsq_config c;
+		struct mfsq_stats cs;
 		MDB_env *env;
-		mq_queue *q;
+		mfsq_queue *q;
 
 		cfg(&c);
-		if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
+		if (mdb_env_create(&env) ||
+		    mdb_env_set_maxdbs(env, 4 * mfsq_dbs_needed(NULL) + 64) ||
 		    mdb_env_set_mapsize(env, (size_t)1 << 30) ||
 		    mdb_env_open(env, T.dir, MDB_NOTLS | MDB_NOSYNC, 0644) ||
-		    mq_open(env, "q", &c, 0, &q))
+		    mfsq_open(env, "q", &c, 0, &q))
 			_exit(10);
 		if (put_len(q, NULL, 1, 0))
 			_exit(11);
-		mq_stats(q, &cs);
-		mq_close(q);
+		mfsq_stats(q, &cs);
+		mfsq_close(q);
 		mdb_env_close(env);
 		_exit(cs.log_replayed ? 12 : 0);
 	}
 	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
 	ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status %d", ws);
-	mq_stats(Q, &st);
+	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_replayed, 0);
 }
 END_TEST
@@ -415,18 +418,18 @@ END_TEST
  * (the log's record of the same enqueuer goes first). */
 START_TEST(caller_txn_eagain)
 {
-	struct mq_stats st;
+	struct mfsq_stats st;
 	struct leader l;
 	pthread_t lt;
 	MDB_txn *txn;
-	mq_sub *s;
+	mfsq_sub *s;
 	int rc;
 
-	ck_assert_int_eq(mq_subscribe(Q, "k", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
 	l = (struct leader){Q, 0, -1};
 	ck_assert_int_eq(pthread_create(&lt, NULL, enqueue_one, &l), 0);
-	for (int i = 0; i < 10000 && (mq_stats(Q, &st), !st.log_enqueued); i++)
+	for (int i = 0; i < 10000 && (mfsq_stats(Q, &st), !st.log_enqueued); i++)
 		usleep(1000); /* bounded: 10 s */
 	ck_assert_uint_eq(st.log_enqueued, 1);
 	rc = put_len(Q, txn, 1, 0);
@@ -437,9 +440,9 @@ START_TEST(caller_txn_eagain)
 	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
 	ck_assert_int_eq(put_len(Q, txn, 1, 0), 0);
 	ck_assert_int_eq(mdb_txn_commit(txn), 0);
-	mq_notify(Q);
+	mfsq_notify(Q);
 	expect_all(s, 0, 2);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -448,30 +451,30 @@ END_TEST
 START_TEST(enospc)
 {
 	char big[4000];
-	struct mq_msg_in in = {.data = big, .len = sizeof(big), .enqueuer = 1};
-	struct mq_config c;
-	struct mq_msg m;
+	struct mfsq_msg_in in = {.data = big, .len = sizeof(big), .enqueuer = 1};
+	struct mfsq_config c;
+	struct mfsq_msg m;
 	struct tenv t;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	int rc = 0, ok = 0, got = 0;
 	size_t n;
 
 	memset(big, 'x', sizeof(big));
 	tenv_open(&t, (size_t)1 << 20);
 	small_cfg(&c, 1, 16);
-	ck_assert_int_eq(mq_open(t.env, "q", &c, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	while (ok < 10000 && (rc = mq_enqueue(q, NULL, &in, NULL)) == 0)
+	ck_assert_int_eq(mfsq_open(t.env, "q", &c, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	while (ok < 10000 && (rc = mfsq_enqueue(q, NULL, &in, NULL)) == 0)
 		ok++;
 	ck_assert_int_eq(rc, ENOSPC);
-	ck_assert_int_eq(mq_enqueue(q, NULL, &in, NULL), ENOSPC); /* and again */
+	ck_assert_int_eq(mfsq_enqueue(q, NULL, &in, NULL), ENOSPC); /* and again */
 	/* nothing acknowledged: no room will come, so what is there is all */
-	while (mq_dequeue(s, &m, 1, &n, 0) == 0)
+	while (mfsq_dequeue(s, &m, 1, &n, 0) == 0)
 		got++;
 	ck_assert_int_eq(got, ok);
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 END_TEST
@@ -479,23 +482,23 @@ END_TEST
 /* An environment that syncs never uses the log. */
 START_TEST(synced_env_commits)
 {
-	struct mq_config c;
-	struct mq_stats st;
+	struct mfsq_config c;
+	struct mfsq_stats st;
 	struct stat sb;
 	char path[300];
 	struct tenv t;
-	mq_queue *q;
+	mfsq_queue *q;
 
 	tenv_open_flags(&t, 0, MDB_NOMETASYNC);
 	cfg(&c);
-	ck_assert_int_eq(mq_open(t.env, "q", &c, MQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_open(t.env, "q", &c, MFSQ_CREATE, &q), 0);
 	ck_assert_int_eq(put_len(q, NULL, 0, 0), 0);
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	ck_assert_uint_eq(st.log_enqueued, 0);
 	ck_assert_uint_eq(st.commit_groups, 1);
 	snprintf(path, sizeof(path), "%s/mfsq-q.log0", t.dir);
 	ck_assert_int_eq(stat(path, &sb), -1);
-	mq_close(q);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 END_TEST

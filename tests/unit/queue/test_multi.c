@@ -20,7 +20,7 @@ static MDB_env *open_env(const char *dir)
 {
 	MDB_env *env;
 
-	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mq_dbs_needed(NULL) + 64) ||
+	if (mdb_env_create(&env) || mdb_env_set_maxdbs(env, 4 * mfsq_dbs_needed(NULL) + 64) ||
 	    mdb_env_set_mapsize(env, (size_t)256 << 20) ||
 	    mdb_env_open(env, dir, MDB_NOTLS | MDB_NOSYNC, 0644))
 		return NULL;
@@ -29,14 +29,14 @@ static MDB_env *open_env(const char *dir)
 
 /* Enqueuer j (0..E-1) of side 0 or 1: each side has shards of its own
  * (side 0: shards 0 and 1, side 1: shards 2 and 3). */
-static uint64_t enqueuer(mq_queue *q, int side, uint64_t j)
+static uint64_t enqueuer(mfsq_queue *q, int side, uint64_t j)
 {
-	return mq_enqueuer_in_shard(q, (uint32_t)(2 * side) + (uint32_t)(j % 2), j / 2);
+	return mfsq_enqueuer_in_shard(q, (uint32_t)(2 * side) + (uint32_t)(j % 2), j / 2);
 }
 
 /* Enqueue N messages for the side's E enqueuers, every 7th inside a
  * transaction of our own making (retried on EAGAIN as documented). */
-static int produce(MDB_env *env, mq_queue *q, int side)
+static int produce(MDB_env *env, mfsq_queue *q, int side)
 {
 	for (uint64_t i = 0; i < N; i++) {
 		uint64_t e = enqueuer(q, side, i % E), k = i / E;
@@ -54,7 +54,7 @@ static int produce(MDB_env *env, mq_queue *q, int side)
 				else
 					rc = mdb_txn_commit(txn);
 			} while (rc == EAGAIN);
-			mq_notify(q);
+			mfsq_notify(q);
 		} else {
 			rc = put_msg(q, NULL, e, k, NULL);
 		}
@@ -65,14 +65,14 @@ static int produce(MDB_env *env, mq_queue *q, int side)
 }
 
 /* Receive the other side's N messages, in order per enqueuer, from its shards. */
-static int consume(mq_queue *q, mq_sub *s, int other)
+static int consume(mfsq_queue *q, mfsq_sub *s, int other)
 {
 	uint64_t next[E] = {0}, got = 0;
-	struct mq_msg out[32];
+	struct mfsq_msg out[32];
 	size_t n;
 
 	while (got < N) {
-		int rc = mq_dequeue(s, out, 32, &n, 20000);
+		int rc = mfsq_dequeue(s, out, 32, &n, 20000);
 
 		if (rc)
 			return rc;
@@ -92,7 +92,7 @@ static int consume(mq_queue *q, mq_sub *s, int other)
 			next[j]++;
 			got++;
 		}
-		if (mq_ack(s, NULL, NULL))
+		if (mfsq_ack(s, NULL, NULL))
 			return -4;
 	}
 	return 0;
@@ -101,38 +101,38 @@ static int consume(mq_queue *q, mq_sub *s, int other)
 static int child(const char *dir)
 {
 	MDB_env *env = open_env(dir);
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	int rc;
 
-	if (!env || mq_open(env, "q", NULL, 0, &q))
+	if (!env || mfsq_open(env, "q", NULL, 0, &q))
 		return 10;
-	if (mq_subscribe(q, "child", MQ_SUB_DURABLE, NULL, NULL, &s))
+	if (mfsq_subscribe(q, "child", MFSQ_SUB_DURABLE, NULL, NULL, &s))
 		return 11;
 	if (produce(env, q, 1))
 		return 12;
 	rc = consume(q, s, 0);
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	mdb_env_close(env);
 	return rc ? 20 - rc : 0;
 }
 
 START_TEST(two_processes)
 {
-	struct mq_config c;
-	mq_queue *q;
-	mq_sub *s, *cs;
+	struct mfsq_config c;
+	mfsq_queue *q;
+	mfsq_sub *s, *cs;
 	pid_t pid;
 	int st = 0;
 
 	tenv_open(&T, 0);
 	small_cfg(&c, 4, 16);
 	c.retain_max = 256;
-	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, "parent", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mq_subscribe(q, "child", MQ_SUB_DURABLE, NULL, NULL, &cs), 0);
-	mq_unsubscribe(cs);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "parent", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "child", MFSQ_SUB_DURABLE, NULL, NULL, &cs), 0);
+	mfsq_unsubscribe(cs);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
@@ -141,8 +141,8 @@ START_TEST(two_processes)
 	ck_assert_int_eq(consume(q, s, 1), 0);
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&T);
 }
 END_TEST

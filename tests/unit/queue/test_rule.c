@@ -19,20 +19,20 @@ static uint64_t now_us(void)
 }
 
 static struct tenv T;
-static mq_queue *Q;
+static mfsq_queue *Q;
 
 static void setup(void)
 {
-	struct mq_config c;
+	struct mfsq_config c;
 
 	tenv_open(&T, 0);
 	small_cfg(&c, 4, 4096);
-	ck_assert_int_eq(mq_open(T.env, "q", &c, MQ_CREATE, &Q), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &Q), 0);
 }
 
 static void teardown(void)
 {
-	mq_close(Q);
+	mfsq_close(Q);
 	Q = NULL;
 	tenv_destroy(&T);
 }
@@ -60,7 +60,8 @@ START_TEST(parse_ok)
 
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
 		strcpy(why, "untouched");
-		ck_assert_msg(mq_rule_check(ok[i], why, sizeof(why)) == 0, "'%s': %s", ok[i], why);
+		ck_assert_msg(mfsq_rule_check(ok[i], why, sizeof(why)) == 0, "'%s': %s", ok[i],
+			      why);
 		ck_assert_str_eq(why, "");
 	}
 }
@@ -98,10 +99,10 @@ START_TEST(parse_errors)
 	    {"tag in ()", "column 9: expected a number after 'tag ...'"},
 	};
 	char why[512], rule[2048];
-	mq_sub *s;
+	mfsq_sub *s;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		ck_assert_msg(mq_rule_check(bad[i].rule, why, sizeof(why)) == EINVAL, "'%s'",
+		ck_assert_msg(mfsq_rule_check(bad[i].rule, why, sizeof(why)) == EINVAL, "'%s'",
 			      bad[i].rule);
 		ck_assert_msg(!strncmp(why, bad[i].why, strlen(bad[i].why)),
 			      "'%s': got '%s', want '%s...'", bad[i].rule, why, bad[i].why);
@@ -111,38 +112,39 @@ START_TEST(parse_errors)
 	strcpy(rule + 33, "tag == 1");
 	memset(rule + 41, ')', 33);
 	rule[74] = 0;
-	ck_assert_int_eq(mq_rule_check(rule, why, sizeof(why)), EINVAL);
+	ck_assert_int_eq(mfsq_rule_check(rule, why, sizeof(why)), EINVAL);
 	ck_assert_str_eq(why, "column 33: nested deeper than 32");
 	memmove(rule, rule + 1, strlen(rule)); /* 32 levels: fine */
 	rule[strlen(rule) - 1] = 0;
-	ck_assert_int_eq(mq_rule_check(rule, why, sizeof(why)), 0);
+	ck_assert_int_eq(mfsq_rule_check(rule, why, sizeof(why)), 0);
 	strcpy(rule, "tag in (0");
 	for (int i = 1; i < 65; i++)
 		sprintf(rule + strlen(rule), ",%d", i);
 	strcat(rule, ")");
-	ck_assert_int_eq(mq_rule_check(rule, why, sizeof(why)), EINVAL);
+	ck_assert_int_eq(mfsq_rule_check(rule, why, sizeof(why)), EINVAL);
 	ck_assert_ptr_nonnull(strstr(why, "more than 64 values"));
-	memset(rule, ' ', MQ_RULE_MAX + 1);
+	memset(rule, ' ', MFSQ_RULE_MAX + 1);
 	memcpy(rule, "true", 4);
-	rule[MQ_RULE_MAX + 1] = 0;
-	ck_assert_int_eq(mq_rule_check(rule, why, sizeof(why)), EINVAL);
+	rule[MFSQ_RULE_MAX + 1] = 0;
+	ck_assert_int_eq(mfsq_rule_check(rule, why, sizeof(why)), EINVAL);
 	ck_assert_str_eq(why, "column 1: rule longer than 1024 bytes");
-	rule[MQ_RULE_MAX] = 0; /* exactly the limit */
-	ck_assert_int_eq(mq_rule_check(rule, why, sizeof(why)), 0);
-	ck_assert_int_eq(mq_rule_check(NULL, why, sizeof(why)), EINVAL);
+	rule[MFSQ_RULE_MAX] = 0; /* exactly the limit */
+	ck_assert_int_eq(mfsq_rule_check(rule, why, sizeof(why)), 0);
+	ck_assert_int_eq(mfsq_rule_check(NULL, why, sizeof(why)), EINVAL);
 	ck_assert_str_eq(why, "no rule");
 	/* a short buffer gets a cut reason; no buffer is fine */
-	ck_assert_int_eq(mq_rule_check("priorty < 3", why, 12), EINVAL);
+	ck_assert_int_eq(mfsq_rule_check("priorty < 3", why, 12), EINVAL);
 	ck_assert_str_eq(why, "column 1: u");
-	ck_assert_int_eq(mq_rule_check("priorty < 3", NULL, 0), EINVAL);
+	ck_assert_int_eq(mfsq_rule_check("priorty < 3", NULL, 0), EINVAL);
 	/* subscribing with a bad rule creates nothing */
-	ck_assert_int_eq(mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, "size >", why, sizeof(why), &s),
-			 EINVAL);
+	ck_assert_int_eq(
+	    mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "size >", why, sizeof(why), &s), EINVAL);
 	ck_assert_ptr_null(s);
 	ck_assert_str_eq(why, "column 7: expected a number after 'size ...'");
-	ck_assert_int_eq(mq_subscriber_delete(Q, "d"), ENOENT);
-	ck_assert_int_eq(mq_subscribe_rule(Q, NULL, MQ_SUB_DURABLE, "true", why, sizeof(why), &s),
-			 EINVAL); /* bad flags: no reason */
+	ck_assert_int_eq(mfsq_subscriber_delete(Q, "d"), ENOENT);
+	ck_assert_int_eq(
+	    mfsq_subscribe_rule(Q, NULL, MFSQ_SUB_DURABLE, "true", why, sizeof(why), &s),
+	    EINVAL); /* bad flags: no reason */
 	ck_assert_str_eq(why, "");
 }
 END_TEST
@@ -154,53 +156,54 @@ END_TEST
 static void put_mix(void)
 {
 	static char buf[3000];
-	struct mq_msg_in in[NMSG];
+	struct mfsq_msg_in in[NMSG];
 
 	memset(buf, 'x', sizeof(buf));
 	for (int i = 0; i < NMSG; i++)
-		in[i] = (struct mq_msg_in){.data = buf,
-					   .len = i % 5 == 0 ? 2040 + (size_t)i / 5 * 2 : (size_t)i,
-					   .enqueuer = 5 + (uint64_t)(i / 10 % 4),
-					   .prio = (uint8_t)(i % 10),
-					   .tag = (uint32_t)(i / 3 % 6)};
-	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, NMSG, NULL), 0);
+		in[i] =
+		    (struct mfsq_msg_in){.data = buf,
+					 .len = i % 5 == 0 ? 2040 + (size_t)i / 5 * 2 : (size_t)i,
+					 .enqueuer = 5 + (uint64_t)(i / 10 % 4),
+					 .prio = (uint8_t)(i % 10),
+					 .tag = (uint32_t)(i / 3 % 6)};
+	ck_assert_int_eq(mfsq_enqueue_batch(Q, NULL, in, NMSG, NULL), 0);
 }
 
-typedef int oracle_fn(const struct mq_msg *m);
+typedef int oracle_fn(const struct mfsq_msg *m);
 
-static int o1(const struct mq_msg *m)
+static int o1(const struct mfsq_msg *m)
 {
 	return m->prio <= 3 && m->enqueuer == 7;
 }
-static int o2(const struct mq_msg *m)
+static int o2(const struct mfsq_msg *m)
 {
 	return m->tag == 1 || m->tag == 4 || m->len >= 2048;
 }
-static int o3(const struct mq_msg *m)
+static int o3(const struct mfsq_msg *m)
 {
 	return !(m->prio > 2 && m->prio < 8) && m->enqueuer != 5;
 }
-static int o4(const struct mq_msg *m)
+static int o4(const struct mfsq_msg *m)
 {
 	return (m->prio >= 5 || m->tag == 0) && !(m->len < 10);
 }
-static int o5(const struct mq_msg *m)
+static int o5(const struct mfsq_msg *m)
 {
 	(void)m;
 	return 0;
 }
-static int o6(const struct mq_msg *m)
+static int o6(const struct mfsq_msg *m)
 {
 	return m->len > 2 * 1024 && m->len <= 2060; /* 2048 and 2060 are enqueued */
 }
-static int o7(const struct mq_msg *m)
+static int o7(const struct mfsq_msg *m)
 {
 	(void)m;
 	return 1; /* age < 1 h, times in the past and the future */
 }
-static int o8(const struct mq_msg *m)
+static int o8(const struct mfsq_msg *m)
 {
-	return m->shard == mq_shard_of(Q, 6) && m->seq > 3;
+	return m->shard == mfsq_shard_of(Q, 6) && m->seq > 3;
 }
 
 static const struct {
@@ -220,16 +223,16 @@ static const struct {
 START_TEST(evaluation)
 {
 	char rule[128], why[256];
-	struct mq_msg out[NMSG];
-	struct mq_stats st0, st;
+	struct mfsq_msg out[NMSG];
+	struct mfsq_stats st0, st;
 	size_t n;
-	mq_sub *all, *s;
-	struct mq_msg every[NMSG];
+	mfsq_sub *all, *s;
+	struct mfsq_msg every[NMSG];
 
 	/* every message, for the oracle, from a subscriber without a rule */
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &all), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &all), 0);
 	put_mix();
-	ck_assert_int_eq(mq_dequeue(all, every, NMSG, &n, 10000), 0);
+	ck_assert_int_eq(mfsq_dequeue(all, every, NMSG, &n, 10000), 0);
 	ck_assert_uint_eq(n, NMSG);
 	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
 		size_t want = 0, got = 0;
@@ -237,93 +240,93 @@ START_TEST(evaluation)
 
 		if (sh)
 			snprintf(rule, sizeof(rule), "%.*s%u%s", (int)(sh - cases[c].rule),
-				 cases[c].rule, mq_shard_of(Q, 6), sh + 6);
+				 cases[c].rule, mfsq_shard_of(Q, 6), sh + 6);
 		else
 			snprintf(rule, sizeof(rule), "%s", cases[c].rule);
-		ck_assert_msg(
-		    mq_subscribe_rule(Q, NULL, MQ_SUB_FROM_START, rule, why, sizeof(why), &s) == 0,
-		    "%s: %s", rule, why);
-		ck_assert_str_eq(mq_sub_rule(s), rule);
-		mq_stats(Q, &st0);
+		ck_assert_msg(mfsq_subscribe_rule(Q, NULL, MFSQ_SUB_FROM_START, rule, why,
+						  sizeof(why), &s) == 0,
+			      "%s: %s", rule, why);
+		ck_assert_str_eq(mfsq_sub_rule(s), rule);
+		mfsq_stats(Q, &st0);
 		for (size_t i = 0; i < NMSG; i++)
 			want += (size_t)cases[c].want(&every[i]);
-		while (mq_dequeue(s, out, NMSG, &n, 0) == 0) {
+		while (mfsq_dequeue(s, out, NMSG, &n, 0) == 0) {
 			for (size_t i = 0; i < n; i++)
 				ck_assert_msg(cases[c].want(&out[i]), "%s took seq %llu", rule,
 					      (unsigned long long)out[i].seq);
 			got += n;
 		}
 		ck_assert_msg(got == want, "%s: %zu delivered, %zu expected", rule, got, want);
-		mq_stats(Q, &st);
+		mfsq_stats(Q, &st);
 		ck_assert_uint_eq(st.filtered - st0.filtered, NMSG - want);
-		mq_unsubscribe(s);
+		mfsq_unsubscribe(s);
 	}
-	mq_unsubscribe(all);
+	mfsq_unsubscribe(all);
 }
 END_TEST
 
 /* The tag travels with the message (stream, delay shard, memory-only). */
 START_TEST(tag_attribute)
 {
-	struct mq_msg_in in[3] = {
+	struct mfsq_msg_in in[3] = {
 	    {.data = "a", .len = 1, .enqueuer = 1, .tag = 0xdeadbeef},
 	    {.data = "b", .len = 1, .enqueuer = 1, .tag = 7, .deliver_us = 0},
-	    {.data = "c", .len = 1, .enqueuer = 1, .tag = 9, .flags = MQ_MSG_BUFFERED},
+	    {.data = "c", .len = 1, .enqueuer = 1, .tag = 9, .flags = MFSQ_MSG_BUFFERED},
 	};
-	struct mq_msg m[3];
-	mq_sub *s;
+	struct mfsq_msg m[3];
+	mfsq_sub *s;
 	size_t n, got = 0;
 
-	ck_assert_int_eq(mq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, NULL, 0, NULL, NULL, &s), 0);
 	in[1].deliver_us = now_us() + 20000;
-	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 3, NULL), 0);
+	ck_assert_int_eq(mfsq_enqueue_batch(Q, NULL, in, 3, NULL), 0);
 	while (got < 3) {
-		ck_assert_int_eq(mq_dequeue(s, &m[got], 3 - got, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, &m[got], 3 - got, &n, 10000), 0);
 		got += n;
 	}
 	for (int i = 0; i < 3; i++) {
-		if (m[i].flags & MQ_MSG_BUFFERED)
+		if (m[i].flags & MFSQ_MSG_BUFFERED)
 			ck_assert_uint_eq(m[i].tag, 9);
-		else if (m[i].flags & MQ_MSG_DELAYED)
+		else if (m[i].flags & MFSQ_MSG_DELAYED)
 			ck_assert_uint_eq(m[i].tag, 7);
 		else
 			ck_assert_uint_eq(m[i].tag, 0xdeadbeef);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
 /* The flags: "delayed" and "buffered". */
 START_TEST(flags)
 {
-	struct mq_msg_in in[3] = {
+	struct mfsq_msg_in in[3] = {
 	    {.data = "now", .len = 3, .enqueuer = 1},
 	    {.data = "later", .len = 5, .enqueuer = 1},
-	    {.data = "mem", .len = 3, .enqueuer = 1, .flags = MQ_MSG_BUFFERED},
+	    {.data = "mem", .len = 3, .enqueuer = 1, .flags = MFSQ_MSG_BUFFERED},
 	};
-	struct mq_msg m;
-	mq_sub *d, *b, *p;
+	struct mfsq_msg m;
+	mfsq_sub *d, *b, *p;
 	size_t n;
 
-	mq_pressure_mode(MQ_PRESSURE_OFF);
-	ck_assert_int_eq(mq_subscribe_rule(Q, NULL, 0, "delayed", NULL, 0, &d), 0);
-	ck_assert_int_eq(mq_subscribe_rule(Q, NULL, 0, "buffered", NULL, 0, &b), 0);
-	ck_assert_int_eq(mq_subscribe_rule(Q, NULL, 0, "!delayed && !buffered", NULL, 0, &p), 0);
+	mfsq_pressure_mode(MFSQ_PRESSURE_OFF);
+	ck_assert_int_eq(mfsq_subscribe_rule(Q, NULL, 0, "delayed", NULL, 0, &d), 0);
+	ck_assert_int_eq(mfsq_subscribe_rule(Q, NULL, 0, "buffered", NULL, 0, &b), 0);
+	ck_assert_int_eq(mfsq_subscribe_rule(Q, NULL, 0, "!delayed && !buffered", NULL, 0, &p), 0);
 	in[1].deliver_us = now_us() + 20000;
-	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, 3, NULL), 0);
+	ck_assert_int_eq(mfsq_enqueue_batch(Q, NULL, in, 3, NULL), 0);
 	get_one(d, &m);
 	ck_assert_mem_eq(m.data, "later", 5);
 	get_one(b, &m);
 	ck_assert_mem_eq(m.data, "mem", 3);
 	get_one(p, &m);
 	ck_assert_mem_eq(m.data, "now", 3);
-	ck_assert_int_eq(mq_dequeue(d, &m, 1, &n, 0), EAGAIN);
-	ck_assert_int_eq(mq_dequeue(b, &m, 1, &n, 0), EAGAIN);
-	ck_assert_int_eq(mq_dequeue(p, &m, 1, &n, 0), EAGAIN);
-	mq_unsubscribe(d);
-	mq_unsubscribe(b);
-	mq_unsubscribe(p);
-	mq_pressure_mode(MQ_PRESSURE_AUTO);
+	ck_assert_int_eq(mfsq_dequeue(d, &m, 1, &n, 0), EAGAIN);
+	ck_assert_int_eq(mfsq_dequeue(b, &m, 1, &n, 0), EAGAIN);
+	ck_assert_int_eq(mfsq_dequeue(p, &m, 1, &n, 0), EAGAIN);
+	mfsq_unsubscribe(d);
+	mfsq_unsubscribe(b);
+	mfsq_unsubscribe(p);
+	mfsq_pressure_mode(MFSQ_PRESSURE_AUTO);
 }
 END_TEST
 
@@ -333,18 +336,19 @@ END_TEST
 START_TEST(durable_rule)
 {
 	char why[256];
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	size_t n;
 
 	ck_assert_int_eq(
-	    mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, "enqueuer == 2", why, sizeof(why), &s), 0);
-	mq_unsubscribe(s);
-	mq_close(Q);
+	    mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "enqueuer == 2", why, sizeof(why), &s),
+	    0);
+	mfsq_unsubscribe(s);
+	mfsq_close(Q);
 	tenv_reopen(&T);
-	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_str_eq(mq_sub_rule(s), "enqueuer == 2");
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_str_eq(mfsq_sub_rule(s), "enqueuer == 2");
 	for (uint64_t i = 0; i < 6; i++)
 		ck_assert_int_eq(put_msg(Q, NULL, 1 + i % 2, i, NULL), 0);
 	for (uint64_t i = 1; i < 6; i += 2) {
@@ -355,41 +359,43 @@ START_TEST(durable_rule)
 		ck_assert_uint_eq(e, 2);
 		ck_assert_uint_eq(k, i);
 	}
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
+	mfsq_unsubscribe(s);
 	/* a bad rule changes nothing */
 	ck_assert_int_eq(
-	    mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, "enqueuer == ", why, sizeof(why), &s),
+	    mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "enqueuer == ", why, sizeof(why), &s),
 	    EINVAL);
-	ck_assert_int_eq(mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, NULL, why, sizeof(why), &s), 0);
-	ck_assert_str_eq(mq_sub_rule(s), "enqueuer == 2");
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, NULL, why, sizeof(why), &s),
+			 0);
+	ck_assert_str_eq(mfsq_sub_rule(s), "enqueuer == 2");
+	mfsq_unsubscribe(s);
 	/* replaced, then removed */
 	ck_assert_int_eq(
-	    mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, "enqueuer == 1", why, sizeof(why), &s), 0);
-	mq_unsubscribe(s);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_str_eq(mq_sub_rule(s), "enqueuer == 1");
-	mq_unsubscribe(s);
-	ck_assert_int_eq(mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, "true", why, sizeof(why), &s),
-			 0);
-	ck_assert_ptr_null(mq_sub_rule(s));
-	mq_unsubscribe(s);
-	mq_close(Q);
+	    mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "enqueuer == 1", why, sizeof(why), &s),
+	    0);
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_str_eq(mfsq_sub_rule(s), "enqueuer == 1");
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(
+	    mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "true", why, sizeof(why), &s), 0);
+	ck_assert_ptr_null(mfsq_sub_rule(s));
+	mfsq_unsubscribe(s);
+	mfsq_close(Q);
 	tenv_reopen(&T);
-	ck_assert_int_eq(mq_open(T.env, "q", NULL, 0, &Q), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_ptr_null(mq_sub_rule(s));
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &Q), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_ptr_null(mfsq_sub_rule(s));
+	mfsq_unsubscribe(s);
 	/* deleted with the subscriber */
 	ck_assert_int_eq(
-	    mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, "tag == 3", why, sizeof(why), &s), 0);
-	mq_unsubscribe(s);
-	ck_assert_int_eq(mq_subscriber_delete(Q, "d"), 0);
-	ck_assert_int_eq(mq_subscribe(Q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_ptr_null(mq_sub_rule(s));
-	mq_unsubscribe(s);
+	    mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "tag == 3", why, sizeof(why), &s), 0);
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscriber_delete(Q, "d"), 0);
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_ptr_null(mfsq_sub_rule(s));
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -398,24 +404,25 @@ END_TEST
 START_TEST(long_skip)
 {
 	enum { N = 10000 };
-	struct mq_msg_in *in = calloc(N, sizeof(*in));
-	struct mq_msg m;
-	mq_sub *s;
+	struct mfsq_msg_in *in = calloc(N, sizeof(*in));
+	struct mfsq_msg m;
+	mfsq_sub *s;
 	size_t n;
 
 	ck_assert_ptr_nonnull(in);
 	for (int i = 0; i < N; i++)
-		in[i] = (struct mq_msg_in){.data = "x", .len = 1, .enqueuer = 3, .tag = i == N - 1};
-	ck_assert_int_eq(mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, "tag == 1", NULL, 0, &s), 0);
-	ck_assert_int_eq(mq_enqueue_batch(Q, NULL, in, N, NULL), 0);
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), 0);
+		in[i] =
+		    (struct mfsq_msg_in){.data = "x", .len = 1, .enqueuer = 3, .tag = i == N - 1};
+	ck_assert_int_eq(mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "tag == 1", NULL, 0, &s), 0);
+	ck_assert_int_eq(mfsq_enqueue_batch(Q, NULL, in, N, NULL), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_uint_eq(m.tag, 1);
-	ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
-	mq_unsubscribe(s);
-	ck_assert_int_eq(mq_subscribe_rule(Q, "d", MQ_SUB_DURABLE, "true", NULL, 0, &s), 0);
-	ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 0), EAGAIN);
-	mq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "true", NULL, 0, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	mfsq_unsubscribe(s);
 	free(in);
 }
 END_TEST

@@ -5,7 +5,7 @@
  * given size with earliest-estimated-access eviction, and counts restores
  * (subshards a reader enters that are not cached). For each generated
  * workload, every size up to the budget is simulated; the size chosen by
- * mq_sizing_choose() from rates and lags measured in a warm-up must give a
+ * mfsq_sizing_choose() from rates and lags measured in a warm-up must give a
  * restore overhead within 10 % of the best size under that budget.
  */
 #include <math.h>
@@ -161,8 +161,8 @@ static unsigned long simulate(const struct wl *w, unsigned cap)
 static unsigned choose(const struct wl *w, unsigned budget)
 {
 	struct sim *m = malloc(sizeof(*m));
-	struct mq_size_shard sh[MAXS];
-	struct mq_size_reader rd[MAXS][MAXR];
+	struct mfsq_size_shard sh[MAXS];
+	struct mfsq_size_reader rd[MAXS][MAXR];
 	unsigned c;
 
 	init(m, w, budget);
@@ -178,7 +178,7 @@ static unsigned choose(const struct wl *w, unsigned budget)
 			rd[s][r].lag = m->peak[s][r];
 		}
 	}
-	c = mq_sizing_choose(sh, w->nshards, budget);
+	c = mfsq_sizing_choose(sh, w->nshards, budget);
 	if (getenv("SIZING_DEBUG")) {
 		for (unsigned s = 0; s < w->nshards; s++)
 			for (unsigned r = 0; r < w->nreaders[s]; r++)
@@ -186,7 +186,7 @@ static unsigned choose(const struct wl *w, unsigned budget)
 					rd[s][r].rate, rd[s][r].lag);
 		for (unsigned k = 1; k <= budget; k++)
 			fprintf(stderr, "%s cap %u est %.3f sim %.3f\n", w->name, k,
-				mq_sizing_overhead(sh, w->nshards, k),
+				mfsq_sizing_overhead(sh, w->nshards, k),
 				simulate(w, k) / (double)RUN);
 	}
 	free(m);
@@ -260,21 +260,21 @@ END_TEST
 /* The model itself: more memory never costs more, a covered gap costs nothing. */
 START_TEST(model_monotone)
 {
-	struct mq_size_reader rd[3] = {{10, 0}, {10, 500}, {10, 2000}};
-	struct mq_size_shard sh = {10, 100, 3, rd};
+	struct mfsq_size_reader rd[3] = {{10, 0}, {10, 500}, {10, 2000}};
+	struct mfsq_size_shard sh = {10, 100, 3, rd};
 	double prev = INFINITY;
 
 	for (unsigned c = 1; c < 40; c++) {
-		double o = mq_sizing_overhead(&sh, 1, c);
+		double o = mfsq_sizing_overhead(&sh, 1, c);
 
 		ck_assert(o <= prev + 1e-12);
 		prev = o;
 	}
-	ck_assert(mq_sizing_overhead(&sh, 1, 1000) < 1e-9);
-	ck_assert(mq_sizing_overhead(&sh, 1, 1) > 0.19);
+	ck_assert(mfsq_sizing_overhead(&sh, 1, 1000) < 1e-9);
+	ck_assert(mfsq_sizing_overhead(&sh, 1, 1) > 0.19);
 	/* nothing read: nothing to pay, the smallest size is chosen */
 	rd[0].rate = rd[1].rate = rd[2].rate = 0;
-	ck_assert_uint_eq(mq_sizing_choose(&sh, 1, 50), 1);
+	ck_assert_uint_eq(mfsq_sizing_choose(&sh, 1, 50), 1);
 }
 END_TEST
 

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "internal.h" /* mq_spin_while() */
+#include "internal.h" /* mfsq_spin_while() */
 
 int __real_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
 int __wrap_pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
@@ -74,7 +74,7 @@ static void wrap_works(void)
 }
 
 struct wworker {
-	mq_queue *q;
+	mfsq_queue *q;
 	uint64_t id;
 	int n, rc;
 };
@@ -99,16 +99,16 @@ static void group_spurious(unsigned envflags)
 	struct wworker w[W];
 	pthread_t th[W];
 	uint64_t next[W] = {0};
-	struct mq_msg out[64];
-	struct mq_stats st;
+	struct mfsq_msg out[64];
+	struct mfsq_stats st;
 	struct tenv t;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	size_t n, got = 0;
 
 	tenv_open_flags(&t, 0, envflags);
-	ck_assert_int_eq(mq_open(t.env, "q", NULL, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(t.env, "q", NULL, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	wrap_works();
 	atomic_store(&inject, 1);
 	for (int i = 0; i < W; i++) {
@@ -116,7 +116,7 @@ static void group_spurious(unsigned envflags)
 		ck_assert_int_eq(pthread_create(&th[i], NULL, wenqueue, &w[i]), 0);
 	}
 	while (got < W * N) {
-		ck_assert_int_eq(mq_dequeue(s, out, 64, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			uint64_t e, k;
 
@@ -124,19 +124,19 @@ static void group_spurious(unsigned envflags)
 			ck_assert_uint_lt(e, W);
 			ck_assert_uint_eq(k, next[e]++);
 		}
-		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+		ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	}
 	for (int i = 0; i < W; i++) {
 		pthread_join(th[i], NULL);
 		ck_assert_int_eq(w[i].rc, 0);
 	}
 	atomic_store(&inject, 0);
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	ck_assert_uint_eq(st.batches, W * N);
 	if (envflags & MDB_NOMETASYNC)
 		ck_assert_uint_ge(st.meta_syncs, 1);
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 
@@ -160,7 +160,7 @@ END_TEST
  * (as before take()) commits several per group and fails the count.
  */
 struct bigworker {
-	mq_queue *q;
+	mfsq_queue *q;
 	uint64_t id;
 	int n, rc;
 };
@@ -170,7 +170,7 @@ enum { BIG_MSGS = 8, BIG_LEN = 64 << 10 };
 static void *big_enqueue(void *arg)
 {
 	struct bigworker *w = arg;
-	struct mq_msg_in in[BIG_MSGS];
+	struct mfsq_msg_in in[BIG_MSGS];
 	unsigned char *buf = calloc(BIG_MSGS, BIG_LEN);
 
 	if (!buf) {
@@ -182,10 +182,10 @@ static void *big_enqueue(void *arg)
 			uint64_t v[2] = {w->id, (uint64_t)(i * BIG_MSGS + k)};
 
 			memcpy(buf + (size_t)k * BIG_LEN, v, sizeof(v));
-			in[k] = (struct mq_msg_in){
+			in[k] = (struct mfsq_msg_in){
 			    .data = buf + (size_t)k * BIG_LEN, .len = BIG_LEN, .enqueuer = w->id};
 		}
-		w->rc = mq_enqueue_batch(w->q, NULL, in, BIG_MSGS, NULL);
+		w->rc = mfsq_enqueue_batch(w->q, NULL, in, BIG_MSGS, NULL);
 	}
 	free(buf);
 	return NULL;
@@ -197,16 +197,16 @@ START_TEST(group_turn_bytes)
 	struct bigworker w[W];
 	pthread_t th[W];
 	uint64_t next[W] = {0};
-	struct mq_msg out[16];
-	struct mq_stats st;
+	struct mfsq_msg out[16];
+	struct mfsq_stats st;
 	struct tenv t;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	size_t n, got = 0;
 
 	tenv_open_flags(&t, (size_t)1 << 30, MDB_NOMETASYNC);
-	ck_assert_int_eq(mq_open(t.env, "q", NULL, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, "d", MQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(t.env, "q", NULL, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	atomic_store(&inject, 1);
 	for (int i = 0; i < W; i++) {
 		w[i] = (struct bigworker){q, (uint64_t)i, N, 0};
@@ -217,11 +217,11 @@ START_TEST(group_turn_bytes)
 		ck_assert_int_eq(w[i].rc, 0);
 	}
 	atomic_store(&inject, 0);
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	ck_assert_uint_eq(st.batches, W * N);
 	ck_assert_uint_ge(st.commit_groups * 2, W * N);
 	while (got < W * N * BIG_MSGS) {
-		ck_assert_int_eq(mq_dequeue(s, out, 16, &n, 10000), 0);
+		ck_assert_int_eq(mfsq_dequeue(s, out, 16, &n, 10000), 0);
 		for (size_t i = 0; i < n; i++, got++) {
 			uint64_t v[2];
 
@@ -230,10 +230,10 @@ START_TEST(group_turn_bytes)
 			ck_assert_uint_lt(v[0], W);
 			ck_assert_uint_eq(v[1], next[v[0]]++);
 		}
-		ck_assert_int_eq(mq_ack(s, NULL, NULL), 0);
+		ck_assert_int_eq(mfsq_ack(s, NULL, NULL), 0);
 	}
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 END_TEST
@@ -261,11 +261,11 @@ START_TEST(spin_sees_change)
 
 	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
 	cpus = CPU_COUNT(&set);
-	ck_assert_int_eq(mq_spin_while(&spin_word, old + 1, 0), 1); /* already differs */
-	ck_assert_int_eq(mq_spin_while(&spin_word, old, 0), 0);	     /* no time at all */
-	ck_assert_int_eq(mq_spin_while(&spin_word, old, 1), 0);	     /* nobody changes it */
+	ck_assert_int_eq(mfsq_spin_while(&spin_word, old + 1, 0), 1); /* already differs */
+	ck_assert_int_eq(mfsq_spin_while(&spin_word, old, 0), 0);     /* no time at all */
+	ck_assert_int_eq(mfsq_spin_while(&spin_word, old, 1), 0);     /* nobody changes it */
 	ck_assert_int_eq(pthread_create(&th, NULL, spin_bump, NULL), 0);
-	rc = mq_spin_while(&spin_word, old, 10u * 1000 * 1000); /* bounded: 10 s */
+	rc = mfsq_spin_while(&spin_word, old, 10u * 1000 * 1000); /* bounded: 10 s */
 	pthread_join(th, NULL);
 	ck_assert_int_eq(rc, cpus > 1);
 	ck_assert_uint_eq(atomic_load(&spin_word), old + 1);
@@ -276,10 +276,11 @@ END_TEST
  * past the waiter's deadline. */
 START_TEST(coalesce_decision)
 {
-	ck_assert_uint_eq(mq_coalesce_us(10, 5, 1000), MQ_COALESCE_US);
-	ck_assert_uint_eq(mq_coalesce_us(MQ_COALESCE_GAP_US, 5, 1000), 0); /* not busy */
-	ck_assert_uint_eq(mq_coalesce_us(10, 4 * MQ_COALESCE_GAP_US + 1, 1000), 0); /* stopped */
-	ck_assert_uint_eq(mq_coalesce_us(10, 5, MQ_COALESCE_US - 1), 0); /* deadline first */
+	ck_assert_uint_eq(mfsq_coalesce_us(10, 5, 1000), MFSQ_COALESCE_US);
+	ck_assert_uint_eq(mfsq_coalesce_us(MFSQ_COALESCE_GAP_US, 5, 1000), 0); /* not busy */
+	ck_assert_uint_eq(mfsq_coalesce_us(10, 4 * MFSQ_COALESCE_GAP_US + 1, 1000),
+			  0);						     /* stopped */
+	ck_assert_uint_eq(mfsq_coalesce_us(10, 5, MFSQ_COALESCE_US - 1), 0); /* deadline first */
 }
 END_TEST
 
@@ -287,29 +288,29 @@ END_TEST
  * and still gets what comes. */
 START_TEST(coalesce_busy_stream)
 {
-	struct mq_config c;
-	struct mq_stats st;
-	struct mq_msg m;
+	struct mfsq_config c;
+	struct mfsq_stats st;
+	struct mfsq_msg m;
 	struct tenv t;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	size_t n;
 
 	tenv_open(&t, 0);
 	small_cfg(&c, 2, 64);
-	ck_assert_int_eq(mq_open(t.env, "q", &c, MQ_CREATE, &q), 0);
-	ck_assert_int_eq(mq_subscribe(q, NULL, 0, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_open(t.env, "q", &c, MFSQ_CREATE, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, NULL, 0, NULL, NULL, &s), 0);
 	/* bounded: a loaded machine may delay the dequeue past the busy spell */
-	for (int i = 0; i < 1000 && (mq_stats(q, &st), !st.coalesced_waits); i++) {
+	for (int i = 0; i < 1000 && (mfsq_stats(q, &st), !st.coalesced_waits); i++) {
 		for (int k = 0; k < 100; k++)
-			mq_notify(q);
-		ck_assert_int_eq(mq_dequeue(s, &m, 1, &n, 1), ETIMEDOUT);
+			mfsq_notify(q);
+		ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 1), ETIMEDOUT);
 	}
 	ck_assert_uint_ge(st.coalesced_waits, 1);
 	ck_assert_int_eq(put_msg(q, NULL, 1, 1, NULL), 0);
 	get_one(s, &m);
-	mq_unsubscribe(s);
-	mq_close(q);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
 	tenv_destroy(&t);
 }
 END_TEST

@@ -42,7 +42,7 @@ static uint64_t now_us(void)
 
 static void fail(const char *what, int rc)
 {
-	fprintf(stderr, "qbench: %s: %s\n", what, mq_strerror(rc));
+	fprintf(stderr, "qbench: %s: %s\n", what, mfsq_strerror(rc));
 	exit(1);
 }
 
@@ -123,7 +123,7 @@ struct job {
 	int id, e, s, batch, size;
 	uint64_t n; /* messages per enqueuer / expected per subscriber */
 	MDB_env *env;
-	mq_queue *q;
+	mfsq_queue *q;
 	MDB_dbi dbi;
 	struct lat lat;
 	atomic_uint_fast64_t *written;
@@ -248,7 +248,7 @@ static int run_raw(int argc, char **argv)
 static void *q_enqueuer(void *arg)
 {
 	struct job *j = arg;
-	struct mq_msg_in *in = calloc((size_t)j->batch, sizeof(*in));
+	struct mfsq_msg_in *in = calloc((size_t)j->batch, sizeof(*in));
 	unsigned char *buf = calloc((size_t)j->batch, (size_t)j->size);
 	uint64_t sent = 0;
 
@@ -258,11 +258,11 @@ static void *q_enqueuer(void *arg)
 
 		for (; b < j->batch && sent + (uint64_t)b < j->n; b++) {
 			memcpy(buf + (size_t)b * (size_t)j->size, &t, 8);
-			in[b] = (struct mq_msg_in){.data = buf + (size_t)b * (size_t)j->size,
-						   .len = (size_t)j->size,
-						   .enqueuer = (uint64_t)j->id};
+			in[b] = (struct mfsq_msg_in){.data = buf + (size_t)b * (size_t)j->size,
+						     .len = (size_t)j->size,
+						     .enqueuer = (uint64_t)j->id};
 		}
-		if ((rc = mq_enqueue_batch(j->q, NULL, in, (size_t)b, NULL)))
+		if ((rc = mfsq_enqueue_batch(j->q, NULL, in, (size_t)b, NULL)))
 			fail("enqueue", rc);
 		sent += (uint64_t)b;
 	}
@@ -274,14 +274,14 @@ static void *q_enqueuer(void *arg)
 static void *q_subscriber(void *arg)
 {
 	struct job *j = arg;
-	struct mq_msg out[256];
+	struct mfsq_msg out[256];
 	char name[32];
-	mq_sub *s;
+	mfsq_sub *s;
 	uint64_t got = 0;
 	int rc;
 
 	snprintf(name, sizeof(name), "bench%d", j->id);
-	if ((rc = mq_subscribe(j->q, name, MQ_SUB_DURABLE, NULL, NULL, &s)))
+	if ((rc = mfsq_subscribe(j->q, name, MFSQ_SUB_DURABLE, NULL, NULL, &s)))
 		fail("subscribe", rc);
 	while (got < j->n) {
 		size_t n;
@@ -289,7 +289,7 @@ static void *q_subscriber(void *arg)
 		/* a loaded machine may stall the enqueuers for seconds: give up
 		 * only after two minutes without a message */
 		for (int tries = 0;
-		     (rc = mq_dequeue(s, out, 256, &n, 5000)) == ETIMEDOUT && tries < 24; tries++)
+		     (rc = mfsq_dequeue(s, out, 256, &n, 5000)) == ETIMEDOUT && tries < 24; tries++)
 			;
 		if (rc)
 			fail("dequeue", rc);
@@ -302,24 +302,24 @@ static void *q_subscriber(void *arg)
 			lat_add(&j->lat, now - t);
 		}
 		got += n;
-		if ((rc = mq_ack(s, NULL, NULL)))
+		if ((rc = mfsq_ack(s, NULL, NULL)))
 			fail("ack", rc);
 	}
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 	return NULL;
 }
 
 /* QBENCH_TRACE=1: the cache's sizing every 50 ms, to stderr */
 static void *tracer(void *arg)
 {
-	mq_queue *q = arg;
+	mfsq_queue *q = arg;
 	uint64_t t0 = now_us();
 
 	while (!atomic_load(&stop_sync)) {
-		struct mq_stats st;
+		struct mfsq_stats st;
 
 		usleep(50000);
-		mq_stats(q, &st);
+		mfsq_stats(q, &st);
 		fprintf(stderr,
 			"%6.3f s target %" PRIu64 " cached %" PRIu64 " enq %.0f/s deq %.0f/s"
 			" hits %" PRIu64 " misses %" PRIu64 " evictions %" PRIu64 "\n",
@@ -336,31 +336,32 @@ static int run_queue(int argc, char **argv)
 	int e = atoi(argv[1]), s = atoi(argv[2]), size = atoi(argv[3]), batch = atoi(argv[4]);
 	int dur = atoi(argv[5]);
 	uint64_t n = strtoull(argv[6], NULL, 10), t0;
-	struct mq_config c;
+	struct mfsq_config c;
 	MDB_env *env;
-	mq_queue *q;
+	mfsq_queue *q;
 	struct job *je = calloc((size_t)e, sizeof(*je)), *js = calloc((size_t)s, sizeof(*js));
-	pthread_t *te = calloc((size_t)e, sizeof(*te)), *tsb = calloc((size_t)s, sizeof(*tsb)), ts, tt;
+	pthread_t *te = calloc((size_t)e, sizeof(*te)), *tsb = calloc((size_t)s, sizeof(*tsb)), ts,
+		  tt;
 	struct lat *lats = calloc((size_t)s, sizeof(*lats));
 	int rc;
 
 	(void)argc;
-	mq_config_default(&c);
+	mfsq_config_default(&c);
 	c.nshards = 16;
 	c.retain_max = 256;
-	env = env_open(dir, dur, mq_dbs_needed(&c) + 8, dur ? MDB_NOMETASYNC : 0);
-	if ((rc = mq_open(env, "bench", &c, MQ_CREATE, &q)))
+	env = env_open(dir, dur, mfsq_dbs_needed(&c) + 8, dur ? MDB_NOMETASYNC : 0);
+	if ((rc = mfsq_open(env, "bench", &c, MFSQ_CREATE, &q)))
 		fail("open", rc);
-	mq_memory_budget(256u << 20);
+	mfsq_memory_budget(256u << 20);
 	/* create the subscribers first: they must see every message */
 	for (int i = 0; i < s; i++) {
-		mq_sub *sb;
+		mfsq_sub *sb;
 		char name[32];
 
 		snprintf(name, sizeof(name), "bench%d", i);
-		if ((rc = mq_subscribe(q, name, MQ_SUB_DURABLE, NULL, NULL, &sb)))
+		if ((rc = mfsq_subscribe(q, name, MFSQ_SUB_DURABLE, NULL, NULL, &sb)))
 			fail("subscribe", rc);
-		mq_unsubscribe(sb);
+		mfsq_unsubscribe(sb);
 	}
 	if (!dur)
 		pthread_create(&ts, NULL, syncer, env);
@@ -384,9 +385,9 @@ static int run_queue(int argc, char **argv)
 	}
 	report(n / (uint64_t)e * (uint64_t)e, now_us() - t0, lats, s);
 	if (getenv("QBENCH_STATS")) {
-		struct mq_stats st;
+		struct mfsq_stats st;
 
-		mq_stats(q, &st);
+		mfsq_stats(q, &st);
 		fprintf(stderr,
 			"batches %" PRIu64 " commits %" PRIu64 " hits %" PRIu64 " misses %" PRIu64
 			" restores %" PRIu64 " dequeued %" PRIu64 " evictions %" PRIu64
@@ -400,7 +401,7 @@ static int run_queue(int argc, char **argv)
 		pthread_join(ts, NULL);
 	if (getenv("QBENCH_TRACE"))
 		pthread_join(tt, NULL);
-	mq_close(q);
+	mfsq_close(q);
 	mdb_env_close(env);
 	return 0;
 }
@@ -719,26 +720,26 @@ static int run_delay(int argc, char **argv)
 	const char *dir = argv[0];
 	uint64_t pending = strtoull(argv[1], NULL, 10), probes = strtoull(argv[2], NULL, 10);
 	double span = atof(argv[3]);
-	struct mq_config c;
-	struct mq_msg_in in[1000];
+	struct mfsq_config c;
+	struct mfsq_msg_in in[1000];
 	uint64_t tags[1000], t0, got = 0;
 	struct lat lat = {0};
-	struct mq_stats st;
+	struct mfsq_stats st;
 	MDB_env *env;
-	mq_queue *q;
-	mq_sub *s;
+	mfsq_queue *q;
+	mfsq_sub *s;
 	pthread_t ts;
 	int rc;
 
 	(void)argc;
-	mq_config_default(&c);
+	mfsq_config_default(&c);
 	c.nshards = 4;
-	env = env_open(dir, 0, mq_dbs_needed(&c) + 8, 0);
-	if ((rc = mq_open(env, "delay", &c, MQ_CREATE, &q)))
+	env = env_open(dir, 0, mfsq_dbs_needed(&c) + 8, 0);
+	if ((rc = mfsq_open(env, "delay", &c, MFSQ_CREATE, &q)))
 		fail("open", rc);
 	if (!getenv("QBENCH_NOSYNC"))
 		pthread_create(&ts, NULL, syncer, env);
-	if ((rc = mq_subscribe(q, NULL, 0, NULL, NULL, &s)))
+	if ((rc = mfsq_subscribe(q, NULL, 0, NULL, NULL, &s)))
 		fail("subscribe", rc);
 	/* far-future messages: due in 1..30 days, in enqueue order (a TTL-like
 	 * workload; random due times cost LMDB random inserts instead) */
@@ -748,14 +749,14 @@ static int run_delay(int argc, char **argv)
 
 		for (; b < 1000 && i < pending; b++, i++) {
 			tags[b] = i;
-			in[b] = (struct mq_msg_in){
+			in[b] = (struct mfsq_msg_in){
 			    .data = &tags[b],
 			    .len = 8,
 			    .enqueuer = i % 64,
 			    .deliver_us = t0 + 86400ull * 1000000u +
 					  (uint64_t)((double)i / (double)pending * 29.0 * 86400e6)};
 		}
-		if ((rc = mq_enqueue_batch(q, NULL, in, b, NULL)))
+		if ((rc = mfsq_enqueue_batch(q, NULL, in, b, NULL)))
 			fail("enqueue", rc);
 	}
 	fprintf(stderr,
@@ -771,25 +772,25 @@ static int run_delay(int argc, char **argv)
 
 		for (; b < 1000 && i < probes; b++, i++) {
 			tags[b] = i;
-			in[b] = (struct mq_msg_in){
+			in[b] = (struct mfsq_msg_in){
 			    .data = &tags[b],
 			    .len = 8,
 			    .enqueuer = i % 64,
 			    .deliver_us = t0 + (uint64_t)((double)i / (double)probes * span * 1e6)};
 		}
-		if ((rc = mq_enqueue_batch(q, NULL, in, b, NULL)))
+		if ((rc = mfsq_enqueue_batch(q, NULL, in, b, NULL)))
 			fail("enqueue", rc);
 	}
 	if (now_us() >= t0)
 		fprintf(stderr, "delay: probes enqueued too slowly, lateness overstated\n");
 	while (got < probes) {
-		struct mq_msg out[256];
+		struct mfsq_msg out[256];
 		size_t n;
 
 		/* a loaded machine may stall the enqueuers for seconds: give up
 		 * only after two minutes without a message */
 		for (int tries = 0;
-		     (rc = mq_dequeue(s, out, 256, &n, 5000)) == ETIMEDOUT && tries < 24; tries++)
+		     (rc = mfsq_dequeue(s, out, 256, &n, 5000)) == ETIMEDOUT && tries < 24; tries++)
 			;
 		if (rc)
 			fail("dequeue", rc);
@@ -800,18 +801,18 @@ static int run_delay(int argc, char **argv)
 		got += n;
 	}
 	qsort(lat.v, lat.n, sizeof(*lat.v), u64cmp);
-	mq_stats(q, &st);
+	mfsq_stats(q, &st);
 	printf("pending=%" PRIu64 " VmRSS_kB=%ld VmHWM_kB=%ld RssAnon_kB=%ld RssFile_kB=%ld"
 	       " lateness_p50_us=%" PRIu64 " p99_us=%" PRIu64 " max_us=%" PRIu64
 	       " still_pending=%" PRIu64 "\n",
 	       pending, status_kb("VmRSS"), status_kb("VmHWM"), status_kb("RssAnon"),
 	       status_kb("RssFile"), lat.v[lat.n / 2], lat.v[lat.n * 99 / 100], lat.v[lat.n - 1],
 	       st.delayed_pending);
-	mq_unsubscribe(s);
+	mfsq_unsubscribe(s);
 	atomic_store(&stop_sync, 1);
 	if (!getenv("QBENCH_NOSYNC"))
 		pthread_join(ts, NULL);
-	mq_close(q);
+	mfsq_close(q);
 	mdb_env_close(env);
 	return 0;
 }
