@@ -379,9 +379,21 @@ static int serve_single(struct mfs_manager *mgr, const struct cli *c)
 	snprintf(d->conf.opts, sizeof(d->conf.opts), "%s", c->dbfs_opts);
 	d->conf.owner = getuid();
 	d->id = 1;
-	int rc = mfs_control_mount_now(d, c->create, err, sizeof(err));
+	/* create makes a missing store directory, as the manager's mount does
+	 * (its parent must exist) */
+	int rc = 0;
+	if (c->create && mkdir(c->dbfs_store, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, sizeof(err), "cannot create store %s: %s", c->dbfs_store,
+			 strerror(errno));
+	}
+	if (!rc)
+		rc = mfs_control_mount_now(d, c->create, err, sizeof(err));
 	if (rc) {
-		mfs_err("%s: %s", c->dbfs_store, err[0] ? err : strerror(-rc));
+		if (err[0])
+			mfs_err("%s", err);
+		else
+			mfs_err("%s: %s", c->dbfs_store, strerror(-rc));
 		free(d);
 		return 1;
 	}

@@ -49,4 +49,17 @@ not_mounted "$T/mnt" || fail "still mounted after SIGINT"
 "$MFS" -f --dbfs "$T/nostore" "$T/mnt" 2>/dev/null; rc=$?
 [ $rc = 1 ] && ok "missing store refused" || fail "missing store: exit $rc"
 not_mounted "$T/mnt" || fail "mounted after a refused start"
+# create makes a missing store directory (0700), not a missing parent
+"$MFS" -f --dbfs "$T/no/parent" -o create "$T/mnt" 2>"$T/noparent.err"; rc=$?
+[ $rc = 1 ] && grep -q "cannot create store $T/no/parent: No such file or directory" "$T/noparent.err" &&
+	ok "create with a missing parent refused: $(cat "$T/noparent.err")" ||
+	fail "missing parent: exit $rc, $(cat "$T/noparent.err")"
+"$MFS" -f --dbfs "$T/newstore" -o create "$T/mnt" >>"$T/single.log" 2>&1 &
+SPID=$!
+PIDS="$PIDS $SPID"
+wait_for 10 is_mounted "$T/mnt" && echo x >"$T/mnt/g" && [ "$(cat "$T/mnt/g")" = x ] &&
+	ok "create made the store directory" || fail "create did not make $T/newstore"
+[ "$(stat -c %a "$T/newstore")" = 700 ] && ok "new store is mode 700" ||
+	fail "new store mode $(stat -c %a "$T/newstore")"
+stop_pid $SPID || fail "exit status after the new store"
 echo "threads while serving: $threads"
