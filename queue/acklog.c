@@ -89,20 +89,6 @@ static int read_boot_id(char out[MFSQ_BOOT_ID_LEN])
 	return 0;
 }
 
-/* The log's file: next to data.mdb (MDB_NOSUBDIR: next to the file). */
-static int log_path(mfsq_queue *q, char *buf, size_t len)
-{
-	const char *path = NULL;
-	unsigned fl = 0;
-	int n;
-
-	if (mdb_env_get_path(q->env, &path) || !path)
-		return EINVAL;
-	mdb_env_get_flags(q->env, &fl);
-	n = snprintf(buf, len, "%s%smfsq-%s.acks", path, (fl & MDB_NOSUBDIR) ? "-" : "/", q->name);
-	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
-}
-
 void mfsq_acklog_open(mfsq_queue *q)
 {
 	size_t bytes;
@@ -112,7 +98,8 @@ void mfsq_acklog_open(mfsq_queue *q)
 	int fd;
 
 	mdb_env_get_flags(q->env, &fl);
-	if ((fl & MDB_RDONLY) || log_path(q, path, sizeof(path)) || read_boot_id(q->boot_id))
+	if ((fl & MDB_RDONLY) || mfsq_env_file(q, ".acks", path, sizeof(path)) ||
+	    read_boot_id(q->boot_id))
 		return;
 	q->ackstride = slot_stride(q);
 	bytes = q->ackstride * MFSQ_ACK_SLOTS;

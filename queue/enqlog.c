@@ -91,16 +91,10 @@ static void log_key(unsigned char k[5], unsigned i)
 
 static int log_path(mfsq_queue *q, unsigned i, char *buf, size_t len)
 {
-	const char *path = NULL;
-	unsigned fl = 0;
-	int n;
+	char suffix[16];
 
-	if (mdb_env_get_path(q->env, &path) || !path)
-		return EINVAL;
-	mdb_env_get_flags(q->env, &fl);
-	n = snprintf(buf, len, "%s%smfsq-%s.log%u", path, (fl & MDB_NOSUBDIR) ? "-" : "/", q->name,
-		     i);
-	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
+	snprintf(suffix, sizeof(suffix), ".log%u", i);
+	return mfsq_env_file(q, suffix, buf, len);
 }
 
 static int file_lock(int fd, short type)

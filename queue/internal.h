@@ -194,6 +194,10 @@ struct mfsq_sub {
 /* queue.c */
 uint64_t mfsq_now_us(void);
 int mfsq_lmdb_err(int rc);
+/* Path of the queue's own file `mfsq-<name><suffix>` next to the
+ * environment's data file (in its directory; with MDB_NOSUBDIR, next to
+ * the file). EINVAL (no path), ENAMETOOLONG. */
+int mfsq_env_file(mfsq_queue *q, const char *suffix, char *buf, size_t len);
 void mfsq_wake(mfsq_queue *q);
 int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
 int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);

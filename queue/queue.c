@@ -45,6 +45,19 @@ void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn)
 }
 
 /* The one place LMDB codes become queue codes. */
+int mfsq_env_file(mfsq_queue *q, const char *suffix, char *buf, size_t len)
+{
+	const char *path = NULL;
+	unsigned fl = 0;
+
+	if (mdb_env_get_path(q->env, &path) || !path)
+		return EINVAL;
+	mdb_env_get_flags(q->env, &fl);
+	int n = snprintf(buf, len, "%s%smfsq-%s%s", path, (fl & MDB_NOSUBDIR) ? "-" : "/", q->name,
+			 suffix);
+	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
+}
+
 int mfsq_lmdb_err(int rc)
 {
 	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
