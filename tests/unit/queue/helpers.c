@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "helpers.h"
 
@@ -104,4 +105,15 @@ void get_one(mfsq_sub *s, struct mfsq_msg *m)
 
 	ck_assert_msg(rc == 0, "dequeue: %s", mfsq_strerror(rc));
 	ck_assert_uint_eq(n, 1);
+}
+
+void wait_child(pid_t pid, int sig)
+{
+	int st = 0;
+
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	if (sig)
+		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == sig, "child status %d", st);
+	else
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
 }

@@ -6,6 +6,7 @@
 #include <check.h>
 #include <lmdb.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "mfsq.h"
 
@@ -34,6 +35,9 @@ int put_msg(mfsq_queue *q, MDB_txn *txn, uint64_t enqueuer, uint64_t n, uint64_t
 int parse_msg(const struct mfsq_msg *m, uint64_t *enqueuer, uint64_t *n);
 /* Dequeue exactly one message waiting up to 10 s; fails the test if none. */
 void get_one(mfsq_sub *s, struct mfsq_msg *m);
+/* Wait for child @pid; fails the test unless it exited 0 (@sig 0) or was
+ * killed by signal @sig. */
+void wait_child(pid_t pid, int sig);
 
 Suite *suite_api(void);
 Suite *suite_delay(void);

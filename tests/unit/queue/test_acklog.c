@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -123,14 +122,12 @@ static int killed_child(int take, int what)
 
 static void run_killed_child(int take, int what)
 {
-	int st = 0;
 	pid_t pid = fork();
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
 		_exit(killed_child(take, what));
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %d", st);
+	wait_child(pid, SIGKILL);
 }
 
 /* An ack in an MDB_NOSYNC environment costs no commit; the log is a file. */
@@ -293,7 +290,6 @@ START_TEST(live_slot_kept)
 	struct mfsq_msg out[NMSG];
 	mfsq_sub *s;
 	size_t n;
-	int st = 0;
 	pid_t pid;
 
 	fill();
@@ -322,8 +318,7 @@ START_TEST(live_slot_kept)
 		mdb_env_close(env);
 		_exit(ss.acks_reaped ? 11 : 0);
 	}
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	wait_child(pid, 0);
 	mfsq_unsubscribe(s);
 	ck_assert_uint_eq(first_of_k(), 4);
 }

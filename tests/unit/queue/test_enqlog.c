@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "format.h"
@@ -233,14 +232,12 @@ static int killed_child(uint64_t pre, size_t len)
 
 static void run_killed_child(uint64_t pre, size_t len)
 {
-	int st = 0;
 	pid_t pid = fork();
 
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
 		_exit(killed_child(pre, len));
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child status %d", st);
+	wait_child(pid, SIGKILL);
 }
 
 /* The log of a killed process: replayed once, in order, before what the
@@ -382,7 +379,6 @@ START_TEST(live_log_kept)
 {
 	struct mfsq_stats st;
 	pid_t pid;
-	int ws = 0;
 
 	ck_assert_int_eq(put_len(Q, NULL, 0, 0), 0);
 	pid = fork();
@@ -407,8 +403,7 @@ START_TEST(live_log_kept)
 		mdb_env_close(env);
 		_exit(cs.log_replayed ? 12 : 0);
 	}
-	ck_assert_int_eq(waitpid(pid, &ws, 0), pid);
-	ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child status %d", ws);
+	wait_child(pid, 0);
 	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_replayed, 0);
 }

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -124,7 +123,6 @@ START_TEST(two_processes)
 	mfsq_queue *q;
 	mfsq_sub *s, *cs;
 	pid_t pid;
-	int st = 0;
 
 	tenv_open(&T, 0);
 	small_cfg(&c, 4, 16);
@@ -139,8 +137,7 @@ START_TEST(two_processes)
 		_exit(child(T.dir));
 	ck_assert_int_eq(produce(T.env, q, 0), 0);
 	ck_assert_int_eq(consume(q, s, 1), 0);
-	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %d", st);
+	wait_child(pid, 0);
 	mfsq_unsubscribe(s);
 	mfsq_close(q);
 	tenv_destroy(&T);
