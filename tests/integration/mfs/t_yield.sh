@@ -55,15 +55,21 @@ b_yielded() { [ "$(stat_of b yielded)" -gt "$Y0" ]; }
 b_yielded_enough() { [ "$(stat_of b yielded)" -gt "$Y0" ] && [ -n "$SEEN_IDLE" ]; }
 b_starved() { [ "$(stat_of b starved)" -gt "$S0" ]; }
 b_waited() { [ "$(stat_of b yield_waits)" -gt 0 ]; }
+# b's 8 writers run while a's client goes on until COND (client_until N COND)
+under_load() {
+	writers_on "$T/mb/w" 1M 4
+	client_until "$@"
+	r=$?
+	writers_off
+	return $r
+}
 
 start_manager "$M" threads=4,yield_share=1
 mount_ab
 Y0=$(stat_of b yielded)
 SEEN_IDLE=""
-writers_on "$T/mb/w" 1M 4
-client_until 3000 b_yielded_enough
+under_load 3000 b_yielded_enough
 ok_y=$?
-writers_off
 [ $ok_y = 0 ] && ok "b (8 writers) yielded to a: yielded=$(stat_of b yielded)" ||
 	fail "b never yielded (yielded=$(stat_of b yielded), worker seen idle: ${SEEN_IDLE:-no})"
 [ -n "$SEEN_IDLE" ] && ok "a worker ran b's requests at SCHED_IDLE" ||
@@ -72,10 +78,8 @@ writers_off
 	fail "a yielded $(stat_of a yielded)"
 W0=$(stat_of b write_bytes)
 SEEN_IDLE=x
-writers_on "$T/mb/w" 1M 4
-client_until 3000 b_waited
+under_load 3000 b_waited
 ok_w=$?
-writers_off
 [ $ok_w = 0 ] && ok "the CPU share held b back: yield_waits=$(stat_of b yield_waits)" ||
 	fail "b never held by the CPU share (yield_waits=$(stat_of b yield_waits))"
 [ "$(stat_of b write_bytes)" -gt "$W0" ] && ok "b kept writing within its share" ||
@@ -115,9 +119,7 @@ start_manager "$M" threads=4,governor=off,yield_share=1
 mount_ab
 Y0=$(stat_of b yielded)
 SEEN_IDLE=x
-writers_on "$T/mb/w" 1M 4
-client_until 300 false
-writers_off
+under_load 300 false
 [ "$(stat_of b yielded)" = "$Y0" ] && [ "$(stat_of b write_bytes)" -gt 0 ] &&
 	ok "governor=off: b wrote and never yielded" || fail "governor=off: yielded=$(stat_of b yielded)"
 stop_pid "$MPID" || fail "manager exit status"
