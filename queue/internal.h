@@ -94,6 +94,7 @@ struct mfsq_counters {
 struct mfsq_queue {
 	MDB_env *env;
 	_Atomic uint64_t map_commits; /* own commits, for mfsq_map_check */
+	_Atomic uint64_t map_trimmed_us; /* mfsq_mono_us() of the last trim */
 	char name[MFSQ_NAME_MAX + 1];
 	struct mfsq_config cfg;
 	MDB_dbi meta, exc;

@@ -11,6 +11,14 @@
  * the map budget, drops the map's page-table entries (MADV_DONTNEED). The
  * mapping is shared: the pages stay in the page cache with their data, and
  * the next access maps them again.
+ *
+ * Not more often than every MAP_TRIM_GAP_US per queue: each commit reads
+ * pages that the previous ones wrote, and each such fault maps 16
+ * neighbours too, so a stream of 4 KiB messages (a commit each) crossed
+ * the 16 MiB budget every 155 commits; dropping the map 256 times a second
+ * and faulting it back cost 45% of its throughput (40k against 72k msg/s
+ * with no budget; 61-62k with the gap). With 10 million pending delayed
+ * messages the resident set stays where it was (VmRSS 20 MB, peak 21).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -21,6 +29,7 @@
 #include "internal.h"
 
 #define MAP_CHECK_EVERY 64
+#define MAP_TRIM_GAP_US 50000
 
 static _Atomic uint64_t map_budget = 16u << 20;
 
@@ -79,13 +88,18 @@ static char *map_start(MDB_env *env, size_t *size)
 void mfsq_map_check(mfsq_queue *q)
 {
 	uint64_t budget = atomic_load(&map_budget);
+	uint64_t now;
 	size_t size;
 	char *base;
 
 	if (!budget || atomic_fetch_add(&q->map_commits, 1) % MAP_CHECK_EVERY)
 		return;
+	now = mfsq_mono_us();
+	if (now - atomic_load(&q->map_trimmed_us) < MAP_TRIM_GAP_US)
+		return;
 	if (shared_resident() <= budget || !(base = map_start(q->env, &size)))
 		return;
+	atomic_store(&q->map_trimmed_us, now);
 	if (madvise(base, size, MADV_DONTNEED) == 0)
 		atomic_fetch_add(&q->c.map_trims, 1);
 }

@@ -614,7 +614,9 @@ void mfsq_memory_budget(uint64_t bytes);
  * engine drops the mapped pages of a queue's environment after a commit
  * (bytes, default 16 MiB; 0: never). LMDB's shared mapping otherwise keeps
  * every page it touched resident, so memory would grow with the store; the
- * pages stay in the page cache. Counted in mfsq_stats.map_trims.
+ * pages stay in the page cache. A queue drops them at most every 50 ms, so
+ * a fast stream may stay above the budget by what it maps in that time.
+ * Counted in mfsq_stats.map_trims.
  * Thread context: any.
  */
 void mfsq_map_budget(uint64_t bytes);
