@@ -391,10 +391,11 @@ static int run_queue(int argc, char **argv)
 		fprintf(stderr,
 			"batches %" PRIu64 " commits %" PRIu64 " hits %" PRIu64 " misses %" PRIu64
 			" restores %" PRIu64 " dequeued %" PRIu64 " evictions %" PRIu64
-			" target %" PRIu64 " store_only %" PRIu64 " meta_syncs %" PRIu64 "\n",
+			" target %" PRIu64 " store_only %" PRIu64 " meta_syncs %" PRIu64
+			" map_trims %" PRIu64 "\n",
 			st.batches, st.commit_groups, st.cache_hits, st.cache_misses,
 			st.cache_restores, st.dequeued, st.cache_evictions, st.cache_target_bytes,
-			st.store_only_enqueues, st.meta_syncs);
+			st.store_only_enqueues, st.meta_syncs, st.map_trims);
 	}
 	atomic_store(&stop_sync, 1);
 	if (!dur)
