@@ -25,9 +25,8 @@
 
 #include "internal.h"
 
-/* After its own, a leader leads up to MFSQ_LEAD_MORE turns for others while
- * the turns write at least MFSQ_LEAD_BYTES of large values (see submit()). */
-#define MFSQ_LEAD_MORE	8
+/* Turns that write at least MFSQ_LEAD_BYTES of large values are led by the
+ * flusher thread while more are queued (see hand_over()). */
 #define MFSQ_LEAD_BYTES (128u << 10)
 #define MFSQ_LARGE	2000 /* bytes: LMDB puts such a value on overflow pages */
 /* Payload bytes of enqueues one turn takes (at least one request; see take()). */
@@ -284,10 +283,12 @@ static void turn(mfsq_queue *q)
 }
 
 /*
- * The enqueue log's flusher (enqlog.c): a caller that returned with its
- * records in the log leaves them to whoever leads next; when nobody
- * does, this thread leads turns until the log is empty, and sleeps.
- * Started at the first hand-over, stopped by mfsq_close().
+ * The flusher thread. The enqueue log's (enqlog.c): a caller that returned
+ * with its records in the log leaves them to whoever leads next; when
+ * nobody does, this thread leads turns until the log is empty, and sleeps.
+ * It also leads the queued turns after one that wrote large values
+ * (hand_over()). Started at the first such hand-over, stopped by
+ * mfsq_close().
  */
 static void *flusher(void *arg)
 {
@@ -298,12 +299,22 @@ static void *flusher(void *arg)
 	while (!q->log_stop) {
 		if (!q->gleader && (mfsq_enqlog_dirty(q) || q->ghead) &&
 		    (!q->log_err || mfsq_mono_us() >= retry)) {
+			q->ghanded = 0;
+			if (q->ghead)
+				atomic_fetch_add(&q->c.committer_turns, 1);
 			mfsq_active(1);
 			turn(q);
 			mfsq_active(-1);
 			if (q->log_err) /* e.g. ENOSPC: the log waits, retried later */
 				retry = mfsq_mono_us() + 100000;
 			continue;
+		}
+		if (q->ghanded) {
+			/* not leading now (another turn runs, or the log waits
+			 * after an error): the callers lead again */
+			q->ghanded = 0;
+			if (q->ghead && !q->gleader)
+				wake(q->ghead);
 		}
 		q->log_sleeping = 1;
 		if (q->log_err) {
@@ -325,20 +336,47 @@ static void *flusher(void *arg)
 	return NULL;
 }
 
-/* Under q->glock, by a leader that is done: who leads next. */
+/* Wake the flusher thread (started on first use); 0 if there is none. */
+static int flusher_wake(mfsq_queue *q)
+{
+	if (!q->log_thread_on)
+		q->log_thread_on = !pthread_create(&q->log_thread, NULL, flusher, q);
+	if (q->log_thread_on && q->log_sleeping)
+		pthread_cond_signal(&q->log_cv);
+	return q->log_thread_on;
+}
+
+/*
+ * Under q->glock, by a leader that is done: who leads next. Usually the
+ * first queued caller. After a turn that wrote large values, the flusher
+ * thread leads the queued ones (to_flusher(), here and in submit()), and
+ * goes on while there are any: LMDB
+ * mallocs a transaction's overflow pages (one per large value) in the
+ * arena of the thread that writes, and a different leader per turn made
+ * each of many arenas grow into fresh pages and trim them again (perf, 16
+ * enqueuers of 4 KiB messages in batches of 256: a third of the time in
+ * page faults, sysmalloc and madvise; 195-269k msg/s with 4 subscribers,
+ * 365-385k with one committing thread).
+ */
+static int to_flusher(mfsq_queue *q, const struct mfsq_greq *self)
+{
+	/* others queued: a lone caller goes on leading its own (no hop) */
+	int others = q->ghead && (q->ghead != self || self->next);
+
+	if (!q->glarge || !others || !flusher_wake(q))
+		return 0;
+	q->ghanded = 1; /* until the flusher leads: callers wait (submit()) */
+	return 1;
+}
+
 static void hand_over(mfsq_queue *q)
 {
-	if (q->gleader)
+	if (q->gleader || q->ghanded || to_flusher(q, NULL))
 		return;
 	if (q->ghead) {
 		wake(q->ghead); /* it leads the next turn */
-	} else if (mfsq_enqlog_dirty(q)) {
-		if (!q->log_thread_on)
-			q->log_thread_on = !pthread_create(&q->log_thread, NULL, flusher, q);
-		if (!q->log_thread_on)
-			turn(q); /* no thread: this caller, then */
-		else if (q->log_sleeping)
-			pthread_cond_signal(&q->log_cv);
+	} else if (mfsq_enqlog_dirty(q) && !flusher_wake(q)) {
+		turn(q); /* no thread: this caller, then */
 	}
 }
 
@@ -388,6 +426,7 @@ void mfsq_group_close(mfsq_queue *q)
 		pthread_mutex_unlock(&q->glock);
 		pthread_join(q->log_thread, NULL);
 		q->log_thread_on = 0;
+		q->ghanded = 0;
 	}
 	pthread_mutex_lock(&q->glock);
 	while (q->logfd >= 0 && mfsq_enqlog_dirty(q) && !q->gleader) {
@@ -409,10 +448,11 @@ static int submit(mfsq_queue *q, struct mfsq_greq *rp)
 	*q->gtail = &r;
 	q->gtail = &r.next;
 	while (!finished(q, &r)) {
-		if (!q->gleader && (!r.done || q->ghead)) {
+		if (!q->gleader && !q->ghanded && (!r.done || q->ghead)) {
 			/* ours to write, or committed and waiting for a sync that
 			 * the next group's commit brings: lead that one */
-			turn(q);
+			if (!to_flusher(q, &r))
+				turn(q);
 			continue;
 		}
 		if (!spun) {
@@ -440,17 +480,6 @@ static int submit(mfsq_queue *q, struct mfsq_greq *rp)
 			*wp = r.wnext;
 			break;
 		}
-	/*
-	 * After turns that write large values, lead a few more before handing
-	 * over: LMDB mallocs the overflow pages of a transaction in the arena
-	 * of the thread that writes, and a different leader per turn made each
-	 * arena grow into fresh pages and trim them again (perf: 16 enqueuers
-	 * of 4 KiB messages in batches of 256 spent a third of their time in
-	 * page faults). Not for small values: there the next leader writing
-	 * while this caller goes on is worth more (batches of 1: -20%).
-	 */
-	for (int k = 0; k < MFSQ_LEAD_MORE && q->glarge && q->ghead && !q->gleader; k++)
-		turn(q);
 	hand_over(q);
 	if (!r.rc && r.group && r.group > q->gerr_from && r.group <= q->gerr_upto)
 		r.rc = q->gerr; /* committed, but the sync that was to make it durable failed */

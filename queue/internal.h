@@ -86,7 +86,7 @@ struct mfsq_counters {
 	_Atomic uint64_t hits, misses, restores, evictions, prefetches;
 	_Atomic uint64_t store_only, pressure_events;
 	_Atomic uint64_t buffered, spilled, bdropped, groups, maint_errors;
-	_Atomic uint64_t map_trims, meta_syncs;
+	_Atomic uint64_t map_trims, meta_syncs, committer_turns;
 	_Atomic uint64_t acks_logged, ack_folds, acks_reaped, coalesced;
 	_Atomic uint64_t log_enqueued, log_flushes, log_replayed;
 };
@@ -124,7 +124,8 @@ struct mfsq_queue {
 	pthread_mutex_t glock;
 	struct mfsq_greq *ghead, **gtail, *gwait;
 	int gleader;
-	int glarge; /* the last turn wrote large values (group.c: submit) */
+	int glarge; /* the last turn wrote large values (group.c: hand_over) */
+	int ghanded; /* the flusher is to lead the queued turns (hand_over) */
 	/* deferred meta sync (MDB_NOMETASYNC): groups committed, groups known
 	 * durable, and the range a failed mdb_env_sync() left in doubt */
 	uint64_t gcommitted, gsynced, gerr_from, gerr_upto;

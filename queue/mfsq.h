@@ -281,6 +281,10 @@ struct mfsq_stats {
 						 enqueue log (MDB_NOSYNC, own transaction) */
 	uint64_t log_flushes;		    /**< group commits that moved log records in */
 	uint64_t log_replayed;		    /**< messages moved in from dead processes' logs */
+	uint64_t committer_turns;	    /**< group commits of waiting callers' requests led by
+						 the queue's flusher thread: after a group of large
+						 values, so that one thread's heap takes LMDB's
+						 overflow pages */
 };
 
 typedef struct mfsq_queue mfsq_queue;

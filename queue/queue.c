@@ -461,6 +461,7 @@ void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st)
 	st->log_enqueued = q->c.log_enqueued;
 	st->log_flushes = q->c.log_flushes;
 	st->log_replayed = q->c.log_replayed;
+	st->committer_turns = q->c.committer_turns;
 	st->sizing_restores_est_milli = (uint64_t)(q->sizing_est * 1000.0);
 	for (uint32_t s = 0; s < q->cfg.nshards; s++)
 		st->enqueue_rate += mfsq_rate_get(&q->shards[s].enq, now);
