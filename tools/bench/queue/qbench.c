@@ -10,6 +10,8 @@
  *                                           per subscriber
  *   qbench delay DIR PENDING PROBES SPAN_S  delayed delivery: PENDING far-future
  *                                           messages, then PROBES due over SPAN_S
+ *   qbench floor DIR                        the medium's cheapest durable write
+ *                                           (4 KiB overwrite + fdatasync)
  *
  * E enqueuers each send N/E messages; every subscriber receives all N.
  * DUR: 1 = a synced commit per batch, 0 = relaxed (MDB_NOSYNC, a background
@@ -17,6 +19,7 @@
  * Output: "msgs/s=... p50_us=... p99_us=..." (end-to-end, enqueue to dequeue).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -699,6 +702,51 @@ static int run_redis(int argc, char **argv)
 	return 0;
 }
 
+/* ---- the medium's cheapest durable write ---- */
+
+/*
+ * COUNT overwrites of one 4 KiB block of a file that is already allocated
+ * and on disk, each followed by fdatasync (no metadata to journal): no
+ * message can be durable sooner, so a caller that waits for each of its
+ * messages to be durable can send at most 1 / p50 of them per second.
+ */
+static int run_floor(int argc, char **argv)
+{
+	enum { COUNT = 2000, BLOCKS = 256 };
+	static char blk[4096];
+	char path[4096];
+	struct lat l = {0};
+	uint64_t t;
+	int fd;
+
+	(void)argc;
+	snprintf(path, sizeof(path), "%s/floor", argv[0]);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0)
+		fail(path, errno);
+	memset(blk, 'f', sizeof(blk));
+	for (int i = 0; i < BLOCKS; i++)
+		if (pwrite(fd, blk, sizeof(blk), (off_t)i * 4096) != (ssize_t)sizeof(blk))
+			fail("floor: write", errno);
+	if (fsync(fd))
+		fail("floor: fsync", errno);
+	for (int i = 0; i < COUNT; i++) {
+		t = now_us();
+		if (pwrite(fd, blk, sizeof(blk), (off_t)(i % BLOCKS) * 4096) != (ssize_t)sizeof(blk) ||
+		    fdatasync(fd))
+			fail("floor: durable write", errno);
+		lat_add(&l, now_us() - t);
+	}
+	close(fd);
+	unlink(path);
+	qsort(l.v, l.n, sizeof(*l.v), u64cmp);
+	printf("durable_write_p50_us=%" PRIu64 " p99_us=%" PRIu64 " lone_caller_max_msgs_s=%" PRIu64
+	       "\n",
+	       l.v[l.n / 2], l.v[l.n * 99 / 100], l.v[l.n / 2] ? 1000000u / l.v[l.n / 2] : 0);
+	free(l.v);
+	return 0;
+}
+
 /* ---- delayed delivery at scale ---- */
 
 static long status_kb(const char *field)
@@ -828,6 +876,8 @@ int main(int argc, char **argv)
 		return run_redis(argc - 2, argv + 2);
 	if (argc == 6 && !strcmp(argv[1], "delay"))
 		return run_delay(argc - 2, argv + 2);
+	if (argc == 3 && !strcmp(argv[1], "floor"))
+		return run_floor(argc - 2, argv + 2);
 	fprintf(stderr, "usage: see the comment at the top of qbench.c\n");
 	return 2;
 }
