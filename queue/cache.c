@@ -312,10 +312,11 @@ static int entry_push(mfsq_queue *q, struct mfsq_centry *e, uint64_t seq,
 	if (len)
 		memcpy(m->data, data, len);
 	e->v[e->hi - e->lo] = m;
-	e->hi++;
 	e->bytes += sizeof(*m) + len;
 	q->cache_bytes += sizeof(*m) + len;
 	mfsq_budget_add((int64_t)(sizeof(*m) + len));
+	/* last: a reader under a shared hold may take v[hi - lo] from now on */
+	atomic_store_explicit(&e->hi, seq + 1, memory_order_release);
 	return 0;
 }
 
@@ -335,11 +336,51 @@ static void pressure_update(mfsq_queue *q)
 	q->in_pressure = p;
 }
 
+/*
+ * Append @p[*i..n) under a shared hold (with append_lock), as far as that
+ * needs nothing exclusive: no pressure change, no eviction, no new entry,
+ * room in v. The subscribers go on reading meanwhile; under an exclusive
+ * hold every commit's append stopped them all (and with writers preferred
+ * put them to sleep on the lock).
+ */
+static void append_shared(mfsq_queue *q, const struct mfsq_put *p, size_t n, size_t *i)
+{
+	if (mfsq_pressure_now() != atomic_load(&q->in_pressure))
+		return;
+	for (; *i < n; (*i)++) {
+		const struct mfsq_put *pi = &p[*i];
+		uint64_t sz = sizeof(struct mfsq_cmsg) + pi->len;
+		struct mfsq_centry *e;
+
+		if (!mfsq_cache_enabled(q)) {
+			if (q->in_pressure)
+				atomic_fetch_add(&q->c.store_only, 1);
+			continue;
+		}
+		if (over(q, sz) || !(e = entry_of(q, pi->shard, pi->sub_first)))
+			return;
+		if (e->hi != pi->seq)
+			continue; /* a gap (another writer): readers fill it from the store */
+		if (e->hi - e->lo == e->cap)
+			return;
+		entry_push(q, e, pi->seq, &pi->h, pi->data, pi->len);
+	}
+}
+
 void mfsq_cache_append(mfsq_queue *q, const struct mfsq_put *p, size_t n)
 {
+	size_t i = 0;
+
+	pthread_rwlock_rdlock(&q->cache_lock);
+	pthread_mutex_lock(&q->append_lock);
+	append_shared(q, p, n, &i);
+	pthread_mutex_unlock(&q->append_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
+	if (i == n)
+		return;
 	pthread_rwlock_wrlock(&q->cache_lock);
 	pressure_update(q);
-	for (size_t i = 0; i < n; i++) {
+	for (; i < n; i++) {
 		struct mfsq_centry *e;
 		uint64_t sz = sizeof(struct mfsq_cmsg) + p[i].len;
 

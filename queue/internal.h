@@ -47,10 +47,13 @@ struct mfsq_chunk {
 /* A cached contiguous range [lo, hi) of one subshard. */
 struct mfsq_centry {
 	uint64_t sub_first;
-	uint64_t lo, hi;
-	struct mfsq_cmsg **v;
+	uint64_t lo;
+	/* v[0 .. hi - lo) are readable under a shared hold of the cache lock:
+	 * an append under one (cache.c) fills v[hi - lo] before it stores hi */
+	_Atomic uint64_t hi;
+	struct mfsq_cmsg **v; /* reallocated only under an exclusive hold */
 	size_t cap;
-	uint64_t bytes;
+	uint64_t bytes;		   /* appenders (see cache_lock) */
 	struct mfsq_chunk *chunks; /* newest first; messages are carved from the head */
 	_Atomic int pins;	   /* readers holding pointers into it (cache_lock) */
 	struct mfsq_centry *next;
@@ -118,18 +121,23 @@ struct mfsq_queue {
 	 * The cache lock, writer-preferring, never taken twice by a thread.
 	 * Shared: finding and reading cached messages and memory-only rings
 	 * (the dequeue's merge copies them out), pinning and unpinning entries
-	 * (pins is atomic), a subscriber's own bpos[]. Exclusive: everything
-	 * that changes an entry or a shard's entry list (append, load,
-	 * eviction, shrinking, freeing), the memory-only rings, the spare
-	 * chunks, cache_bytes, cache_target and the sizing state, the subs
-	 * list (with lock). An entry with pins > 0 is never freed, so a pinned
+	 * (pins is atomic), a subscriber's own bpos[]; with append_lock too,
+	 * appending to an existing entry that has room in v (hi is stored
+	 * last), carving from its chunks and the spare chunks. Exclusive:
+	 * everything else that changes an entry or a shard's entry list (new
+	 * entries, growing v, loads, eviction, shrinking, freeing), the
+	 * memory-only rings, cache_target and the sizing state, the subs list
+	 * (with lock). An entry with pins > 0 is never freed, so a pinned
 	 * message stays valid while its reader moves from a shared to an
-	 * exclusive hold.
+	 * exclusive hold. cache_bytes and nspare_chunks are atomic: shared
+	 * holders read them while an appender changes them.
 	 */
 	pthread_rwlock_t cache_lock;
-	uint64_t cache_bytes, cache_target;
+	pthread_mutex_t append_lock; /* appenders under a shared cache_lock */
+	_Atomic uint64_t cache_bytes;
+	uint64_t cache_target;
 	struct mfsq_chunk *spare_chunks; /* MFSQ_CHUNK_BYTES each (cache_lock) */
-	unsigned nspare_chunks;
+	_Atomic unsigned nspare_chunks;
 	_Atomic uint64_t next_sizing_us; /* written under cache_lock */
 	double avg_msg_bytes; /* under lock */
 	double sizing_est;

@@ -274,6 +274,7 @@ int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, uns
 		pthread_rwlock_init(&q->cache_lock, &ra);
 		pthread_rwlockattr_destroy(&ra);
 	}
+	pthread_mutex_init(&q->append_lock, NULL);
 	pthread_mutex_init(&q->glock, NULL);
 	pthread_mutex_init(&q->acklock, NULL);
 	q->ackfd = -1;
@@ -321,6 +322,7 @@ void mfsq_close(mfsq_queue *q)
 	pthread_mutex_destroy(&q->dbi_lock);
 	pthread_mutex_destroy(&q->lock);
 	pthread_rwlock_destroy(&q->cache_lock);
+	pthread_mutex_destroy(&q->append_lock);
 	pthread_mutex_destroy(&q->glock);
 	pthread_mutex_destroy(&q->acklock);
 	pthread_cond_destroy(&q->log_cv);
