@@ -52,8 +52,8 @@ struct dq {
 		uint64_t seq;
 	} exp[MAX_EXPIRED];
 	int progressed, lagged;
-	int tended;    /* read_once() trimmed and shrank the cache if due */
-	int shared;    /* merge() runs under a shared hold of the cache lock */
+	int tended; /* read_once() trimmed and shrank the cache if due */
+	int shared; /* merge() runs under a shared hold of the cache lock */
 	uint64_t hits, misses;
 	size_t skipped; /* by the rule in this read */
 	uint64_t *enq_delta;
@@ -444,9 +444,10 @@ static void account(struct dq *d, const struct mfsq_msg *out, size_t n)
 		}
 	/* started from the first value: no bias towards 0 early on */
 	if (n)
-		q->avg_msg_bytes = q->avg_msg_bytes > 0
-				       ? q->avg_msg_bytes * f + sum
-				       : (double)(out[0].len + sizeof(struct mfsq_cmsg)) * f1 + sum1;
+		q->avg_msg_bytes =
+		    q->avg_msg_bytes > 0
+			? q->avg_msg_bytes * f + sum
+			: (double)(out[0].len + sizeof(struct mfsq_cmsg)) * f1 + sum1;
 	for (uint32_t i = 0; i < ns; i++)
 		if (d->enq_delta[i])
 			mfsq_rate_add(&q->shards[i].enq, (double)d->enq_delta[i], d->now);

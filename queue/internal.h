@@ -139,7 +139,7 @@ struct mfsq_queue {
 	struct mfsq_chunk *spare_chunks; /* MFSQ_CHUNK_BYTES each (cache_lock) */
 	_Atomic unsigned nspare_chunks;
 	_Atomic uint64_t next_sizing_us; /* written under cache_lock */
-	double avg_msg_bytes; /* under lock */
+	double avg_msg_bytes;		 /* under lock */
 	double sizing_est;
 	_Atomic int in_pressure; /* written under cache_lock */
 

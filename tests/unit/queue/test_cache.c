@@ -576,7 +576,7 @@ static void *race_reader(void *arg)
 static void *race_churn(void *arg)
 {
 	static const uint64_t budgets[] = {4u << 20, 4u << 20, 16u << 10, 4u << 20,
-					   1u << 20, 0,		4u << 20, 64u << 10};
+					   1u << 20, 0,	       4u << 20,  64u << 10};
 	struct race *r = arg;
 	struct mfsq_stats st;
 
@@ -602,7 +602,7 @@ START_TEST(readers_race_shrink)
 	mfsq_queue *q;
 
 	small_cfg(&c, RACE_SHARDS, 256); /* v grows under readers */
-	c.retain_max = 1024; /* nobody lags */
+	c.retain_max = 1024;		 /* nobody lags */
 	ck_assert_int_eq(mfsq_open(T.env, "race", &c, MFSQ_CREATE, &q), 0);
 	mfsq_memory_budget(16u << 10);
 	for (int i = 0; i < RACE_S; i++) {
