@@ -496,8 +496,7 @@ static void drop_passed(mfsq_queue *q)
  */
 int mfsq_cache_shrink_due(mfsq_queue *q)
 {
-	int over = q->cache_bytes > q->cache_target || mfsq_budget_used() > mfsq_budget_bytes();
-	int keep_tails = !hard_limit(q, 0);
+	int full = over(q, 0), keep_tails = !hard_limit(q, 0);
 
 	if (q->nspare_chunks > spare_limit(q))
 		return 1;
@@ -509,7 +508,7 @@ int mfsq_cache_shrink_due(mfsq_queue *q)
 
 			if (atomic_load_explicit(&e->pins, memory_order_relaxed))
 				continue;
-			if ((over && (!tail || !keep_tails)) || (!tail && passed(q, s, e)))
+			if ((full && (!tail || !keep_tails)) || (!tail && passed(q, s, e)))
 				return 1;
 		}
 	}
