@@ -39,13 +39,13 @@ int mfsq_buffered_put(mfsq_queue *q, const struct mfsq_msg_in *in, uint64_t *seq
 
 	if (!m)
 		return ENOMEM;
-	pthread_mutex_lock(&q->cache_lock);
+	pthread_rwlock_wrlock(&q->cache_lock);
 	if (sh->bn == sh->bcap) {
 		size_t nc = sh->bcap ? sh->bcap * 2 : 256;
 		struct mfsq_cmsg **nv = malloc(nc * sizeof(*nv));
 
 		if (!nv) {
-			pthread_mutex_unlock(&q->cache_lock);
+			pthread_rwlock_unlock(&q->cache_lock);
 			free(m);
 			return ENOMEM;
 		}
@@ -82,7 +82,7 @@ int mfsq_buffered_put(mfsq_queue *q, const struct mfsq_msg_in *in, uint64_t *seq
 		pop(q, sh);
 		atomic_fetch_add(&q->c.bdropped, 1);
 	}
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 	atomic_fetch_add(&q->c.buffered, 1);
 	return 0;
 }

@@ -8,7 +8,9 @@
  * dequeue rate for that shard; the tail subshard is accessed now by
  * enqueues. The target comes from sizing.c and the process-wide budget;
  * under memory pressure it is zero (store-only). Everything here runs under
- * q->cache_lock; the store stays the truth.
+ * q->cache_lock held exclusively, but for finding, pinning and unpinning
+ * (mfsq_cache_find/unpin: a shared hold is enough, pins is atomic, and a
+ * pinned entry is never freed); the store stays the truth.
  */
 #include <errno.h>
 #include <math.h>
@@ -37,7 +39,7 @@ struct mfsq_cmsg *mfsq_cache_find(mfsq_queue *q, uint32_t s, uint64_t seq, struc
 {
 	for (struct mfsq_centry *e = q->shards[s].cache; e; e = e->next)
 		if (e->lo <= seq && seq < e->hi) {
-			e->pins++;
+			atomic_fetch_add_explicit(&e->pins, 1, memory_order_relaxed);
 			*pin = e;
 			return e->v[seq - e->lo];
 		}
@@ -51,17 +53,17 @@ int mfsq_cache_has(mfsq_queue *q, uint32_t s, uint64_t seq)
 
 	if (s >= q->cfg.nshards)
 		return 0;
-	pthread_mutex_lock(&q->cache_lock);
+	pthread_rwlock_rdlock(&q->cache_lock);
 	has = mfsq_cache_find(q, s, seq, &pin) != NULL;
 	mfsq_cache_unpin(&pin);
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 	return has;
 }
 
 void mfsq_cache_unpin(struct mfsq_centry **pin)
 {
 	if (*pin) {
-		(*pin)->pins--;
+		atomic_fetch_sub_explicit(&(*pin)->pins, 1, memory_order_relaxed);
 		*pin = NULL;
 	}
 }
@@ -310,10 +312,11 @@ static int entry_push(mfsq_queue *q, struct mfsq_centry *e, uint64_t seq,
 	if (len)
 		memcpy(m->data, data, len);
 	e->v[e->hi - e->lo] = m;
-	e->hi++;
 	e->bytes += sizeof(*m) + len;
 	q->cache_bytes += sizeof(*m) + len;
 	mfsq_budget_add((int64_t)(sizeof(*m) + len));
+	/* last: a reader under a shared hold may take v[hi - lo] from now on */
+	atomic_store_explicit(&e->hi, seq + 1, memory_order_release);
 	return 0;
 }
 
@@ -333,11 +336,51 @@ static void pressure_update(mfsq_queue *q)
 	q->in_pressure = p;
 }
 
+/*
+ * Append @p[*i..n) under a shared hold (with append_lock), as far as that
+ * needs nothing exclusive: no pressure change, no eviction, no new entry,
+ * room in v. The subscribers go on reading meanwhile; under an exclusive
+ * hold every commit's append stopped them all (and with writers preferred
+ * put them to sleep on the lock).
+ */
+static void append_shared(mfsq_queue *q, const struct mfsq_put *p, size_t n, size_t *i)
+{
+	if (mfsq_pressure_now() != atomic_load(&q->in_pressure))
+		return;
+	for (; *i < n; (*i)++) {
+		const struct mfsq_put *pi = &p[*i];
+		uint64_t sz = sizeof(struct mfsq_cmsg) + pi->len;
+		struct mfsq_centry *e;
+
+		if (!mfsq_cache_enabled(q)) {
+			if (q->in_pressure)
+				atomic_fetch_add(&q->c.store_only, 1);
+			continue;
+		}
+		if (over(q, sz) || !(e = entry_of(q, pi->shard, pi->sub_first)))
+			return;
+		if (e->hi != pi->seq)
+			continue; /* a gap (another writer): readers fill it from the store */
+		if (e->hi - e->lo == e->cap)
+			return;
+		entry_push(q, e, pi->seq, &pi->h, pi->data, pi->len);
+	}
+}
+
 void mfsq_cache_append(mfsq_queue *q, const struct mfsq_put *p, size_t n)
 {
-	pthread_mutex_lock(&q->cache_lock);
+	size_t i = 0;
+
+	pthread_rwlock_rdlock(&q->cache_lock);
+	pthread_mutex_lock(&q->append_lock);
+	append_shared(q, p, n, &i);
+	pthread_mutex_unlock(&q->append_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
+	if (i == n)
+		return;
+	pthread_rwlock_wrlock(&q->cache_lock);
 	pressure_update(q);
-	for (size_t i = 0; i < n; i++) {
+	for (; i < n; i++) {
 		struct mfsq_centry *e;
 		uint64_t sz = sizeof(struct mfsq_cmsg) + p[i].len;
 
@@ -354,7 +397,7 @@ void mfsq_cache_append(mfsq_queue *q, const struct mfsq_put *p, size_t n)
 			continue; /* a gap (another writer): readers fill it from the store */
 		entry_push(q, e, p[i].seq, &p[i].h, p[i].data, p[i].len);
 	}
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 }
 
 /*
@@ -406,7 +449,7 @@ int mfsq_cache_load(mfsq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first
 
 /* Whether every subscriber of this process has read past entry @e (and
  * there is one: with none, the entry waits for the one to come), under
- * q->lock. */
+ * q->lock or a shared hold of q->cache_lock (the list changes under both). */
 static int passed(mfsq_queue *q, uint32_t s, const struct mfsq_centry *e)
 {
 	int any = 0, all = 1;
@@ -443,6 +486,35 @@ static void drop_passed(mfsq_queue *q)
 	pthread_mutex_unlock(&q->lock);
 }
 
+/*
+ * Under a shared hold of q->cache_lock: would the cache's tending at the
+ * end of a read (mfsq_buffered_trim(), mfsq_cache_shrink_locked()) free
+ * anything now? It asks what they ask; the exclusive hold asks again. A
+ * subscriber stores its positions after its unpins and then asks, so of
+ * two that pass an entry side by side, the later one sees both (seq_cst)
+ * and frees it.
+ */
+int mfsq_cache_shrink_due(mfsq_queue *q)
+{
+	int full = over(q, 0), keep_tails = !hard_limit(q, 0);
+
+	if (q->nspare_chunks > spare_limit(q))
+		return 1;
+	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
+		if (q->shards[s].bn)
+			return 1; /* a memory-only ring to trim */
+		for (struct mfsq_centry *e = q->shards[s].cache; e; e = e->next) {
+			int tail = e->sub_first == atomic_load(&q->shards[s].tail_first);
+
+			if (atomic_load_explicit(&e->pins, memory_order_relaxed))
+				continue;
+			if ((full && (!tail || !keep_tails)) || (!tail && passed(q, s, e)))
+				return 1;
+		}
+	}
+	return 0;
+}
+
 void mfsq_cache_shrink_locked(mfsq_queue *q)
 {
 	drop_passed(q);
@@ -454,9 +526,9 @@ void mfsq_cache_shrink_locked(mfsq_queue *q)
 
 void mfsq_cache_shrink(mfsq_queue *q)
 {
-	pthread_mutex_lock(&q->cache_lock);
+	pthread_rwlock_wrlock(&q->cache_lock);
 	mfsq_cache_shrink_locked(q);
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 }
 
 void mfsq_cache_free_all(mfsq_queue *q)
@@ -489,11 +561,11 @@ void mfsq_cache_sizing(mfsq_queue *q, uint64_t now)
 	if (p == atomic_load_explicit(&q->in_pressure, memory_order_relaxed) && !p &&
 	    now < atomic_load_explicit(&q->next_sizing_us, memory_order_relaxed))
 		return;
-	pthread_mutex_lock(&q->cache_lock);
+	pthread_rwlock_wrlock(&q->cache_lock);
 	pressure_update(q);
 	p = q->in_pressure;
 	if (!p && now < q->next_sizing_us) {
-		pthread_mutex_unlock(&q->cache_lock);
+		pthread_rwlock_unlock(&q->cache_lock);
 		return;
 	}
 	q->next_sizing_us = now + MFSQ_SIZING_PERIOD_US;
@@ -523,8 +595,8 @@ void mfsq_cache_sizing(mfsq_queue *q, uint64_t now)
 				sh[s].nreaders++;
 			}
 		}
-		pthread_mutex_unlock(&q->lock);
 		sub_bytes = (q->avg_msg_bytes > 0 ? q->avg_msg_bytes : 256) * q->cfg.subshard_msgs;
+		pthread_mutex_unlock(&q->lock);
 		if (sh && rd && tot_rate > 0 && sub_bytes > 0) {
 			double bsubs = (double)budget / sub_bytes;
 			unsigned b = bsubs < 1 ? 1 : bsubs > 100000 ? 100000 : (unsigned)bsubs;
@@ -540,7 +612,7 @@ void mfsq_cache_sizing(mfsq_queue *q, uint64_t now)
 		free(sh);
 		free(rd);
 	}
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 	mfsq_cache_shrink(q);
 }
 
@@ -593,10 +665,11 @@ void mfsq_cache_prefetch(mfsq_queue *q, uint64_t now, MDB_txn **spare)
 	uint32_t s = 0;
 	int found, rc;
 
-	pthread_mutex_lock(&q->cache_lock);
+	/* every dequeue comes here: picking only reads (a shared hold) */
+	pthread_rwlock_rdlock(&q->cache_lock);
 	found = mfsq_cache_enabled(q) && q->cache_bytes < q->cache_target &&
 		prefetch_pick(q, now, &s, &seq);
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 	if (!found)
 		return;
 	pthread_rwlock_rdlock(&q->droplock);
@@ -612,11 +685,11 @@ void mfsq_cache_prefetch(mfsq_queue *q, uint64_t now, MDB_txn **spare)
 	if (!rc)
 		rc = mdb_cursor_open(txn, dbi, &c);
 	if (!rc) {
-		pthread_mutex_lock(&q->cache_lock);
+		pthread_rwlock_wrlock(&q->cache_lock);
 		if (mfsq_cache_load(q, c, s, first, seq, end < st.next_seq ? end : st.next_seq,
 				    0) == 0)
 			atomic_fetch_add(&q->c.prefetches, 1);
-		pthread_mutex_unlock(&q->cache_lock);
+		pthread_rwlock_unlock(&q->cache_lock);
 		mdb_cursor_close(c);
 	}
 	mfsq_rtxn_end(spare, txn);

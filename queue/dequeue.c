@@ -16,6 +16,8 @@
 
 #define MAX_EXPIRED 64
 #define MAX_SKIPPED 4096 /* messages a rule may pass over in one read */
+/* merge(): going on needs the cache lock exclusively (a restore) */
+#define EXCLUSIVE (-30602)
 
 struct src {
 	uint32_t shard;
@@ -50,10 +52,12 @@ struct dq {
 		uint64_t seq;
 	} exp[MAX_EXPIRED];
 	int progressed, lagged;
-	int accounted; /* read_once() did account() under the cache lock */
+	int tended; /* read_once() trimmed and shrank the cache if due */
+	int shared; /* merge() runs under a shared hold of the cache lock */
 	uint64_t hits, misses;
 	size_t skipped; /* by the rule in this read */
 	uint64_t *enq_delta;
+	uint64_t *got; /* account(): messages delivered per shard */
 };
 
 static int src_from_store(struct dq *d, struct src *r)
@@ -67,6 +71,10 @@ static int src_from_store(struct dq *d, struct src *r)
 		uint64_t first, id, end;
 		MDB_dbi dbi;
 
+		/* a restore into the cache changes it: not under a shared hold
+		 * (nothing is changed yet, the merge goes on exclusively) */
+		if (d->shared && mfsq_cache_enabled(q))
+			return EXCLUSIVE;
 		if (r->cur)
 			mdb_cursor_close(r->cur);
 		r->cur = NULL;
@@ -85,8 +93,11 @@ static int src_from_store(struct dq *d, struct src *r)
 			return rc;
 		r->sub_first = first;
 		r->sub_end = end;
-		/* restore the rest of the subshard into the cache if it is wanted */
-		if (mfsq_cache_load(q, r->cur, r->shard, first, r->pos, end < r->end ? end : r->end,
+		/* restore the rest of the subshard into the cache if it is wanted
+		 * (never under a shared hold: the budget is not under the lock,
+		 * so caching may have come on since the check above) */
+		if (!d->shared &&
+		    mfsq_cache_load(q, r->cur, r->shard, first, r->pos, end < r->end ? end : r->end,
 				    end != UINT64_MAX) == 0) {
 			struct mfsq_cmsg *cm = mfsq_cache_find(q, r->shard, r->pos, &r->pin);
 
@@ -230,7 +241,13 @@ static struct bsrc *bbest(struct dq *d, struct bsrc *cur)
 	return cur;
 }
 
-/* The merge loop, under q->cache_lock. */
+/*
+ * The merge loop, under q->cache_lock: shared (d->shared) until a source
+ * needs a restore into the cache, then it returns EXCLUSIVE and is called
+ * again under an exclusive hold; it goes on where it stopped (the sources
+ * that have a message keep it: pinned in the cache, or in the map of the
+ * read transaction).
+ */
 static int merge(struct dq *d, struct mfsq_msg *out, size_t max, size_t *n)
 {
 	uint32_t ns = d->s->q->cfg.nshards, nact = 0;
@@ -392,30 +409,55 @@ static int expire(struct dq *d)
 	return rc;
 }
 
-/* Rates and lags of a read, under q->cache_lock. */
+/*
+ * Rates and lags of a read, under q->lock (short: what can be worked out
+ * before is). The same as a rate_add() and an average step per message:
+ * all of a read's messages share d->now, so a shard's count goes in as its
+ * first message (which may close a window) and then the rest; the
+ * average's steps are folded into one multiply and add.
+ */
 static void account(struct dq *d, const struct mfsq_msg *out, size_t n)
 {
 	mfsq_sub *s = d->s;
 	mfsq_queue *q = s->q;
 	uint32_t ns = q->cfg.nshards;
+	double f = 1, sum = 0, f1 = 1, sum1 = 0; /* all steps; all but the first */
 
-	for (size_t i = 0; i < n; i++) {
-		mfsq_rate_add(&s->rate[out[i].shard], 1, d->now);
+	memset(d->got, 0, ns * sizeof(*d->got));
+	for (size_t i = n; i-- > 0;) {
 		double b = (double)(out[i].len + sizeof(struct mfsq_cmsg));
 
-		/* started from the first value: no bias towards 0 early on */
-		q->avg_msg_bytes = q->avg_msg_bytes > 0 ? q->avg_msg_bytes * 0.99 + 0.01 * b : b;
+		d->got[out[i].shard]++;
+		if (i) {
+			sum1 += 0.01 * b * f1;
+			f1 *= 0.99;
+		}
+		sum += 0.01 * b * f;
+		f *= 0.99;
 	}
+	pthread_mutex_lock(&q->lock);
+	for (uint32_t i = 0; i < ns; i++)
+		if (d->got[i]) {
+			mfsq_rate_add(&s->rate[i], 1, d->now);
+			if (d->got[i] > 1)
+				mfsq_rate_add(&s->rate[i], (double)(d->got[i] - 1), d->now);
+		}
+	/* started from the first value: no bias towards 0 early on */
+	if (n)
+		q->avg_msg_bytes =
+		    q->avg_msg_bytes > 0
+			? q->avg_msg_bytes * f + sum
+			: (double)(out[0].len + sizeof(struct mfsq_cmsg)) * f1 + sum1;
 	for (uint32_t i = 0; i < ns; i++)
 		if (d->enq_delta[i])
 			mfsq_rate_add(&q->shards[i].enq, (double)d->enq_delta[i], d->now);
-	mfsq_buffered_trim(q);
 	for (uint32_t i = 0; i < ns; i++) {
 		double lag = (double)(d->src[i].end - d->src[i].pos);
 
 		/* a slowly decaying peak: what the cache must bridge */
 		s->peak_lag[i] = lag > s->peak_lag[i] ? lag : s->peak_lag[i] * 0.99 + lag * 0.01;
 	}
+	pthread_mutex_unlock(&q->lock);
 }
 
 /* One attempt: 0 with *n >= 0, MFSQ_RETRY (resolve and call again), errors. */
@@ -427,7 +469,7 @@ static int read_once(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, s
 
 	*n = 0;
 	s->buflen = 0;
-	d->accounted = 0;
+	d->tended = 0;
 	d->now = mfsq_now_us();
 	memset(d->src, 0, ns * sizeof(*d->src));
 	pthread_rwlock_rdlock(&q->droplock);
@@ -435,28 +477,53 @@ static int read_once(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, s
 	if (!rc) {
 		rc = start(d);
 		if (!rc && !d->lagged) {
-			pthread_mutex_lock(&q->cache_lock);
+			/* The merge copies under a shared hold: subscribers read
+			 * the cache side by side (under one mutex, four of them
+			 * queued behind each other's merges and copies). */
+			pthread_rwlock_rdlock(&q->cache_lock);
+			d->shared = 1;
 			for (uint32_t i = 0; i < ns; i++) {
 				d->bsrc[i].pos = s->bpos[i];
 				d->bsrc[i].end = mfsq_buffered_end(q, i);
 				d->bsrc[i].m = NULL;
 			}
 			rc = merge(d, out, max, n);
+			if (rc == EXCLUSIVE) {
+				pthread_rwlock_unlock(&q->cache_lock);
+				pthread_rwlock_wrlock(&q->cache_lock);
+				d->shared = 0;
+				/* a ring may have dropped them meanwhile; pinned
+				 * entries stay */
+				for (uint32_t i = 0; i < ns; i++)
+					d->bsrc[i].m = NULL;
+				rc = merge(d, out, max, n);
+			}
 			for (uint32_t i = 0; !rc && i < ns; i++)
 				s->bpos[i] = d->bsrc[i].pos;
 			for (uint32_t i = 0; i < ns; i++)
 				mfsq_cache_unpin(&d->src[i].pin);
 			if (!rc) {
-				/* the accounting and the cache's shrinking in the same
-				 * hold of the lock: taking it once per step made four
-				 * subscribers queue on it several times per read */
+				/* after the unpins: a reader that finds everybody
+				 * past an entry finds it unpinned too (see
+				 * mfsq_cache_shrink_due()) */
 				for (uint32_t i = 0; i < ns; i++)
 					s->pos[i] = d->src[i].pos;
-				account(d, out, *n);
-				mfsq_cache_shrink_locked(q);
-				d->accounted = 1;
+				/* the exclusive hold only when there is something
+				 * to free: taking it for every read queued the
+				 * subscribers behind each other again */
+				if (d->shared && mfsq_cache_shrink_due(q)) {
+					pthread_rwlock_unlock(&q->cache_lock);
+					pthread_rwlock_wrlock(&q->cache_lock);
+					d->shared = 0;
+				}
+				if (!d->shared) {
+					mfsq_buffered_trim(q);
+					mfsq_cache_shrink_locked(q);
+				}
+				d->tended = 1;
 			}
-			pthread_mutex_unlock(&q->cache_lock);
+			pthread_rwlock_unlock(&q->cache_lock);
+			d->shared = 0;
 		}
 		for (uint32_t i = 0; i < ns; i++)
 			if (d->src[i].cur)
@@ -483,12 +550,13 @@ static int read_once(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, s
 	}
 	for (uint32_t i = 0; i < ns; i++)
 		s->pos[i] = d->src[i].pos;
-	if (!d->accounted) { /* lagged: nothing was read */
-		pthread_mutex_lock(&q->cache_lock);
-		account(d, out, *n);
+	if (!d->tended) { /* lagged: nothing was read */
+		pthread_rwlock_wrlock(&q->cache_lock);
+		mfsq_buffered_trim(q);
 		mfsq_cache_shrink_locked(q);
-		pthread_mutex_unlock(&q->cache_lock);
+		pthread_rwlock_unlock(&q->cache_lock);
 	}
+	account(d, out, *n);
 	if (d->nexp) {
 		/* the messages were skipped either way; a failure to record them
 		 * must not take the delivered ones back from the caller */
@@ -596,13 +664,15 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 		d->bsrc = calloc(q->cfg.nshards, sizeof(*d->bsrc));
 		d->enq_delta = calloc(q->cfg.nshards, sizeof(*d->enq_delta));
 		d->act = calloc(q->cfg.nshards, sizeof(*d->act));
+		d->got = calloc(q->cfg.nshards, sizeof(*d->got));
 	}
-	if (!d || !d->src || !d->bsrc || !d->enq_delta || !d->act) {
+	if (!d || !d->src || !d->bsrc || !d->enq_delta || !d->act || !d->got) {
 		if (d) {
 			free(d->bsrc);
 			free(d->src);
 			free(d->enq_delta);
 			free(d->act);
+			free(d->got);
 		}
 		free(d);
 		return ENOMEM;
@@ -666,6 +736,7 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 	free(d->bsrc);
 	free(d->enq_delta);
 	free(d->act);
+	free(d->got);
 	free(d);
 	return rc;
 }

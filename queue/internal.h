@@ -47,12 +47,15 @@ struct mfsq_chunk {
 /* A cached contiguous range [lo, hi) of one subshard. */
 struct mfsq_centry {
 	uint64_t sub_first;
-	uint64_t lo, hi;
-	struct mfsq_cmsg **v;
+	uint64_t lo;
+	/* v[0 .. hi - lo) are readable under a shared hold of the cache lock:
+	 * an append under one (cache.c) fills v[hi - lo] before it stores hi */
+	_Atomic uint64_t hi;
+	struct mfsq_cmsg **v; /* reallocated only under an exclusive hold */
 	size_t cap;
-	uint64_t bytes;
+	uint64_t bytes;		   /* appenders (see cache_lock) */
 	struct mfsq_chunk *chunks; /* newest first; messages are carved from the head */
-	int pins;		   /* readers holding pointers into it */
+	_Atomic int pins;	   /* readers holding pointers into it (cache_lock) */
 	struct mfsq_centry *next;
 };
 
@@ -69,9 +72,9 @@ struct mfsq_shard_rt {
 	_Atomic uint64_t min_due; /* last seen in the store */
 	_Atomic uint64_t tail_first;
 	_Atomic uint64_t next_seq;
-	struct mfsq_rate enq;	   /* under q->cache_lock */
-	struct mfsq_centry *cache; /* under q->cache_lock */
-	/* memory-only messages [bfirst, bfirst + bn), ring, under q->cache_lock */
+	struct mfsq_rate enq;	   /* under q->lock */
+	struct mfsq_centry *cache; /* q->cache_lock: read shared, changed exclusive */
+	/* memory-only messages [bfirst, bfirst + bn), ring, q->cache_lock as cache */
 	struct mfsq_cmsg **bring;
 	size_t bcap, bhead, bn;
 	uint64_t bfirst, blast_us, bbytes;
@@ -106,17 +109,38 @@ struct mfsq_queue {
 	pthread_rwlock_t droplock;
 	pthread_mutex_t dbi_lock; /* the shards' dbis arrays */
 
-	pthread_mutex_t lock; /* subs list, wait generation */
+	/* The subs list (changed under cache_lock exclusive too: walking it
+	 * needs either), the wait generation, the rates (shards' enq,
+	 * subscribers' rate[]), peak_lag[] and avg_msg_bytes. Short holds;
+	 * taken inside cache_lock, never the other way round. */
+	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	_Atomic uint64_t gen; /* written under lock, read by spinners without it */
 	struct mfsq_sub *subs;
 
-	pthread_mutex_t cache_lock; /* cache entries, rates, sizing */
-	uint64_t cache_bytes, cache_target;
-	struct mfsq_chunk *spare_chunks; /* MFSQ_CHUNK_BYTES each, under cache_lock */
-	unsigned nspare_chunks;
+	/*
+	 * The cache lock, writer-preferring, never taken twice by a thread.
+	 * Shared: finding and reading cached messages and memory-only rings
+	 * (the dequeue's merge copies them out), pinning and unpinning entries
+	 * (pins is atomic), a subscriber's own bpos[]; with append_lock too,
+	 * appending to an existing entry that has room in v (hi is stored
+	 * last), carving from its chunks and the spare chunks. Exclusive:
+	 * everything else that changes an entry or a shard's entry list (new
+	 * entries, growing v, loads, eviction, shrinking, freeing), the
+	 * memory-only rings, cache_target and the sizing state, the subs list
+	 * (with lock). An entry with pins > 0 is never freed, so a pinned
+	 * message stays valid while its reader moves from a shared to an
+	 * exclusive hold. cache_bytes and nspare_chunks are atomic: shared
+	 * holders read them while an appender changes them.
+	 */
+	pthread_rwlock_t cache_lock;
+	pthread_mutex_t append_lock; /* appenders under a shared cache_lock */
+	_Atomic uint64_t cache_bytes;
+	uint64_t cache_target;
+	struct mfsq_chunk *spare_chunks; /* MFSQ_CHUNK_BYTES each (cache_lock) */
+	_Atomic unsigned nspare_chunks;
 	_Atomic uint64_t next_sizing_us; /* written under cache_lock */
-	double avg_msg_bytes;
+	double avg_msg_bytes;		 /* under lock */
 	double sizing_est;
 	_Atomic int in_pressure; /* written under cache_lock */
 
@@ -179,10 +203,10 @@ struct mfsq_sub {
 	void *arg;
 	struct mfsq_rule *rule; /* NULL: none */
 	_Atomic uint64_t *pos;	/* next seq to read, per shard */
-	uint64_t *bpos;		/* next buffered seq to read (under q->cache_lock) */
+	uint64_t *bpos;		/* next buffered seq to read (q->cache_lock: see there) */
 	uint64_t *acked;	/* next seq not acknowledged, per shard */
-	struct mfsq_rate *rate; /* dequeue rate per shard (under q->cache_lock) */
-	double *peak_lag;	/* per shard (under q->cache_lock) */
+	struct mfsq_rate *rate; /* dequeue rate per shard (under q->lock) */
+	double *peak_lag;	/* per shard (under q->lock) */
 	int lagging;
 	MDB_txn *rtxn;	      /* a reset read transaction, renewed by the next dequeue */
 	int slot;	      /* its ack log slot, -1: none (acklog.c) */
@@ -297,7 +321,7 @@ int mfsq_rule_match(const struct mfsq_rule *r, const struct mfsq_msg *m, uint64_
 int mfsq_exception_put(mfsq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq,
 		       int reason, const struct mfsq_disk_msg *h, const void *data, size_t len);
 
-/* cache.c (all under q->cache_lock unless said) */
+/* cache.c (all under q->cache_lock exclusive unless said; find and unpin: shared) */
 void mfsq_cache_append(mfsq_queue *q, const struct mfsq_put *p, size_t n); /* takes the lock */
 struct mfsq_cmsg *mfsq_cache_find(mfsq_queue *q, uint32_t s, uint64_t seq,
 				  struct mfsq_centry **pin);
@@ -306,13 +330,14 @@ int mfsq_cache_load(mfsq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first
 		    uint64_t end, int restore);
 void mfsq_cache_shrink(mfsq_queue *q); /* takes the lock */
 void mfsq_cache_shrink_locked(mfsq_queue *q);
+int mfsq_cache_shrink_due(mfsq_queue *q); /* shared hold: would the above free anything? */
 void mfsq_cache_free_all(mfsq_queue *q);
 void mfsq_cache_sizing(mfsq_queue *q, uint64_t now);
 /* takes the locks it needs; @spare as for mfsq_rtxn_begin() */
 void mfsq_cache_prefetch(mfsq_queue *q, uint64_t now, MDB_txn **spare);
 int mfsq_cache_enabled(mfsq_queue *q);
 
-/* buffered.c (under q->cache_lock unless said) */
+/* buffered.c (under q->cache_lock unless said: _at, _end, _first shared) */
 int mfsq_buffered_put(mfsq_queue *q, const struct mfsq_msg_in *m, uint64_t *seq); /* takes it */
 struct mfsq_cmsg *mfsq_buffered_at(mfsq_queue *q, uint32_t s, uint64_t bseq);
 uint64_t mfsq_buffered_end(mfsq_queue *q, uint32_t s);

@@ -264,7 +264,17 @@ int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, uns
 	pthread_rwlock_init(&q->droplock, NULL);
 	pthread_mutex_init(&q->dbi_lock, NULL);
 	pthread_mutex_init(&q->lock, NULL);
-	pthread_mutex_init(&q->cache_lock, NULL);
+	{
+		/* writer-preferring: appends and accounting must not wait behind
+		 * a stream of subscribers' shared holds */
+		pthread_rwlockattr_t ra;
+
+		pthread_rwlockattr_init(&ra);
+		pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+		pthread_rwlock_init(&q->cache_lock, &ra);
+		pthread_rwlockattr_destroy(&ra);
+	}
+	pthread_mutex_init(&q->append_lock, NULL);
 	pthread_mutex_init(&q->glock, NULL);
 	pthread_mutex_init(&q->acklock, NULL);
 	q->ackfd = -1;
@@ -311,7 +321,8 @@ void mfsq_close(mfsq_queue *q)
 	pthread_rwlock_destroy(&q->droplock);
 	pthread_mutex_destroy(&q->dbi_lock);
 	pthread_mutex_destroy(&q->lock);
-	pthread_mutex_destroy(&q->cache_lock);
+	pthread_rwlock_destroy(&q->cache_lock);
+	pthread_mutex_destroy(&q->append_lock);
 	pthread_mutex_destroy(&q->glock);
 	pthread_mutex_destroy(&q->acklock);
 	pthread_cond_destroy(&q->log_cv);
@@ -447,7 +458,7 @@ void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st)
 		}
 		mdb_txn_abort(txn);
 	}
-	pthread_mutex_lock(&q->cache_lock);
+	pthread_rwlock_rdlock(&q->cache_lock);
 	st->cache_bytes = q->cache_bytes;
 	st->cache_target_bytes = q->cache_target;
 	st->cache_spare_bytes = (uint64_t)q->nspare_chunks * MFSQ_CHUNK_BYTES;
@@ -463,14 +474,14 @@ void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st)
 	st->log_replayed = q->c.log_replayed;
 	st->committer_turns = q->c.committer_turns;
 	st->sizing_restores_est_milli = (uint64_t)(q->sizing_est * 1000.0);
+	pthread_mutex_lock(&q->lock);
 	for (uint32_t s = 0; s < q->cfg.nshards; s++)
 		st->enqueue_rate += mfsq_rate_get(&q->shards[s].enq, now);
-	pthread_mutex_lock(&q->lock);
 	for (mfsq_sub *sb = q->subs; sb; sb = sb->next)
 		for (uint32_t s = 0; s < q->cfg.nshards; s++)
 			st->dequeue_rate += mfsq_rate_get(&sb->rate[s], now);
 	pthread_mutex_unlock(&q->lock);
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 }
 
 const char *mfsq_strerror(int rc)

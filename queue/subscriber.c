@@ -250,14 +250,14 @@ static int subscribe(mfsq_queue *q, const char *name, unsigned flags, const char
 	for (uint32_t i = 0; i < n; i++)
 		s->pos[i] = s->acked[i];
 	mfsq_acklog_claim(s);
-	pthread_mutex_lock(&q->cache_lock);
+	pthread_rwlock_wrlock(&q->cache_lock);
 	for (uint32_t i = 0; i < n; i++)
 		s->bpos[i] = mfsq_buffered_end(q, i); /* memory-only: from now on */
 	pthread_mutex_lock(&q->lock);
 	s->next = q->subs;
 	q->subs = s;
 	pthread_mutex_unlock(&q->lock);
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 	*out = s;
 	return 0;
 }
@@ -288,7 +288,7 @@ void mfsq_unsubscribe(mfsq_sub *s)
 	q = s->q;
 	if (s->slot >= 0) /* positions only in the slot: into the store now */
 		mfsq_acklog_release(s, !s->fold_due_us || !mfsq_sub_fold(s));
-	pthread_mutex_lock(&q->cache_lock); /* eviction reads subscribers */
+	pthread_rwlock_wrlock(&q->cache_lock); /* eviction reads subscribers */
 	pthread_mutex_lock(&q->lock);
 	for (mfsq_sub **pp = &q->subs; *pp; pp = &(*pp)->next)
 		if (*pp == s) {
@@ -296,7 +296,7 @@ void mfsq_unsubscribe(mfsq_sub *s)
 			break;
 		}
 	pthread_mutex_unlock(&q->lock);
-	pthread_mutex_unlock(&q->cache_lock);
+	pthread_rwlock_unlock(&q->cache_lock);
 	sub_free(s);
 }
 

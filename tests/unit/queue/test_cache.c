@@ -2,8 +2,14 @@
 /* The message cache: hits for readers that keep up, restores, earliest-access
  * eviction, the process budget, and the memory-pressure fallback. */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -448,6 +454,195 @@ START_TEST(own_chunks)
 }
 END_TEST
 
+/*
+ * Subscribers read side by side (shared holds of the cache lock) while
+ * enqueuers append and the cache is evicted, shrunk, restored, sized to
+ * nothing and switched off under them: every subscriber gets every message
+ * once, whole, in order per enqueuer. Payloads vary in size and carry a
+ * pattern, so a message read from a freed or reused chunk shows.
+ */
+enum { RACE_E = 4, RACE_S = 4, RACE_N = 24000, RACE_SHARDS = 4 };
+
+struct race {
+	mfsq_queue *q;
+	mfsq_sub *sub;
+	uint64_t id;
+	_Atomic int *stop;
+	uint64_t got;
+	char err[160]; /* the thread's first failure */
+};
+
+static size_t race_len(uint64_t e, uint64_t k)
+{
+	return 16 + (size_t)((k * 37 + e * 11) % 2000);
+}
+
+static void race_fill(unsigned char *b, uint64_t e, uint64_t k)
+{
+	size_t len = race_len(e, k);
+
+	memcpy(b, &e, 8);
+	memcpy(b + 8, &k, 8);
+	for (size_t i = 16; i < len; i++)
+		b[i] = (unsigned char)(e * 131 + k + i);
+}
+
+static void *race_enqueuer(void *arg)
+{
+	struct race *r = arg;
+	static _Thread_local unsigned char buf[8][2048];
+	struct mfsq_msg_in in[8];
+
+	for (uint64_t k = 0; k < RACE_N && !r->err[0];) {
+		/* mostly single enqueues (the enqueue log), every fifth a batch */
+		size_t n = k % 5 == 4 ? 8 : 1, i;
+		int rc;
+
+		if (n > RACE_N - k)
+			n = RACE_N - k;
+		for (i = 0; i < n; i++) {
+			race_fill(buf[i], r->id, k + i);
+			in[i] = (struct mfsq_msg_in){
+			    .data = buf[i], .len = race_len(r->id, k + i), .enqueuer = r->id};
+		}
+		rc = n == 1 ? mfsq_enqueue(r->q, NULL, &in[0], NULL)
+			    : mfsq_enqueue_batch(r->q, NULL, in, n, NULL);
+		if (rc)
+			snprintf(r->err, sizeof(r->err), "enqueue %" PRIu64 ": %d", k, rc);
+		k += n;
+		if (k % 16 < n)
+			usleep(50); /* readers mostly keep up: they read the cache */
+	}
+	return NULL;
+}
+
+static void *race_reader(void *arg)
+{
+	struct race *r = arg;
+	uint64_t next[RACE_E] = {0}, deadline = (uint64_t)time(NULL) + 60;
+	struct mfsq_msg out[64];
+
+	for (unsigned it = 0; r->got < (uint64_t)RACE_E * RACE_N && !r->err[0]; it++) {
+		size_t max = 1 + (it * 7 + r->id) % 64, n;
+		int rc = mfsq_dequeue(r->sub, out, max, &n, 100);
+
+		if (rc == ETIMEDOUT || rc == EAGAIN) {
+			if ((uint64_t)time(NULL) > deadline)
+				snprintf(r->err, sizeof(r->err), "stuck at %" PRIu64, r->got);
+			continue;
+		}
+		if (rc) {
+			snprintf(r->err, sizeof(r->err), "dequeue: %d", rc);
+			break;
+		}
+		for (size_t i = 0; i < n && !r->err[0]; i++) {
+			const unsigned char *d = out[i].data;
+			uint64_t e, k;
+
+			if (out[i].len < 16) {
+				snprintf(r->err, sizeof(r->err), "short message");
+				break;
+			}
+			memcpy(&e, d, 8);
+			memcpy(&k, d + 8, 8);
+			if (e >= RACE_E || e != out[i].enqueuer || k != next[e] ||
+			    out[i].len != race_len(e, k)) {
+				snprintf(r->err, sizeof(r->err),
+					 "reader %" PRIu64 ": got %" PRIu64 ":%" PRIu64
+					 " (len %zu), expected %" PRIu64 ":%" PRIu64,
+					 r->id, e, k, out[i].len, e < RACE_E ? e : 0,
+					 e < RACE_E ? next[e] : 0);
+				break;
+			}
+			for (size_t j = 16; j < out[i].len; j++)
+				if (d[j] != (unsigned char)(e * 131 + k + j)) {
+					snprintf(r->err, sizeof(r->err),
+						 "reader %" PRIu64 ": %" PRIu64 ":%" PRIu64
+						 " corrupt at byte %zu",
+						 r->id, e, k, j);
+					break;
+				}
+			next[e]++;
+			r->got++;
+		}
+		if (!r->err[0] && (rc = mfsq_ack(r->sub, NULL, NULL)))
+			snprintf(r->err, sizeof(r->err), "ack: %d", rc);
+	}
+	return NULL;
+}
+
+/* Budgets from nothing to plenty, pressure on and off (every unpinned entry
+ * goes, the ones being read too), statistics. */
+static void *race_churn(void *arg)
+{
+	static const uint64_t budgets[] = {4u << 20, 4u << 20, 16u << 10, 4u << 20,
+					   1u << 20, 0,	       4u << 20,  64u << 10};
+	struct race *r = arg;
+	struct mfsq_stats st;
+
+	for (unsigned i = 0; !atomic_load(r->stop); i++) {
+		mfsq_memory_budget(budgets[i % 8]);
+		if (i % 16 == 0 || i % 16 == 1)
+			mfsq_pressure_mode(i % 16 ? MFSQ_PRESSURE_OFF : MFSQ_PRESSURE_ON);
+		mfsq_stats(r->q, &st);
+		(void)mfsq_cache_has(r->q, i % RACE_SHARDS, i % 200);
+		usleep(100);
+	}
+	mfsq_pressure_mode(MFSQ_PRESSURE_OFF);
+	return NULL;
+}
+
+START_TEST(readers_race_shrink)
+{
+	struct race enq[RACE_E], rd[RACE_S], churn;
+	pthread_t te[RACE_E], ts[RACE_S], tc;
+	_Atomic int stop = 0;
+	struct mfsq_config c;
+	struct mfsq_stats st;
+	mfsq_queue *q;
+
+	small_cfg(&c, RACE_SHARDS, 256); /* v grows under readers */
+	c.retain_max = 1024;		 /* nobody lags */
+	ck_assert_int_eq(mfsq_open(T.env, "race", &c, MFSQ_CREATE, &q), 0);
+	mfsq_memory_budget(16u << 10);
+	for (int i = 0; i < RACE_S; i++) {
+		char name[16];
+
+		rd[i] = (struct race){.q = q, .id = (uint64_t)i};
+		snprintf(name, sizeof(name), "r%d", i);
+		ck_assert_int_eq(mfsq_subscribe(q, name, MFSQ_SUB_DURABLE, NULL, NULL, &rd[i].sub),
+				 0);
+	}
+	churn = (struct race){.q = q, .stop = &stop};
+	ck_assert_int_eq(pthread_create(&tc, NULL, race_churn, &churn), 0);
+	for (int i = 0; i < RACE_S; i++)
+		ck_assert_int_eq(pthread_create(&ts[i], NULL, race_reader, &rd[i]), 0);
+	for (int i = 0; i < RACE_E; i++) {
+		enq[i] = (struct race){.q = q, .id = (uint64_t)i};
+		ck_assert_int_eq(pthread_create(&te[i], NULL, race_enqueuer, &enq[i]), 0);
+	}
+	for (int i = 0; i < RACE_E; i++)
+		pthread_join(te[i], NULL);
+	for (int i = 0; i < RACE_S; i++)
+		pthread_join(ts[i], NULL);
+	atomic_store(&stop, 1);
+	pthread_join(tc, NULL);
+	for (int i = 0; i < RACE_E; i++)
+		ck_assert_msg(!enq[i].err[0], "%s", enq[i].err);
+	for (int i = 0; i < RACE_S; i++) {
+		ck_assert_msg(!rd[i].err[0], "%s", rd[i].err);
+		ck_assert_uint_eq(rd[i].got, (uint64_t)RACE_E * RACE_N);
+	}
+	mfsq_stats(q, &st);
+	ck_assert_uint_gt(st.cache_evictions, 0); /* the cache was shrunk under them */
+	ck_assert_uint_gt(st.cache_hits, 0);
+	ck_assert_uint_gt(st.cache_misses, 0);
+	for (int i = 0; i < RACE_S; i++)
+		mfsq_unsubscribe(rd[i].sub);
+	mfsq_close(q);
+}
+END_TEST
+
 Suite *suite_cache(void)
 {
 	Suite *s = suite_create("cache");
@@ -465,6 +660,7 @@ Suite *suite_cache(void)
 	tcase_add_test(tc, spares_bounded);
 	tcase_add_test(tc, own_chunks);
 	tcase_add_test(tc, spares_within_budget);
+	tcase_add_test(tc, readers_race_shrink);
 	suite_add_tcase(s, tc);
 	return s;
 }
