@@ -31,8 +31,14 @@
  * each such range is a gap that deliveries may skip, as a whole from where
  * the first is missing; every number whose call returned must arrive.
  *
- * Usage: crash_queue ITERATIONS [own-ack] [own-enq]   (exit 0 on success)
- *        crash_queue worker DIR [own-ack] [own-enq]   (internal)
+ * With "large" (implies own-enq) every payload is 4 KiB and ENQ_THREADS
+ * threads enqueue, each for its own enqueuers: calls of up to 256 KiB go
+ * through the group commit, not the log, and after a group of such large
+ * values the queue's flusher thread commits the queued ones (group.c), so
+ * the kill lands in commits that thread leads for other callers.
+ *
+ * Usage: crash_queue ITERATIONS [own-ack] [own-enq] [large]   (exit 0 on success)
+ *        crash_queue worker DIR [own-ack] [own-enq] [large]   (internal)
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -53,6 +59,8 @@
 #define DELAYED	    6 /* enqueuers from here on send delayed messages */
 #define DELAY_US    20000
 #define MAX_BACKLOG 20000 /* enqueued, not yet acknowledged */
+#define ENQ_THREADS 3	  /* "large": enqueuer e belongs to thread e % ENQ_THREADS */
+#define LARGE	    4096  /* "large": payload bytes (the numbers in the first 16) */
 
 static void crash_cfg(struct mfsq_config *c)
 {
@@ -107,6 +115,13 @@ struct app {
 	mfsq_sub *sub;
 	struct acked *own; /* NULL: acks inside the application's transaction */
 	struct sent *enq;  /* NULL: enqueues inside the application's transaction */
+	int large;	   /* LARGE payloads from ENQ_THREADS enqueuer threads */
+};
+
+/* One enqueuer thread: enqueuers t, t + nt, t + 2 nt, ... of E. */
+struct enq_thread {
+	struct app *a;
+	int t, nt;
 };
 
 static void *map_file(const char *dir, const char *name, size_t len)
@@ -239,8 +254,11 @@ static void die(const char *what, int rc)
 
 static void *enqueuer(void *arg)
 {
-	struct app *a = arg;
-	unsigned seed = (unsigned)getpid();
+	struct enq_thread *et = arg;
+	struct app *a = et->a;
+	unsigned seed = (unsigned)getpid() * 31u + (unsigned)et->t;
+	int mine = (E - et->t + et->nt - 1) / et->nt; /* enqueuers of this thread */
+	static _Thread_local unsigned char big[64][LARGE];
 
 	for (;;) {
 		struct mfsq_msg_in in[64];
@@ -267,7 +285,7 @@ static void *enqueuer(void *arg)
 		uint64_t due = now_us() + DELAY_US;
 
 		for (int j = 0; j < n; j++) {
-			int e = rand_r(&seed) % E;
+			int e = et->t + et->nt * (rand_r(&seed) % mine);
 
 			vals[j][0] = (uint64_t)e;
 			vals[j][1] = next[e]++;
@@ -275,15 +293,23 @@ static void *enqueuer(void *arg)
 						     .len = sizeof(vals[j]),
 						     .enqueuer = (uint64_t)e,
 						     .deliver_us = e >= DELAYED ? due : 0};
+			if (a->large) {
+				memcpy(big[j], vals[j], sizeof(vals[j]));
+				memset(big[j] + sizeof(vals[j]), (int)(vals[j][1] & 0xff),
+				       LARGE - sizeof(vals[j]));
+				in[j].data = big[j];
+				in[j].len = LARGE;
+			}
 		}
 		if (a->enq) {
 			mdb_txn_abort(txn);
-			for (int i = 0; i < E; i++) /* before the call: maybe there */
+			/* before the call: maybe there (only this thread's own) */
+			for (int i = et->t; i < E; i += et->nt)
 				a->enq->sent[i] = next[i];
 			rc = mfsq_enqueue_batch(a->q, NULL, in, (size_t)n, NULL);
 			if (rc)
 				die("enqueue", rc);
-			for (int i = 0; i < E; i++)
+			for (int i = et->t; i < E; i += et->nt)
 				a->enq->returned[i] = next[i];
 			continue;
 		}
@@ -302,6 +328,19 @@ static void *enqueuer(void *arg)
 		mfsq_notify(a->q);
 	}
 	return NULL;
+}
+
+/* The whole payload as the enqueuer wrote it (the numbers checked apart). */
+static int payload_ok(const struct app *a, const struct mfsq_msg *m, uint64_t v)
+{
+	const unsigned char *p = m->data;
+
+	if (m->len != (a->large ? LARGE : 2 * sizeof(uint64_t)))
+		return 0;
+	for (size_t i = 2 * sizeof(uint64_t); i < m->len; i++)
+		if (p[i] != (unsigned char)(v & 0xff))
+			return 0;
+	return 1;
 }
 
 static void *dequeuer(void *arg)
@@ -326,6 +365,13 @@ static void *dequeuer(void *arg)
 			uint64_t v[2];
 
 			memcpy(v, out[j].data, sizeof(v));
+			if (!payload_ok(a, &out[j], v[1])) {
+				fprintf(stderr,
+					"VIOLATION: enqueuer %" PRIu64 " number %" PRIu64
+					" has a damaged payload\n",
+					v[0], v[1]);
+				exit(4);
+			}
 			if (expect_take(&x, v[0], v[1])) {
 				fprintf(stderr,
 					"VIOLATION: enqueuer %" PRIu64 " got %" PRIu64
@@ -360,12 +406,13 @@ static void *dequeuer(void *arg)
 	return NULL;
 }
 
-static void app_open(struct app *a, const char *dir, int own, int enq)
+static void app_open(struct app *a, const char *dir, int own, int enq, int large)
 {
 	struct mfsq_config c;
 	MDB_txn *txn;
 	int rc;
 
+	a->large = large;
 	a->own = own ? map_file(dir, "acked", sizeof(struct acked)) : NULL;
 	a->enq = enq ? map_file(dir, "sent", sizeof(struct sent)) : NULL;
 	if (a->enq)
@@ -385,21 +432,26 @@ static void app_open(struct app *a, const char *dir, int own, int enq)
 		die("subscribe", rc);
 }
 
-static int worker(const char *dir, int own, int enq)
+static int worker(const char *dir, int own, int enq, int large)
 {
+	struct enq_thread et[ENQ_THREADS];
+	pthread_t te[ENQ_THREADS], td;
+	int nt = large ? ENQ_THREADS : 1;
 	struct app a;
-	pthread_t t1, t2;
 
-	app_open(&a, dir, own, enq);
-	pthread_create(&t2, NULL, dequeuer, &a);
-	pthread_create(&t1, NULL, enqueuer, &a);
-	pthread_join(t1, NULL); /* never returns: killed */
+	app_open(&a, dir, own, enq, large);
+	pthread_create(&td, NULL, dequeuer, &a);
+	for (int t = 0; t < nt; t++) {
+		et[t] = (struct enq_thread){&a, t, nt};
+		pthread_create(&te[t], NULL, enqueuer, &et[t]);
+	}
+	pthread_join(te[0], NULL); /* never returns: killed */
 	return 1;
 }
 
 /* After the last kill: everything committed and not acknowledged is there,
  * exactly once, in order; nothing else. */
-static int verify(const char *dir, int own, int enqm)
+static int verify(const char *dir, int own, int enqm, int large)
 {
 	struct app a;
 	uint64_t enq[E], total = 0;
@@ -408,7 +460,7 @@ static int verify(const char *dir, int own, int enqm)
 	mfsq_sub *s;
 	int rc;
 
-	app_open(&a, dir, own, enqm);
+	app_open(&a, dir, own, enqm, large);
 	if ((rc = mdb_txn_begin(a.env, NULL, MDB_RDONLY, &txn)))
 		die("txn", rc);
 	for (int i = 0; i < E; i++) {
@@ -436,7 +488,7 @@ static int verify(const char *dir, int own, int enqm)
 			uint64_t v[2];
 
 			memcpy(v, out[j].data, sizeof(v));
-			if (expect_take(&x, v[0], v[1])) {
+			if (!payload_ok(&a, &out[j], v[1]) || expect_take(&x, v[0], v[1])) {
 				fprintf(stderr,
 					"VIOLATION at verify: enqueuer %" PRIu64 " got %" PRIu64
 					"\n",
@@ -466,18 +518,20 @@ int main(int argc, char **argv)
 {
 	char dir[256];
 	const char *base = getenv("TMPDIR");
-	int iters, rc, own = 0, enq = 0, nopt = 0;
+	int iters, rc, own = 0, enq = 0, large = 0, nopt = 0;
 	unsigned seed = (unsigned)time(NULL);
 
 	for (int i = 2; i < argc; i++) {
 		own |= !strcmp(argv[i], "own-ack");
 		enq |= !strcmp(argv[i], "own-enq");
+		large |= !strcmp(argv[i], "large");
 	}
-	nopt = own + enq;
+	nopt = own + enq + large;
+	enq |= large; /* large payloads go in the queue's own transactions */
 	if (argc == 3 + nopt && !strcmp(argv[1], "worker"))
-		return worker(argv[2], own, enq);
+		return worker(argv[2], own, enq, large);
 	if (argc != 2 + nopt || (iters = atoi(argv[1])) <= 0) {
-		fprintf(stderr, "usage: crash_queue ITERATIONS [own-ack] [own-enq]\n");
+		fprintf(stderr, "usage: crash_queue ITERATIONS [own-ack] [own-enq] [large]\n");
 		return 2;
 	}
 	snprintf(dir, sizeof(dir), "%s/mfsq-crash-XXXXXX", base ? base : "/tmp");
@@ -491,10 +545,17 @@ int main(int argc, char **argv)
 		if (pid < 0)
 			return 2;
 		if (pid == 0) {
-			const char *o1 = own ? "own-ack" : enq ? "own-enq" : NULL;
-			const char *o2 = own && enq ? "own-enq" : NULL;
+			char *wargv[7] = {argv[0], "worker", dir};
+			int k = 3;
 
-			execl("/proc/self/exe", argv[0], "worker", dir, o1, o2, (char *)NULL);
+			if (own)
+				wargv[k++] = "own-ack";
+			if (enq)
+				wargv[k++] = "own-enq";
+			if (large)
+				wargv[k++] = "large";
+			wargv[k] = NULL;
+			execv("/proc/self/exe", wargv);
 			_exit(2);
 		}
 		/* not a wait for a condition: the kill lands at a random point */
@@ -508,7 +569,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	rc = verify(dir, own, enq);
+	rc = verify(dir, own, enq, large);
 	if (rc == 0) {
 		char cmd[300];
 

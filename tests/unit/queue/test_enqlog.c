@@ -328,9 +328,10 @@ START_TEST(flusher_takes_over)
 	pthread_join(lt, NULL);
 	ck_assert_int_eq(l.rc, 0);
 	expect_all(s, 0, 10);
-	/* the flusher counts its flush just after subscribers can see it */
+	/* the flusher counts its flush just after subscribers can see it
+	 * (bounded: 10 s) */
 	for (int i = 0; i < 10000 && (mfsq_stats(Q, &st), st.log_flushes < 2); i++)
-		usleep(1000); /* bounded: 10 s */
+		usleep(1000);
 	ck_assert_uint_ge(st.log_flushes, 2); /* the leader's own, then the rest */
 	mfsq_unsubscribe(s);
 }

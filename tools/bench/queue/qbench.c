@@ -732,7 +732,8 @@ static int run_floor(int argc, char **argv)
 		fail("floor: fsync", errno);
 	for (int i = 0; i < COUNT; i++) {
 		t = now_us();
-		if (pwrite(fd, blk, sizeof(blk), (off_t)(i % BLOCKS) * 4096) != (ssize_t)sizeof(blk) ||
+		if (pwrite(fd, blk, sizeof(blk), (off_t)(i % BLOCKS) * 4096) !=
+			(ssize_t)sizeof(blk) ||
 		    fdatasync(fd))
 			fail("floor: durable write", errno);
 		lat_add(&l, now_us() - t);
