@@ -7,6 +7,8 @@
 #ifndef MFS_LOG_H
 #define MFS_LOG_H
 
+#include <stddef.h>
+
 enum mfs_log_level {
 	MFS_LOG_ERR = 3,
 	MFS_LOG_WARN = 4,
@@ -20,9 +22,16 @@ void mfs_log_to_syslog(void);
 /* Lines above `level` are dropped (default MFS_LOG_INFO). */
 void mfs_log_set_level(enum mfs_log_level level);
 
-/* Log one line (no trailing newline needed). */
+/* Log one line (no trailing newline needed). The whole line is escaped
+ * with mfs_log_escape: user-supplied names, paths and values cannot forge
+ * lines or send terminal controls. */
 void mfs_log(enum mfs_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* Copy `s` into out (cap bytes, always terminated), writing a newline as
+ * \n, a tab as \t, a backslash as \\ and any other control byte as \xHH.
+ * Bytes of 0x80 and above (UTF-8) pass unchanged. */
+void mfs_log_escape(char *out, size_t cap, const char *s);
 
 #define mfs_err(...) mfs_log(MFS_LOG_ERR, __VA_ARGS__)
 #define mfs_warn(...) mfs_log(MFS_LOG_WARN, __VA_ARGS__)

@@ -7,12 +7,14 @@
 #include <unistd.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <fuse_lowlevel.h>
 
 #include "log.h"
 #include "mount.h"
+#include "path.h"
 
 void mfs_fuse_opt_escape(char *out, size_t outlen, const char *s)
 {
@@ -85,13 +87,17 @@ int mfs_mount_session(const struct fuse_lowlevel_ops *ops, const struct fuse_cus
 	return 0;
 }
 
-static int run_fusermount(const char *mnt, bool lazy)
+/* fusermount3 -u [-z] mnt; keep_fd stays open in it (a held directory that
+ * mnt names through /proc/self/fd), -1 for none. */
+static int run_fusermount(const char *mnt, bool lazy, int keep_fd)
 {
 	pid_t pid = fork();
 
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
+		if (keep_fd >= 0)
+			fcntl(keep_fd, F_SETFD, 0);
 		int fd = open("/dev/null", O_RDWR);
 		if (fd >= 0) {
 			dup2(fd, 1);
@@ -109,6 +115,8 @@ static int run_fusermount(const char *mnt, bool lazy)
 			return -errno;
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
+	if (keep_fd >= 0)
+		return -EIO; /* the caller knows what to look for */
 	/* fusermount3 says nothing precise; a still-mounted path means busy */
 	return mfs_mount_lookup(mnt, NULL, NULL, 0) == 0 ? -EBUSY : -EINVAL;
 }
@@ -116,7 +124,7 @@ static int run_fusermount(const char *mnt, bool lazy)
 int mfs_unmount_path(const char *mnt, bool lazy)
 {
 	if (geteuid() != 0)
-		return run_fusermount(mnt, lazy);
+		return run_fusermount(mnt, lazy, -1);
 	if (umount2(mnt, lazy ? MNT_DETACH : 0) == 0)
 		return 0;
 	return -errno;
@@ -212,4 +220,144 @@ int mfs_clean_stale(const char *mnt)
 		return rc;
 	}
 	return 1;
+}
+
+int mfs_mount_probe(const char *path)
+{
+	struct statx stx;
+	struct statfs sfs;
+
+	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_TYPE, &stx) < 0)
+		return mfs_errno_dead_mount(errno) ? MFS_MP_DEAD : -errno;
+	if (!(stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT))
+		return -EOPNOTSUPP;
+	if (!(stx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return MFS_MP_NONE;
+	if (statfs(path, &sfs) == 0)
+		return MFS_MP_LIVE;
+	return mfs_errno_dead_mount(errno) ? MFS_MP_DEAD : MFS_MP_LIVE;
+}
+
+/* A bound on what mfs_clean_stale_held removes: more is not a crash's
+ * leftovers but something else going on. */
+#define MAX_STALE 64
+
+int mfs_clean_stale_held(struct mfs_held *h)
+{
+	char path[PATH_MAX];
+	int n = 0;
+
+	mfs_held_name_path(h, path, sizeof(path));
+	for (; n < MAX_STALE; n++) {
+		int st = mfs_mount_probe(path);
+		if (st != MFS_MP_DEAD)
+			break;
+		mfs_warn("%s: stale mount (transport endpoint is not connected), unmounting it",
+			 h->path);
+		int rc = geteuid() == 0 ? (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) ? -errno : 0)
+					: run_fusermount(path, true, h->dirfd);
+		if (rc) {
+			mfs_err("%s: cannot unmount the stale mount: %s", h->path, strerror(-rc));
+			return rc;
+		}
+	}
+	if (n) {
+		int rc = mfs_held_reopen(h);
+		if (rc)
+			return rc;
+	}
+	return n;
+}
+
+int mfs_mount_id_at(int dirfd, const char *name, uint64_t *mnt_id, dev_t *dev)
+{
+	struct statx stx;
+
+	if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, STATX_MNT_ID, &stx) < 0)
+		return -errno;
+	if (!(stx.stx_mask & STATX_MNT_ID))
+		return -EOPNOTSUPP;
+	*mnt_id = stx.stx_mnt_id;
+	if (dev)
+		*dev = makedev(stx.stx_dev_major, stx.stx_dev_minor);
+	return 0;
+}
+
+int mfs_unmount_held(int dirfd, const char *name, uint64_t mnt_id, bool lazy)
+{
+	char path[PATH_MAX];
+	uint64_t now;
+
+	int rc = mfs_mount_id_at(dirfd, name, &now, NULL);
+	if (rc)
+		return mfs_errno_dead_mount(-rc) ? rc : -ENOENT;
+	if (now != mnt_id)
+		return -ENOENT;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dirfd, name);
+	if (geteuid() != 0) {
+		rc = run_fusermount(path, lazy, dirfd);
+		/* fusermount3 says nothing precise: still there means busy */
+		if (rc && mfs_mount_id_at(dirfd, name, &now, NULL) == 0 && now == mnt_id)
+			rc = -EBUSY;
+		return rc;
+	}
+	if (umount2(path, (lazy ? MNT_DETACH : 0) | UMOUNT_NOFOLLOW) == 0)
+		return 0;
+	return -errno;
+}
+
+/* One pass over mountinfo: the top of a stack first hides the rest. */
+static int clean_source_pass(const char *source)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, *point = malloc(PATH_MAX), *src = malloc(PATH_MAX);
+	size_t cap = 0;
+	int n = 0;
+
+	if (!f || !point || !src)
+		goto out;
+	/* 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - fuse.dbfs dbfs:/s rw */
+	while (getline(&line, &cap, f) > 0) {
+		unsigned long long id;
+		char type[64];
+		if (sscanf(line, "%llu %*u %*u:%*u %*s %4095s", &id, point) != 2)
+			continue;
+		char *dash = strstr(line, " - ");
+		if (!dash || sscanf(dash + 3, "%63s %4095s", type, src) != 2 ||
+		    strncmp(type, "fuse", 4))
+			continue;
+		unescape_mountinfo(src);
+		unescape_mountinfo(point);
+		if (strcmp(src, source))
+			continue;
+		struct mfs_held h = MFS_HELD_INIT;
+		uint64_t now;
+		char path[PATH_MAX];
+		if (mfs_path_hold(point, (dev_t)-1, NULL, &h) == 0 && h.dirfd >= 0 &&
+		    mfs_mount_id_at(h.dirfd, h.name, &now, NULL) == 0 && now == id) {
+			mfs_held_name_path(&h, path, sizeof(path));
+			if (mfs_mount_probe(path) == MFS_MP_DEAD &&
+			    mfs_unmount_held(h.dirfd, h.name, id, true) == 0) {
+				mfs_warn("%s: removed a stale mount of %s", h.path, source);
+				n++;
+			}
+		}
+		mfs_held_release(&h);
+	}
+out:
+	if (f)
+		fclose(f);
+	free(line);
+	free(point);
+	free(src);
+	return n;
+}
+
+int mfs_clean_stale_source(const char *source)
+{
+	int n = 0;
+
+	for (int k, round = 0; round < MAX_STALE && (k = clean_source_pass(source)) > 0; round++)
+		n += k;
+	return n;
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 struct fuse_lowlevel_ops;
@@ -73,6 +74,50 @@ static inline bool mfs_errno_dead_mount(int e)
 {
 	return e == ENOTCONN || e == ECONNABORTED;
 }
+
+/*
+ * What is mounted at `path` (a held name, mfs_held_name_path): nothing
+ * (MFS_MP_NONE: not the root of a mount), a dead FUSE mount whose server
+ * is gone (MFS_MP_DEAD), or a live mount (MFS_MP_LIVE). A dead mount's
+ * cached attributes would make stat(2) succeed, so the mount root comes
+ * from statx without a FUSE request and liveness from statfs(2), which
+ * the kernel always sends to the server. Returns one of those, or -errno.
+ */
+enum { MFS_MP_NONE, MFS_MP_DEAD, MFS_MP_LIVE };
+int mfs_mount_probe(const char *path);
+
+/*
+ * Lazily unmount every dead FUSE mount stacked at the held name `h`, top
+ * first (crashes before this fix could leave several), then re-open
+ * h->fd on what is left. Returns the number removed (0: none), or -errno
+ * of an unmount that failed.
+ */
+struct mfs_held;
+int mfs_clean_stale_held(struct mfs_held *h);
+
+/*
+ * Lazily unmount every dead FUSE mount whose source is `source` (the
+ * fsname, e.g. "dbfs:/srv/docs.db"), wherever it is now: a crashed mfs's
+ * mount stays where it was even when its directory was renamed since.
+ * Each is held and proven by its mount ID before it is unmounted, so a
+ * path swapped meanwhile is skipped. Returns the number removed.
+ */
+int mfs_clean_stale_source(const char *source);
+
+/*
+ * Unmount the mount with mount ID `mnt_id` at name `name` of the held
+ * directory `dirfd` (what the mount was made on), never what a path
+ * resolves to now: a mount point cannot be renamed or removed while
+ * something is mounted on it, so that name in that directory still leads
+ * to our mount, and its mount ID proves it. Lazily (MNT_DETACH) when
+ * `lazy`. Errors: -ENOENT (our mount is no longer there: nothing was
+ * unmounted), -EBUSY, -EPERM, -EIO, -errno of umount2.
+ */
+int mfs_unmount_held(int dirfd, const char *name, uint64_t mnt_id, bool lazy);
+
+/* The mount ID (statx STATX_MNT_ID) and device of the mount on name `name`
+ * of held directory `dirfd`, without a FUSE request. Returns 0 or -errno. */
+int mfs_mount_id_at(int dirfd, const char *name, uint64_t *mnt_id, dev_t *dev);
 
 /* Escape `s` for a libfuse option value (`,` and `\`) into out. */
 void mfs_fuse_opt_escape(char *out, size_t outlen, const char *s);
