@@ -3,6 +3,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <fuse_lowlevel.h>
 
@@ -54,4 +56,25 @@ int mfs_caller_may_write(const struct mfs_caller *who, uid_t uid, gid_t gid, mod
 	if (in_group)
 		return (mode & S_IWGRP) != 0;
 	return (mode & S_IWOTH) != 0;
+}
+
+int mfs_caller_of_uid(uid_t uid, struct mfs_caller *who)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+
+	memset(who, 0, sizeof(*who));
+	who->uid = uid;
+	who->gid = 65534;
+	int rc = getpwuid_r(uid, &pw, buf, sizeof(buf), &res);
+	if (rc)
+		return -rc;
+	if (!res)
+		return 0;
+	who->gid = pw.pw_gid;
+	int n = MFS_MAX_GROUPS;
+	if (getgrouplist(pw.pw_name, pw.pw_gid, who->groups, &n) < 0)
+		n = MFS_MAX_GROUPS; /* more than fit: the first ones */
+	who->ngroups = n;
+	return 0;
 }

@@ -26,6 +26,12 @@ struct mfs_caller {
  * errors. A FUSE worker, inside the request. */
 void mfs_caller_from_req(void *req, struct mfs_caller *who);
 
+/* `who` for a user known only by uid (the owner of a registered DBFS, when
+ * it is mounted again at start): gid and supplementary groups from the
+ * user database; a uid it does not know gets gid 65534 ("nogroup") and no
+ * groups. Returns 0, or -errno of the lookup. Any thread. */
+int mfs_caller_of_uid(uid_t uid, struct mfs_caller *who);
+
 /* May `who` write a file with this owner/group/mode (permission bits)?
  * 1 or 0; root always may. Pure: any thread. */
 int mfs_caller_may_write(const struct mfs_caller *who, uid_t uid, gid_t gid, mode_t mode);

@@ -10,6 +10,7 @@
 
 #include "cache_budget.h"
 #include "conf.h"
+#include "as_caller.h"
 #include "dbfs_mount.h"
 #include "inbox.h"
 #include "log.h"
@@ -35,19 +36,19 @@ static void fuse_opts_for(struct mfs_manager *mgr, const struct mfs_dbfs *d, boo
 		 geteuid() == 0 || mgr->allow_other ? ",allow_other" : "", ro ? ",ro" : "");
 }
 
-/* Record that d is mounted and served by sess. */
+/* Record that d is mounted and served by sess, from the held paths (taken
+ * over by d). */
 static void publish_mounted(struct mfs_manager *mgr, struct mfs_dbfs *d, struct mfs_session *sess,
+			    struct mfs_mount_paths *p, uint64_t mnt_id, dev_t dev,
 			    const struct dbfs_options *o, const struct mfs_limits *lim)
 {
-	/* The new mount's device (its minor is the FUSE connection id): one
-	 * getattr that the pool answers, instead of scanning mountinfo. */
-	struct stat st;
-	dev_t dev = 0;
-	if (stat(d->conf.mountpoint, &st) == 0)
-		dev = st.st_dev;
-	else
-		mfs_warn("%s: stat %s: %s", d->conf.name, d->conf.mountpoint, strerror(errno));
 	pthread_mutex_lock(&mgr->lock);
+	d->held = true;
+	d->mp_dirfd = p->mp.dirfd;
+	snprintf(d->mp_name, sizeof(d->mp_name), "%s", p->mp.name);
+	d->store_fd = p->store.fd;
+	p->mp.dirfd = p->store.fd = -1;
+	d->mnt_id = mnt_id;
 	d->dev = dev;
 	d->conn = minor(dev) | (major(dev) << 20);
 	d->sess = sess;
@@ -63,8 +64,27 @@ static void publish_mounted(struct mfs_manager *mgr, struct mfs_dbfs *d, struct 
 	pthread_mutex_unlock(&mgr->lock);
 }
 
-int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, bool create, char *err,
-		   size_t errlen)
+/* Open the held store directory as `who`: the kernel checks the caller's
+ * access to data.mdb and lock.mdb, and what is created is the caller's. */
+static int open_store(const struct mfs_caller *who, int store_fd, const struct dbfs_options *o,
+		      struct dbfs **fs, char *err, size_t errlen)
+{
+	char dir[64];
+	struct mfs_as as;
+	int rc = mfs_as_begin(who, &as);
+
+	if (rc) {
+		snprintf(err, errlen, "cannot act as uid %u: %s", (unsigned)who->uid, strerror(-rc));
+		return rc;
+	}
+	mfs_fd_path(store_fd, dir, sizeof(dir));
+	rc = dbfs_open(dir, o, fs, err, errlen);
+	mfs_as_end(&as);
+	return rc;
+}
+
+int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs_caller *who,
+		   struct mfs_mount_paths *p, bool create, char *err, size_t errlen)
 {
 	struct dbfs_options o;
 	struct mfs_limits lim;
@@ -72,7 +92,9 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, bool create, cha
 	struct fuse_session *se;
 	struct mfs_session *sess;
 	struct mfs_uring_sess *ring = NULL;
-	char opts[3 * PATH_MAX];
+	char opts[3 * PATH_MAX], target[PATH_MAX];
+	uint64_t mnt_id = 0;
+	dev_t dev = 0;
 	int rc;
 
 	rc = mfs_conf_parse(d->conf.opts, &o, &lim, err, errlen);
@@ -81,16 +103,30 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, bool create, cha
 	o.create = create;
 	if (o.max_readers && o.max_readers < mfs_loop_workers(mgr->loop) + 8)
 		o.max_readers = mfs_loop_workers(mgr->loop) + 8;
-	mfs_clean_stale(d->conf.mountpoint);
-	rc = dbfs_open(d->conf.store, &o, &fs, err, errlen);
+	rc = open_store(who, p->store.fd, &o, &fs, err, errlen);
 	if (rc)
 		return rc;
 	fuse_opts_for(mgr, d, o.read_only, opts, sizeof(opts));
+	/* Mount on the held directory itself; fusermount3 (not root) checks
+	 * the path again on its own, for the daemon's user. */
+	if (geteuid() == 0)
+		mfs_fd_path(p->mp.fd, target, sizeof(target));
+	else
+		snprintf(target, sizeof(target), "%s", p->mp.path);
 	const struct fuse_custom_io *io = mgr->uring ? mfs_uring_io(mgr->uring) : dbfs_fuse_io();
-	rc = mfs_mount_session(dbfs_fuse_ops(), io, fs, d->conf.mountpoint, opts, DBFS_READ_AHEAD,
-			       &se, err, errlen);
+	rc = mfs_mount_session(dbfs_fuse_ops(), io, fs, target, opts, DBFS_READ_AHEAD, &se, err,
+			       errlen);
 	if (rc)
 		goto close_store;
+	/* the mount's identity, without a request to it (nobody serves it yet) */
+	rc = mfs_mount_id_at(p->mp.dirfd, p->mp.name, &mnt_id, &dev);
+	if (rc) {
+		snprintf(err, errlen, "cannot identify the new mount at %.120s: %s", p->mp.path,
+			 strerror(-rc));
+		fuse_session_unmount(se);
+		fuse_session_destroy(se);
+		goto close_store;
+	}
 	if (mgr->uring && mfs_uring_attach(mgr->uring, se, received, fs, &ring))
 		mfs_warn("%s: no memory for io_uring queues: served over /dev/fuse", d->conf.name);
 	dbfs_set_session(fs, se);
@@ -109,7 +145,7 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, bool create, cha
 	mfs_loop_set_limits(sess, &lim);
 	if (ring)
 		mfs_uring_bind(ring, sess);
-	publish_mounted(mgr, d, sess, &o, &lim);
+	publish_mounted(mgr, d, sess, p, mnt_id, dev, &o, &lim);
 	mfs_info("%s: mounted %s at %s", d->conf.name, d->conf.store, d->conf.mountpoint);
 	return 0;
 
@@ -120,7 +156,7 @@ unpublish:
 	d->se = NULL;
 	d->ring = NULL;
 	pthread_mutex_unlock(&mgr->lock);
-	mfs_unmount_path(d->conf.mountpoint, true);
+	mfs_unmount_held(p->mp.dirfd, p->mp.name, mnt_id, true);
 	mfs_uring_detach(ring);
 	fuse_session_destroy(se);
 close_store:

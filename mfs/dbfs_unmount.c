@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <fuse_lowlevel.h>
 
 #include "cache_budget.h"
@@ -76,6 +77,9 @@ void mfs_dbfs_finish(struct mfs_manager *mgr, struct mfs_dbfs *d, const char *re
 	struct fuse_session *se = d->se;
 	struct mfs_uring_sess *ring = d->ring;
 	struct dbfs *fs = d->fs;
+	bool held = d->held;
+	int mp_dirfd = d->mp_dirfd, store_fd = d->store_fd;
+	d->held = false;
 	d->sess = NULL;
 	d->se = NULL;
 	d->ring = NULL;
@@ -92,18 +96,27 @@ void mfs_dbfs_finish(struct mfs_manager *mgr, struct mfs_dbfs *d, const char *re
 		mfs_session_close(se);
 	if (fs)
 		dbfs_close(fs);
+	if (held) { /* the store was open through store_fd: closed after it */
+		close(mp_dirfd);
+		close(store_fd);
+	}
 	mfs_info("%s: unmounted from %s (%s)", d->conf.name, d->conf.mountpoint, reason);
 }
 
 int mfs_dbfs_unmount(struct mfs_manager *mgr, struct mfs_dbfs *d, bool force, const char *reason)
 {
-	int rc = mfs_unmount_path(d->conf.mountpoint, false);
+	/* the mount this DBFS made, by its identity: never what the path
+	 * leads to now (a user may have swapped its components) */
+	int rc = d->held ? mfs_unmount_held(d->mp_dirfd, d->mp_name, d->mnt_id, false) : -ENOENT;
 
 	if (rc == -EBUSY && !force)
 		return -EBUSY;
 	if (rc == -EBUSY)
-		rc = mfs_unmount_path(d->conf.mountpoint, true);
-	if (rc)
+		rc = mfs_unmount_held(d->mp_dirfd, d->mp_name, d->mnt_id, true);
+	if (rc == -ENOENT)
+		mfs_warn("%s: its mount is no longer at %s: nothing else is unmounted",
+			 d->conf.name, d->conf.mountpoint);
+	else if (rc)
 		mfs_warn("%s: unmount %s: %s", d->conf.name, d->conf.mountpoint, strerror(-rc));
 	mfs_session_stop(mgr, d->conf.name, &d->session_ended, d->conn, d->sess);
 	mfs_dbfs_finish(mgr, d, reason);

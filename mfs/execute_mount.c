@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include "conf.h"
@@ -15,6 +16,8 @@
 #include "execute.h"
 #include "kv.h"
 #include "log.h"
+#include "as_caller.h"
+#include "user_limits.h"
 #include "validate.h"
 
 /* The registered configuration of cmd's DBFS (*d, NULL when new) with the
@@ -76,6 +79,24 @@ static int settle_options(struct mfs_conf *conf, const struct mfs_cmd *cmd, bool
 	return rc;
 }
 
+/* The owner's per-user limits (user_limits.h) allow conf for d (NULL: a new
+ * DBFS)? Takes mgr->lock. */
+static int check_user_limits(struct mfs_manager *mgr, const struct mfs_conf *conf, const struct mfs_dbfs *d, char *err,
+			     size_t errlen)
+{
+	struct dbfs_options o;
+	struct mfs_limits lim;
+	int rc = mfs_conf_parse(conf->opts, &o, &lim, err, errlen);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&mgr->lock);
+	rc = mfs_user_limits_check(&mgr->user_limits, mgr->list, conf->owner, mgr->uid, d,
+				   o.quota_bytes, o.quota_inodes, err, errlen);
+	pthread_mutex_unlock(&mgr->lock);
+	return rc;
+}
+
 /* Claim the name for conf: d (*d, or a new entry linked in the list, *fresh)
  * becomes MOUNTING with conf; its previous configuration is kept in old. */
 static int claim(struct mfs_manager *mgr, const struct mfs_cmd *cmd, const struct mfs_conf *conf,
@@ -122,55 +143,72 @@ static void release(struct mfs_manager *mgr, struct mfs_dbfs *d, bool fresh,
 	pthread_mutex_unlock(&mgr->lock);
 }
 
-/* Make the store directory, for the caller. */
-static int make_store(const struct mfs_cmd *cmd, const char *store, char *err, size_t errlen)
+/* Make the store directory in its held parent as the caller (so it is
+ * theirs, and the kernel checks that they may), and hold it. */
+static int make_store(const struct mfs_caller *who, struct mfs_held *h, char *err, size_t errlen)
 {
-	if (mkdir(store, 0700) < 0) {
-		int rc = -errno;
-		snprintf(err, errlen, "cannot create store %.120s: %.120s", store, strerror(-rc));
+	struct mfs_as as;
+	int rc = mfs_as_begin(who, &as);
+
+	if (!rc) {
+		rc = mkdirat(h->dirfd, h->name, 0700) < 0 ? -errno : 0;
+		mfs_as_end(&as);
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot create store %.120s: %.120s", h->path, strerror(-rc));
 		return rc;
 	}
-	if (cmd->who.uid != geteuid() && chown(store, cmd->who.uid, cmd->who.gid) < 0)
-		mfs_warn("chown %s: %s", store, strerror(errno));
-	return 0;
+	rc = mfs_held_reopen(h);
+	if (rc) {
+		snprintf(err, errlen, "cannot open new store %.120s: %.120s", h->path,
+			 strerror(-rc));
+		unlinkat(h->dirfd, h->name, AT_REMOVEDIR);
+	}
+	return rc;
 }
 
-/* Remove a store directory this command created (nothing else in it). */
-static void remove_new_store(const char *store)
+/* Remove the store directory this command made, and what an open that
+ * failed may have left in it; a directory with anything else stays. */
+static void remove_new_store(struct mfs_held *h)
 {
-	char path[PATH_MAX + 16];
+	static const char *const files[] = {"data.mdb", "lock.mdb", "dbfs.lock"};
 
-	snprintf(path, sizeof(path), "%s/data.mdb", store);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/lock.mdb", store);
-	unlink(path);
-	rmdir(store);
+	for (size_t i = 0; h->fd >= 0 && i < sizeof(files) / sizeof(files[0]); i++)
+		unlinkat(h->fd, files[i], 0);
+	if (unlinkat(h->dirfd, h->name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+		mfs_warn("cannot remove the new store %s: %s", h->path, strerror(errno));
 }
 
-/* A store formatted for another user: its (empty) root is theirs. */
-static void give_root(const struct mfs_cmd *cmd, const struct mfs_conf *conf)
+/* A store formatted for another user: its (empty) root is theirs. The root
+ * is reached through the held mount point parent: the mount just made. */
+static void give_root(const struct mfs_cmd *cmd, const struct mfs_dbfs *d)
 {
 	struct stat rst;
 
-	if (cmd->who.uid != geteuid() && stat(conf->mountpoint, &rst) == 0 &&
-	    rst.st_uid == geteuid() && mfs_dir_empty(conf->mountpoint) &&
-	    chown(conf->mountpoint, cmd->who.uid, cmd->who.gid) < 0)
-		mfs_warn("%s: chown of its root: %s", conf->name, strerror(errno));
+	if (cmd->who.uid == geteuid() || !d->held)
+		return;
+	int fd = openat(d->mp_dirfd, d->mp_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (fstat(fd, &rst) == 0 && rst.st_uid == geteuid() && mfs_held_dir_empty(fd) &&
+	    fchown(fd, cmd->who.uid, cmd->who.gid) < 0)
+		mfs_warn("%s: chown of its root: %s", d->conf.name, strerror(errno));
+	close(fd);
 }
 
 /* Create the store when asked, mount d; a store made here goes again when
  * the mount fails. */
 static int bring_up(struct mfs_manager *mgr, const struct mfs_cmd *cmd, struct mfs_dbfs *d,
-		    const struct mfs_conf *conf, bool mkstore, char *err, size_t errlen)
+		    struct mfs_mount_paths *p, char *err, size_t errlen)
 {
-	int rc = mkstore ? make_store(cmd, conf->store, err, errlen) : 0;
+	int rc = p->mkstore ? make_store(&cmd->who, &p->store, err, errlen) : 0;
 
 	if (!rc)
-		rc = mfs_dbfs_mount(mgr, d, cmd->create, err, errlen);
+		rc = mfs_dbfs_mount(mgr, d, &cmd->who, p, cmd->create, err, errlen);
 	if (!rc && cmd->create)
-		give_root(cmd, conf);
-	if (rc && mkstore)
-		remove_new_store(conf->store);
+		give_root(cmd, d);
+	if (rc && p->mkstore)
+		remove_new_store(&p->store);
 	return rc;
 }
 
@@ -179,7 +217,8 @@ int mfs_execute_mount(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, s
 	struct mfs_conf *conf = calloc(1, sizeof(*conf));
 	struct mfs_conf old;
 	struct mfs_dbfs *d;
-	bool ro = false, mkstore = false, fresh = false;
+	struct mfs_mount_paths paths = MFS_MOUNT_PATHS_INIT;
+	bool ro = false, fresh = false;
 	int rc;
 
 	if (!conf)
@@ -191,18 +230,21 @@ int mfs_execute_mount(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, s
 		rc = settle_options(conf, cmd, &ro, err, errlen);
 	if (!rc)
 		rc = mfs_check_paths(mgr, &cmd->who, conf->store, conf->mountpoint, cmd->create, ro,
-				     &mkstore, err, errlen);
+				     &paths, err, errlen);
+	if (!rc)
+		rc = check_user_limits(mgr, conf, d, err, errlen);
 	if (!rc)
 		rc = claim(mgr, cmd, conf, &d, &fresh, &old, err, errlen);
 	if (rc)
 		goto out;
-	rc = bring_up(mgr, cmd, d, conf, mkstore, err, errlen);
+	rc = bring_up(mgr, cmd, d, &paths, err, errlen);
 	if (rc) {
 		release(mgr, d, fresh, &old);
 		goto out;
 	}
 	mfs_dbfs_save(mgr, d);
 out:
+	mfs_mount_paths_release(&paths);
 	free(conf);
 	return rc;
 }

@@ -50,6 +50,7 @@ struct cli {
 	bool latency;
 	int uring; /* URING_* */
 	uint64_t mem;
+	struct mfs_user_limits user_limits;
 	unsigned threads;
 	unsigned yield_share; /* 0: default */
 	const char *dbfs_store;
@@ -81,6 +82,9 @@ static void usage(FILE *f)
 		"  -o yield_share=PERCENT  CPU share of a busy DBFS while it yields to\n"
 		"                quiet ones (1..100, default 10; 100: no limit)\n"
 		"  -o mem=SIZE   kernel cache memory for all DBFSs, shared equally\n"
+		"  -o user_max_dbfs=N, user_max_bytes=SIZE, user_max_inodes=N  limits of\n"
+		"                each user other than root and the daemon's user: DBFSs,\n"
+		"                and the sums of their quota_bytes and quota_inodes\n"
 		"  -o uring=auto|on|off  serve DBFS requests over per-CPU io_uring queues\n"
 		"                when the kernel offers them (auto, the default); on: as\n"
 		"                root, also turn the fuse module's enable_uring on\n"
@@ -159,6 +163,19 @@ static int parse_o(struct cli *c, const char *s)
 			c->allow_other = true;
 		} else if (!strcmp(k, "debug")) {
 			c->debug = true;
+		} else if (!strncmp(k, "user_max_", 9) && !c->dbfs_store) {
+			uint64_t *slot = !strcmp(k, "user_max_dbfs")	? &c->user_limits.dbfs
+					 : !strcmp(k, "user_max_bytes")	? &c->user_limits.bytes
+					 : !strcmp(k, "user_max_inodes") ? &c->user_limits.inodes
+									 : NULL;
+			int bad = !slot || !v ||
+				  (slot == &c->user_limits.bytes ? mfs_parse_size(v, slot)
+								 : mfs_parse_uint(v, UINT32_MAX, slot));
+			if (bad || !*slot) {
+				fprintf(stderr, "mfs: %s needs a positive %s\n", k,
+					slot == &c->user_limits.bytes ? "size" : "number");
+				rc = -1;
+			}
 		} else if (!strcmp(k, "mem") && !c->dbfs_store) {
 			uint64_t sz = 0;
 			if (!v || mfs_parse_size(v, &sz)) {
@@ -484,6 +501,7 @@ int main(int argc, char **argv)
 	mgr.uid = getuid();
 	mgr.allow_other = c.allow_other;
 	mgr.mem = c.mem;
+	mgr.user_limits = c.user_limits;
 	mgr.started_at = (uint64_t)time(NULL);
 	mgr.single = c.dbfs_store != NULL;
 	snprintf(mgr.state_dir, sizeof(mgr.state_dir), "%s", c.state_dir);

@@ -28,6 +28,13 @@
 #include "governor.h"
 
 struct fuse_session;
+
+/* Per-user limits (user_limits.c). */
+struct mfs_user_limits {
+	uint64_t dbfs;   /* DBFSs a user may have; 0: no limit */
+	uint64_t bytes;  /* the sum of their quota_bytes; 0: no limit */
+	uint64_t inodes; /* the sum of their quota_inodes; 0: no limit */
+};
 struct mfs_loop;
 struct mfs_session;
 struct mfs_registry;
@@ -70,6 +77,16 @@ struct mfs_dbfs {
 	struct mfs_uring_sess *ring; /* its io_uring queues (uring.h), or NULL */
 	unsigned conn;        /* kernel connection id (/sys/fs/fuse/connections) */
 	dev_t dev;            /* st_dev of the mount */
+	/* What the mount was made on and from (path.h), held while MOUNTED or
+	 * UNMOUNTING so that unmounting acts on this mount and nothing else:
+	 * the mount point's parent directory and its name there, the mount's
+	 * ID (statx STATX_MNT_ID), and the store directory that dbfs_open was
+	 * given as /proc/self/fd/N. Control thread only. */
+	bool held;
+	int mp_dirfd;
+	char mp_name[NAME_MAX + 1];
+	uint64_t mnt_id;
+	int store_fd;
 	struct mfs_limits limits;
 	uint64_t cache_mem;    /* its own mem= (0: none) */
 	uint64_t cache_limit;  /* as last applied: min(cache_mem, manager mem / mounted) */
@@ -94,6 +111,7 @@ struct mfs_manager {
 	uid_t uid;               /* who started mfs */
 	bool allow_other;
 	uint64_t mem;            /* -o mem=: kernel cache budget of all DBFSs, 0: none */
+	struct mfs_user_limits user_limits; /* -o user_max_*= (user_limits.h) */
 	uint64_t started_at;     /* CLOCK_REALTIME seconds */
 	struct fuse_session *se; /* the manager session (NULL in single mode) */
 	struct mfs_session *sess;

@@ -21,15 +21,18 @@
 int mfs_startup_load(struct mfs_manager *mgr);
 
 /*
- * The re-mount job of DBFS `id`: clean a stale mount at its mount point,
- * mount it; on failure it becomes FAILED with the reason (logged). Nothing
+ * The re-mount job of DBFS `id`: remove the dead mounts of its store left
+ * by a crash (wherever they are now), check its paths as a new mount by its
+ * owner would be checked (mfs_check_paths: they may have been swapped while
+ * mfs was down), mount it; on failure it becomes FAILED with the reason (logged). Nothing
  * when it is no longer MOUNTING. Control thread (the loop's job).
  */
 void mfs_startup_remount(struct mfs_manager *mgr, uint32_t id);
 
 /*
- * Mount one DBFS right now (single-DBFS mode): `d` is added to the list and
- * stays there when mounted. Returns 0 or an error of mfs_dbfs_mount with a
+ * Mount one DBFS right now (single-DBFS mode): the administrator's paths
+ * are held as given (a stale mount on the mount point removed first), `d`
+ * is added to the list and stays there when mounted. Returns 0 or an error of mfs_dbfs_mount with a
  * reason in err. Control thread, before mfs_control_run.
  */
 int mfs_startup_mount_now(struct mfs_manager *mgr, struct mfs_dbfs *d, bool create, char *err,

@@ -2,10 +2,14 @@
  * validate.h). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
+#include "as_caller.h"
 #include "mount.h"
 #include "path.h"
 #include "validate.h"
@@ -37,22 +41,34 @@ int mfs_check_owned(struct mfs_manager *mgr, const struct mfs_caller *who, const
 	return mfs_check_control(mgr, who, *d, err, errlen);
 }
 
-bool mfs_dir_empty(const char *path)
+bool mfs_held_dir_empty(int fd)
 {
-	DIR *dir = opendir(path);
+	int dfd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *dir = dfd < 0 ? NULL : fdopendir(dfd);
 	bool empty = true;
 
-	if (!dir)
+	if (!dir) {
+		if (dfd >= 0)
+			close(dfd);
 		return false;
+	}
 	for (struct dirent *e; empty && (e = readdir(dir));)
 		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
 	closedir(dir);
 	return empty;
 }
 
-/* Is st_dev one of our mounts? Takes mgr->lock. */
-static bool ours(struct mfs_manager *mgr, dev_t dev)
+void mfs_mount_paths_release(struct mfs_mount_paths *p)
 {
+	mfs_held_release(&p->mp);
+	mfs_held_release(&p->store);
+	p->mkstore = false;
+}
+
+/* Is st_dev one of our mounts? Takes mgr->lock. */
+static bool ours(struct mfs_manager *mgr, const struct statx *stx)
+{
+	dev_t dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
 	bool found = dev == mgr->dev;
 
 	pthread_mutex_lock(&mgr->lock);
@@ -63,135 +79,174 @@ static bool ours(struct mfs_manager *mgr, dev_t dev)
 }
 
 /*
- * Resolve a user path with mfs_path_resolve (never looking inside the
- * manager mount), cleaning a stale mount at its end. `what` names it in
- * reasons. On -ENOENT `out` may hold the would-be path (see path.h).
+ * Resolve and hold a user path as `who` (never inside the manager mount).
+ * `what` names it in reasons. On -ENOENT with h->dirfd held, only the last
+ * component is missing (see path.h); the reason is left to the caller.
  */
-static int resolve(struct mfs_manager *mgr, const char *what, const char *path, char *out,
-		   char *err, size_t errlen)
+static int hold(struct mfs_manager *mgr, const struct mfs_caller *who, const char *what,
+		const char *path, struct mfs_held *h, char *err, size_t errlen)
 {
-	int rc = mfs_path_resolve(path, mgr->dev, out, PATH_MAX);
+	struct mfs_as as;
+	int rc = mfs_as_begin(who, &as);
 
-	if (rc == -ENOTCONN && mfs_clean_stale(out) > 0)
-		rc = mfs_path_resolve(path, mgr->dev, out, PATH_MAX);
+	if (rc) {
+		snprintf(err, errlen, "cannot act as uid %u: %s", (unsigned)who->uid, strerror(-rc));
+		return rc;
+	}
+	rc = mfs_path_hold(path, mgr->dev, &as, h);
+	mfs_as_end(&as);
 	if (rc == -EXDEV) {
 		snprintf(err, errlen, "%s %.120s is inside the manager mount", what, path);
 		return -EINVAL;
 	}
-	if (rc)
+	if (rc == -EACCES)
+		snprintf(err, errlen, "%s %.120s: uid %u may not search %.120s", what, path,
+			 (unsigned)who->uid, h->path);
+	else if (rc == -ENOTCONN)
+		snprintf(err, errlen, "%s %.120s: %.120s is a dead mount", what, path, h->path);
+	else if (rc && rc != -ENOENT)
 		snprintf(err, errlen, "%s %.120s: %s", what, path, strerror(-rc));
 	return rc;
 }
 
-/* What a directory of a mount must be, besides existing outside our mounts. */
-struct dir_rules {
-	bool not_mount_root;
-	bool writable; /* by the caller */
-	bool empty;
-};
-
-/* Check directory `path` (resolved; `what` names it in reasons) by `rules`,
- * in the order the reasons are most useful in. */
-static int check_dir(struct mfs_manager *mgr, const struct mfs_caller *who, const char *what,
-		     const char *path, struct dir_rules rules, char *err, size_t errlen)
+/* May `who` access the held `fd` with `mode`, as the kernel decides? */
+static int access_as(const struct mfs_caller *who, int fd, int mode)
 {
-	struct stat st;
+	struct mfs_as as;
+	int rc = mfs_as_begin(who, &as);
 
-	if (stat(path, &st) < 0) {
-		int rc = -errno;
-		snprintf(err, errlen, "%s %.120s: %s", what, path, strerror(-rc));
+	if (!rc) {
+		rc = mfs_as_access(&as, fd, mode);
+		mfs_as_end(&as);
+	}
+	return rc;
+}
+
+static int check_mount_point(struct mfs_manager *mgr, const struct mfs_caller *who,
+			     const char *mnt, struct mfs_held *h, char *err, size_t errlen)
+{
+	int rc = hold(mgr, who, "mount point", mnt, h, err, errlen);
+
+	if (rc == -ENOENT)
+		snprintf(err, errlen, "mount point %.120s: %s", mnt, strerror(ENOENT));
+	if (rc)
 		return rc;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "%s %.120s is not a directory", what, path);
-		return -ENOTDIR;
-	}
-	if (rules.not_mount_root && mfs_is_mount_root(path) == 1) {
-		snprintf(err, errlen, "%s %.120s is already a mount point", what, path);
+	if (h->dirfd < 0) {
+		snprintf(err, errlen, "mount point %.120s is the root directory", mnt);
 		return -EBUSY;
 	}
-	if (ours(mgr, st.st_dev)) {
-		snprintf(err, errlen, "%s %.120s is inside an mfs mount", what, path);
+	rc = mfs_clean_stale_held(h); /* as the daemon: only dead mounts go */
+	if (rc < 0) {
+		snprintf(err, errlen, "stale mount at %.120s cannot be removed: %s", h->path,
+			 strerror(-rc));
+		return -EBUSY;
+	}
+	const struct statx *stx = &h->stx;
+	if (!S_ISDIR(stx->stx_mode)) {
+		snprintf(err, errlen, "mount point %.120s is not a directory", h->path);
+		return -ENOTDIR;
+	}
+	if (stx->stx_attributes & STATX_ATTR_MOUNT_ROOT) {
+		snprintf(err, errlen, "mount point %.120s is already a mount point", h->path);
+		return -EBUSY;
+	}
+	if (ours(mgr, stx)) {
+		snprintf(err, errlen, "mount point %.120s is inside an mfs mount", h->path);
 		return -EINVAL;
 	}
-	if (rules.writable && !mfs_caller_may_write(who, st.st_uid, st.st_gid, st.st_mode)) {
-		snprintf(err, errlen, "%s %.120s is not writable by uid %u", what, path,
+	if (access_as(who, h->fd, W_OK)) {
+		snprintf(err, errlen, "mount point %.120s is not writable by uid %u", h->path,
 			 (unsigned)who->uid);
 		return -EACCES;
 	}
-	if (rules.empty && !mfs_dir_empty(path)) {
-		snprintf(err, errlen, "%s %.120s is not an empty directory", what, path);
+	if (who->uid != 0 && (stx->stx_mode & S_ISVTX) && stx->stx_uid != who->uid) {
+		snprintf(err, errlen,
+			 "mount point %.120s is a sticky directory of uid %u: only its owner may "
+			 "mount on it",
+			 h->path, (unsigned)stx->stx_uid);
+		return -EACCES;
+	}
+	if (!mfs_held_dir_empty(h->fd)) {
+		snprintf(err, errlen, "mount point %.120s is not an empty directory", h->path);
 		return -ENOTEMPTY;
 	}
 	return 0;
 }
 
-/* A store to create at `real` (resolved, missing): its parent must be a
- * directory that `who` may write, outside our mounts. */
-static int check_new_store(struct mfs_manager *mgr, const struct mfs_caller *who, const char *real,
-			   char *err, size_t errlen)
+/* A store to create as h->name in the held h->dirfd: a directory that `who`
+ * may write, outside our mounts. */
+static int check_new_store(struct mfs_manager *mgr, const struct mfs_caller *who,
+			   struct mfs_held *h, char *err, size_t errlen)
 {
-	char parent[PATH_MAX];
-	struct stat st;
+	struct statx parent;
+	char *slash = strrchr(h->path, '/');
+	int plen = slash == h->path ? 1 : (int)(slash - h->path);
 
-	strcpy(parent, real);
-	char *slash = strrchr(parent, '/');
-	if (slash == parent)
-		slash[1] = '\0';
-	else
-		*slash = '\0';
-	if (stat(parent, &st) < 0 || !S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "store parent %.120s is not a directory", parent);
+	if (statx(h->dirfd, "", AT_EMPTY_PATH | AT_STATX_DONT_SYNC, STATX_TYPE, &parent) < 0 ||
+	    !S_ISDIR(parent.stx_mode)) {
+		snprintf(err, errlen, "store parent %.*s is not a directory", plen, h->path);
 		return -ENOTDIR;
 	}
-	if (!mfs_caller_may_write(who, st.st_uid, st.st_gid, st.st_mode)) {
-		snprintf(err, errlen, "cannot create the store in %.120s: permission denied",
-			 parent);
+	if (access_as(who, h->dirfd, W_OK | X_OK)) {
+		snprintf(err, errlen, "cannot create the store in %.*s: permission denied", plen,
+			 h->path);
 		return -EACCES;
 	}
-	if (ours(mgr, st.st_dev)) {
-		snprintf(err, errlen, "store %.120s would be inside an mfs mount", real);
+	if (ours(mgr, &parent)) {
+		snprintf(err, errlen, "store %.120s would be inside an mfs mount", h->path);
 		return -EINVAL;
 	}
 	return 0;
 }
 
-int mfs_check_paths(struct mfs_manager *mgr, const struct mfs_caller *who, char *store, char *mnt,
-		    bool create, bool ro, bool *mkstore, char *err, size_t errlen)
+static int check_store(struct mfs_manager *mgr, const struct mfs_caller *who, const char *store,
+		       bool create, bool ro, struct mfs_mount_paths *p, char *err, size_t errlen)
 {
-	const struct dir_rules mount_point = {
-	    .not_mount_root = true, .writable = true, .empty = true};
-	const struct dir_rules existing_store = {.writable = !ro};
-	char real[PATH_MAX];
-	int rc;
+	struct mfs_held *h = &p->store;
+	int rc = hold(mgr, who, "store", store, h, err, errlen);
 
-	*mkstore = false;
-	rc = resolve(mgr, "mount point", mnt, real, err, errlen);
-	if (rc)
+	if (rc == -ENOENT && h->dirfd >= 0 && create) {
+		rc = check_new_store(mgr, who, h, err, errlen);
+		p->mkstore = !rc;
 		return rc;
-	strcpy(mnt, real);
-	rc = check_dir(mgr, who, "mount point", mnt, mount_point, err, errlen);
-	if (rc)
-		return rc;
-
-	rc = resolve(mgr, "store", store, real, err, errlen);
-	if (rc == -ENOENT && real[0] && create) {
-		rc = check_new_store(mgr, who, real, err, errlen);
-		if (rc)
-			return rc;
-		strcpy(store, real);
-		*mkstore = true;
-		return 0;
 	}
 	if (rc == -ENOENT) {
 		snprintf(err, errlen, "store %.120s does not exist%s", store,
-			 real[0] ? " (add create to make a new one)" : "");
+			 h->dirfd >= 0 ? " (add create to make a new one)" : "");
 		return rc;
 	}
 	if (rc)
 		return rc;
-	strcpy(store, real);
-	return check_dir(mgr, who, "store", store, existing_store, err, errlen);
+	if (!S_ISDIR(h->stx.stx_mode)) {
+		snprintf(err, errlen, "store %.120s is not a directory", h->path);
+		return -ENOTDIR;
+	}
+	if (ours(mgr, &h->stx)) {
+		snprintf(err, errlen, "store %.120s is inside an mfs mount", h->path);
+		return -EINVAL;
+	}
+	if (access_as(who, h->fd, R_OK | X_OK | (ro ? 0 : W_OK))) {
+		snprintf(err, errlen, "store %.120s is not %s by uid %u", h->path,
+			 ro ? "readable" : "writable", (unsigned)who->uid);
+		return -EACCES;
+	}
+	return 0;
+}
+
+int mfs_check_paths(struct mfs_manager *mgr, const struct mfs_caller *who, char *store, char *mnt,
+		    bool create, bool ro, struct mfs_mount_paths *p, char *err, size_t errlen)
+{
+	int rc = check_mount_point(mgr, who, mnt, &p->mp, err, errlen);
+
+	if (!rc)
+		rc = check_store(mgr, who, store, create, ro, p, err, errlen);
+	if (rc) {
+		mfs_mount_paths_release(p);
+		return rc;
+	}
+	strcpy(mnt, p->mp.path);
+	strcpy(store, p->store.path);
+	return 0;
 }
 
 int mfs_check_conflicts(struct mfs_manager *mgr, const struct mfs_dbfs *self, const char *name,
