@@ -217,20 +217,35 @@ struct mfsq_sub {
 	struct mfsq_sub *next;
 };
 
-/* queue.c */
+/*
+ * Low helpers. Each of these files calls no other file of the library (wake.c
+ * calls only the clock), so every other file may call them.
+ */
+/* clock.c: wall time (stored with messages) and monotonic time, in µs */
 uint64_t mfsq_now_us(void);
+uint64_t mfsq_mono_us(void);
+/* error.c: the errno boundary, the one place LMDB codes become the queue's
+ * codes (mfsq.h, "Errors"): every public function returns through it. */
 int mfsq_lmdb_err(int rc);
-/* Path of the queue's own file `mfsq-<name><suffix>` next to the
+/* rtxn.c: a read transaction, renewing the reset one in *@spare if there is
+ * one (NULL @spare: a plain one); _end resets it into *@spare if that is
+ * empty, else aborts it. */
+int mfsq_rtxn_begin(mfsq_queue *q, MDB_txn **spare, MDB_txn **txn);
+void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn);
+/* lateness.c: the lateness histogram of promoted delayed messages */
+void mfsq_late_record(mfsq_queue *q, uint64_t late_us);
+uint64_t mfsq_late_pct(mfsq_queue *q, double p); /* @p in 0..1 */
+/* shardrec.c: shard state records; MDB_NOTFOUND, MDB_CORRUPTED (size) */
+void mfsq_shard_key(unsigned char k[5], uint32_t s);
+int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
+int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);
+/* envfile.c: path of the queue's own file `mfsq-<name><suffix>` next to the
  * environment's data file (in its directory; with MDB_NOSUBDIR, next to
  * the file). EINVAL (no path), ENAMETOOLONG. */
 int mfsq_env_file(mfsq_queue *q, const char *suffix, char *buf, size_t len);
+/* wake.c: wake this process's waiting subscribers (mfsq_notify() too) */
 void mfsq_wake(mfsq_queue *q);
-int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
-int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);
-void mfsq_shard_key(unsigned char k[5], uint32_t s);
-void mfsq_late_record(mfsq_queue *q, uint64_t late_us);
-int mfsq_rtxn_begin(mfsq_queue *q, MDB_txn **spare, MDB_txn **txn);
-void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn);
+/* affinity.c: mfsq_shard_of() and mfsq_enqueuer_in_shard() (mfsq.h) */
 
 /* Internal: restart the transaction (a handle is newer than it). */
 #define MFSQ_RETRY (-30601)
@@ -361,7 +376,6 @@ uint64_t mfsq_spin_us(mfsq_queue *q);
 /* A thread enters (+1) or leaves (-1) a queue call or a sleep in one (-1
  * before sleeping, +1 after): spinners count who needs a CPU. */
 void mfsq_active(int delta);
-uint64_t mfsq_mono_us(void);
 
 /* subscriber.c: fold positions held only in the ack log into the store
  * (s->fold_due_us); 0 or the commit's error (counted; retried later). */

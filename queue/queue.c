@@ -8,63 +8,6 @@
 
 #include "internal.h"
 
-uint64_t mfsq_now_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-/*
- * Read transactions of a subscriber are reset and renewed, not begun anew:
- * mdb_txn_begin() callocs a transaction sized by maxdbs (about 200 KB with
- * thousands of databases), on every dequeue. A reset transaction keeps its
- * reader slot. @spare holds the reset one (or NULL); NULL @spare: plain.
- */
-int mfsq_rtxn_begin(mfsq_queue *q, MDB_txn **spare, MDB_txn **txn)
-{
-	if (spare && *spare) {
-		*txn = *spare;
-		*spare = NULL;
-		if (!mdb_txn_renew(*txn))
-			return 0;
-		mdb_txn_abort(*txn);
-	}
-	return mdb_txn_begin(q->env, NULL, MDB_RDONLY, txn);
-}
-
-void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn)
-{
-	if (!spare || *spare) {
-		mdb_txn_abort(txn);
-		return;
-	}
-	mdb_txn_reset(txn);
-	*spare = txn;
-}
-
-/* The one place LMDB codes become queue codes. */
-int mfsq_env_file(mfsq_queue *q, const char *suffix, char *buf, size_t len)
-{
-	const char *path = NULL;
-	unsigned fl = 0;
-
-	if (mdb_env_get_path(q->env, &path) || !path)
-		return EINVAL;
-	mdb_env_get_flags(q->env, &fl);
-	int n = snprintf(buf, len, "%s%smfsq-%s%s", path, (fl & MDB_NOSUBDIR) ? "-" : "/", q->name,
-			 suffix);
-	return n < 0 || (size_t)n >= len ? ENAMETOOLONG : 0;
-}
-
-int mfsq_lmdb_err(int rc)
-{
-	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
-		return ENOSPC;
-	return rc;
-}
-
 void mfsq_config_default(struct mfsq_config *cfg)
 {
 	cfg->nshards = 4;
@@ -91,37 +34,6 @@ static int config_valid(const struct mfsq_config *c)
 	return c->nshards >= 1 && c->nshards <= 1024 && c->subshard_msgs >= 1 &&
 	       c->subshard_bytes >= 1 && c->retain_max >= 2 && c->max_payload >= 1 &&
 	       c->bucket_us >= 1;
-}
-
-void mfsq_shard_key(unsigned char k[5], uint32_t s)
-{
-	k[0] = 'S';
-	mfsq_be32_put(k + 1, s);
-}
-
-int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st)
-{
-	unsigned char k[5];
-	MDB_val key = {sizeof(k), k}, val;
-	int rc;
-
-	mfsq_shard_key(k, s);
-	rc = mdb_get(txn, q->meta, &key, &val);
-	if (rc)
-		return rc;
-	if (val.mv_size != sizeof(*st))
-		return MDB_CORRUPTED;
-	memcpy(st, val.mv_data, sizeof(*st));
-	return 0;
-}
-
-int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st)
-{
-	unsigned char k[5];
-	MDB_val key = {sizeof(k), k}, val = {sizeof(*st), (void *)st};
-
-	mfsq_shard_key(k, s);
-	return mdb_put(txn, q->meta, &key, &val, 0);
 }
 
 static int create_layout(mfsq_queue *q, struct mfsq_wtx *w)
@@ -335,44 +247,6 @@ void mfsq_get_config(const mfsq_queue *q, struct mfsq_config *cfg)
 	*cfg = q->cfg;
 }
 
-uint32_t mfsq_shard_of(const mfsq_queue *q, uint64_t enqueuer)
-{
-	/* splitmix64 finaliser: neighbouring ids spread over the shards */
-	uint64_t z = enqueuer + 0x9e3779b97f4a7c15ull;
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	z ^= z >> 31;
-	return (uint32_t)(z % q->cfg.nshards);
-}
-
-uint64_t mfsq_enqueuer_in_shard(const mfsq_queue *q, uint32_t shard, uint64_t n)
-{
-	if (shard >= q->cfg.nshards)
-		return UINT64_MAX;
-	for (uint64_t id = 0;; id++)
-		if (mfsq_shard_of(q, id) == shard && n-- == 0)
-			return id;
-}
-
-void mfsq_wake(mfsq_queue *q)
-{
-	uint64_t now = mfsq_mono_us(), last = atomic_exchange(&q->wake_us, now);
-	uint64_t gap = now > last ? now - last : 0;
-
-	/* racing wakers may mix their updates: it is an estimate */
-	atomic_store(&q->wake_gap_us, (atomic_load(&q->wake_gap_us) * 7 + gap) / 8);
-	pthread_mutex_lock(&q->lock);
-	atomic_fetch_add(&q->gen, 1);
-	pthread_cond_broadcast(&q->cond);
-	pthread_mutex_unlock(&q->lock);
-}
-
-void mfsq_notify(mfsq_queue *q)
-{
-	mfsq_wake(q);
-}
-
 int mfsq_tick(mfsq_queue *q)
 {
 	int rc = mfsq_delay_promote(q);
@@ -380,38 +254,6 @@ int mfsq_tick(mfsq_queue *q)
 	if (!rc)
 		rc = mfsq_retention(q);
 	return rc;
-}
-
-void mfsq_late_record(mfsq_queue *q, uint64_t late_us)
-{
-	unsigned b = 0;
-
-	while (b < 63 && (1ull << b) <= late_us)
-		b++;
-	atomic_fetch_add(&q->c.late_hist[b], 1);
-	uint64_t m = atomic_load(&q->c.lateness_max);
-	while (late_us > m && !atomic_compare_exchange_weak(&q->c.lateness_max, &m, late_us))
-		;
-}
-
-static uint64_t late_pct(mfsq_queue *q, double p)
-{
-	uint64_t tot = 0, acc = 0;
-
-	for (int b = 0; b < 64; b++)
-		tot += atomic_load(&q->c.late_hist[b]);
-	if (!tot)
-		return 0;
-	for (int b = 0; b < 64; b++) {
-		acc += atomic_load(&q->c.late_hist[b]);
-		if ((double)acc >= p * (double)tot) {
-			uint64_t ub = b ? (1ull << b) - 1 : 0; /* bucket's upper bound */
-			uint64_t mx = atomic_load(&q->c.lateness_max);
-
-			return ub < mx ? ub : mx;
-		}
-	}
-	return atomic_load(&q->c.lateness_max);
 }
 
 void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st)
@@ -430,8 +272,8 @@ void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st)
 	st->delayed_enqueued = q->c.delayed_enqueued;
 	st->delayed_promoted = q->c.delayed_promoted;
 	st->lateness_max_us = q->c.lateness_max;
-	st->lateness_p50_us = late_pct(q, 0.5);
-	st->lateness_p99_us = late_pct(q, 0.99);
+	st->lateness_p50_us = mfsq_late_pct(q, 0.5);
+	st->lateness_p99_us = mfsq_late_pct(q, 0.99);
 	st->expired = q->c.expired;
 	st->filtered = q->c.filtered;
 	st->lagging = q->c.lagging;
@@ -484,11 +326,3 @@ void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st)
 	pthread_rwlock_unlock(&q->cache_lock);
 }
 
-const char *mfsq_strerror(int rc)
-{
-	if (rc == MFSQ_LAGGED)
-		return "MFSQ_LAGGED: subscriber fell behind the retention limit";
-	if (rc < 0)
-		return mdb_strerror(rc);
-	return strerror(rc);
-}
