@@ -619,34 +619,6 @@ static uint64_t next_due(mfsq_queue *q)
 	return d > r ? d : r;
 }
 
-/*
- * Promotion and retention. A failure (ENOSPC, MDB_DBS_FULL, ...) must not
- * stop subscribers from reading what is there: it is counted, kept for
- * mfsq_stats(), and retried 100 ms later.
- */
-static void housekeeping(mfsq_queue *q, uint64_t now, MDB_txn **spare)
-{
-	int rc = 0;
-
-	if (now >= atomic_load(&q->maint_retry_us)) {
-		if (mfsq_delay_next_due(q) <= now)
-			rc = mfsq_delay_promote(q);
-		if (!rc &&
-		    (atomic_load(&q->retention_due) || now >= atomic_load(&q->next_retention_us))) {
-			atomic_store(&q->next_retention_us, now + 100000);
-			mfsq_enqlog_reap(q); /* logs of processes that died */
-			rc = mfsq_retention(q);
-		}
-		if (rc) {
-			atomic_fetch_add(&q->c.maint_errors, 1);
-			atomic_store(&q->last_maint_error, rc);
-			atomic_store(&q->maint_retry_us, now + 100000);
-		}
-	}
-	mfsq_cache_sizing(q, now);
-	mfsq_cache_prefetch(q, now, spare);
-}
-
 int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int timeout_ms)
 {
 	mfsq_queue *q = s->q;
@@ -682,7 +654,7 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 	for (;;) {
 		uint64_t gen, now = mfsq_now_us(), wake;
 
-		housekeeping(q, now, &s->rtxn);
+		mfsq_housekeeping(q, now, &s->rtxn);
 		gen = atomic_load(&q->gen);
 		d->progressed = 0;
 		d->lagged = 0;

@@ -247,6 +247,19 @@ int mfsq_env_file(mfsq_queue *q, const char *suffix, char *buf, size_t len);
 void mfsq_wake(mfsq_queue *q);
 /* affinity.c: mfsq_shard_of() and mfsq_enqueuer_in_shard() (mfsq.h) */
 
+/* config.c: checks and the stored record ('C'); _get: MDB_NOTFOUND,
+ * MDB_CORRUPTED (size); _load: as _get, MDB_VERSION_MISMATCH, then q->cfg
+ * holds the stored configuration; _store: a new queue's (MDB_NOOVERWRITE). */
+int mfsq_config_valid(const struct mfsq_config *c);
+int mfsq_config_get(mfsq_queue *q, MDB_txn *txn, struct mfsq_disk_config *dc);
+int mfsq_config_load(mfsq_queue *q, MDB_txn *txn);
+int mfsq_config_store(mfsq_queue *q, MDB_txn *txn);
+
+/* maintenance.c: before a dequeue's read, promotion and retention when due
+ * (failures counted in mfsq_stats() and retried 100 ms later), cache sizing
+ * and prefetch (@spare as for mfsq_rtxn_begin()). */
+void mfsq_housekeeping(mfsq_queue *q, uint64_t now, MDB_txn **spare);
+
 /* Internal: restart the transaction (a handle is newer than it). */
 #define MFSQ_RETRY (-30601)
 
