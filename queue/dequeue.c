@@ -3,7 +3,7 @@
  * Dequeue: a k-way merge of the shards' streams at the subscriber's
  * positions, by delivery time (ties: lower shard first). Each shard's head
  * comes from the message cache when it holds it, else from the store, where
- * a subshard read may be restored into the cache (cache.c decides).
+ * a subshard read may be restored into the cache (msgcache.c decides).
  * Payloads are copied into the subscriber's buffer, so nothing points into
  * the map or the cache once the call returns.
  */

@@ -36,11 +36,11 @@ struct mfsq_cmsg {
  * per chunk, header included, not an allocation per message); a message
  * too large for a quarter chunk gets a malloc'ed chunk of its own. */
 #define MFSQ_CHUNK_BYTES (64u << 10)
-#define MFSQ_CHUNK_SPARE 32 /* free chunks always kept per queue (cache.c: spare_limit) */
+#define MFSQ_CHUNK_SPARE 32 /* free chunks always kept per queue (msgcache.c: spare_limit) */
 struct mfsq_chunk {
 	struct mfsq_chunk *next;
 	size_t size, used;
-	int mapped; /* a standard chunk, mapped by itself (cache.c) */
+	int mapped; /* a standard chunk, mapped by itself (msgcache.c) */
 	_Alignas(16) unsigned char mem[];
 };
 
@@ -49,7 +49,7 @@ struct mfsq_centry {
 	uint64_t sub_first;
 	uint64_t lo;
 	/* v[0 .. hi - lo) are readable under a shared hold of the cache lock:
-	 * an append under one (cache.c) fills v[hi - lo] before it stores hi */
+	 * an append under one (msgcache.c) fills v[hi - lo] before it stores hi */
 	_Atomic uint64_t hi;
 	struct mfsq_cmsg **v; /* reallocated only under an exclusive hold */
 	size_t cap;
@@ -144,11 +144,11 @@ struct mfsq_queue {
 	double sizing_est;
 	_Atomic int in_pressure; /* written under cache_lock */
 
-	/* group commit of concurrent own-transaction enqueues (group.c) */
+	/* group commit of concurrent own-transaction enqueues (groupcommit.c) */
 	pthread_mutex_t glock;
 	struct mfsq_greq *ghead, **gtail, *gwait;
 	int gleader;
-	int glarge; /* the last turn wrote large values (group.c: hand_over) */
+	int glarge; /* the last turn wrote large values (groupcommit.c: hand_over) */
 	int ghanded; /* the flusher is to lead the queued turns (hand_over) */
 	/* deferred meta sync (MDB_NOMETASYNC): groups committed, groups known
 	 * durable, and the range a failed mdb_env_sync() left in doubt */
@@ -188,7 +188,7 @@ struct mfsq_queue {
 	size_t log_mcap;
 	struct mfsq_put *log_puts;
 	size_t log_putcap;
-	/* its flusher thread (group.c), started at the first hand-over */
+	/* its flusher thread (groupcommit.c), started at the first hand-over */
 	pthread_t log_thread;
 	pthread_cond_t log_cv;
 	int log_thread_on, log_stop, log_sleeping;
@@ -301,7 +301,7 @@ int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, 
 int mfsq_subshard_index_put(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id);
 int mfsq_retention(mfsq_queue *q);
 
-/* shard.c */
+/* enqueue.c */
 struct mfsq_put {
 	uint32_t shard;
 	uint64_t seq;
@@ -322,7 +322,7 @@ int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_loaded 
 void mfsq_put_committed(mfsq_queue *q, const struct mfsq_loaded *ls, const struct mfsq_put *puts,
 			size_t nputs);
 
-/* group.c */
+/* groupcommit.c */
 struct mfsq_greq;
 typedef int mfsq_group_fn(mfsq_queue *q, struct mfsq_wtx *w, void *arg);
 int mfsq_group_enqueue(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n, uint64_t *seqs);
@@ -349,7 +349,7 @@ int mfsq_rule_match(const struct mfsq_rule *r, const struct mfsq_msg *m, uint64_
 int mfsq_exception_put(mfsq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq,
 		       int reason, const struct mfsq_disk_msg *h, const void *data, size_t len);
 
-/* cache.c (all under q->cache_lock exclusive unless said; find and unpin: shared) */
+/* msgcache.c (all under q->cache_lock exclusive unless said; find and unpin: shared) */
 void mfsq_cache_append(mfsq_queue *q, const struct mfsq_put *p, size_t n); /* takes the lock */
 struct mfsq_cmsg *mfsq_cache_find(mfsq_queue *q, uint32_t s, uint64_t seq,
 				  struct mfsq_centry **pin);
@@ -413,7 +413,7 @@ void mfsq_acklog_write(mfsq_sub *s); /* s->acked into its slot */
 void mfsq_acklog_release(mfsq_sub *s, int folded);
 
 /* enqlog.c: own-transaction enqueues of MDB_NOSYNC environments in a
- * shared log, moved into the store by group turns (group.c). */
+ * shared log, moved into the store by group turns (groupcommit.c). */
 void mfsq_enqlog_open(mfsq_queue *q); /* reaps dead processes' logs, takes one */
 void mfsq_enqlog_close(mfsq_queue *q);
 void mfsq_enqlog_reap(mfsq_queue *q); /* logs nobody holds: into the store */
@@ -435,7 +435,7 @@ int mfsq_enqlog_mark(mfsq_queue *q, MDB_txn *txn, unsigned i, uint64_t next_lsn,
 void mfsq_enqlog_done_locked(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n, uint64_t end_lsn,
 			     uint64_t end_off, int rc);
 int mfsq_enqlog_pending_locked(const mfsq_queue *q, uint32_t shard);
-/* group.c: stop the flusher and commit what the log still holds (close). */
+/* groupcommit.c: stop the flusher and commit what the log still holds (close). */
 void mfsq_group_close(mfsq_queue *q);
 
 /* coalesce.c: while this process's commits wake subscribers more often
@@ -450,7 +450,7 @@ uint64_t mfsq_coalesce_us(uint64_t gap_us, uint64_t since_us, uint64_t left_us);
 /* 1 if it slept (then read again), 0: wait for a wake-up. */
 int mfsq_coalesce(mfsq_queue *q, uint64_t left_us);
 
-/* After an own commit: keep the map's resident pages under the budget (map.c). */
+/* After an own commit: keep the map's resident pages under the budget (maptrim.c). */
 void mfsq_map_check(mfsq_queue *q);
 
 #endif /* MFSQ_INTERNAL_H */

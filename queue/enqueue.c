@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Enqueue: shard affinity, sequence numbers and the shard state record.
- * All messages of one enqueuer land in one shard in commit order, so that
- * order holds for every subscriber; sequence numbers and stream times are
- * assigned under LMDB's single writer, so two processes enqueueing into one
- * shard still produce one gap-free, time-ordered stream.
+ * The enqueue path (mfsq_enqueue(), mfsq_enqueue_batch()): checks, the
+ * messages put into their shards' streams or delay shards with sequence
+ * numbers and stream times, and the shard state records updated. All
+ * messages of one enqueuer land in one shard (affinity.c) in commit order,
+ * so that order holds for every subscriber; sequence numbers and stream
+ * times are assigned under LMDB's single writer, so two processes
+ * enqueueing into one shard still produce one gap-free, time-ordered
+ * stream.
  */
 #include <errno.h>
 #include <stdlib.h>
