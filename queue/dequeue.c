@@ -710,5 +710,5 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 	free(d->act);
 	free(d->got);
 	free(d);
-	return rc;
+	return mfsq_lmdb_err(rc);
 }

@@ -13,6 +13,10 @@ int mfsq_lmdb_err(int rc)
 {
 	if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL)
 		return ENOSPC;
+	if (rc == MDB_NOTFOUND)
+		return ENOENT;
+	if (rc == MDB_KEYEXIST)
+		return EEXIST;
 	return rc;
 }
 

@@ -43,11 +43,11 @@ int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int
 
 	rc = mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return rc;
+		return mfsq_lmdb_err(rc);
 	rc = mdb_cursor_open(txn, q->exc, &c);
 	if (rc) {
 		mdb_txn_abort(txn);
-		return rc;
+		return mfsq_lmdb_err(rc);
 	}
 	for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); !rc && i < *cursor;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT))
@@ -77,5 +77,5 @@ int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int
 	}
 	mdb_cursor_close(c);
 	mdb_txn_abort(txn);
-	return rc == MDB_NOTFOUND ? ENOENT : rc;
+	return mfsq_lmdb_err(rc); /* MDB_NOTFOUND: no more, ENOENT */
 }

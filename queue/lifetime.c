@@ -38,9 +38,9 @@ static int load_config(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 {
 	int rc = mfsq_config_load(q, w->txn);
 
-	if (rc == MDB_NOTFOUND)
-		return (flags & MFSQ_CREATE) ? create_layout(q, w) : ENOENT;
-	return rc;
+	if (rc == MDB_NOTFOUND && (flags & MFSQ_CREATE))
+		return create_layout(q, w);
+	return rc; /* MDB_NOTFOUND: no such queue, ENOENT */
 }
 
 static int open_dbs(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
@@ -52,10 +52,8 @@ static int open_dbs(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 
 	snprintf(nm, sizeof(nm), "%s/m", q->name);
 	rc = mdb_dbi_open(txn, nm, cf, &q->meta);
-	if (rc == MDB_NOTFOUND)
-		return ENOENT;
 	if (rc)
-		return rc;
+		return rc; /* MDB_NOTFOUND: no such queue, ENOENT */
 	/* the configuration decides the shard count: read it first */
 	{
 		struct mfsq_disk_config dc;
