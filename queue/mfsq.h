@@ -348,18 +348,21 @@ int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, uns
 
 /**
  * Close the queue: frees its memory and caches. Subscribers must have been
- * closed. The environment stays open.
+ * closed. The environment stays open. @p q NULL: nothing.
  * In an MDB_NOSYNC environment it first commits what the enqueue log still
  * holds and stops the log's flusher thread (what cannot be committed stays
  * in the log file for the next mfsq_open()).
- * Thread context: any; no other call on @p q may be running.
+ * Thread context: any thread not holding a write transaction on the
+ * environment (it may commit); no other call on @p q may be running.
  */
 void mfsq_close(mfsq_queue *q);
 
 /** The configuration the queue runs with. Thread context: any. */
 void mfsq_get_config(const mfsq_queue *q, struct mfsq_config *cfg);
 
-/** Shard of enqueuer @p enqueuer (stable for the life of the queue). */
+/** Shard of enqueuer @p enqueuer (stable for the life of the queue).
+ *  Thread context: any (it reads only the configuration: no lock, no
+ *  transaction). */
 uint32_t mfsq_shard_of(const mfsq_queue *q, uint64_t enqueuer);
 
 /**
@@ -446,8 +449,10 @@ int mfsq_enqueue(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, uint6
 
 /**
  * Enqueue @p n messages in one transaction (the caller's or one of its own).
- * Either all are enqueued or (own transaction) none. Errors as mfsq_enqueue();
+ * Either all are enqueued or (own transaction) none. Errors as mfsq_enqueue()
+ * (EINVAL also for @p m NULL with n > 0; n == 0 does nothing and returns 0);
  * @p seqs (may be NULL) receives n sequence numbers.
+ * Thread context: as mfsq_enqueue().
  */
 int mfsq_enqueue_batch(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, size_t n,
 		       uint64_t *seqs);
@@ -464,7 +469,9 @@ void mfsq_notify(mfsq_queue *q);
  * Promote due delayed messages and apply retention. Dequeue does this
  * itself; an application without subscribers in this process may call it
  * to keep retention running.
- * @return 0, ENOSPC, LMDB errors.
+ * @return 0, ENOMEM, ENOSPC, MDB_DBS_FULL (a spare subshard needs a
+ *   handle slot), LMDB errors. Nothing is lost on an error: the next tick or
+ *   dequeue tries again.
  * Thread context: any thread not holding a write transaction on the env.
  */
 int mfsq_tick(mfsq_queue *q);
@@ -530,8 +537,12 @@ const char *mfsq_sub_rule(const mfsq_sub *s);
 
 /**
  * Close a subscriber. A durable subscriber keeps its acknowledged position
- * in the store; unacknowledged messages will be delivered again.
- * Thread context: the thread that uses @p s.
+ * in the store; unacknowledged messages will be delivered again. Positions
+ * held only in the ack log are committed first (an own transaction; if
+ * that fails they stay in the log's slot, for a later reap by a durable
+ * subscribe or retention to fold in). @p s NULL: nothing.
+ * Thread context: the thread that uses @p s, not holding a write
+ * transaction on the environment; no other call on @p s may be running.
  */
 void mfsq_unsubscribe(mfsq_sub *s);
 
@@ -587,8 +598,8 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
  *        once: if that transaction aborts, the acknowledgement is written
  *        with the next one; reopen the subscriber to have the messages
  *        delivered again.
- * @return 0, or EINVAL (@p m not delivered to @p s), ENOSPC, EIO etc. (as
- *   mfsq_enqueue(): committed, the sync failed), LMDB errors.
+ * @return 0, or EINVAL (@p m not delivered to @p s), ENOMEM, ENOSPC, EIO
+ *   etc. (as mfsq_enqueue(): committed, the sync failed), LMDB errors.
  * Thread context: as mfsq_dequeue(); with txn, the thread owning it.
  */
 int mfsq_ack(mfsq_sub *s, MDB_txn *txn, const struct mfsq_msg *m);
@@ -618,7 +629,10 @@ int mfsq_seek_seq(mfsq_sub *s, uint32_t shard, uint64_t seq);
  */
 int mfsq_seek_time(mfsq_sub *s, uint64_t t_us);
 
-/** Whether the subscriber was marked lagging (fell behind the hard limit). */
+/** Whether the subscriber was marked lagging (fell behind the hard limit:
+ *  its stored record says so, or an mfsq_dequeue() returned MFSQ_LAGGED;
+ *  it stays set while @p s is open). Thread context: the thread that uses
+ *  @p s. */
 int mfsq_sub_lagging(const mfsq_sub *s);
 
 /**
@@ -627,21 +641,27 @@ int mfsq_sub_lagging(const mfsq_sub *s);
  * @param m receives the message; its data points into @p buf (copied, up to
  *        @p buflen bytes; m->len is the full length).
  * @param reason receives an enum mfsq_reason.
- * @return 0, ENOENT (no more), LMDB errors. Thread context: any.
+ * @return 0, ENOENT (no more), LMDB errors of its read transaction.
+ * Thread context: any (it opens a short read transaction of its own).
  */
 int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int *reason, void *buf,
 			size_t buflen);
 
 /**
  * Whether message (@p shard, @p seq) is in this process's message cache now
- * (diagnostics and tests). Thread context: any.
+ * (diagnostics and tests): 1 or 0, never an error.
+ * Thread context: any (it holds the cache lock shared for a moment).
  */
 int mfsq_cache_has(mfsq_queue *q, uint32_t shard, uint64_t seq);
 
-/** Statistics snapshot. Thread context: any. */
+/** Statistics snapshot into @p st; never fails (the store's part, live
+ *  subshards and pending delayed messages, stays 0 if its read transaction
+ *  cannot begin). Thread context: any (it opens a short read transaction
+ *  and holds queue locks for a moment). */
 void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st);
 
-/** Text for an MFSQ_ code, errno value or LMDB code. Thread context: any. */
+/** Text for any code a queue function returns (see "Errors"): an MFSQ_
+ *  code, errno value or LMDB code. Thread context: any. */
 const char *mfsq_strerror(int rc);
 
 /* ---- memory: process-wide cache budget and pressure (pressure.c) ---- */
