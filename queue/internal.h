@@ -301,7 +301,8 @@ int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, 
 int mfsq_subshard_index_put(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id);
 int mfsq_retention(mfsq_queue *q);
 
-/* enqueue.c */
+/* stream.c: append p (shard, header, payload) to its shard's stream in @w,
+ * rolling a full tail; sets p->seq and p->sub_first, advances *@st. */
 struct mfsq_put {
 	uint32_t shard;
 	uint64_t seq;
@@ -312,6 +313,10 @@ struct mfsq_put {
 };
 int mfsq_stream_put(mfsq_queue *q, struct mfsq_wtx *w, struct mfsq_disk_shard *st,
 		    struct mfsq_put *p);
+
+/* put.c: write m[0..n) in @w (stream or delay shard), the shard records
+ * loaded into ls[] (one per shard) after; after an own commit,
+ * mfsq_put_committed() updates runtime state, cache and waiters. */
 struct mfsq_loaded {
 	int loaded;
 	struct mfsq_disk_shard st;
