@@ -157,8 +157,8 @@ struct mfsq_queue {
 	/* a leader's turn (commit and sync), moving average in µs: waiters
 	 * spin only when it is short (spin.c) */
 	_Atomic uint64_t gturn_us;
-	/* mfsq_wake(): when it last woke, and the moving average of the gaps
-	 * (µs, monotonic); dequeue.c: coalesced waiting */
+	/* mfsq_wake() (wake.c): when it last woke, and the moving average of the gaps
+	 * (µs, monotonic); coalesce.c: coalesced waiting */
 	_Atomic uint64_t wake_us, wake_gap_us;
 
 	_Atomic uint64_t next_retention_us;
