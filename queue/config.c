@@ -2,11 +2,9 @@
 /*
  * The queue's configuration: defaults, checks, the number of databases it
  * needs, and its stored record ('C', format.h: struct mfsq_disk_config),
- * written when the queue is created and read back by every open. Calls no
- * other file of the library.
+ * written when the queue is created and read back by every open. Calls
+ * only record.c.
  */
-#include <string.h>
-
 #include "internal.h"
 
 void mfsq_config_default(struct mfsq_config *cfg)
@@ -44,15 +42,9 @@ void mfsq_get_config(const mfsq_queue *q, struct mfsq_config *cfg)
 
 int mfsq_config_get(mfsq_queue *q, MDB_txn *txn, struct mfsq_disk_config *dc)
 {
-	MDB_val key = {1, "C"}, val;
-	int rc = mdb_get(txn, q->meta, &key, &val);
+	MDB_val key = {1, "C"};
 
-	if (rc)
-		return rc;
-	if (val.mv_size != sizeof(*dc))
-		return MDB_CORRUPTED;
-	memcpy(dc, val.mv_data, sizeof(*dc));
-	return 0;
+	return mfsq_record_get(txn, q->meta, &key, dc, sizeof(*dc));
 }
 
 int mfsq_config_load(mfsq_queue *q, MDB_txn *txn)

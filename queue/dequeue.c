@@ -179,16 +179,7 @@ static int emit(struct dq *d, struct mfsq_msg *out, size_t *n, uint32_t shard, u
 
 	if (rc)
 		return rc;
-	m->shard = shard;
-	m->seq = seq;
-	m->enqueue_us = h->enq_us;
-	m->deliver_us = h->dlv_us;
-	m->expire_us = h->exp_us;
-	m->enqueuer = h->enqueuer;
-	m->prio = h->prio;
-	m->tag = h->tag;
-	m->flags = h->flags;
-	m->len = len;
+	mfsq_msg_from_disk(m, shard, seq, h, len);
 	m->data = (void *)(uintptr_t)d->s->buflen; /* offset, fixed later */
 	memcpy(d->s->buf + d->s->buflen, data, len);
 	d->s->buflen += len;
@@ -205,16 +196,7 @@ static int rule_takes(struct dq *d, uint32_t shard, uint64_t seq, const struct m
 
 	if (!d->s->rule)
 		return 1;
-	m = (struct mfsq_msg){.shard = shard,
-			      .seq = seq,
-			      .enqueue_us = h->enq_us,
-			      .deliver_us = h->dlv_us,
-			      .expire_us = h->exp_us,
-			      .enqueuer = h->enqueuer,
-			      .prio = h->prio,
-			      .flags = h->flags,
-			      .tag = h->tag,
-			      .len = len};
+	mfsq_msg_from_disk(&m, shard, seq, h, len);
 	if (mfsq_rule_match(d->s->rule, &m, d->now))
 		return 1;
 	d->skipped++;
@@ -619,6 +601,17 @@ static uint64_t next_due(mfsq_queue *q)
 	return d > r ? d : r;
 }
 
+static void dq_free(struct dq *d)
+{
+	if (d) {
+		void *per_shard[] = {d->src, d->bsrc, d->enq_delta, d->act, d->got};
+
+		for (size_t i = 0; i < sizeof(per_shard) / sizeof(per_shard[0]); i++)
+			free(per_shard[i]);
+	}
+	free(d);
+}
+
 int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int timeout_ms)
 {
 	mfsq_queue *q = s->q;
@@ -639,14 +632,7 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 		d->got = calloc(q->cfg.nshards, sizeof(*d->got));
 	}
 	if (!d || !d->src || !d->bsrc || !d->enq_delta || !d->act || !d->got) {
-		if (d) {
-			free(d->bsrc);
-			free(d->src);
-			free(d->enq_delta);
-			free(d->act);
-			free(d->got);
-		}
-		free(d);
+		dq_free(d);
 		return ENOMEM;
 	}
 	d->s = s;
@@ -704,11 +690,6 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 		wait_for(q, gen, wake);
 	}
 	mfsq_active(-1);
-	free(d->src);
-	free(d->bsrc);
-	free(d->enq_delta);
-	free(d->act);
-	free(d->got);
-	free(d);
+	dq_free(d);
 	return mfsq_lmdb_err(rc);
 }

@@ -57,17 +57,8 @@ int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int
 		const unsigned char *k = key.mv_data;
 
 		memcpy(&h, (char *)val.mv_data + EXC_HDR, sizeof(h));
-		memset(m, 0, sizeof(*m));
-		m->shard = mfsq_be32_get(k + 1);
-		m->seq = k[0] == 's' ? mfsq_be64_get(k + 5) : 0;
-		m->enqueue_us = h.enq_us;
-		m->deliver_us = h.dlv_us;
-		m->expire_us = h.exp_us;
-		m->enqueuer = h.enqueuer;
-		m->prio = h.prio;
-		m->tag = h.tag;
-		m->flags = h.flags;
-		m->len = val.mv_size - EXC_HDR - sizeof(h);
+		mfsq_msg_from_disk(m, mfsq_be32_get(k + 1), k[0] == 's' ? mfsq_be64_get(k + 5) : 0,
+				   &h, val.mv_size - EXC_HDR - sizeof(h));
 		if (buf)
 			memcpy(buf, (char *)val.mv_data + EXC_HDR + sizeof(h),
 			       m->len < buflen ? m->len : buflen);

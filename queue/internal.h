@@ -148,7 +148,7 @@ struct mfsq_queue {
 	pthread_mutex_t glock;
 	struct mfsq_greq *ghead, **gtail, *gwait;
 	int gleader;
-	int glarge; /* the last turn wrote large values (groupcommit.c: hand_over) */
+	int glarge;  /* the last turn wrote large values (groupcommit.c: hand_over) */
 	int ghanded; /* the flusher is to lead the queued turns (hand_over) */
 	/* deferred meta sync (MDB_NOMETASYNC): groups committed, groups known
 	 * durable, and the range a failed mdb_env_sync() left in doubt */
@@ -219,7 +219,8 @@ struct mfsq_sub {
 
 /*
  * Low helpers. Each of these files calls no other file of the library (wake.c
- * calls only the clock), so every other file may call them.
+ * calls only the clock, config.c only record.c), so every other file may
+ * call them.
  */
 /* clock.c: wall time (stored with messages) and monotonic time, in µs */
 uint64_t mfsq_now_us(void);
@@ -235,7 +236,10 @@ void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn);
 /* lateness.c: the lateness histogram of promoted delayed messages */
 void mfsq_late_record(mfsq_queue *q, uint64_t late_us);
 uint64_t mfsq_late_pct(mfsq_queue *q, double p); /* @p in 0..1 */
-/* shardrec.c: shard state records; MDB_NOTFOUND, MDB_CORRUPTED (size) */
+/* record.c: fixed-size meta records: the value at @key into @out, exactly
+ * @size bytes; MDB_NOTFOUND, MDB_CORRUPTED (another size). The shard state
+ * records through it. */
+int mfsq_record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, void *out, size_t size);
 void mfsq_shard_key(unsigned char k[5], uint32_t s);
 int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
 int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);
@@ -259,6 +263,20 @@ int mfsq_config_store(mfsq_queue *q, MDB_txn *txn);
  * (failures counted in mfsq_stats() and retried 100 ms later), cache sizing
  * and prefetch (@spare as for mfsq_rtxn_begin()). */
 void mfsq_housekeeping(mfsq_queue *q, uint64_t now, MDB_txn **spare);
+
+/* A stored message's public form: every field from its header @h, data NULL. */
+static inline void mfsq_msg_from_disk(struct mfsq_msg *m, uint32_t shard, uint64_t seq,
+				      const struct mfsq_disk_msg *h, size_t len)
+{
+	*m = (struct mfsq_msg){.shard = shard, .seq = seq, .len = len};
+	m->enqueue_us = h->enq_us;
+	m->deliver_us = h->dlv_us;
+	m->expire_us = h->exp_us;
+	m->enqueuer = h->enqueuer;
+	m->prio = h->prio;
+	m->flags = h->flags;
+	m->tag = h->tag;
+}
 
 /* Internal: restart the transaction (a handle is newer than it). */
 #define MFSQ_RETRY (-30601)

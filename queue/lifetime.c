@@ -93,6 +93,32 @@ static int open_dbs(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 	return rc;
 }
 
+/* The queue's locks and condition variables; mfsq_close() destroys them. */
+static void locks_init(mfsq_queue *q)
+{
+	pthread_condattr_t ca;
+	pthread_rwlockattr_t ra;
+
+	pthread_rwlock_init(&q->droplock, NULL);
+	pthread_mutex_init(&q->dbi_lock, NULL);
+	pthread_mutex_init(&q->lock, NULL);
+	pthread_mutex_init(&q->append_lock, NULL);
+	pthread_mutex_init(&q->glock, NULL);
+	pthread_mutex_init(&q->acklock, NULL);
+	pthread_cond_init(&q->log_cv, NULL);
+	/* waits on it take CLOCK_MONOTONIC deadlines (dequeue.c: wait_for) */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&q->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	/* writer-preferring: appends and accounting must not wait behind a
+	 * stream of subscribers' shared holds */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&q->cache_lock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+}
+
 int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, unsigned flags,
 	      mfsq_queue **out)
 {
@@ -117,34 +143,10 @@ int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, uns
 		return EINVAL;
 	}
 	q->env = env;
-	pthread_rwlock_init(&q->droplock, NULL);
-	pthread_mutex_init(&q->dbi_lock, NULL);
-	pthread_mutex_init(&q->lock, NULL);
-	{
-		/* writer-preferring: appends and accounting must not wait behind
-		 * a stream of subscribers' shared holds */
-		pthread_rwlockattr_t ra;
-
-		pthread_rwlockattr_init(&ra);
-		pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-		pthread_rwlock_init(&q->cache_lock, &ra);
-		pthread_rwlockattr_destroy(&ra);
-	}
-	pthread_mutex_init(&q->append_lock, NULL);
-	pthread_mutex_init(&q->glock, NULL);
-	pthread_mutex_init(&q->acklock, NULL);
+	locks_init(q);
 	q->ackfd = -1;
 	q->logfd = -1;
-	pthread_cond_init(&q->log_cv, NULL);
 	q->gtail = &q->ghead;
-	{
-		pthread_condattr_t ca;
-
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&q->cond, &ca);
-		pthread_condattr_destroy(&ca);
-	}
 	q->cache_target = mfsq_budget_bytes();
 
 	rc = mfsq_wtx_begin(q, NULL, 1, &w);
