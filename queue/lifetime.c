@@ -70,8 +70,7 @@ static int open_dbs(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 		rc = mdb_dbi_open(txn, nm, MDB_CREATE, &q->exc);
 	}
 	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++) {
-		struct mfsq_disk_shard st;
-
+		struct mfsq_disk_shard st = {0};
 		MDB_dbi dbi;
 
 		snprintf(nm, sizeof(nm), "%s/d/%u", q->name, s);

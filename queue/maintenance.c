@@ -22,9 +22,9 @@ int mfsq_tick(mfsq_queue *q)
  */
 void mfsq_housekeeping(mfsq_queue *q, uint64_t now, MDB_txn **spare)
 {
-	int rc = 0;
-
 	if (now >= atomic_load(&q->maint_retry_us)) {
+		int rc = 0;
+
 		if (mfsq_delay_next_due(q) <= now)
 			rc = mfsq_delay_promote(q);
 		if (!rc &&
