@@ -1,6 +1,5 @@
-/* Callers and their refused commands (see caller.h). */
+/* Who sent a control request, and what they may write (see caller.h). */
 #include <errno.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,20 +7,6 @@
 #include <fuse_lowlevel.h>
 
 #include "caller.h"
-
-#define SLOTS 128
-
-struct slot {
-	uid_t uid;
-	pid_t ppid;
-	int err;
-	unsigned long seq;
-	char reason[256];
-};
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct slot slots[SLOTS];
-static unsigned long seq;
 
 static pid_t parent_of(pid_t pid)
 {
@@ -55,51 +40,6 @@ void mfs_caller_from_req(void *reqp, struct mfs_caller *who)
 	who->ppid = parent_of(ctx->pid);
 	int n = fuse_req_getgroups(req, MFS_MAX_GROUPS, who->groups);
 	who->ngroups = n < 0 ? 0 : (n > MFS_MAX_GROUPS ? MFS_MAX_GROUPS : n);
-}
-
-void mfs_error_record(const struct mfs_caller *who, int err, const char *reason)
-{
-	pthread_mutex_lock(&lock);
-	struct slot *s = NULL, *oldest = &slots[0];
-	for (int i = 0; i < SLOTS; i++) {
-		if (slots[i].seq && slots[i].uid == who->uid && slots[i].ppid == who->ppid) {
-			s = &slots[i];
-			break;
-		}
-		if (slots[i].seq < oldest->seq)
-			oldest = &slots[i];
-	}
-	if (!s)
-		s = oldest;
-	s->uid = who->uid;
-	s->ppid = who->ppid;
-	s->err = err;
-	s->seq = ++seq;
-	snprintf(s->reason, sizeof(s->reason), "%s", reason);
-	pthread_mutex_unlock(&lock);
-}
-
-void mfs_error_text(const struct mfs_caller *who, char *buf, size_t cap)
-{
-	struct slot *mine = NULL, *latest = NULL;
-
-	pthread_mutex_lock(&lock);
-	for (int i = 0; i < SLOTS; i++) {
-		if (!slots[i].seq || slots[i].uid != who->uid)
-			continue;
-		if (slots[i].ppid == who->ppid)
-			mine = &slots[i];
-		if (!latest || slots[i].seq > latest->seq)
-			latest = &slots[i];
-	}
-	struct slot *s = mine ? mine : latest;
-	if (s) {
-		const char *name = strerrorname_np(s->err);
-		snprintf(buf, cap, "%s (%d): %s\n", name ? name : "E?", s->err, s->reason);
-	} else {
-		snprintf(buf, cap, "0: no refused command\n");
-	}
-	pthread_mutex_unlock(&lock);
 }
 
 int mfs_caller_may_write(const struct mfs_caller *who, uid_t uid, gid_t gid, mode_t mode)

@@ -1,11 +1,7 @@
 /*
- * Who sent a control request, and the reason their last refused command was
- * refused (served as user.mfs.error).
- *
- * The reason is kept per (uid, parent pid of the caller): `setfattr` and the
- * `getfattr -n user.mfs.error` that follows it are two processes of one
- * shell (or one mfsctl), so they share a parent; a caller with no entry of
- * its own gets the latest reason of its uid. Any thread.
+ * Who sent a control request (uid, gid, groups, pid and parent pid), and
+ * what that caller may write, as the kernel would decide it from the mode
+ * bits. Any thread; nothing here blocks except reading /proc.
  */
 #ifndef MFS_CALLER_H
 #define MFS_CALLER_H
@@ -24,16 +20,14 @@ struct mfs_caller {
 	gid_t groups[MFS_MAX_GROUPS];
 };
 
-/* Fill `who` from a FUSE request (fuse_req_t passed as void *). */
+/* Fill `who` from a FUSE request (fuse_req_t passed as void *): its context,
+ * its supplementary groups (at most MFS_MAX_GROUPS; none when the kernel
+ * cannot tell) and the parent of its pid from /proc (0 when gone). No
+ * errors. A FUSE worker, inside the request. */
 void mfs_caller_from_req(void *req, struct mfs_caller *who);
 
-/* Remember that `who`'s command failed with errno `err` for `reason`. */
-void mfs_error_record(const struct mfs_caller *who, int err, const char *reason);
-
-/* Write "ENAME (N): reason\n" (or "0: no refused command\n") into buf. */
-void mfs_error_text(const struct mfs_caller *who, char *buf, size_t cap);
-
-/* May `who` write a file with this owner/group/mode (permission bits)? */
+/* May `who` write a file with this owner/group/mode (permission bits)?
+ * 1 or 0; root always may. Pure: any thread. */
 int mfs_caller_may_write(const struct mfs_caller *who, uid_t uid, gid_t gid, mode_t mode);
 
 #endif

@@ -1,54 +1,37 @@
 /*
- * The control thread: the one thread that mounts, unmounts, reconfigures
- * and forgets DBFSs, and stops the manager. FUSE workers hand it commands
- * (mfs_control_submit) and return at once; it answers each command's request
- * when the work is done, so a worker never waits on another mount.
+ * The control loop: the one thread that mounts, unmounts, reconfigures and
+ * forgets DBFSs, and stops the manager. It takes what it is asked from the
+ * inbox (inbox.h), runs it (a command through its verb's row, verbs.h) and
+ * answers it (answer.h), so a FUSE worker never waits on another mount; about
+ * once a second it runs libdbfs's housekeeping for every mounted DBFS.
  *
- * The control loop runs on the thread that calls mfs_control_run (main).
+ * The control path, top to bottom: a file calls only files on rows below
+ * its own (checked with nm -u on the objects; the loop reaches an executor
+ * through the command's verb row, not by name):
+ *   manager_fs.c                     the manager mount: hands commands in
+ *   control.c       readable.c       this loop; the readable attributes' text
+ *   startup.c       shutdown.c       registry load and re-mount; the stop
+ *   verbs.c                          the verb table: parser and executor columns
+ *   execute_mount.c execute_unmount.c execute_config.c execute_forget.c
+ *   parse.c         validate.c       the values; checks against fs and state
+ *   dbfs_mount.c    dbfs_unmount.c   one DBFS up / down
+ *   inbox.c                          the control thread's job queue
+ *   answer.c cache_budget.c manager.c caller.c
+ *                                    replies and user.mfs.error; cache
+ *                                    shares; the DBFS list; who asks
+ * Below them all: mount.c, path.c (mount mechanics, path resolution), the
+ * loop, conf, kv, registry, log, buf.
  */
 #ifndef MFS_CONTROL_H
 #define MFS_CONTROL_H
 
 #include "manager.h"
-#include "verbs.h"
-
-/* Set up the command queue for `mgr`. Call once, before any other function. */
-void mfs_control_init(struct mfs_manager *mgr);
 
 /*
- * Queue a command (allocated with malloc; the control thread frees it).
- * If the manager is stopping, answers its request at once with ESHUTDOWN.
- * Any thread; never blocks.
+ * Serve the inbox until a stop (mfs_inbox_stop, the manager mount going
+ * away, or in single mode the DBFS going away); then stop everything
+ * (shutdown.h). Returns 0. The control thread (main), after mfs_inbox_init.
  */
-void mfs_control_submit(struct mfs_cmd *cmd);
-
-/* Ask the control loop to stop everything. Any thread (also a signal
- * thread); never blocks. */
-void mfs_control_stop(void);
-
-/*
- * Load the registry (manager mode): every DBFS known, and a background
- * re-mount of each that was mounted (state "mounting" until done).
- * Control thread, before mfs_control_run.
- */
-int mfs_control_load(void);
-
-/*
- * Mount one DBFS right now (single-DBFS mode and tests): `d` is added to the
- * manager's list. Returns 0 or -errno with a reason in err. Control thread.
- */
-int mfs_control_mount_now(struct mfs_dbfs *d, bool create, char *err, size_t errlen);
-
-/*
- * Serve commands until stopped (mfs_control_stop, the manager mount going
- * away, or in single mode the DBFS going away); then unmount every DBFS
- * (lazily with an abort as last resort when files are held open) and the
- * manager mount. Returns 0.
- */
-int mfs_control_run(void);
-
-/* The loop's on_end callbacks (arg: struct mfs_dbfs * / struct mfs_manager *). */
-void mfs_control_dbfs_ended(void *arg);
-void mfs_control_manager_ended(void *arg);
+int mfs_control_run(struct mfs_manager *mgr);
 
 #endif

@@ -27,6 +27,7 @@
 
 #include "conf.h"
 #include "control.h"
+#include "inbox.h"
 #include "kv.h"
 #include "log.h"
 #include "loop.h"
@@ -34,6 +35,7 @@
 #include "manager_fs.h"
 #include "mount.h"
 #include "registry.h"
+#include "startup.h"
 #include "uring.h"
 
 #define DEFAULT_THREADS 8
@@ -319,7 +321,7 @@ static void *signal_main(void *arg)
 		if (sigwait(&stop_signals, &sig))
 			continue;
 		mfs_info("signal %d (%s): stopping", sig, strsignal(sig));
-		mfs_control_stop();
+		mfs_inbox_stop();
 	}
 	return NULL;
 }
@@ -388,7 +390,7 @@ static int serve_single(struct mfs_manager *mgr, const struct cli *c)
 			 strerror(errno));
 	}
 	if (!rc)
-		rc = mfs_control_mount_now(d, c->create, err, sizeof(err));
+		rc = mfs_startup_mount_now(mgr, d, c->create, err, sizeof(err));
 	if (rc) {
 		if (err[0])
 			mfs_err("%s", err);
@@ -422,8 +424,7 @@ static int serve_manager(struct mfs_manager *mgr, const struct cli *c)
 	}
 	if (mfs_mount_lookup(mgr->mountpoint, &mgr->dev, NULL, 0))
 		mfs_warn("manager mount not found in mountinfo");
-	rc = mfs_loop_add(mgr->loop, mgr->se, "manager", mfs_control_manager_ended, mgr,
-			  &mgr->sess);
+	rc = mfs_loop_add(mgr->loop, mgr->se, "manager", mfs_inbox_manager_ended, mgr, &mgr->sess);
 	if (rc) {
 		mfs_err("cannot serve the manager mount: %s", strerror(-rc));
 		mfs_unmount_path(mgr->mountpoint, true);
@@ -431,7 +432,7 @@ static int serve_manager(struct mfs_manager *mgr, const struct cli *c)
 		mgr->se = NULL;
 		return 1;
 	}
-	rc = mfs_control_load();
+	rc = mfs_startup_load(mgr);
 	if (rc)
 		mfs_err("registry: %s", strerror(-rc));
 	mfs_info("manager mounted at %s (state %s, %u workers)", mgr->mountpoint,
@@ -486,7 +487,7 @@ int main(int argc, char **argv)
 	mgr.started_at = (uint64_t)time(NULL);
 	mgr.single = c.dbfs_store != NULL;
 	snprintf(mgr.state_dir, sizeof(mgr.state_dir), "%s", c.state_dir);
-	mfs_control_init(&mgr);
+	mfs_inbox_init(&mgr);
 
 	rc = mfs_loop_create(c.threads, &mgr.loop);
 	if (rc) {
@@ -514,7 +515,7 @@ int main(int argc, char **argv)
 		mfs_warn("no signal thread: stop mfs by unmounting it");
 	daemon_ready(0);
 
-	mfs_control_run();
+	mfs_control_run(&mgr);
 
 	mfs_uring_destroy(mgr.uring);
 	mfs_loop_destroy(mgr.loop);

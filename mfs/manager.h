@@ -2,6 +2,14 @@
  * The manager's state: every DBFS it knows (registered or being mounted),
  * shared by the control thread (the only writer of lifecycle state), the
  * manager file system's handlers (readers) and the loop's end callbacks.
+ * manager.c holds the list's few helpers declared at the end.
+ *
+ * Error convention of all of mfs/: a function that can fail returns 0 (or a
+ * count, where it says so) on success and a negative errno value (-ENOENT,
+ * -EBUSY, ...) on failure, never a positive errno and never an LMDB code:
+ * those are mapped where they come in (dbfs_*, mfs_registry_*). Only the
+ * FUSE boundary turns it positive (fuse_reply_err(req, -rc)). A reason for
+ * the user, where a function takes `err`/`errlen`, is one line of text.
  *
  * Locking: mgr->lock protects the list and every field marked "lock". It is
  * never held across a mount, an unmount, dbfs_open/dbfs_close or any call that
@@ -93,13 +101,23 @@ struct mfs_manager {
 	bool single;             /* serve one DBFS, no manager mount */
 };
 
-/* Find a DBFS by name; lock held. NULL when unknown. */
+/* Find a DBFS by name. mgr->lock held. NULL when unknown. */
 struct mfs_dbfs *mfs_find(struct mfs_manager *mgr, const char *name);
 
-/* Find by id; lock held. */
+/* Find a DBFS by id. mgr->lock held. NULL when unknown. */
 struct mfs_dbfs *mfs_find_id(struct mfs_manager *mgr, uint32_t id);
 
-/* Text of a state ("mounted", ...). */
+/* Text of a state ("mounted", ...). Pure: any thread. */
 const char *mfs_state_name(enum mfs_state st);
+
+/* Add d to the manager's list, which stays in name order / remove it.
+ * mgr->lock held. */
+void mfs_dbfs_link(struct mfs_manager *mgr, struct mfs_dbfs *d);
+void mfs_dbfs_unlink(struct mfs_manager *mgr, struct mfs_dbfs *d);
+
+/* Write d's configuration to the registry (nothing in single-DBFS mode). A
+ * failure is logged, not returned: the DBFS keeps running as it is, and the
+ * registry says what it said before. Control thread, mgr->lock not held. */
+void mfs_dbfs_save(struct mfs_manager *mgr, struct mfs_dbfs *d);
 
 #endif

@@ -10,12 +10,13 @@
 #include <linux/limits.h>
 #include <fuse_lowlevel.h>
 
+#include "answer.h"
 #include "buf.h"
-#include "control.h"
+#include "inbox.h"
 #include "log.h"
 #include "loop.h"
 #include "manager_fs.h"
-#include "render.h"
+#include "readable.h"
 #include "verbs.h"
 
 #define ROOT_INO 1
@@ -139,7 +140,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		pthread_mutex_unlock(&mgr->lock);
 	} else {
 		for (int f = 0; f < MFS_NFILES; f++)
-			if (!strcmp(name, mfs_file_names[f]))
+			if (!strcmp(name, mfs_readable_files[f].name))
 				ino = parent + 1 + (fuse_ino_t)f;
 	}
 	if (!ino) {
@@ -224,7 +225,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		pthread_mutex_unlock(&mgr->lock);
 	} else {
 		for (int f = 0; f < MFS_NFILES; f++)
-			add_entry(req, &l->buf, mfs_file_names[f], ino + 1 + (fuse_ino_t)f,
+			add_entry(req, &l->buf, mfs_readable_files[f].name, ino + 1 + (fuse_ino_t)f,
 				  S_IFREG);
 	}
 	if (l->buf.oom) {
@@ -292,9 +293,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (n.kind == 3) {
 		struct mfs_caller who;
 		mfs_caller_from_req(req, &who);
-		rc = mfs_render_attr(mgr_of(req), root_files[n.root_file].attr, &who, b);
+		rc = mfs_readable_attr(mgr_of(req), root_files[n.root_file].attr, &who, b);
 	} else {
-		rc = mfs_render_file(mgr_of(req), n.id, n.file, b);
+		rc = mfs_readable_file(mgr_of(req), n.id, n.file, b);
 	}
 	if (rc || b->oom) {
 		mfs_buf_free(b);
@@ -329,12 +330,27 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
+/* The command that setting attribute `name` to `value` asks for, and who asks
+ * it: 0, or -errno with a reason in err. */
+static int command_of(fuse_req_t req, const char *name, const char *value, size_t size,
+		      struct mfs_cmd *cmd, char *err, size_t errlen)
+{
+	const struct mfs_verb *v = mfs_verb_find(name);
+
+	mfs_caller_from_req(req, &cmd->who);
+	if (!v) {
+		snprintf(err, errlen, "'%.80s' is not a command attribute", name);
+		return -EINVAL;
+	}
+	cmd->verb = v;
+	return v->parse(value, size, cmd, err, errlen);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
 	struct mfs_cmd *cmd;
 	char err[512] = "";
-	const struct mfs_verb *v;
 	int rc;
 
 	if (ino != ROOT_INO) {
@@ -342,29 +358,16 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		return;
 	}
 	cmd = calloc(1, sizeof(*cmd));
-	if (!cmd) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	mfs_caller_from_req(req, &cmd->who);
-	v = mfs_verb_find(name);
-	if (!v) {
-		snprintf(err, sizeof(err), "'%.80s' is not a command attribute", name);
-		rc = -EINVAL;
-	} else {
-		cmd->kind = v->kind;
-		rc = v->parse(value, size, cmd, err, sizeof(err));
-	}
+	rc = cmd ? command_of(req, name, value, size, cmd, err, sizeof(err)) : -ENOMEM;
 	if (rc) {
-		mfs_error_record(&cmd->who, -rc, err);
-		mfs_log(MFS_LOG_WARN, "refused %s from uid %u: %s", name, (unsigned)cmd->who.uid,
-			err);
+		if (cmd)
+			mfs_answer_refused(&cmd->who, name, rc, err);
 		free(cmd);
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	cmd->req = req;
-	mfs_control_submit(cmd); /* answers req when done */
+	mfs_inbox_submit(cmd); /* answers req when done */
 }
 
 /*
@@ -455,7 +458,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	}
 	mfs_caller_from_req(req, &who);
 	if (!snap_take(who.pid, name, &text))
-		rc = mfs_render_attr(mgr_of(req), name, &who, &text);
+		rc = mfs_readable_attr(mgr_of(req), name, &who, &text);
 	if (!rc && text.oom)
 		rc = -ENOMEM;
 	if (!rc)
@@ -482,7 +485,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct mfs_buf names = {0};
 
 	if (ino == ROOT_INO)
-		mfs_render_names(mgr_of(req), &names);
+		mfs_readable_names(mgr_of(req), &names);
 	if (names.oom)
 		fuse_reply_err(req, ENOMEM);
 	else if (size == 0)

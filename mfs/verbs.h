@@ -1,10 +1,11 @@
 /*
  * The control verbs: one row per command attribute `user.mfs.VERB` on the
- * manager root, in a static table. A verb's parser validates the value
- * completely (syntax, keys, option values, names, path shapes) without
- * touching any state; what needs the file system or the manager's state
- * (paths exist, names free, permissions) is checked by the control thread
- * before it changes anything.
+ * manager root, in a static table (verbs.c). A row names the verb, its
+ * parser (parse.h: validates the value completely, syntax, keys, option
+ * values, names, path shapes, without touching any state), its executor
+ * (execute.h: checks what needs the file system or the manager's state,
+ * then changes it, on the control thread) and the usage text that reading
+ * the attribute returns. Adding a verb is adding a row.
  */
 #ifndef MFS_VERBS_H
 #define MFS_VERBS_H
@@ -16,16 +17,11 @@
 #include "caller.h"
 #include "manager.h"
 
-enum mfs_cmd_kind {
-	MFS_CMD_MOUNT,
-	MFS_CMD_UNMOUNT,
-	MFS_CMD_CONFIG,
-	MFS_CMD_FORGET,
-};
+struct mfs_verb;
 
 /* A parsed command, handed to the control thread. */
 struct mfs_cmd {
-	enum mfs_cmd_kind kind;
+	const struct mfs_verb *verb;
 	struct mfs_caller who;
 	char name[MFS_NAME_MAX + 1];
 	char store[PATH_MAX];      /* mount: "" when not given */
@@ -40,18 +36,23 @@ struct mfs_cmd {
 
 struct mfs_verb {
 	const char *name; /* attribute is "user.mfs." name */
-	enum mfs_cmd_kind kind;
 	/* Parse and validate `len` bytes of value into cmd. 0 or -errno with a
 	 * one-line reason in err. Pure: any thread. */
 	int (*parse)(const char *value, size_t len, struct mfs_cmd *cmd, char *err,
 		     size_t errlen);
+	/* Check the command against the file system and the manager's state,
+	 * then carry it out; a refusal changes nothing. 0 or -errno with a
+	 * reason in err (may be left empty). Control thread only, mgr->lock not
+	 * held. */
+	int (*exec)(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen);
 	const char *usage; /* what reading the attribute returns */
 };
 
 extern const struct mfs_verb mfs_verbs[];
 extern const size_t mfs_nverbs;
 
-/* The verb for a full attribute name ("user.mfs.mount"), or NULL. */
+/* The verb for a full attribute name ("user.mfs.mount"), or NULL. Pure: any
+ * thread. */
 const struct mfs_verb *mfs_verb_find(const char *attr);
 
 /* Longest accepted value (the kernel's own limit is 64 KiB). */

@@ -10,5 +10,6 @@ Suite *mfs_conf_suite(void);
 Suite *mfs_registry_suite(void);
 Suite *mfs_path_suite(void);
 Suite *mfs_loop_suite(void);
+Suite *mfs_parse_suite(void);
 
 #endif

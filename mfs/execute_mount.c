@@ -1,0 +1,208 @@
+/*
+ * Executing the mount verb (see execute.h): settle the configuration, check
+ * it, claim the name, bring the DBFS up, register it; undo the claim when
+ * bringing it up fails.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "conf.h"
+#include "dbfs_mount.h"
+#include "execute.h"
+#include "kv.h"
+#include "log.h"
+#include "validate.h"
+
+/* The registered configuration of cmd's DBFS (*d, NULL when new) with the
+ * given paths over it, into conf. mgr->lock held. */
+static int take_registered(struct mfs_manager *mgr, const struct mfs_cmd *cmd,
+			   struct mfs_conf *conf, struct mfs_dbfs **d, char *err, size_t errlen)
+{
+	*d = mfs_find(mgr, cmd->name);
+	if (*d && (*d)->state != MFS_UNMOUNTED && (*d)->state != MFS_FAILED) {
+		snprintf(err, errlen, "DBFS %.120s is already %.120s", (*d)->conf.name,
+			 mfs_state_name((*d)->state));
+		return -EEXIST;
+	}
+	if (*d) {
+		int rc = mfs_check_control(mgr, &cmd->who, *d, err, errlen);
+		if (rc)
+			return rc;
+		*conf = (*d)->conf;
+	} else {
+		snprintf(conf->name, sizeof(conf->name), "%s", cmd->name);
+		conf->owner = cmd->who.uid;
+	}
+	if (cmd->store[0])
+		snprintf(conf->store, sizeof(conf->store), "%s", cmd->store);
+	if (cmd->mountpoint[0])
+		snprintf(conf->mountpoint, sizeof(conf->mountpoint), "%s", cmd->mountpoint);
+	return 0;
+}
+
+/* Both paths known, the given options over the registered ones key by key,
+ * the result valid; *ro tells whether it mounts read-only. */
+static int settle_options(struct mfs_conf *conf, const struct mfs_cmd *cmd, bool *ro, char *err,
+			  size_t errlen)
+{
+	int rc = 0;
+
+	if (!conf->store[0])
+		return (snprintf(err, errlen, "missing key 'store'"), -EINVAL);
+	if (!conf->mountpoint[0])
+		return (snprintf(err, errlen, "missing key 'mountpoint'"), -EINVAL);
+	if (cmd->opts[0]) {
+		struct mfs_kvlist l;
+		rc = mfs_kv_parse(cmd->opts, strlen(cmd->opts), 0, &l, err, errlen);
+		if (rc)
+			return rc;
+		for (size_t i = 0; !rc && i < l.n; i++)
+			if (mfs_conf_set(conf->opts, sizeof(conf->opts), l.items[i].key,
+					 l.items[i].value))
+				rc = (snprintf(err, errlen, "options too long"), -EINVAL);
+		mfs_kv_free(&l);
+		if (rc)
+			return rc;
+	}
+	struct dbfs_options o;
+	struct mfs_limits lim;
+	rc = mfs_conf_parse(conf->opts, &o, &lim, err, errlen);
+	if (!rc)
+		*ro = o.read_only;
+	return rc;
+}
+
+/* Claim the name for conf: d (*d, or a new entry linked in the list, *fresh)
+ * becomes MOUNTING with conf; its previous configuration is kept in old. */
+static int claim(struct mfs_manager *mgr, const struct mfs_cmd *cmd, const struct mfs_conf *conf,
+		 struct mfs_dbfs **d, bool *fresh, struct mfs_conf *old, char *err, size_t errlen)
+{
+	pthread_mutex_lock(&mgr->lock);
+	int rc = mfs_check_conflicts(mgr, *d, cmd->name, conf, err, errlen);
+	if (rc)
+		goto unlock;
+	*fresh = !*d;
+	if (*d) {
+		*old = (*d)->conf;
+	} else {
+		*d = calloc(1, sizeof(**d));
+		if (!*d) {
+			rc = -ENOMEM;
+			goto unlock;
+		}
+		(*d)->id = mgr->next_id++;
+		(*d)->conf = *conf;
+		mfs_dbfs_link(mgr, *d);
+	}
+	(*d)->conf = *conf;
+	(*d)->conf.want_mounted = true;
+	(*d)->state = MFS_MOUNTING;
+	(*d)->reason[0] = '\0';
+unlock:
+	pthread_mutex_unlock(&mgr->lock);
+	return rc;
+}
+
+/* Undo claim: drop a new entry, or give an old one back its configuration. */
+static void release(struct mfs_manager *mgr, struct mfs_dbfs *d, bool fresh,
+		    const struct mfs_conf *old)
+{
+	pthread_mutex_lock(&mgr->lock);
+	if (fresh) {
+		mfs_dbfs_unlink(mgr, d);
+		free(d);
+	} else {
+		d->conf = *old;
+		d->state = MFS_UNMOUNTED;
+	}
+	pthread_mutex_unlock(&mgr->lock);
+}
+
+/* Make the store directory, for the caller. */
+static int make_store(const struct mfs_cmd *cmd, const char *store, char *err, size_t errlen)
+{
+	if (mkdir(store, 0700) < 0) {
+		int rc = -errno;
+		snprintf(err, errlen, "cannot create store %.120s: %.120s", store, strerror(-rc));
+		return rc;
+	}
+	if (cmd->who.uid != geteuid() && chown(store, cmd->who.uid, cmd->who.gid) < 0)
+		mfs_warn("chown %s: %s", store, strerror(errno));
+	return 0;
+}
+
+/* Remove a store directory this command created (nothing else in it). */
+static void remove_new_store(const char *store)
+{
+	char path[PATH_MAX + 16];
+
+	snprintf(path, sizeof(path), "%s/data.mdb", store);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/lock.mdb", store);
+	unlink(path);
+	rmdir(store);
+}
+
+/* A store formatted for another user: its (empty) root is theirs. */
+static void give_root(const struct mfs_cmd *cmd, const struct mfs_conf *conf)
+{
+	struct stat rst;
+
+	if (cmd->who.uid != geteuid() && stat(conf->mountpoint, &rst) == 0 &&
+	    rst.st_uid == geteuid() && mfs_dir_empty(conf->mountpoint) &&
+	    chown(conf->mountpoint, cmd->who.uid, cmd->who.gid) < 0)
+		mfs_warn("%s: chown of its root: %s", conf->name, strerror(errno));
+}
+
+/* Create the store when asked, mount d; a store made here goes again when
+ * the mount fails. */
+static int bring_up(struct mfs_manager *mgr, const struct mfs_cmd *cmd, struct mfs_dbfs *d,
+		    const struct mfs_conf *conf, bool mkstore, char *err, size_t errlen)
+{
+	int rc = mkstore ? make_store(cmd, conf->store, err, errlen) : 0;
+
+	if (!rc)
+		rc = mfs_dbfs_mount(mgr, d, cmd->create, err, errlen);
+	if (!rc && cmd->create)
+		give_root(cmd, conf);
+	if (rc && mkstore)
+		remove_new_store(conf->store);
+	return rc;
+}
+
+int mfs_execute_mount(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen)
+{
+	struct mfs_conf *conf = calloc(1, sizeof(*conf));
+	struct mfs_conf old;
+	struct mfs_dbfs *d;
+	bool ro = false, mkstore = false, fresh = false;
+	int rc;
+
+	if (!conf)
+		return -ENOMEM;
+	pthread_mutex_lock(&mgr->lock);
+	rc = take_registered(mgr, cmd, conf, &d, err, errlen);
+	pthread_mutex_unlock(&mgr->lock);
+	if (!rc)
+		rc = settle_options(conf, cmd, &ro, err, errlen);
+	if (!rc)
+		rc = mfs_check_paths(mgr, &cmd->who, conf->store, conf->mountpoint, cmd->create, ro,
+				     &mkstore, err, errlen);
+	if (!rc)
+		rc = claim(mgr, cmd, conf, &d, &fresh, &old, err, errlen);
+	if (rc)
+		goto out;
+	rc = bring_up(mgr, cmd, d, conf, mkstore, err, errlen);
+	if (rc) {
+		release(mgr, d, fresh, &old);
+		goto out;
+	}
+	mfs_dbfs_save(mgr, d);
+out:
+	free(conf);
+	return rc;
+}

@@ -1,0 +1,286 @@
+/* Text of the readable attributes and status files (see readable.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "answer.h"
+#include "loop.h"
+#include "readable.h"
+#include "uring.h"
+#include "verbs.h"
+
+static void usage_of(struct mfs_dbfs *d, struct dbfs_usage *u)
+{
+	memset(u, 0, sizeof(*u));
+	if (d->state == MFS_MOUNTED && d->fs)
+		dbfs_usage(d->fs, u);
+}
+
+static void text_status(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	mfs_buf_printf(b, "name=%s\nstate=%s\n", d->conf.name, mfs_state_name(d->state));
+	if (d->reason[0])
+		mfs_buf_printf(b, "reason=%s\n", d->reason);
+	mfs_buf_printf(b, "mountpoint=%s\nstore=%s\nowner=%u\n", d->conf.mountpoint, d->conf.store,
+		       (unsigned)d->conf.owner);
+	if (d->state == MFS_MOUNTED)
+		mfs_buf_printf(b, "mounted_since=%llu\nconnection=%u\n",
+			       (unsigned long long)d->mounted_at, d->conn);
+}
+
+static void text_config(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	mfs_buf_printf(b, "options=%s\nwant=%s\n", d->conf.opts,
+		       d->conf.want_mounted ? "mounted" : "unmounted");
+}
+
+static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	struct dbfs_usage u;
+	struct dbfs_counters c = {0};
+	struct mfs_session_stats st = {0};
+
+	usage_of(d, &u);
+	uint64_t cb = 0, cl = 0, ct = 0;
+	if (d->state == MFS_MOUNTED && d->fs) {
+		dbfs_counters(d->fs, &c);
+		dbfs_cache_usage(d->fs, &cb, &cl, &ct);
+	}
+	if (d->state == MFS_MOUNTED && d->sess)
+		mfs_loop_stats(d->sess, &st);
+	mfs_buf_printf(
+	    b,
+	    "name=%s\nstate=%s\nrequests=%llu\nops=%llu\nerrors=%llu\n"
+	    "read_bytes=%llu\nwrite_bytes=%llu\ncommits=%llu\nbatched_ops=%llu\n"
+	    "latency_p50_us=%llu\nlatency_p99_us=%llu\nlatency_max_us=%llu\n"
+	    "inflight=%u\npeak_inflight=%u\nthrottled=%llu\ncapped=%llu\nexpress=%llu\nring=%llu\n"
+	    "yielded=%llu\nstarved=%llu\nyield_waits=%llu\n"
+	    "bytes_used=%llu\nquota_bytes=%llu\ninodes_used=%llu\nquota_inodes=%llu\n"
+	    "map_size=%llu\nfile_size=%llu\n"
+	    "max_concurrent=%u\niops_limit=%llu\nbandwidth_limit=%llu\n"
+	    "cache_bytes=%llu\ncache_limit=%llu\ncache_trimmed=%llu\n",
+	    d->conf.name, mfs_state_name(d->state), (unsigned long long)st.ops,
+	    (unsigned long long)c.ops, (unsigned long long)c.errors,
+	    (unsigned long long)st.read_bytes, (unsigned long long)st.write_bytes,
+	    (unsigned long long)c.commits, (unsigned long long)c.batched_ops,
+	    (unsigned long long)mfs_lat_percentile(&st, 50) / 1000,
+	    (unsigned long long)mfs_lat_percentile(&st, 99) / 1000,
+	    (unsigned long long)st.lat_max_ns / 1000, st.inflight, st.peak_inflight,
+	    (unsigned long long)st.throttled, (unsigned long long)st.capped,
+	    (unsigned long long)st.express, (unsigned long long)st.ring,
+	    (unsigned long long)st.yielded, (unsigned long long)st.starved,
+	    (unsigned long long)st.yield_waits, (unsigned long long)u.bytes,
+	    (unsigned long long)d->quota_bytes, (unsigned long long)u.inodes,
+	    (unsigned long long)d->quota_inodes, (unsigned long long)u.map_size,
+	    (unsigned long long)u.file_size, d->limits.max_concurrent,
+	    (unsigned long long)d->limits.iops, (unsigned long long)d->limits.bandwidth,
+	    (unsigned long long)cb, (unsigned long long)cl, (unsigned long long)ct);
+}
+
+static void text_list(struct mfs_manager *mgr, struct mfs_buf *b)
+{
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
+		struct dbfs_usage u;
+		usage_of(d, &u);
+		mfs_buf_printf(b, "name=");
+		mfs_buf_escaped(b, d->conf.name);
+		mfs_buf_printf(b, ",state=%s,mountpoint=", mfs_state_name(d->state));
+		mfs_buf_escaped(b, d->conf.mountpoint);
+		mfs_buf_printf(b, ",store=");
+		mfs_buf_escaped(b, d->conf.store);
+		mfs_buf_printf(b, ",bytes=%llu,inodes=%llu", (unsigned long long)u.bytes,
+			       (unsigned long long)u.inodes);
+		if (d->reason[0] && d->state == MFS_FAILED) {
+			mfs_buf_printf(b, ",reason=");
+			mfs_buf_escaped(b, d->reason);
+		}
+		mfs_buf_printf(b, "\n");
+	}
+}
+
+static unsigned count_dir(const char *path)
+{
+	DIR *dir = opendir(path);
+	unsigned n = 0;
+
+	if (!dir)
+		return 0;
+	for (struct dirent *e; (e = readdir(dir));)
+		n += e->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+static void text_manager(struct mfs_manager *mgr, struct mfs_buf *b)
+{
+	unsigned total = 0, mounted = 0;
+	long pages = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (f) {
+		if (fscanf(f, "%*d %ld", &pages) != 1)
+			pages = 0;
+		fclose(f);
+	}
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
+		total++;
+		mounted += d->state == MFS_MOUNTED;
+	}
+	mfs_buf_printf(b,
+		       "version=%s\npid=%d\nuptime=%llu\nmountpoint=%s\nstate_dir=%s\n"
+		       "workers=%u\nthreads=%u\nrss_kib=%ld\nfds=%u\ndbfs=%u\nmounted=%u\n"
+		       "uring_queues=%u\nuring_offered=%s\nuring_roams=%llu\n",
+		       MFS_VERSION, (int)getpid(),
+		       (unsigned long long)(time(NULL) - (time_t)mgr->started_at), mgr->mountpoint,
+		       mgr->state_dir, mfs_loop_workers(mgr->loop), count_dir("/proc/self/task"),
+		       pages * (sysconf(_SC_PAGESIZE) / 1024), count_dir("/proc/self/fd"), total,
+		       mounted, mfs_uring_queues(mgr->uring),
+		       mfs_uring_kernel_enabled() ? "yes" : "no",
+		       (unsigned long long)mfs_uring_roams(mgr->uring));
+}
+
+/* user.mfs.dbfs.N and N/status + N/config together */
+static void text_dbfs(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	text_status(d, b);
+	text_config(d, b);
+}
+
+/* A manager-wide attribute's text; `who` asked. */
+typedef void manager_text(struct mfs_manager *mgr, const struct mfs_caller *who, struct mfs_buf *b);
+/* A DBFS's text. mgr->lock held. */
+typedef void dbfs_text(struct mfs_dbfs *d, struct mfs_buf *b);
+
+static void list_attr(struct mfs_manager *mgr, const struct mfs_caller *who, struct mfs_buf *b)
+{
+	(void)who;
+	text_list(mgr, b);
+}
+
+static void status_attr(struct mfs_manager *mgr, const struct mfs_caller *who, struct mfs_buf *b)
+{
+	(void)who;
+	text_manager(mgr, b);
+}
+
+static void error_attr(struct mfs_manager *mgr, const struct mfs_caller *who, struct mfs_buf *b)
+{
+	char text[400];
+
+	(void)mgr;
+	mfs_answer_last_refusal(who, text, sizeof(text));
+	mfs_buf_printf(b, "%s", text);
+}
+
+#define ATTR_PREFIX "user.mfs."
+
+/*
+ * The readable attributes besides the verbs' usage: one row each, in the
+ * order listxattr gives them. A row with `manager` is "user.mfs." name; a
+ * row with `dbfs` is "user.mfs." name followed by a DBFS's name, one per
+ * DBFS. `unlocked`: its text needs no mgr->lock.
+ */
+static const struct readable {
+	const char *name;
+	manager_text *manager;
+	dbfs_text *dbfs;
+	bool unlocked;
+} readables[] = {
+    /* clang-format off */
+	{.name = "list", .manager = list_attr},
+	{.name = "status", .manager = status_attr},
+	{.name = "error", .manager = error_attr, .unlocked = true},
+	{.name = "dbfs.", .dbfs = text_dbfs},
+	{.name = "stats.", .dbfs = text_stats},
+    /* clang-format on */
+};
+#define NREADABLES (sizeof(readables) / sizeof(readables[0]))
+
+/* The row for `attr` (after the prefix), and in *arg what follows a DBFS
+ * row's name; NULL when none. */
+static const struct readable *readable_find(const char *attr, const char **arg)
+{
+	for (size_t i = 0; i < NREADABLES; i++) {
+		const struct readable *r = &readables[i];
+		size_t n = strlen(r->name);
+		if (r->manager ? !strcmp(attr, r->name) : !strncmp(attr, r->name, n)) {
+			*arg = attr + n;
+			return r;
+		}
+	}
+	return NULL;
+}
+
+int mfs_readable_attr(struct mfs_manager *mgr, const char *attr, const struct mfs_caller *who,
+		      struct mfs_buf *out)
+{
+	const struct mfs_verb *v = mfs_verb_find(attr);
+	const struct readable *r;
+	const char *arg;
+	int rc = 0;
+
+	if (v) {
+		mfs_buf_printf(out, "%s", v->usage);
+		return 0;
+	}
+	if (strncmp(attr, ATTR_PREFIX, strlen(ATTR_PREFIX)))
+		return -ENODATA;
+	r = readable_find(attr + strlen(ATTR_PREFIX), &arg);
+	if (!r)
+		return -ENODATA;
+	if (r->unlocked) {
+		r->manager(mgr, who, out);
+		return 0;
+	}
+	pthread_mutex_lock(&mgr->lock);
+	if (r->manager) {
+		r->manager(mgr, who, out);
+	} else {
+		struct mfs_dbfs *d = mfs_find(mgr, arg);
+		if (d)
+			r->dbfs(d, out);
+		else
+			rc = -ENODATA;
+	}
+	pthread_mutex_unlock(&mgr->lock);
+	return rc;
+}
+
+const struct mfs_readable_file mfs_readable_files[MFS_NFILES] = {
+    [MFS_FILE_STATUS] = {.name = "status", .text = text_status},
+    [MFS_FILE_STATS] = {.name = "stats", .text = text_stats},
+    [MFS_FILE_CONFIG] = {.name = "config", .text = text_config},
+};
+
+int mfs_readable_file(struct mfs_manager *mgr, uint32_t id, enum mfs_file f, struct mfs_buf *out)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&mgr->lock);
+	struct mfs_dbfs *d = mfs_find_id(mgr, id);
+	if (d)
+		mfs_readable_files[f].text(d, out);
+	else
+		rc = -ENOENT;
+	pthread_mutex_unlock(&mgr->lock);
+	return rc;
+}
+
+void mfs_readable_names(struct mfs_manager *mgr, struct mfs_buf *out)
+{
+	for (size_t i = 0; i < mfs_nverbs; i++)
+		mfs_buf_printf(out, ATTR_PREFIX "%s%c", mfs_verbs[i].name, '\0');
+	for (size_t i = 0; i < NREADABLES; i++)
+		if (readables[i].manager)
+			mfs_buf_printf(out, ATTR_PREFIX "%s%c", readables[i].name, '\0');
+	pthread_mutex_lock(&mgr->lock);
+	for (struct mfs_dbfs *d = mgr->list; d && out->len < 60000; d = d->next)
+		for (size_t i = 0; i < NREADABLES; i++)
+			if (readables[i].dbfs)
+				mfs_buf_printf(out, ATTR_PREFIX "%s%s%c", readables[i].name,
+					       d->conf.name, '\0');
+	pthread_mutex_unlock(&mgr->lock);
+}

@@ -1,0 +1,60 @@
+/*
+ * Text of the readable control attributes and of the per-DBFS files of the
+ * manager mount. Formats (stable, documented in mfs(8)):
+ *   user.mfs.VERB     the verb's usage line
+ *   user.mfs.list     one line per DBFS: name=N,state=S,mountpoint=M,store=S,
+ *                     bytes=B,inodes=I (values escaped like the protocol)
+ *   user.mfs.dbfs.N   and N/status, N/config: "key=value" lines
+ *   user.mfs.stats.N  and N/stats: "key=value" lines
+ *   user.mfs.status   "key=value" lines about the manager
+ *   user.mfs.error    the caller's last refusal (answer.h)
+ * Adding a readable attribute is adding a row to the table in readable.c.
+ *
+ * Context: any thread (FUSE workers of the manager mount). Every function
+ * but the error and usage texts takes mgr->lock for the whole text, and for
+ * each mounted DBFS it shows (list, dbfs.N, stats.N, N/stats) calls
+ * dbfs_usage under it: that opens an LMDB read transaction and stats
+ * data.mdb, so the lock is held for as many of those as there are mounted
+ * DBFSs. Neither waits on a FUSE request; the control thread may wait that
+ * long for the lock.
+ */
+#ifndef MFS_READABLE_H
+#define MFS_READABLE_H
+
+#include <stdint.h>
+
+#include "buf.h"
+#include "caller.h"
+#include "manager.h"
+
+enum mfs_file {
+	MFS_FILE_STATUS,
+	MFS_FILE_STATS,
+	MFS_FILE_CONFIG,
+	MFS_NFILES,
+};
+
+/* The files of a DBFS's folder: name, and its text (mgr->lock held). */
+struct mfs_readable_file {
+	const char *name;
+	void (*text)(struct mfs_dbfs *d, struct mfs_buf *out);
+};
+
+extern const struct mfs_readable_file mfs_readable_files[MFS_NFILES];
+
+/* Append the value of attribute `attr` (full name) as `who` reads it to
+ * out. 0, or -ENODATA when no such attribute (or no such DBFS). Memory
+ * shortage shows as out->oom. */
+int mfs_readable_attr(struct mfs_manager *mgr, const char *attr, const struct mfs_caller *who,
+		      struct mfs_buf *out);
+
+/* Append the contents of file `f` of the DBFS with id `id` to out. 0 or
+ * -ENOENT (no such DBFS). */
+int mfs_readable_file(struct mfs_manager *mgr, uint32_t id, enum mfs_file f, struct mfs_buf *out);
+
+/* Append every readable attribute name, each NUL-terminated (listxattr
+ * format): the verbs, the manager's, then two per DBFS (stopping near
+ * 60000 bytes). */
+void mfs_readable_names(struct mfs_manager *mgr, struct mfs_buf *out);
+
+#endif
