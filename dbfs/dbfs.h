@@ -99,7 +99,7 @@ void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes
 
 /*
  * The kernel's cache of this DBFS's files (page cache, readdir cache), held
- * to a limit: see dbfs/cache.c. dbfs_set_cache_limit changes it live (0:
+ * to a limit: see dbfs/pagecache.c. dbfs_set_cache_limit changes it live (0:
  * none). When the estimate passes the limit, `cb(arg)` is called from the
  * request thread (it must not block); the owner then calls dbfs_cache_trim,
  * which may wait for the kernel: never from a thread that serves requests.

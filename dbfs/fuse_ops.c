@@ -5,7 +5,7 @@
  *
  * Lookup counts: every reply that hands the kernel an entry (lookup,
  * create, mknod, mkdir, symlink, link, readdirplus except . and ..) adds a
- * reference in fs->nodes; forget drops them and reaps unlinked inodes.
+ * reference in fs->lookups; forget drops them and reaps unlinked inodes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -53,12 +53,12 @@ static void reply_entry(fuse_req_t req, uint64_t ino, const struct dbfs_inode *i
 	struct dbfs *fs = req_fs(req);
 	struct fuse_entry_param e;
 	fill_entry(fs, &e, ino, in);
-	if (dbfs_nodes_ref(&fs->nodes, ino, 1)) {
+	if (dbfs_lookups_ref(&fs->lookups, ino, 1)) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	if (fuse_reply_entry(req, &e))
-		dbfs_nodes_unref(&fs->nodes, ino, 1); /* interrupted: kernel took nothing */
+		dbfs_lookups_unref(&fs->lookups, ino, 1); /* interrupted: kernel took nothing */
 }
 
 static struct dbfs_cred req_cred(fuse_req_t req)
@@ -166,7 +166,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void forget_one(struct dbfs *fs, uint64_t ino, uint64_t n)
 {
-	if (dbfs_nodes_unref(&fs->nodes, ino, n) == 0) {
+	if (dbfs_lookups_unref(&fs->lookups, ino, n) == 0) {
 		dbfs_cache_forget(fs, ino);
 		if (ino != DBFS_ROOT_INO)
 			dbfs_reap_later(fs, ino);
@@ -740,7 +740,7 @@ static int rd_add(struct rd_ctx *r, const char *name, uint64_t ino, uint32_t typ
 					   (off_t)next_off);
 		if (n > left)
 			return 1;
-		if (count_ref && dbfs_nodes_ref(&r->fs->nodes, ino, 1)) {
+		if (count_ref && dbfs_lookups_ref(&r->fs->lookups, ino, 1)) {
 			r->err = -ENOMEM;
 			return 1;
 		}

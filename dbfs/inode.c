@@ -142,7 +142,7 @@ int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more)
 
 int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
-	if (dbfs_nodes_count(&fs->nodes, ino) == 0) {
+	if (dbfs_lookups_count(&fs->lookups, ino) == 0) {
 		int more, rc = dbfs_inode_destroy(fs, txn, ino, &more);
 		if (!rc && more)
 			dbfs_reap_queue(fs, ino);

@@ -19,11 +19,11 @@
 
 #include "dbfs/dbfs.h"
 #include "dbfs/format.h"
-#include "dbfs/nodes.h"
+#include "dbfs/lookups.h"
 
 struct dbfs_wop;
 
-/* The kernel's cache of this DBFS's files (cache.c). */
+/* The kernel's cache of this DBFS's files (pagecache.c). */
 struct dbfs_cache_ent;
 struct dbfs_cache {
 	pthread_mutex_t lock;
@@ -73,7 +73,7 @@ struct dbfs {
 	int64_t reap_since;         /* seconds (monotonic) the oldest queued one waits */
 	_Atomic int64_t last_sync;  /* seconds (monotonic) of the last env sync */
 
-	struct dbfs_nodes nodes;   /* kernel lookup counts */
+	struct dbfs_lookups lookups; /* kernel lookup counts (lookups.c) */
 	int space_low;             /* the space reserve is gone (space.c) */
 	int writemap;              /* the env is open with MDB_WRITEMAP */
 	int no_open, no_opendir;   /* the kernel opens by itself (fuse_ops.c) */
@@ -301,7 +301,7 @@ static inline uint64_t dbfs_alloc_round(uint64_t n)
 	return (n + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;
 }
 
-/* ---- the kernel's cache of the files (cache.c) ---- */
+/* ---- the kernel's cache of the files (pagecache.c) ---- */
 int dbfs_cache_init(struct dbfs *fs);
 void dbfs_cache_destroy(struct dbfs *fs);
 /* `bytes` of inode `ino` (now `size` bytes long) went into the kernel. */

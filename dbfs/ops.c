@@ -714,7 +714,7 @@ int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t 
 int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
 	struct dbfs_inode in;
-	if (dbfs_nodes_count(&fs->nodes, ino))
+	if (dbfs_lookups_count(&fs->lookups, ino))
 		return 0;
 	int rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (rc)

@@ -363,9 +363,9 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	pthread_mutex_init(&fs->reap_lock, NULL);
 	dbfs_cache_init(fs);
 	fs->cache.limit = o->cache_limit;
-	if ((rc = dbfs_nodes_init(&fs->nodes))) {
+	if ((rc = dbfs_lookups_init(&fs->lookups))) {
 		snprintf(err, errlen, "out of memory");
-		goto fail_nodes;
+		goto fail_lookups;
 	}
 
 	if ((rc = lock_store(fs, err, errlen)))
@@ -492,8 +492,8 @@ fail_open:
 fail_env:
 	close(fs->lock_fd);
 fail_lock:
-	dbfs_nodes_destroy(&fs->nodes);
-fail_nodes:
+	dbfs_lookups_destroy(&fs->lookups);
+fail_lookups:
 	dbfs_cache_destroy(fs);
 	free(fs->dir);
 	free(fs);
@@ -516,7 +516,7 @@ void dbfs_close(struct dbfs *fs)
 		mdb_env_sync(fs->env, 1);
 	mdb_env_close(fs->env);
 	close(fs->lock_fd);
-	dbfs_nodes_destroy(&fs->nodes);
+	dbfs_lookups_destroy(&fs->lookups);
 	dbfs_cache_destroy(fs);
 	pthread_rwlock_destroy(&fs->map_lock);
 	free(fs->reap);

@@ -538,9 +538,9 @@ START_TEST(test_statfs_pending_reap)
 	ck_assert_uint_eq((s0.f_blocks - s0.f_bfree) * 4096, usage().bytes);
 	ck_assert_uint_eq(s0.f_files - s0.f_ffree, 2);
 
-	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0); /* open in the kernel */
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, f, 1), 0); /* open in the kernel */
 	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
-	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, f, 1), 0); /* last close */
+	ck_assert_uint_eq(dbfs_lookups_unref(&fs->lookups, f, 1), 0); /* last close */
 	dbfs_reap_later(fs, f);
 	ck_assert_int_eq(dbfs_statfs(fs, &s1), 0);
 	ck_assert_uint_eq(fs->nreap, 1); /* nothing committed */
@@ -598,7 +598,7 @@ START_TEST(test_destroy_in_pieces)
 			ck_assert_uint_eq(fs->nreap, 0);
 		} else {
 			/* Open at a crash: the next mount reclaims it, in pieces. */
-			ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0);
+			ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, f, 1), 0);
 			ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
 			ck_assert_uint_eq(orphans(), 1);
 			fs->opt.read_only = true; /* dbfs_close must not reclaim it */
@@ -861,7 +861,7 @@ START_TEST(test_orphans)
 {
 	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
 	ck_assert_int_eq(wr(f, 0, "data", 4), 0);
-	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0); /* open in the kernel */
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, f, 1), 0); /* open in the kernel */
 	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "f", 0)), 0);
 	struct dbfs_inode in = iget(f); /* still readable */
 	ck_assert_uint_eq(in.nlink, 0);
@@ -878,11 +878,11 @@ START_TEST(test_orphans)
 
 	/* Forget after unlink reaps. */
 	f = mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
-	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 2), 0);
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, f, 2), 0);
 	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "g", 0)), 0);
 	ck_assert_int_eq(RUN(dbfs_op_reap(fs, txn, f)), 0);
 	iget(f); /* still referenced */
-	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, f, 2), 0);
+	ck_assert_uint_eq(dbfs_lookups_unref(&fs->lookups, f, 2), 0);
 	ck_assert_int_eq(RUN(dbfs_op_reap(fs, txn, f)), 0);
 	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
 	ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), -ENOENT);
@@ -891,10 +891,10 @@ START_TEST(test_orphans)
 	/* Queued reaps ride on the next write batch; a linked inode stays. */
 	uint64_t a = mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
 	uint64_t b = mk(DBFS_ROOT_INO, "b", S_IFREG | 0644);
-	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, a, 1), 0);
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, a, 1), 0);
 	ck_assert_int_eq(wr(a, 0, "xyz", 3), 0);
 	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "a", 0)), 0);
-	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, a, 1), 0);
+	ck_assert_uint_eq(dbfs_lookups_unref(&fs->lookups, a, 1), 0);
 	dbfs_reap_later(fs, a);
 	dbfs_reap_later(fs, b);
 	iget(a); /* not yet */
