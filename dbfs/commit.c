@@ -32,22 +32,6 @@ struct dbfs_wop {
 	int done;
 };
 
-int dbfs_grow_map(struct dbfs *fs, uint64_t seen)
-{
-	int rc = 0;
-	pthread_rwlock_wrlock(&fs->map_lock);
-	if (fs->map_size == seen) {
-		uint64_t next = seen < (8ull << 30) ? seen * 2 : seen + (8ull << 30);
-		rc = mdb_env_set_mapsize(fs->env, next);
-		if (!rc) {
-			dbfs_find_map(fs);
-			fs->cnt.map_grows++;
-		}
-	}
-	pthread_rwlock_unlock(&fs->map_lock);
-	return rc;
-}
-
 /* LMDB reports a short write of its pages as EIO; when the store's file
  * system is out of space, that is ENOSPC to the writer. */
 static int commit_error(struct dbfs *fs, int rc)

@@ -116,7 +116,7 @@ typedef int (*dbfs_write_fn)(struct dbfs *fs, MDB_txn *txn, void *arg);
 int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg);
 int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes);
 #define DBFS_BATCH_BYTES (1u << 20)
-/* Grow the map if it is still `seen` bytes (takes the map lock). */
+/* Grow the map if it is still `seen` bytes (takes the map lock; map.c). */
 int dbfs_grow_map(struct dbfs *fs, uint64_t seen);
 /* Restore the space reserve before a batch (leader only). */
 void dbfs_space_refresh(struct dbfs *fs);
@@ -146,6 +146,7 @@ static inline int dbfs_space_check(struct dbfs *fs)
  * preallocated tail): free space that statfs must count. */
 uint64_t dbfs_slack_bytes(struct dbfs *fs);
 
+/* ---- the reap queue (reap.c) ---- */
 /* Queue a forgotten inode for reaping (forget handler). */
 void dbfs_reap_later(struct dbfs *fs, uint64_t ino);
 /* Queue it without reaping now: safe inside a write transaction. */
@@ -162,18 +163,18 @@ struct dbfs_reap_list {
 };
 int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg); /* arg: struct dbfs_reap_list */
 
-/* Read transactions. dbfs_read_begin takes the map lock shared; the
+/* Read transactions (readtxn.c). dbfs_read_begin takes the map lock shared; the
  * transaction (and any pointer into the map) is valid until dbfs_read_end. */
 int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn);
 void dbfs_read_end(struct dbfs *fs, MDB_txn *txn);
 
-/* Find where LMDB mapped the store (sets map_addr, map_size). */
+/* Find where LMDB mapped the store (sets map_addr, map_size; map.c). */
 void dbfs_find_map(struct dbfs *fs);
 
-/* The errno boundary. */
+/* The errno boundary (errors.c). */
 int dbfs_errno(int rc);
 
-/* Fault injection for tests: when > 0, the Nth following LMDB data call
+/* Fault injection for tests (faults.c): when > 0, the Nth following LMDB data call
  * (get/put/del/cursor_put/cursor_del) made through the wrappers below fails
  * with EIO. 0 disables. Not thread-safe; unit tests only. */
 extern long dbfs_fail_countdown;
@@ -207,9 +208,12 @@ static inline int dbfs_cursor_del(MDB_cursor *c)
 	return mdb_cursor_del(c, 0);
 }
 
-/* ---- time ---- */
+/* ---- the clock (clock.c) ---- */
 void dbfs_now(int64_t *sec, uint32_t *nsec);
+/* Set the chosen timestamps of `in` to now (in memory; the caller stores it). */
 void dbfs_touch(struct dbfs_inode *in, int atime, int mtime, int ctime);
+/* Monotonic seconds, for housekeeping intervals. */
+int64_t dbfs_mono_sec(void);
 
 /* ---- super / usage (super.c) ---- */
 int dbfs_format(struct dbfs *fs, MDB_txn *txn);
