@@ -31,7 +31,7 @@ static struct dbfs *req_fs(fuse_req_t req)
 static void reply_err(fuse_req_t req, int rc)
 {
 	struct dbfs *fs = req_fs(req);
-	int e = dbfs_errno(rc);
+	int e = -dbfs_errno(rc);
 	if (e)
 		fs->cnt.errors++;
 	fuse_reply_err(req, e);

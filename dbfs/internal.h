@@ -2,10 +2,34 @@
  * libdbfs internals: the open store, transactions, and the core operations
  * (no FUSE in here; dbfs/fuse_ops.c is the adapter).
  *
- * Error convention inside libdbfs: functions return 0, a negative errno
- * (-ENOENT ...), or an LMDB return code (MDB_* codes, or a positive errno
- * from the system). dbfs_errno() is the one place that turns any of those
- * into the errno a caller sees.
+ * Error convention inside libdbfs. An internal function returns one of:
+ *
+ *   0              success;
+ *   a refusal      a negative errno, -4095..-1 (-ENOENT, -EEXIST, -EDQUOT,
+ *                  -ENOSPC of dbfs_space_check ...): a logical "no",
+ *                  decided before the operation changed anything. In a
+ *                  write batch the other operations go on (commit.c);
+ *   a store failure  an LMDB return code as LMDB gave it: an MDB_* code
+ *                  (MDB_KEYEXIST..MDB_LAST_ERRCODE, about -30800) or a
+ *                  positive system errno that LMDB passed on. The write
+ *                  transaction may hold part of the operation: the batch is
+ *                  aborted (MDB_MAP_FULL: the map grows and it runs again)
+ *                  and each operation runs again alone;
+ *   a queue error  DBFS_QUEUE_ERR(e), about -1048576 - e: libmfsq's result
+ *                  e (a POSITIVE errno) met inside a write transaction. A
+ *                  libmfsq result is always wrapped by dbfs_queue_err()
+ *                  before a dbfs function returns it, so that it is never
+ *                  read as a store failure (LMDB's positive errno). It is
+ *                  handled as a store failure (the queue wrote into the same
+ *                  transaction), except that DBFS_QUEUE_ERR(EAGAIN) runs the
+ *                  batch again, a bounded number of times (commit.c).
+ *
+ * The ranges do not overlap, so dbfs_is_refusal() and dbfs_is_queue_err()
+ * tell them apart; nothing else tests ranges. Code that meets an LMDB code
+ * may compare it with a named MDB_* value (MDB_NOTFOUND -> -ENOENT) but
+ * maps nothing else: dbfs_errno() (errors.c) is the one boundary that
+ * turns any result into the negative errno of the public API (dbfs.h); a
+ * FUSE reply takes -dbfs_errno(rc).
  */
 #ifndef DBFS_INTERNAL_H
 #define DBFS_INTERNAL_H
@@ -165,16 +189,42 @@ int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg); /* arg: struct dbfs_
 
 /* Read transactions (readtxn.c). dbfs_read_begin takes the map lock shared; the
  * transaction (and any pointer into the map) is valid until dbfs_read_end. */
-int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn);
+int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn); /* 0 or a store failure */
 void dbfs_read_end(struct dbfs *fs, MDB_txn *txn);
 
 /* Find where LMDB mapped the store (sets map_addr, map_size; map.c). */
 void dbfs_find_map(struct dbfs *fs);
 
-/* The errno boundary (errors.c). */
+/* ---- errors (errors.c; see "Error convention" above) ---- */
+static inline bool dbfs_is_refusal(int rc)
+{
+	return rc < 0 && rc > -4096;
+}
+
+#define DBFS_QUEUE_ERR_BASE (-(1 << 20))
+#define DBFS_QUEUE_ERR(e)   (DBFS_QUEUE_ERR_BASE - (e))
+
+/* Wrap a libmfsq result (0 or a positive errno) for a dbfs return. */
+static inline int dbfs_queue_err(int mq_rc)
+{
+	return mq_rc ? DBFS_QUEUE_ERR(mq_rc) : 0;
+}
+
+static inline bool dbfs_is_queue_err(int rc)
+{
+	return rc < DBFS_QUEUE_ERR_BASE && rc > DBFS_QUEUE_ERR(4096);
+}
+
+/* The queue's errno inside a queue error. */
+static inline int dbfs_queue_errno(int rc)
+{
+	return DBFS_QUEUE_ERR_BASE - rc;
+}
+
+/* The errno boundary: 0, or the negative errno for any internal result. */
 int dbfs_errno(int rc);
 
-/* Fault injection for tests (faults.c): when > 0, the Nth following LMDB data call
+/* Fault injection (faults.c) for tests: when > 0, the Nth following LMDB data call
  * (get/put/del/cursor_put/cursor_del) made through the wrappers below fails
  * with EIO. 0 disables. Not thread-safe; unit tests only. */
 extern long dbfs_fail_countdown;

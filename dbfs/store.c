@@ -122,7 +122,7 @@ static int precheck(struct dbfs *fs, bool create, char *err, size_t errlen)
 	rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &txn);
 	if (rc) {
 		snprintf(err, errlen, "cannot read store: %s", mdb_strerror(rc));
-		return -dbfs_errno(rc);
+		return dbfs_errno(rc);
 	}
 	rc = open_dbis(fs, txn, 0);
 	if (rc == MDB_NOTFOUND) {
@@ -136,9 +136,7 @@ static int precheck(struct dbfs *fs, bool create, char *err, size_t errlen)
 		snprintf(err, errlen, "store is damaged or not a DBFS store: %s", mdb_strerror(rc));
 		rc = -EINVAL;
 	} else {
-		rc = dbfs_super_check(fs, txn, err, errlen);
-		if (rc > 0 || rc <= -4096)
-			rc = -dbfs_errno(rc);
+		rc = dbfs_errno(dbfs_super_check(fs, txn, err, errlen));
 	}
 	mdb_txn_abort(txn);
 	return rc;
@@ -301,7 +299,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	rc = mdb_txn_begin(fs->env, NULL, o->read_only ? MDB_RDONLY : 0, &txn);
 	if (rc) {
 		snprintf(err, errlen, "cannot begin transaction: %s", mdb_strerror(rc));
-		rc = -dbfs_errno(rc);
+		rc = dbfs_errno(rc);
 		goto fail_open;
 	}
 	rc = open_dbis(fs, txn, o->read_only ? 0 : MDB_CREATE);
@@ -311,7 +309,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 			snprintf(err, errlen, "not a DBFS store (missing tables)");
 		else
 			snprintf(err, errlen, "cannot open tables: %s", mdb_strerror(rc));
-		rc = rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? -EINVAL : -dbfs_errno(rc);
+		rc = rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? -EINVAL : dbfs_errno(rc);
 		goto fail_open;
 	}
 	MDB_val k = {2, (void *)"sb"}, v;
@@ -329,20 +327,20 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		if (rc) {
 			mdb_txn_abort(txn);
 			snprintf(err, errlen, "cannot format store: %s", mdb_strerror(rc));
-			rc = -dbfs_errno(rc);
+			rc = dbfs_errno(rc);
 			goto fail_open;
 		}
 	}
 	rc = dbfs_super_check(fs, txn, err, errlen);
 	if (rc) {
 		mdb_txn_abort(txn);
-		rc = rc < 0 && rc > -4096 ? rc : -dbfs_errno(rc);
+		rc = dbfs_errno(rc);
 		goto fail_open;
 	}
 	rc = mdb_txn_commit(txn);
 	if (rc) {
 		snprintf(err, errlen, "cannot commit: %s", mdb_strerror(rc));
-		rc = -dbfs_errno(rc);
+		rc = dbfs_errno(rc);
 		goto fail_open;
 	}
 	dbfs_find_map(fs);
@@ -350,8 +348,8 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	if (!o->read_only) {
 		rc = reclaim(fs);
 		if (rc) {
-			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(dbfs_errno(rc)));
-			rc = -dbfs_errno(rc);
+			rc = dbfs_errno(rc);
+			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
 			goto fail_open;
 		}
 	}
@@ -400,7 +398,7 @@ int dbfs_sync(struct dbfs *fs)
 	if (fs->opt.read_only)
 		return 0;
 	fs->last_sync = dbfs_mono_sec();
-	return -dbfs_errno(mdb_env_sync(fs->env, 1));
+	return dbfs_errno(mdb_env_sync(fs->env, 1));
 }
 
 int dbfs_tick(struct dbfs *fs)
@@ -414,7 +412,7 @@ int dbfs_tick(struct dbfs *fs)
 		if (!rc)
 			rc = src;
 	}
-	return rc;
+	return dbfs_errno(rc);
 }
 
 const char *dbfs_dir(const struct dbfs *fs)

@@ -155,11 +155,11 @@ int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u)
 	struct dbfs_usage_rec r;
 	int rc = dbfs_read_begin(fs, &txn);
 	if (rc)
-		return -dbfs_errno(rc);
+		return dbfs_errno(rc);
 	rc = dbfs_usage_get(fs, txn, &r);
 	dbfs_read_end(fs, txn);
 	if (rc)
-		return -dbfs_errno(rc);
+		return dbfs_errno(rc);
 	u->bytes = r.bytes;
 	u->inodes = r.inodes;
 	u->map_size = fs->map_size;

@@ -1045,11 +1045,100 @@ START_TEST(test_fault_injection)
 			break;
 		}
 		mdb_txn_abort(txn);
-		ck_assert_msg(dbfs_errno(rc) == EIO, "%s: step %ld returned %d", name, n, rc);
+		ck_assert_msg(dbfs_errno(rc) == -EIO, "%s: step %ld returned %d", name, n, rc);
 		ck_assert_msg(store_hash() == before, "%s: step %ld left a change", name, n);
 		steps++;
 	}
 	ck_assert_msg(steps >= 3, "%s: only %d injected steps", name, steps);
+}
+END_TEST
+
+/* ---- the error convention (internal.h) ---- */
+
+START_TEST(test_errno_boundary)
+{
+	ck_assert_int_eq(dbfs_errno(0), 0);
+	ck_assert_int_eq(dbfs_errno(-ENOENT), -ENOENT);
+	ck_assert_int_eq(dbfs_errno(-EDQUOT), -EDQUOT);
+	ck_assert_int_eq(dbfs_errno(MDB_NOTFOUND), -ENOENT);
+	ck_assert_int_eq(dbfs_errno(MDB_KEYEXIST), -EEXIST);
+	ck_assert_int_eq(dbfs_errno(MDB_MAP_FULL), -ENOSPC);
+	ck_assert_int_eq(dbfs_errno(MDB_CORRUPTED), -EIO);
+	ck_assert_int_eq(dbfs_errno(EIO), -EIO);
+	ck_assert_int_eq(dbfs_errno(ENOSPC), -ENOSPC);
+	ck_assert_int_eq(dbfs_errno(dbfs_queue_err(EAGAIN)), -EAGAIN);
+	ck_assert_int_eq(dbfs_errno(dbfs_queue_err(ENOMEM)), -ENOMEM);
+	ck_assert_int_eq(dbfs_queue_err(0), 0);
+
+	ck_assert(dbfs_is_refusal(-ENOENT) && dbfs_is_refusal(-4095));
+	ck_assert(!dbfs_is_refusal(0) && !dbfs_is_refusal(EIO) && !dbfs_is_refusal(MDB_NOTFOUND));
+	ck_assert(!dbfs_is_refusal(dbfs_queue_err(EAGAIN)));
+	ck_assert(dbfs_is_queue_err(dbfs_queue_err(1)) && dbfs_is_queue_err(dbfs_queue_err(4095)));
+	ck_assert(!dbfs_is_queue_err(EAGAIN) && !dbfs_is_queue_err(-EAGAIN));
+	ck_assert(!dbfs_is_queue_err(MDB_NOTFOUND) && !dbfs_is_queue_err(MDB_LAST_ERRCODE));
+	ck_assert_int_eq(dbfs_queue_errno(dbfs_queue_err(EAGAIN)), EAGAIN);
+}
+END_TEST
+
+/* A write operation that makes a file, then fails with a queue error
+ * `fails` times, as an enqueue in the same transaction would. */
+struct queue_op {
+	const char *name;
+	int err, fails, calls;
+};
+
+static int queue_op_fn(struct dbfs *f, MDB_txn *txn, void *arg)
+{
+	struct queue_op *q = arg;
+	struct dbfs_inode in;
+	uint64_t ino;
+	q->calls++;
+	int rc = dbfs_op_mknod(f, txn, &cred, DBFS_ROOT_INO, q->name, S_IFREG | 0644, 0, NULL, &ino,
+			       &in);
+	if (rc)
+		return rc;
+	if (q->fails) {
+		q->fails--;
+		return dbfs_queue_err(q->err);
+	}
+	return 0;
+}
+
+static int exists(const char *name)
+{
+	struct dbfs_inode in;
+	uint64_t ino;
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	int rc = dbfs_op_lookup(fs, t, DBFS_ROOT_INO, name, &ino, &in);
+	dbfs_read_end(fs, t);
+	ck_assert(rc == 0 || rc == -ENOENT);
+	return rc == 0;
+}
+
+START_TEST(test_queue_error_in_batch)
+{
+	/* EAGAIN from the queue: the batch runs again; what the failed runs
+	 * wrote is gone, what the last run wrote is committed once. */
+	struct queue_op a = {"again", EAGAIN, 2, 0};
+	ck_assert_int_eq(dbfs_write(fs, queue_op_fn, &a), 0);
+	ck_assert_int_eq(a.calls, 3);
+	ck_assert(exists("again"));
+
+	/* Another queue error is not retried and changes nothing. */
+	struct queue_op b = {"nomem", ENOMEM, 1, 0};
+	int rc = dbfs_write(fs, queue_op_fn, &b);
+	ck_assert_int_eq(dbfs_errno(rc), -ENOMEM);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert(!exists("nomem"));
+
+	/* EAGAIN for ever: bounded, then -EAGAIN, and nothing committed. */
+	struct queue_op c = {"never", EAGAIN, 1000, 0};
+	rc = dbfs_write(fs, queue_op_fn, &c);
+	ck_assert_int_eq(dbfs_errno(rc), -EAGAIN);
+	ck_assert_int_gt(c.calls, 1);
+	ck_assert_int_lt(c.calls, 1000);
+	ck_assert(!exists("never"));
 }
 END_TEST
 
@@ -1077,6 +1166,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_orphans);
 	tcase_add_test(tc, test_quota);
 	tcase_add_test(tc, test_map_grows_commit);
+	tcase_add_test(tc, test_errno_boundary);
+	tcase_add_test(tc, test_queue_error_in_batch);
 	tcase_add_loop_test(tc, test_fault_injection, 0,
 			    (int)(sizeof(scenarios) / sizeof(scenarios[0])));
 	suite_add_tcase(s, tc);
