@@ -521,6 +521,19 @@ static void mark_atime(struct dbfs *fs, uint64_t ino)
 	}
 }
 
+/* Count a request that reads inode `ino`: open a read transaction and read
+ * it. *txn is NULL when no transaction could be opened (nothing to end). */
+static int read_inode(struct dbfs *fs, fuse_ino_t ino, MDB_txn **txn, struct dbfs_inode *in)
+{
+	fs->cnt.ops++;
+	int rc = dbfs_read_begin(fs, txn);
+	if (rc) {
+		*txn = NULL;
+		return rc;
+	}
+	return dbfs_inode_get(fs, *txn, ino, in);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -532,13 +545,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t got = 0;
 	int n = 0;
 	(void)fi;
-	fs->cnt.ops++;
-	int rc = dbfs_read_begin(fs, &txn);
-	if (rc) {
+	int rc = read_inode(fs, ino, &txn, &in);
+	if (!txn) {
 		reply_err(req, rc);
 		return;
 	}
-	rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (!rc && atime_due(&in) && !fs->opt.read_only) {
 		/* Before the reply: the kernel asks for attributes again after a
 		 * read, and must see the new atime. Rare (relatime). */
@@ -882,13 +893,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	struct dbfs_inode in;
 	MDB_txn *txn;
 	MDB_val v;
-	fs->cnt.ops++;
-	int rc = dbfs_read_begin(fs, &txn);
-	if (rc) {
+	int rc = read_inode(fs, ino, &txn, &in);
+	if (!txn) {
 		reply_err(req, rc);
 		return;
 	}
-	rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (!rc)
 		rc = dbfs_xattr_get(fs, txn, ino, name, &v);
 	if (!rc && size && v.mv_size > size)

@@ -302,6 +302,10 @@ int dbfs_dir_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *nam
  * writes dir back). */
 int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
 		 const char *name, size_t len, uint64_t ino, uint32_t type);
+/* Point the existing entry `old` (same cookie) at another inode (rename's
+ * exchange and replace); changes neither dir's counts nor its cookies. */
+int dbfs_dir_replace(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
+		     const struct dbfs_dirent_val *old, uint64_t ino, uint32_t type);
 int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
 		    const char *name, size_t len, const struct dbfs_dirent_val *dv);
 /* Iterate entries with cookie >= from. cb returns non-zero to stop (that
