@@ -79,7 +79,10 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * exist. Takes an exclusive lock on the store: a second open, from this or
  * another process, fails with -EBUSY. Removes the files of inodes that were
  * unlinked but still open when the store was last closed (orphans).
- * On failure `*out` is untouched and `err` says why.
+ * On failure `*out` is untouched and `err` says why, and the directory is
+ * as it was: a directory without data.mdb and no create is refused before
+ * anything is made, and the dbfs.lock, data.mdb and lock.mdb this call
+ * made are removed when it refuses or fails later.
  * Errors: -ENOENT (`dir` or a component missing, or no store and no
  * create), -ENOTDIR (`dir` is not a directory), -ENOMEM, -EBUSY (store in
  * use), -EINVAL (not a DBFS store, unknown format version, damaged or

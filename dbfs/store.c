@@ -38,31 +38,80 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 	return 0;
 }
 
-static int lock_store(struct dbfs *fs, char *err, size_t errlen)
+/* What dbfs_open made in the store's directory, to remove again when it
+ * refuses or fails: a refused open changes nothing on disk. */
+enum {
+	MADE_DATA = 1 << 0,    /* data.mdb */
+	MADE_ENVLOCK = 1 << 1, /* lock.mdb */
+	MADE_LOCK = 1 << 2,    /* dbfs.lock */
+};
+
+/* Remove what `made` names; the caller still holds dbfs.lock, and has
+ * closed the environment. */
+static void unmake(struct dbfs *fs, unsigned made)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} files[] = {{MADE_DATA, "data.mdb"}, {MADE_ENVLOCK, "lock.mdb"}, {MADE_LOCK, "dbfs.lock"}};
+	char path[4200];
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (!(made & files[i].bit))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", fs->dir, files[i].name);
+		unlink(path);
+	}
+}
+
+/* Open and lock dbfs.lock, creating it if missing (MADE_LOCK in *made).
+ * Another opener that failed may have removed the file we locked
+ * (format.h): then try again. */
+static int lock_store(struct dbfs *fs, unsigned *made, char *err, size_t errlen)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/dbfs.lock", fs->dir);
-	fs->lock_fd = open(path, (fs->opt.read_only ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC,
-			   0600);
-	if (fs->lock_fd < 0) {
-		int e = errno;
-		if (e == ENOENT && fs->opt.read_only)
-			snprintf(err, errlen, "no DBFS store in %s", fs->dir);
-		else
-			snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
-		return -e;
-	}
-	if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno;
-		if (e == EWOULDBLOCK) {
-			snprintf(err, errlen, "store %s is in use (mounted by this or another process)",
-				 fs->dir);
-			return -EBUSY;
+	for (int tries = 0; tries < 16; tries++) {
+		bool created = false;
+		fs->lock_fd = open(path, (fs->opt.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		if (fs->lock_fd < 0 && errno == ENOENT && !fs->opt.read_only) {
+			fs->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			created = fs->lock_fd >= 0;
+			if (fs->lock_fd < 0 && errno == EEXIST)
+				continue; /* made by another opener meanwhile */
 		}
-		snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
-		return -e;
+		if (fs->lock_fd < 0) {
+			int e = errno;
+			if (e == ENOENT && fs->opt.read_only)
+				snprintf(err, errlen, "no DBFS store in %s", fs->dir);
+			else
+				snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+			return -e;
+		}
+		if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+			/* Not ours to remove, even if we made it: its holder
+			 * opened it after us. */
+			int e = errno;
+			close(fs->lock_fd);
+			fs->lock_fd = -1;
+			if (e == EWOULDBLOCK) {
+				snprintf(err, errlen,
+					 "store %s is in use (mounted by this or another process)",
+					 fs->dir);
+				return -EBUSY;
+			}
+			snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
+			return -e;
+		}
+		if (dbfs_lock_is_current(fs->lock_fd, path)) {
+			if (created)
+				*made |= MADE_LOCK;
+			return 0;
+		}
+		close(fs->lock_fd);
+		fs->lock_fd = -1;
 	}
-	return 0;
+	snprintf(err, errlen, "store %s is in use (its lock file keeps changing)", fs->dir);
+	return -EBUSY;
 }
 
 struct reclaim_ctx {
@@ -237,17 +286,31 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		goto fail_lookups;
 	}
 
-	if ((rc = lock_store(fs, err, errlen)))
-		goto fail_lock;
-
+	/* No store and no create: refuse before making anything. */
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
 	int exists = stat(path, &sb) == 0;
+	unsigned made = 0;
+	if (!exists && !o->create) {
+		snprintf(err, errlen, "no DBFS store in %s (use 'create' to make one)", dir);
+		rc = -ENOENT;
+		goto fail_lock;
+	}
+	if ((rc = lock_store(fs, &made, err, errlen)))
+		goto fail_lock;
+	/* Again, under the lock: a concurrent opener may have made or removed it. */
+	exists = stat(path, &sb) == 0;
 	if (!exists && !o->create) {
 		snprintf(err, errlen, "no DBFS store in %s (use 'create' to make one)", dir);
 		rc = -ENOENT;
 		goto fail_env;
 	}
+	if (!exists)
+		made |= MADE_DATA;
+	char envlock[4200];
+	snprintf(envlock, sizeof(envlock), "%s/lock.mdb", dir);
+	if (access(envlock, F_OK) < 0 && errno == ENOENT)
+		made |= MADE_ENVLOCK;
 	/* Never format over an existing file, even an empty one: it was a
 	 * store that someone truncated. */
 	if (exists && sb.st_size == 0) {
@@ -359,6 +422,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 fail_open:
 	mdb_env_close(fs->env);
 fail_env:
+	unmake(fs, made);
 	close(fs->lock_fd);
 fail_lock:
 	dbfs_lookups_destroy(&fs->lookups);

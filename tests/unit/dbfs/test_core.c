@@ -4,6 +4,7 @@
  * of multi-step operations (the store must be unchanged after each failure).
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -1142,6 +1143,106 @@ START_TEST(test_queue_error_in_batch)
 }
 END_TEST
 
+/* The names in directory `d`, sorted, comma-separated ("" when empty). */
+static const char *listing(const char *d)
+{
+	static char out[1024];
+	struct dirent **names;
+	int n = scandir(d, &names, NULL, alphasort);
+	ck_assert_int_ge(n, 0);
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (strcmp(names[i]->d_name, ".") && strcmp(names[i]->d_name, "..")) {
+			if (out[0])
+				strcat(out, ",");
+			strcat(out, names[i]->d_name);
+		}
+		free(names[i]);
+	}
+	free(names);
+	return out;
+}
+
+/* issue 15 point 7: a refused or failed open leaves nothing behind. */
+START_TEST(test_refused_open_leaves_nothing)
+{
+	struct dbfs *other = NULL;
+	struct dbfs_options o;
+	char err[256], d2[300], p[400];
+	snprintf(d2, sizeof(d2), "%s/plain", dir);
+	ck_assert_int_eq(mkdir(d2, 0700), 0);
+
+	/* A plain directory, no create: read-write and read-only. */
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -ENOENT);
+	ck_assert_str_eq(listing(d2), "");
+	o.read_only = true;
+	ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -ENOENT);
+	ck_assert_str_eq(listing(d2), "");
+
+	/* One that holds something else. */
+	snprintf(p, sizeof(p), "%s/keep", d2);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -ENOENT);
+	ck_assert_str_eq(listing(d2), "keep");
+	ck_assert_int_eq(unlink(p), 0);
+
+	/* A create that fails after LMDB made its files (a map no machine
+	 * has), with and without MDB_WRITEMAP. */
+	for (int wm = 0; wm < 2; wm++) {
+		dbfs_options_init(&o);
+		o.create = true;
+		o.writemap = wm;
+		o.initial_map_size = 16000000ull << 40;
+		int rc = dbfs_open(d2, &o, &other, err, sizeof(err));
+		ck_assert_msg(rc < 0, "writemap=%d: open of a 16000000T map succeeded", wm);
+		ck_assert_msg(!strcmp(listing(d2), ""), "writemap=%d: left %s (%s)", wm,
+			      listing(d2), err);
+	}
+
+	/* A damaged store: refused, and its file is all that is left, as it
+	 * was. */
+	snprintf(p, sizeof(p), "%s/data.mdb", d2);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	char junk[16384];
+	memset(junk, 0xa5, sizeof(junk));
+	ck_assert_int_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	for (int wm = 0; wm < 2; wm++) {
+		dbfs_options_init(&o);
+		o.create = true;
+		o.writemap = wm;
+		ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -EINVAL);
+		ck_assert_str_eq(listing(d2), "data.mdb");
+		struct stat sb;
+		ck_assert_int_eq(stat(p, &sb), 0);
+		ck_assert_int_eq(sb.st_size, (off_t)sizeof(junk));
+	}
+	ck_assert_ptr_null(other);
+}
+END_TEST
+
+/* The lock file of a store that opened stays (only what a failed open
+ * made goes), and a second open of it is refused without removing it. */
+START_TEST(test_open_keeps_lock_of_store)
+{
+	struct dbfs *other;
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
+	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.lock,lock.mdb");
+	dbfs_close(fs);
+	fs = NULL;
+	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.lock,lock.mdb");
+	open_store();
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("dbfs-core");
@@ -1150,6 +1251,8 @@ static Suite *core_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_reopen_and_lock);
 	tcase_add_test(tc, test_open_errors);
+	tcase_add_test(tc, test_refused_open_leaves_nothing);
+	tcase_add_test(tc, test_open_keeps_lock_of_store);
 	tcase_add_test(tc, test_options);
 	tcase_add_test(tc, test_mknod_lookup_errors);
 	tcase_add_test(tc, test_symlink_and_link);
