@@ -158,22 +158,28 @@ int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 			fs->wq_tail = &fs->wq_head;
 		pthread_mutex_unlock(&fs->wq_lock);
 
-		/* Inodes forgotten since the last batch are reaped in this one. */
+		/* Inodes forgotten since the last batch are reaped in this one;
+		 * on a full disk in a commit of their own before it, so that
+		 * the room they free is there for the batch (space.c). */
 		struct dbfs_reap_list reap = {NULL, 0};
 		struct dbfs_wop reap_op = {.fn = dbfs_reap_fn, .arg = &reap};
+		struct dbfs_wop *reap_first = &reap_op;
 		pthread_mutex_lock(&fs->reap_lock);
 		if (fs->nreap && n < BATCH_MAX) {
 			reap.ino = fs->reap;
 			reap.n = fs->nreap;
 			fs->reap = NULL;
 			fs->nreap = fs->capreap = 0;
-			batch[n++] = &reap_op;
 		}
 		pthread_mutex_unlock(&fs->reap_lock);
 
+		if (reap.ino && fs->space_full)
+			lead(fs, &reap_first, 1);
+		else if (reap.ino)
+			batch[n++] = &reap_op;
 		lead(fs, batch, n);
 		free(reap.ino); /* a failed reap leaves the inodes in the orphan table */
-		if (reap.ino)
+		if (batch[n - 1] == &reap_op)
 			n--;
 
 		pthread_mutex_lock(&fs->wq_lock);

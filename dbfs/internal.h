@@ -99,6 +99,7 @@ struct dbfs {
 
 	struct dbfs_lookups lookups; /* kernel lookup counts (lookups.c) */
 	int space_low;             /* the space reserve is gone (space.c) */
+	int space_full;		   /* the reserve could not be restored (space.c) */
 	int writemap;              /* the env is open with MDB_WRITEMAP */
 	int no_open, no_opendir;   /* the kernel opens by itself (fuse_ops.c) */
 	struct fuse_session *se;   /* for invalidations (dbfs_set_session) */
@@ -169,6 +170,10 @@ static inline int dbfs_space_check(struct dbfs *fs)
 /* Bytes inside the store's file that LMDB can reuse (free list and the
  * preallocated tail): free space that statfs must count. */
 uint64_t dbfs_slack_bytes(struct dbfs *fs);
+/* Bytes that operations adding data can still get, `pending` more bytes
+ * freed counted as free (reaps queued): 0 exactly when the next batch
+ * refuses them with ENOSPC (space.c). For statfs's f_bavail. */
+uint64_t dbfs_space_writable(struct dbfs *fs, uint64_t pending);
 
 /* ---- the reap queue (reap.c) ---- */
 /* Queue a forgotten inode for reaping (forget handler). */
@@ -229,6 +234,9 @@ int dbfs_errno(int rc);
  * with EIO. 0 disables. Not thread-safe; unit tests only. */
 extern long dbfs_fail_countdown;
 int dbfs_fail_check(void);
+/* When true, the store's file system is full: fallocate fails with ENOSPC
+ * and statfs sees no room (space.c). Unit tests only. */
+extern bool dbfs_fault_disk_full;
 
 static inline int dbfs_get(MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v)
 {
@@ -273,6 +281,9 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen);
 int dbfs_alloc_ino(struct dbfs *fs, MDB_txn *txn, uint64_t *ino);
 int dbfs_usage_get(struct dbfs *fs, MDB_txn *txn, struct dbfs_usage_rec *u);
 int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes);
+/* Rewrite the usage record as it is: one page changes, so the commit is a
+ * real one and advances the transaction id (space.c). */
+int dbfs_usage_touch(struct dbfs *fs, MDB_txn *txn);
 
 /* ---- inodes (inode.c) ---- */
 int dbfs_inode_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in);

@@ -129,10 +129,9 @@ int dbfs_usage_get(struct dbfs *fs, MDB_txn *txn, struct dbfs_usage_rec *u)
 	return 0;
 }
 
-int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes)
+/* Add to the usage record and write it back, even unchanged. */
+static int usage_write(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes)
 {
-	if (!dbytes && !dinodes)
-		return 0;
 	struct dbfs_usage_rec u;
 	int rc = dbfs_usage_get(fs, txn, &u);
 	if (rc)
@@ -141,6 +140,18 @@ int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinode
 	u.inodes += (uint64_t)dinodes;
 	MDB_val v = {sizeof(u), &u};
 	return dbfs_put(txn, fs->db_super, &key_usage, &v, 0);
+}
+
+int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes)
+{
+	if (!dbytes && !dinodes)
+		return 0;
+	return usage_write(fs, txn, dbytes, dinodes);
+}
+
+int dbfs_usage_touch(struct dbfs *fs, MDB_txn *txn)
+{
+	return usage_write(fs, txn, 0, 0);
 }
 
 void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes)

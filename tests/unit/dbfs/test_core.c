@@ -51,6 +51,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	dbfs_fault_disk_full = false;
 	dbfs_close(fs);
 	fs = NULL;
 	rm_store();
@@ -1243,6 +1244,97 @@ START_TEST(test_open_keeps_lock_of_store)
 }
 END_TEST
 
+/* ---- a full disk (issue 15 point 9) ---- */
+
+static uint64_t avail_blocks(void)
+{
+	struct statvfs s;
+	ck_assert_int_eq(dbfs_statfs(fs, &s), 0);
+	return s.f_bavail;
+}
+
+struct small {
+	const char *name;
+	uint64_t ino;
+};
+
+static int small_create_fn(struct dbfs *f, MDB_txn *txn, void *arg)
+{
+	struct small *sm = arg;
+	struct dbfs_inode in;
+	return dbfs_op_mknod(f, txn, &cred, DBFS_ROOT_INO, sm->name, S_IFREG | 0644, 0, NULL,
+			     &sm->ino, &in);
+}
+
+/* Make a 2-byte file through the write path, as the FUSE adapter would;
+ * returns the first error. */
+static int small_file(const char *name)
+{
+	struct small sm = {name, 0};
+	int rc = dbfs_write(fs, small_create_fn, &sm);
+	if (rc)
+		return rc;
+	struct wa w = {sm.ino, 0, "xy", 2};
+	return dbfs_write(fs, write_fn, &w);
+}
+
+/* Write 1 MiB pieces of `ino` from `off` on until a write fails (at most
+ * `max` pieces); returns that write's result. */
+static int fill(uint64_t ino, uint64_t off, int max)
+{
+	static char buf[1 << 20];
+	memset(buf, 'f', sizeof(buf));
+	for (int i = 0; i < max; i++) {
+		struct wa w = {ino, off + ((uint64_t)i << 20), buf, sizeof(buf)};
+		int rc = dbfs_write(fs, write_fn, &w);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* statfs's f_bavail is the truth: a write gets ENOSPC exactly when it is 0. */
+static void check_avail_truth(const char *name)
+{
+	uint64_t a = avail_blocks();
+	int rc = small_file(name);
+	ck_assert_msg(rc == 0 || rc == -ENOSPC, "%s: %d", name, rc);
+	ck_assert_msg((rc == 0) == (a > 0), "%s: create %s with %llu blocks available", name,
+		      rc ? "refused" : "made", (unsigned long long)a);
+}
+
+START_TEST(test_full_disk)
+{
+	uint64_t big = mk(DBFS_ROOT_INO, "big", S_IFREG | 0644);
+	ck_assert_int_eq(fill(big, 0, 4), 0);
+	dbfs_fault_disk_full = true; /* from now on the store cannot grow */
+	ck_assert_int_eq(fill(big, 4 << 20, 256), -ENOSPC);
+	ck_assert_uint_eq(avail_blocks(), 0);
+	check_avail_truth("refused");
+
+	/* Delete the file as the kernel does (unlink, then forget): the
+	 * next create gets its room at once. */
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, big, 1), 0);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
+	ck_assert_uint_eq(dbfs_lookups_unref(&fs->lookups, big, 1), 0);
+	dbfs_reap_later(fs, big);
+	ck_assert_uint_gt(avail_blocks(), 0);
+	ck_assert_int_eq(small_file("after-delete"), 0);
+
+	/* Fill again, then rewrite the file in place: statfs stays true. */
+	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	ck_assert_int_eq(fill(f, 0, 256), -ENOSPC);
+	check_avail_truth("full");
+	char name[32];
+	for (int round = 0; round < 8; round++) {
+		fill(f, 0, 4);
+		snprintf(name, sizeof(name), "rewrite%d", round);
+		check_avail_truth(name);
+	}
+	dbfs_fault_disk_full = false;
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("dbfs-core");
@@ -1269,6 +1361,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_orphans);
 	tcase_add_test(tc, test_quota);
 	tcase_add_test(tc, test_map_grows_commit);
+	tcase_add_test(tc, test_full_disk);
 	tcase_add_test(tc, test_errno_boundary);
 	tcase_add_test(tc, test_queue_error_in_batch);
 	tcase_add_loop_test(tc, test_fault_injection, 0,
