@@ -106,8 +106,8 @@ void dbfs_close(struct dbfs *fs);
  * Make everything committed so far durable across power loss
  * (mdb_env_sync with force: one device flush). Read-only stores: 0 at
  * once.
- * Errors: -EIO (the flush failed), -ENOSPC, -EINVAL (environment
- * unusable), or another negative errno of fdatasync/msync.
+ * Errors: -EIO or -ENOSPC (the flush failed: data may be lost), or
+ * another negative errno of fdatasync (or msync, with MDB_WRITEMAP).
  * Thread context: any thread, a request thread of this store included
  * (the fsync handlers call it); it takes no lock of libdbfs and
  * does not wait for the writer, only for the device.
