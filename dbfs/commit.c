@@ -12,7 +12,8 @@
  * its first change (see dbfs_write_fn); when one still fails after changing
  * something (an LMDB error), the whole batch is aborted and every operation
  * is run again alone, so one failure never leaks into another's commit.
- * MDB_MAP_FULL aborts, grows the map and retries.
+ * MDB_MAP_FULL aborts, grows the map and retries; so does a queue error
+ * EAGAIN from an operation (a bounded number of times).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -32,22 +33,6 @@ struct dbfs_wop {
 	int done;
 };
 
-int dbfs_grow_map(struct dbfs *fs, uint64_t seen)
-{
-	int rc = 0;
-	pthread_rwlock_wrlock(&fs->map_lock);
-	if (fs->map_size == seen) {
-		uint64_t next = seen < (8ull << 30) ? seen * 2 : seen + (8ull << 30);
-		rc = mdb_env_set_mapsize(fs->env, next);
-		if (!rc) {
-			dbfs_find_map(fs);
-			fs->cnt.map_grows++;
-		}
-	}
-	pthread_rwlock_unlock(&fs->map_lock);
-	return rc;
-}
-
 /* LMDB reports a short write of its pages as EIO; when the store's file
  * system is out of space, that is ENOSPC to the writer. */
 static int commit_error(struct dbfs *fs, int rc)
@@ -59,56 +44,70 @@ static int commit_error(struct dbfs *fs, int rc)
 	return rc;
 }
 
+/* Times a batch runs again when the queue answers EAGAIN inside it (its
+ * message cache was refilling under memory pressure, say) before the
+ * operations get -EAGAIN. */
+#define QUEUE_RETRIES 8
+
+/*
+ * A transaction of the batch ended in `failed`, and was aborted. May the
+ * batch run again? Yes when the map was full and has grown, or when the
+ * queue asked for a retry (DBFS_QUEUE_ERR(EAGAIN)) fewer than QUEUE_RETRIES
+ * times; otherwise *rc is what the batch returns.
+ */
+static bool may_retry(struct dbfs *fs, int failed, uint64_t seen, int *tries, int *rc)
+{
+	if (failed == MDB_MAP_FULL) {
+		*rc = dbfs_grow_map(fs, seen);
+		return *rc == 0;
+	}
+	*rc = failed;
+	return failed == DBFS_QUEUE_ERR(EAGAIN) && ++*tries < QUEUE_RETRIES;
+}
+
 /* Run ops [0, n) in one transaction. Returns 0 when committed (each op's rc
- * set), or the store error that aborted the batch. */
+ * set), or the store failure or queue error that aborted the batch. */
 static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 {
+	int tries = 0, failed, rc;
+	uint64_t seen;
 	dbfs_space_refresh(fs);
-	for (;;) {
+	do {
 		MDB_txn *txn;
 		pthread_rwlock_rdlock(&fs->map_lock);
-		uint64_t seen = fs->map_size;
-		int rc = mdb_txn_begin(fs->env, NULL, 0, &txn);
+		seen = fs->map_size;
+		rc = mdb_txn_begin(fs->env, NULL, 0, &txn);
 		if (rc) {
 			pthread_rwlock_unlock(&fs->map_lock);
 			return rc;
 		}
 		fs->txn_gen++;
-		int failed = 0;
+		failed = 0;
 		for (int i = 0; i < n && !failed; i++) {
 			int r = ops[i]->fn(fs, txn, ops[i]->arg);
 			ops[i]->rc = r;
-			/* A logical refusal (negative errno) changed nothing; a store
-			 * error may have left partial changes. */
-			if (r && !(r < 0 && r > -4096))
+			/* A refusal changed nothing; a store failure or a queue
+			 * error may have left partial changes (internal.h). */
+			if (r && !dbfs_is_refusal(r))
 				failed = r;
 		}
 		if (failed) {
 			mdb_txn_abort(txn);
 			pthread_rwlock_unlock(&fs->map_lock);
-			if (failed == MDB_MAP_FULL) {
-				rc = dbfs_grow_map(fs, seen);
-				if (rc)
-					return rc;
-				continue;
-			}
-			return failed;
+			continue; /* to may_retry */
 		}
-		rc = mdb_txn_commit(txn);
+		failed = mdb_txn_commit(txn);
 		pthread_rwlock_unlock(&fs->map_lock);
-		if (rc == MDB_MAP_FULL) {
-			rc = dbfs_grow_map(fs, seen);
-			if (rc)
-				return rc;
-			continue;
+		if (!failed) {
+			fs->cnt.commits++;
+			if (n > 1)
+				fs->cnt.batched_ops += n;
+			return 0;
 		}
-		if (rc)
-			return commit_error(fs, rc);
-		fs->cnt.commits++;
-		if (n > 1)
-			fs->cnt.batched_ops += n;
-		return 0;
-	}
+		if (failed != MDB_MAP_FULL)
+			failed = commit_error(fs, failed);
+	} while (may_retry(fs, failed, seen, &tries, &rc));
+	return rc;
 }
 
 static void lead(struct dbfs *fs, struct dbfs_wop **ops, int n)
@@ -159,22 +158,28 @@ int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 			fs->wq_tail = &fs->wq_head;
 		pthread_mutex_unlock(&fs->wq_lock);
 
-		/* Inodes forgotten since the last batch are reaped in this one. */
+		/* Inodes forgotten since the last batch are reaped in this one;
+		 * on a full disk in a commit of their own before it, so that
+		 * the room they free is there for the batch (space.c). */
 		struct dbfs_reap_list reap = {NULL, 0};
 		struct dbfs_wop reap_op = {.fn = dbfs_reap_fn, .arg = &reap};
+		struct dbfs_wop *reap_first = &reap_op;
 		pthread_mutex_lock(&fs->reap_lock);
 		if (fs->nreap && n < BATCH_MAX) {
 			reap.ino = fs->reap;
 			reap.n = fs->nreap;
 			fs->reap = NULL;
 			fs->nreap = fs->capreap = 0;
-			batch[n++] = &reap_op;
 		}
 		pthread_mutex_unlock(&fs->reap_lock);
 
+		if (reap.ino && fs->space_full)
+			lead(fs, &reap_first, 1);
+		else if (reap.ino)
+			batch[n++] = &reap_op;
 		lead(fs, batch, n);
 		free(reap.ino); /* a failed reap leaves the inodes in the orphan table */
-		if (reap.ino)
+		if (batch[n - 1] == &reap_op)
 			n--;
 
 		pthread_mutex_lock(&fs->wq_lock);

@@ -8,8 +8,14 @@
  * (options, limits) is passed in here.
  *
  * Errors: every function returning int returns 0 on success or a negative
- * errno value; where an `err` buffer is given it receives a one-line,
- * human-readable reason for the failure.
+ * errno value (-ENOENT ...), never an LMDB code; where an `err` buffer is
+ * given it receives a one-line, human-readable reason for the failure.
+ * (Inside the library results carry more: dbfs/internal.h, "Error
+ * convention"; dbfs_errno() maps them at this boundary.)
+ *
+ * Threads: libdbfs starts no thread. A `struct dbfs` may be used from any
+ * number of threads at once except where a function says otherwise; it
+ * takes only its own locks, and none is held when a function returns.
  */
 #ifndef DBFS_DBFS_H
 #define DBFS_DBFS_H
@@ -51,7 +57,8 @@ struct dbfs_options {
 	bool writemap;               /* LMDB MDB_WRITEMAP where fallocate works (default on) */
 };
 
-/* Fill `o` with the defaults documented in struct dbfs_options. */
+/* Fill `o` with the defaults documented in struct dbfs_options. Any thread;
+ * touches nothing but `o`. */
 void dbfs_options_init(struct dbfs_options *o);
 
 /*
@@ -61,7 +68,8 @@ void dbfs_options_init(struct dbfs_options *o);
  * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE. SIZE accepts K, M,
  * G, T suffixes.
  * Returns 0, -ENOENT for an unknown key (so a caller may try its own keys),
- * or -EINVAL for a malformed value (reason in err).
+ * or -EINVAL for a malformed value (reason in err). Any thread; touches
+ * nothing but `o` and `err`.
  */
 int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value, char *err,
 		      size_t errlen);
@@ -71,35 +79,58 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * exist. Takes an exclusive lock on the store: a second open, from this or
  * another process, fails with -EBUSY. Removes the files of inodes that were
  * unlinked but still open when the store was last closed (orphans).
- * Errors: -ENOENT (no store and no create), -EBUSY (store in use),
- * -EINVAL (not a DBFS store, unknown format version, damaged),
- * -EACCES/-EROFS, -ENOSPC, -EIO.
- * Thread context: any thread, but never concurrently with dbfs_close of the
- * same store.
+ * On failure `*out` is untouched and `err` says why, and the directory is
+ * as it was: a directory without data.mdb and no create is refused before
+ * anything is made, and the dbfs.lock, data.mdb and lock.mdb this call
+ * made are removed when it refuses or fails later.
+ * Errors: -ENOENT (`dir` or a component missing, or no store and no
+ * create), -ENOTDIR (`dir` is not a directory), -ENOMEM, -EBUSY (store in
+ * use), -EINVAL (not a DBFS store, unknown format version, damaged or
+ * truncated), -EACCES/-EPERM/-EROFS (no access to the directory or its
+ * files), -ELOOP/-ENAMETOOLONG (from resolving `dir`), -ENOSPC (no room to
+ * create or grow the environment), -EAGAIN (LMDB reader slots full), -EIO.
+ * Thread context: any thread but one serving requests of this store, never
+ * concurrently with dbfs_close of the same store. It may take disk time:
+ * it commits the orphan reclaim, in as many transactions as it needs.
  */
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen);
 
-/* Flush and close. No request of this store may be in flight. */
+/* Reap what the kernel forgot, reclaim orphans, flush and close; frees
+ * `fs` (NULL: nothing). No request of this store may be in flight and no
+ * other call on `fs` may run or follow; the session must be gone. May take
+ * disk time (commits and a forced sync). */
 void dbfs_close(struct dbfs *fs);
 
-/* Make everything committed so far durable (mdb_env_sync with force). */
+/*
+ * Make everything committed so far durable across power loss
+ * (mdb_env_sync with force: one device flush). Read-only stores: 0 at
+ * once.
+ * Errors: -EIO or -ENOSPC (the flush failed: data may be lost), or
+ * another negative errno of fdatasync (or msync, with MDB_WRITEMAP).
+ * Thread context: any thread, a request thread of this store included
+ * (the fsync handlers call it); it takes no lock of libdbfs and
+ * does not wait for the writer, only for the device.
+ */
 int dbfs_sync(struct dbfs *fs);
 
 /*
  * Housekeeping; call about once a second from any thread (not from inside a
  * request of this store): reclaims inodes the kernel forgot after their last
  * unlink, and in durability mode `none` flushes the store every 2 seconds.
- * libdbfs starts no thread of its own. Returns 0 or a negative errno.
+ * libdbfs starts no thread of its own. Returns 0 or a negative errno of a
+ * commit (-ENOSPC, -EIO ...) or of dbfs_sync; a failed reap is retried at
+ * the next call.
  */
 int dbfs_tick(struct dbfs *fs);
 
-/* Change quotas live (0: none). Takes effect for the next operation. */
+/* Change quotas live (0: none). Takes effect for the next operation. Any
+ * thread; no lock (the quotas are atomics). */
 void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes);
 
 /*
  * The kernel's cache of this DBFS's files (page cache, readdir cache), held
- * to a limit: see dbfs/cache.c. dbfs_set_cache_limit changes it live (0:
+ * to a limit: see dbfs/pagecache.c. dbfs_set_cache_limit changes it live (0:
  * none). When the estimate passes the limit, `cb(arg)` is called from the
  * request thread (it must not block); the owner then calls dbfs_cache_trim,
  * which may wait for the kernel: never from a thread that serves requests.
@@ -108,7 +139,8 @@ void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes
 void dbfs_set_cache_limit(struct dbfs *fs, uint64_t bytes);
 void dbfs_set_cache_callback(struct dbfs *fs, void (*cb)(void *arg), void *arg);
 int dbfs_cache_trim(struct dbfs *fs);
-/* Estimated bytes cached, the limit, and the bytes dropped so far. */
+/* Estimated bytes cached, the limit, and the bytes dropped so far. Any
+ * thread; takes the cache lock briefly. Returns nothing that can fail. */
 void dbfs_cache_usage(struct dbfs *fs, uint64_t *bytes, uint64_t *limit, uint64_t *trimmed);
 
 /* Usage as recorded in the store. */
@@ -118,6 +150,18 @@ struct dbfs_usage {
 	uint64_t map_size;    /* current LMDB map size */
 	uint64_t file_size;   /* bytes data.mdb takes on disk (allocated, with the reserve) */
 };
+/*
+ * Fill `u` from the store's usage record and the file's size.
+ * Cost: it opens a read transaction from the pool (takes the map lock
+ * shared, briefly the pool's mutex; waits while another thread grows the
+ * map) and stat()s data.mdb: a few microseconds with no disk access when
+ * the inode is cached, but a system call per store. A caller that asks for
+ * every DBFS under one lock of its own (mfs does, under the manager lock)
+ * pays that per store while holding it; it never waits for the writer.
+ * Errors: -EAGAIN (reader slots full), -EIO (record malformed, or a read
+ * failed), -ENOENT (no usage record: store damaged). On error `u` is
+ * untouched. Any thread, a request thread included.
+ */
 int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u);
 
 /* Operation counters, updated without locks (approximate under races). */
@@ -130,10 +174,11 @@ struct dbfs_counters {
 	uint64_t map_grows;
 	uint64_t errors;       /* requests answered with an error */
 };
+/* Copy the counters into `c`. Any thread; no lock, no system call. */
 void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c);
 
 /* The FUSE low-level operations; the session's userdata must be the
- * struct dbfs * the requests are for. */
+ * struct dbfs * the requests are for. Static table: any thread. */
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void);
 
 /* The readahead window the ops offer the kernel (INIT max_readahead); the
@@ -142,7 +187,8 @@ const struct fuse_lowlevel_ops *dbfs_fuse_ops(void);
 #define DBFS_READ_AHEAD (1u << 20)
 
 /* The session serving `fs` (before it serves requests): lets the file
- * system invalidate what the kernel caches. */
+ * system invalidate what the kernel caches. Call once, from the thread that
+ * mounts, before the first request is received. */
 struct fuse_session;
 void dbfs_set_session(struct dbfs *fs, struct fuse_session *se);
 
@@ -160,7 +206,8 @@ const struct fuse_custom_io *dbfs_fuse_io(void);
  * first, as the read hook would have. */
 void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len);
 
-/* The store's directory as given to dbfs_open. */
+/* The store's directory, as an absolute path resolved by dbfs_open. Valid
+ * until dbfs_close; any thread. */
 const char *dbfs_dir(const struct dbfs *fs);
 
 #endif

@@ -25,6 +25,14 @@ static void dirent_key(unsigned char *kb, uint64_t dir, const char *name, size_t
 	k->mv_data = kb;
 }
 
+static void cookie_key(unsigned char *kb, uint64_t dir, uint64_t cookie, MDB_val *k)
+{
+	dbfs_put_be64(kb, dir);
+	dbfs_put_be64(kb + 8, cookie);
+	k->mv_size = 16;
+	k->mv_data = kb;
+}
+
 int dbfs_dir_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
 		    struct dbfs_dirent_val *out)
 {
@@ -44,35 +52,50 @@ int dbfs_dir_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *nam
 	return 0;
 }
 
-int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
-		 const char *name, size_t len, uint64_t ino, uint32_t type)
+/* Write both records of an entry: dirent (with `put_flags`) and its dircook
+ * twin. `append`: the cookie is new and likely the table's last key. */
+static int put_entry(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
+		     const struct dbfs_dirent_val *dv, unsigned put_flags, bool append)
 {
 	unsigned char kb[8 + DBFS_NAME_MAX];
-	MDB_val k, v;
-	struct dbfs_dirent_val dv = {.ino = ino, .cookie = din->next_cookie++, .type = type};
+	MDB_val k, v = {sizeof(*dv), (void *)dv};
 	dirent_key(kb, dir, name, len, &k);
-	v.mv_size = sizeof(dv);
-	v.mv_data = &dv;
-	int rc = dbfs_put(txn, fs->db_dirent, &k, &v, MDB_NOOVERWRITE);
+	int rc = dbfs_put(txn, fs->db_dirent, &k, &v, put_flags);
 	if (rc)
 		return rc;
 
 	unsigned char ck[16];
-	dbfs_put_be64(ck, dir);
-	dbfs_put_be64(ck + 8, dv.cookie);
-	k.mv_size = 16;
-	k.mv_data = ck;
+	cookie_key(ck, dir, dv->cookie, &k);
 	v.mv_size = 12 + len;
-	rc = dbfs_put(txn, fs->db_dircook, &k, &v, MDB_RESERVE | MDB_APPEND);
-	if (rc == MDB_KEYEXIST) /* not the last key of the table: insert */
+	rc = dbfs_put(txn, fs->db_dircook, &k, &v, MDB_RESERVE | (append ? MDB_APPEND : 0));
+	if (append && rc == MDB_KEYEXIST) /* not the last key of the table: insert */
 		rc = dbfs_put(txn, fs->db_dircook, &k, &v, MDB_RESERVE);
 	if (rc)
 		return rc;
-	memcpy(v.mv_data, &ino, 8);
-	memcpy((char *)v.mv_data + 8, &type, 4);
+	memcpy(v.mv_data, &dv->ino, 8);
+	memcpy((char *)v.mv_data + 8, &dv->type, 4);
 	memcpy((char *)v.mv_data + 12, name, len);
+	return 0;
+}
+
+int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
+		 const char *name, size_t len, uint64_t ino, uint32_t type)
+{
+	struct dbfs_dirent_val dv = {.ino = ino, .cookie = din->next_cookie++, .type = type};
+	int rc = put_entry(fs, txn, dir, name, len, &dv, MDB_NOOVERWRITE, true);
+	if (rc)
+		return rc;
 	din->nentries++;
 	return 0;
+}
+
+int dbfs_dir_replace(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
+		     const struct dbfs_dirent_val *old, uint64_t ino, uint32_t type)
+{
+	struct dbfs_dirent_val dv = *old;
+	dv.ino = ino;
+	dv.type = type;
+	return put_entry(fs, txn, dir, name, len, &dv, 0, false);
 }
 
 int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
@@ -85,10 +108,7 @@ int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_ino
 	if (rc)
 		return rc;
 	unsigned char ck[16];
-	dbfs_put_be64(ck, dir);
-	dbfs_put_be64(ck + 8, dv->cookie);
-	k.mv_size = 16;
-	k.mv_data = ck;
+	cookie_key(ck, dir, dv->cookie, &k);
 	rc = dbfs_del(txn, fs->db_dircook, &k, NULL);
 	if (rc)
 		return rc;
@@ -103,10 +123,7 @@ int dbfs_dir_iter(struct dbfs *fs, MDB_txn *txn, uint64_t dir, uint64_t from, db
 	unsigned char ck[16];
 	MDB_cursor *c;
 	MDB_val k, v;
-	dbfs_put_be64(ck, dir);
-	dbfs_put_be64(ck + 8, from);
-	k.mv_size = 16;
-	k.mv_data = ck;
+	cookie_key(ck, dir, from, &k);
 	int rc = mdb_cursor_open(txn, fs->db_dircook, &c);
 	if (rc)
 		return rc;

@@ -3,7 +3,11 @@
  *
  * A store is a directory holding one LMDB environment (data.mdb, lock.mdb)
  * and a lock file `dbfs.lock` (flock'ed exclusively by the process that has
- * the store open). The environment holds these named databases:
+ * the store open). An opener that made the lock file and then refuses or
+ * fails removes it again, while it holds the lock (a refused open leaves
+ * nothing behind); so whoever takes the lock checks afterwards that the
+ * path still names the file it locked (dbfs_lock_is_current), or tries
+ * again. The environment holds these named databases:
  *
  *   "super"   fixed records: the superblock and the usage counters
  *   "inode"   one record per inode
@@ -81,7 +85,9 @@
 #ifndef DBFS_FORMAT_H
 #define DBFS_FORMAT_H
 
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
 #define DBFS_FORMAT_VERSION 1u
@@ -161,6 +167,15 @@ static inline uint64_t dbfs_get_be64(const unsigned char *p)
 	for (int i = 0; i < 8; i++)
 		v = (v << 8) | p[i];
 	return v;
+}
+
+/* After flock(fd) on STORE/dbfs.lock at `path`: is it still the file that
+ * path names? No: a failed opener removed it meanwhile, open it again. */
+static inline bool dbfs_lock_is_current(int fd, const char *path)
+{
+	struct stat a, b;
+	return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
+	       a.st_ino == b.st_ino;
 }
 
 #endif

@@ -5,7 +5,7 @@
  *
  * Lookup counts: every reply that hands the kernel an entry (lookup,
  * create, mknod, mkdir, symlink, link, readdirplus except . and ..) adds a
- * reference in fs->nodes; forget drops them and reaps unlinked inodes.
+ * reference in fs->lookups; forget drops them and reaps unlinked inodes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,7 +31,7 @@ static struct dbfs *req_fs(fuse_req_t req)
 static void reply_err(fuse_req_t req, int rc)
 {
 	struct dbfs *fs = req_fs(req);
-	int e = dbfs_errno(rc);
+	int e = -dbfs_errno(rc);
 	if (e)
 		fs->cnt.errors++;
 	fuse_reply_err(req, e);
@@ -53,12 +53,12 @@ static void reply_entry(fuse_req_t req, uint64_t ino, const struct dbfs_inode *i
 	struct dbfs *fs = req_fs(req);
 	struct fuse_entry_param e;
 	fill_entry(fs, &e, ino, in);
-	if (dbfs_nodes_ref(&fs->nodes, ino, 1)) {
+	if (dbfs_lookups_ref(&fs->lookups, ino, 1)) {
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	if (fuse_reply_entry(req, &e))
-		dbfs_nodes_unref(&fs->nodes, ino, 1); /* interrupted: kernel took nothing */
+		dbfs_lookups_unref(&fs->lookups, ino, 1); /* interrupted: kernel took nothing */
 }
 
 static struct dbfs_cred req_cred(fuse_req_t req)
@@ -166,7 +166,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void forget_one(struct dbfs *fs, uint64_t ino, uint64_t n)
 {
-	if (dbfs_nodes_unref(&fs->nodes, ino, n) == 0) {
+	if (dbfs_lookups_unref(&fs->lookups, ino, n) == 0) {
 		dbfs_cache_forget(fs, ino);
 		if (ino != DBFS_ROOT_INO)
 			dbfs_reap_later(fs, ino);
@@ -521,6 +521,19 @@ static void mark_atime(struct dbfs *fs, uint64_t ino)
 	}
 }
 
+/* Count a request that reads inode `ino`: open a read transaction and read
+ * it. *txn is NULL when no transaction could be opened (nothing to end). */
+static int read_inode(struct dbfs *fs, fuse_ino_t ino, MDB_txn **txn, struct dbfs_inode *in)
+{
+	fs->cnt.ops++;
+	int rc = dbfs_read_begin(fs, txn);
+	if (rc) {
+		*txn = NULL;
+		return rc;
+	}
+	return dbfs_inode_get(fs, *txn, ino, in);
+}
+
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		    struct fuse_file_info *fi)
 {
@@ -532,13 +545,11 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	size_t got = 0;
 	int n = 0;
 	(void)fi;
-	fs->cnt.ops++;
-	int rc = dbfs_read_begin(fs, &txn);
-	if (rc) {
+	int rc = read_inode(fs, ino, &txn, &in);
+	if (!txn) {
 		reply_err(req, rc);
 		return;
 	}
-	rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (!rc && atime_due(&in) && !fs->opt.read_only) {
 		/* Before the reply: the kernel asks for attributes again after a
 		 * read, and must see the new atime. Rare (relatime). */
@@ -740,7 +751,7 @@ static int rd_add(struct rd_ctx *r, const char *name, uint64_t ino, uint32_t typ
 					   (off_t)next_off);
 		if (n > left)
 			return 1;
-		if (count_ref && dbfs_nodes_ref(&r->fs->nodes, ino, 1)) {
+		if (count_ref && dbfs_lookups_ref(&r->fs->lookups, ino, 1)) {
 			r->err = -ENOMEM;
 			return 1;
 		}
@@ -882,13 +893,11 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	struct dbfs_inode in;
 	MDB_txn *txn;
 	MDB_val v;
-	fs->cnt.ops++;
-	int rc = dbfs_read_begin(fs, &txn);
-	if (rc) {
+	int rc = read_inode(fs, ino, &txn, &in);
+	if (!txn) {
 		reply_err(req, rc);
 		return;
 	}
-	rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (!rc)
 		rc = dbfs_xattr_get(fs, txn, ino, name, &v);
 	if (!rc && size && v.mv_size > size)

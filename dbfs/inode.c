@@ -4,37 +4,39 @@
 
 #include "dbfs/internal.h"
 
-int dbfs_inode_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in)
+/* The inode record of `ino`, checked to hold at least a struct dbfs_inode,
+ * copied into *in; *v points at it in the map. */
+static int inode_record(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+			MDB_val *v)
 {
 	unsigned char kb[8];
 	dbfs_put_be64(kb, ino);
-	MDB_val k = {8, kb}, v;
-	int rc = dbfs_get(txn, fs->db_inode, &k, &v);
+	MDB_val k = {8, kb};
+	int rc = dbfs_get(txn, fs->db_inode, &k, v);
 	if (rc == MDB_NOTFOUND)
 		return -ENOENT;
 	if (rc)
 		return rc;
-	if (v.mv_size < sizeof(*in))
+	if (v->mv_size < sizeof(*in))
 		return -EIO;
-	memcpy(in, v.mv_data, sizeof(*in));
+	memcpy(in, v->mv_data, sizeof(*in));
 	return 0;
+}
+
+int dbfs_inode_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in)
+{
+	MDB_val v;
+	return inode_record(fs, txn, ino, in, &v);
 }
 
 int dbfs_inode_get_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char **target,
 			size_t *len)
 {
-	unsigned char kb[8];
-	dbfs_put_be64(kb, ino);
-	MDB_val k = {8, kb}, v;
-	int rc = dbfs_get(txn, fs->db_inode, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return -ENOENT;
+	struct dbfs_inode in;
+	MDB_val v;
+	int rc = inode_record(fs, txn, ino, &in, &v);
 	if (rc)
 		return rc;
-	struct dbfs_inode in;
-	if (v.mv_size < sizeof(in))
-		return -EIO;
-	memcpy(&in, v.mv_data, sizeof(in));
 	if (!S_ISLNK(in.mode))
 		return -EINVAL;
 	*target = (const char *)v.mv_data + sizeof(in);
@@ -142,7 +144,7 @@ int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more)
 
 int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
-	if (dbfs_nodes_count(&fs->nodes, ino) == 0) {
+	if (dbfs_lookups_count(&fs->lookups, ino) == 0) {
 		int more, rc = dbfs_inode_destroy(fs, txn, ino, &more);
 		if (!rc && more)
 			dbfs_reap_queue(fs, ino);

@@ -2,10 +2,34 @@
  * libdbfs internals: the open store, transactions, and the core operations
  * (no FUSE in here; dbfs/fuse_ops.c is the adapter).
  *
- * Error convention inside libdbfs: functions return 0, a negative errno
- * (-ENOENT ...), or an LMDB return code (MDB_* codes, or a positive errno
- * from the system). dbfs_errno() is the one place that turns any of those
- * into the errno a caller sees.
+ * Error convention inside libdbfs. An internal function returns one of:
+ *
+ *   0              success;
+ *   a refusal      a negative errno, -4095..-1 (-ENOENT, -EEXIST, -EDQUOT,
+ *                  -ENOSPC of dbfs_space_check ...): a logical "no",
+ *                  decided before the operation changed anything. In a
+ *                  write batch the other operations go on (commit.c);
+ *   a store failure  an LMDB return code as LMDB gave it: an MDB_* code
+ *                  (MDB_KEYEXIST..MDB_LAST_ERRCODE, about -30800) or a
+ *                  positive system errno that LMDB passed on. The write
+ *                  transaction may hold part of the operation: the batch is
+ *                  aborted (MDB_MAP_FULL: the map grows and it runs again)
+ *                  and each operation runs again alone;
+ *   a queue error  DBFS_QUEUE_ERR(e), about -1048576 - e: libmfsq's result
+ *                  e (a POSITIVE errno) met inside a write transaction. A
+ *                  libmfsq result is always wrapped by dbfs_queue_err()
+ *                  before a dbfs function returns it, so that it is never
+ *                  read as a store failure (LMDB's positive errno). It is
+ *                  handled as a store failure (the queue wrote into the same
+ *                  transaction), except that DBFS_QUEUE_ERR(EAGAIN) runs the
+ *                  batch again, a bounded number of times (commit.c).
+ *
+ * The ranges do not overlap, so dbfs_is_refusal() and dbfs_is_queue_err()
+ * tell them apart; nothing else tests ranges. Code that meets an LMDB code
+ * may compare it with a named MDB_* value (MDB_NOTFOUND -> -ENOENT) but
+ * maps nothing else: dbfs_errno() (errors.c) is the one boundary that
+ * turns any result into the negative errno of the public API (dbfs.h); a
+ * FUSE reply takes -dbfs_errno(rc).
  */
 #ifndef DBFS_INTERNAL_H
 #define DBFS_INTERNAL_H
@@ -19,11 +43,11 @@
 
 #include "dbfs/dbfs.h"
 #include "dbfs/format.h"
-#include "dbfs/nodes.h"
+#include "dbfs/lookups.h"
 
 struct dbfs_wop;
 
-/* The kernel's cache of this DBFS's files (cache.c). */
+/* The kernel's cache of this DBFS's files (pagecache.c). */
 struct dbfs_cache_ent;
 struct dbfs_cache {
 	pthread_mutex_t lock;
@@ -73,8 +97,9 @@ struct dbfs {
 	int64_t reap_since;         /* seconds (monotonic) the oldest queued one waits */
 	_Atomic int64_t last_sync;  /* seconds (monotonic) of the last env sync */
 
-	struct dbfs_nodes nodes;   /* kernel lookup counts */
+	struct dbfs_lookups lookups; /* kernel lookup counts (lookups.c) */
 	int space_low;             /* the space reserve is gone (space.c) */
+	int space_full;		   /* the reserve could not be restored (space.c) */
 	int writemap;              /* the env is open with MDB_WRITEMAP */
 	int no_open, no_opendir;   /* the kernel opens by itself (fuse_ops.c) */
 	struct fuse_session *se;   /* for invalidations (dbfs_set_session) */
@@ -116,7 +141,7 @@ typedef int (*dbfs_write_fn)(struct dbfs *fs, MDB_txn *txn, void *arg);
 int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg);
 int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes);
 #define DBFS_BATCH_BYTES (1u << 20)
-/* Grow the map if it is still `seen` bytes (takes the map lock). */
+/* Grow the map if it is still `seen` bytes (takes the map lock; map.c). */
 int dbfs_grow_map(struct dbfs *fs, uint64_t seen);
 /* Restore the space reserve before a batch (leader only). */
 void dbfs_space_refresh(struct dbfs *fs);
@@ -145,7 +170,12 @@ static inline int dbfs_space_check(struct dbfs *fs)
 /* Bytes inside the store's file that LMDB can reuse (free list and the
  * preallocated tail): free space that statfs must count. */
 uint64_t dbfs_slack_bytes(struct dbfs *fs);
+/* Bytes that operations adding data can still get, `pending` more bytes
+ * freed counted as free (reaps queued): 0 exactly when the next batch
+ * refuses them with ENOSPC (space.c). For statfs's f_bavail. */
+uint64_t dbfs_space_writable(struct dbfs *fs, uint64_t pending);
 
+/* ---- the reap queue (reap.c) ---- */
 /* Queue a forgotten inode for reaping (forget handler). */
 void dbfs_reap_later(struct dbfs *fs, uint64_t ino);
 /* Queue it without reaping now: safe inside a write transaction. */
@@ -162,22 +192,51 @@ struct dbfs_reap_list {
 };
 int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg); /* arg: struct dbfs_reap_list */
 
-/* Read transactions. dbfs_read_begin takes the map lock shared; the
+/* Read transactions (readtxn.c). dbfs_read_begin takes the map lock shared; the
  * transaction (and any pointer into the map) is valid until dbfs_read_end. */
-int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn);
+int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn); /* 0 or a store failure */
 void dbfs_read_end(struct dbfs *fs, MDB_txn *txn);
 
-/* Find where LMDB mapped the store (sets map_addr, map_size). */
+/* Find where LMDB mapped the store (sets map_addr, map_size; map.c). */
 void dbfs_find_map(struct dbfs *fs);
 
-/* The errno boundary. */
+/* ---- errors (errors.c; see "Error convention" above) ---- */
+static inline bool dbfs_is_refusal(int rc)
+{
+	return rc < 0 && rc > -4096;
+}
+
+#define DBFS_QUEUE_ERR_BASE (-(1 << 20))
+#define DBFS_QUEUE_ERR(e)   (DBFS_QUEUE_ERR_BASE - (e))
+
+/* Wrap a libmfsq result (0 or a positive errno) for a dbfs return. */
+static inline int dbfs_queue_err(int mq_rc)
+{
+	return mq_rc ? DBFS_QUEUE_ERR(mq_rc) : 0;
+}
+
+static inline bool dbfs_is_queue_err(int rc)
+{
+	return rc < DBFS_QUEUE_ERR_BASE && rc > DBFS_QUEUE_ERR(4096);
+}
+
+/* The queue's errno inside a queue error. */
+static inline int dbfs_queue_errno(int rc)
+{
+	return DBFS_QUEUE_ERR_BASE - rc;
+}
+
+/* The errno boundary: 0, or the negative errno for any internal result. */
 int dbfs_errno(int rc);
 
-/* Fault injection for tests: when > 0, the Nth following LMDB data call
+/* Fault injection (faults.c) for tests: when > 0, the Nth following LMDB data call
  * (get/put/del/cursor_put/cursor_del) made through the wrappers below fails
  * with EIO. 0 disables. Not thread-safe; unit tests only. */
 extern long dbfs_fail_countdown;
 int dbfs_fail_check(void);
+/* When true, the store's file system is full: fallocate fails with ENOSPC
+ * and statfs sees no room (space.c). Unit tests only. */
+extern bool dbfs_fault_disk_full;
 
 static inline int dbfs_get(MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v)
 {
@@ -207,9 +266,12 @@ static inline int dbfs_cursor_del(MDB_cursor *c)
 	return mdb_cursor_del(c, 0);
 }
 
-/* ---- time ---- */
+/* ---- the clock (clock.c) ---- */
 void dbfs_now(int64_t *sec, uint32_t *nsec);
+/* Set the chosen timestamps of `in` to now (in memory; the caller stores it). */
 void dbfs_touch(struct dbfs_inode *in, int atime, int mtime, int ctime);
+/* Monotonic seconds, for housekeeping intervals. */
+int64_t dbfs_mono_sec(void);
 
 /* ---- super / usage (super.c) ---- */
 int dbfs_format(struct dbfs *fs, MDB_txn *txn);
@@ -219,6 +281,9 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen);
 int dbfs_alloc_ino(struct dbfs *fs, MDB_txn *txn, uint64_t *ino);
 int dbfs_usage_get(struct dbfs *fs, MDB_txn *txn, struct dbfs_usage_rec *u);
 int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes);
+/* Rewrite the usage record as it is: one page changes, so the commit is a
+ * real one and advances the transaction id (space.c). */
+int dbfs_usage_touch(struct dbfs *fs, MDB_txn *txn);
 
 /* ---- inodes (inode.c) ---- */
 int dbfs_inode_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in);
@@ -248,6 +313,10 @@ int dbfs_dir_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *nam
  * writes dir back). */
 int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
 		 const char *name, size_t len, uint64_t ino, uint32_t type);
+/* Point the existing entry `old` (same cookie) at another inode (rename's
+ * exchange and replace); changes neither dir's counts nor its cookies. */
+int dbfs_dir_replace(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
+		     const struct dbfs_dirent_val *old, uint64_t ino, uint32_t type);
 int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
 		    const char *name, size_t len, const struct dbfs_dirent_val *dv);
 /* Iterate entries with cookie >= from. cb returns non-zero to stop (that
@@ -301,7 +370,7 @@ static inline uint64_t dbfs_alloc_round(uint64_t n)
 	return (n + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;
 }
 
-/* ---- the kernel's cache of the files (cache.c) ---- */
+/* ---- the kernel's cache of the files (pagecache.c) ---- */
 int dbfs_cache_init(struct dbfs *fs);
 void dbfs_cache_destroy(struct dbfs *fs);
 /* `bytes` of inode `ino` (now `size` bytes long) went into the kernel. */

@@ -246,34 +246,6 @@ static int is_within(struct dbfs *fs, MDB_txn *txn, uint64_t dir, uint64_t top)
 	return -ELOOP;
 }
 
-static int set_dirent(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
-		      const struct dbfs_dirent_val *old, uint64_t ino, uint32_t type)
-{
-	unsigned char kb[8 + DBFS_NAME_MAX];
-	struct dbfs_dirent_val dv = *old;
-	dv.ino = ino;
-	dv.type = type;
-	dbfs_put_be64(kb, dir);
-	memcpy(kb + 8, name, len);
-	MDB_val k = {8 + len, kb}, v = {sizeof(dv), &dv};
-	int rc = dbfs_put(txn, fs->db_dirent, &k, &v, 0);
-	if (rc)
-		return rc;
-	unsigned char ck[16];
-	dbfs_put_be64(ck, dir);
-	dbfs_put_be64(ck + 8, dv.cookie);
-	k.mv_size = 16;
-	k.mv_data = ck;
-	v.mv_size = 12 + len;
-	rc = dbfs_put(txn, fs->db_dircook, &k, &v, MDB_RESERVE);
-	if (rc)
-		return rc;
-	memcpy(v.mv_data, &ino, 8);
-	memcpy((char *)v.mv_data + 8, &type, 4);
-	memcpy((char *)v.mv_data + 12, name, len);
-	return 0;
-}
-
 int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t op, const char *on, uint64_t np,
 		   const char *nn, unsigned flags)
 {
@@ -329,9 +301,11 @@ int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t op, const char *on, u
 	}
 
 	if (flags & RENAME_EXCHANGE) {
-		if ((rc = set_dirent(fs, txn, op, on, olen, &sdv, ddv.ino, din.mode & S_IFMT)))
-			return rc;
-		if ((rc = set_dirent(fs, txn, np, nn, nlen, &ddv, sdv.ino, sin.mode & S_IFMT)))
+		rc = dbfs_dir_replace(fs, txn, op, on, olen, &sdv, ddv.ino, din.mode & S_IFMT);
+		if (!rc)
+			rc = dbfs_dir_replace(fs, txn, np, nn, nlen, &ddv, sdv.ino,
+					      sin.mode & S_IFMT);
+		if (rc)
 			return rc;
 		if (op != np) {
 			int sd = S_ISDIR(sin.mode), dd = S_ISDIR(din.mode);
@@ -413,6 +387,22 @@ static int kill_priv(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_in
 	return 0;
 }
 
+/* What setattr sets a timestamp to: now, the given time, or (NULL) nothing. */
+static const struct timespec *chosen_time(unsigned set, unsigned now_bit, unsigned given_bit,
+					  const struct timespec *now, const struct timespec *given)
+{
+	return set & now_bit ? now : set & given_bit ? given : NULL;
+}
+
+/* Set one timestamp of an inode to `t` (NULL: leave it). */
+static void set_time(int64_t *sec, uint32_t *nsec, const struct timespec *t)
+{
+	if (t) {
+		*sec = t->tv_sec;
+		*nsec = (uint32_t)t->tv_nsec;
+	}
+}
+
 int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct stat *st,
 		    unsigned set, struct dbfs_inode *in)
 {
@@ -454,28 +444,25 @@ int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct st
 		in->uid = st->st_uid;
 	if (set & DBFS_SET_GID)
 		in->gid = st->st_gid;
-	if (set & DBFS_SET_ATIME_NOW) {
-		in->atime_sec = s;
-		in->atime_nsec = ns;
-	} else if (set & DBFS_SET_ATIME) {
-		in->atime_sec = st->st_atim.tv_sec;
-		in->atime_nsec = (uint32_t)st->st_atim.tv_nsec;
-	}
-	if (set & DBFS_SET_MTIME_NOW) {
-		in->mtime_sec = s;
-		in->mtime_nsec = ns;
-	} else if (set & DBFS_SET_MTIME) {
-		in->mtime_sec = st->st_mtim.tv_sec;
-		in->mtime_nsec = (uint32_t)st->st_mtim.tv_nsec;
-	}
-	if (set & DBFS_SET_CTIME) {
-		in->ctime_sec = st->st_ctim.tv_sec;
-		in->ctime_nsec = (uint32_t)st->st_ctim.tv_nsec;
-	} else {
-		in->ctime_sec = s;
-		in->ctime_nsec = ns;
-	}
+	struct timespec now = {s, ns};
+	set_time(&in->atime_sec, &in->atime_nsec,
+		 chosen_time(set, DBFS_SET_ATIME_NOW, DBFS_SET_ATIME, &now, &st->st_atim));
+	set_time(&in->mtime_sec, &in->mtime_nsec,
+		 chosen_time(set, DBFS_SET_MTIME_NOW, DBFS_SET_MTIME, &now, &st->st_mtim));
+	set_time(&in->ctime_sec, &in->ctime_nsec, set & DBFS_SET_CTIME ? &st->st_ctim : &now);
 	return dbfs_inode_put(fs, txn, ino, in);
+}
+
+/* Read the regular file `ino`: -EISDIR for a directory, `other` for any
+ * other type. */
+static int get_file(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in, int other)
+{
+	int rc = dbfs_inode_get(fs, txn, ino, in);
+	if (rc)
+		return rc;
+	if (S_ISDIR(in->mode))
+		return -EISDIR;
+	return S_ISREG(in->mode) ? 0 : other;
 }
 
 int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, const void *buf,
@@ -483,13 +470,9 @@ int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, con
 {
 	struct dbfs_inode in;
 	uint64_t cost = 0;
-	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	int rc = get_file(fs, txn, ino, &in, -EINVAL);
 	if (rc)
 		return rc;
-	if (S_ISDIR(in.mode))
-		return -EISDIR;
-	if (!S_ISREG(in.mode))
-		return -EINVAL;
 	if (off > DBFS_MAX_FILE_SIZE || len > DBFS_MAX_FILE_SIZE - off)
 		return -EFBIG;
 	if (!len)
@@ -513,13 +496,9 @@ int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uin
 		      uint64_t len)
 {
 	struct dbfs_inode in;
-	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	int rc = get_file(fs, txn, ino, &in, -ENODEV);
 	if (rc)
 		return rc;
-	if (S_ISDIR(in.mode))
-		return -EISDIR;
-	if (!S_ISREG(in.mode))
-		return -ENODEV;
 	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE))
 		return -EOPNOTSUPP;
 	if ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE))
@@ -593,14 +572,21 @@ static int xattr_ns_check(const struct dbfs_inode *in, const char *name)
 	return -EOPNOTSUPP;
 }
 
+/* Read inode `ino`, whose xattr `name` is to change, and check the name's
+ * namespace against it. */
+static int get_xattr_owner(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
+			   struct dbfs_inode *in)
+{
+	int rc = dbfs_inode_get(fs, txn, ino, in);
+	return rc ? rc : xattr_ns_check(in, name);
+}
+
 int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,
 		     const void *val, size_t len, int flags)
 {
 	struct dbfs_inode in;
-	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	int rc = get_xattr_owner(fs, txn, ino, name, &in);
 	if (rc)
-		return rc;
-	if ((rc = xattr_ns_check(&in, name)))
 		return rc;
 	if (strlen(name) > DBFS_XATTR_NAME_MAX)
 		return -ERANGE;
@@ -640,10 +626,8 @@ int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *na
 int dbfs_op_removexattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name)
 {
 	struct dbfs_inode in;
-	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	int rc = get_xattr_owner(fs, txn, ino, name, &in);
 	if (rc)
-		return rc;
-	if ((rc = xattr_ns_check(&in, name)))
 		return rc;
 	if ((rc = dbfs_xattr_remove(fs, txn, ino, name)))
 		return rc;
@@ -714,7 +698,7 @@ int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t 
 int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
 	struct dbfs_inode in;
-	if (dbfs_nodes_count(&fs->nodes, ino))
+	if (dbfs_lookups_count(&fs->lookups, ino))
 		return 0;
 	int rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (rc)

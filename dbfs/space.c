@@ -10,9 +10,18 @@
  * So the leader keeps a reserve allocated (fallocate) past the last page
  * LMDB uses, larger than any one batch can write (DBFS_BATCH_BYTES), and
  * with MDB_WRITEMAP also prefaulted into the map. When the reserve cannot
- * be restored and LMDB's free list is small, operations that need space
- * fail with ENOSPC before they change anything (dbfs_space_check) while
- * deletes proceed inside the reserve.
+ * be restored and LMDB's free list holds less than LOW_FREE, operations
+ * that need space fail with ENOSPC before they change anything
+ * (dbfs_space_check) while deletes proceed inside the reserve.
+ *
+ * Freed space must be usable at once. LMDB reuses the pages that commit N
+ * freed only from transaction N+2 on (and only once no reader holds a
+ * snapshot older than N; the read-transaction pool holds none, readtxn.c):
+ * so on a full disk the leader commits the reaps of deleted files before
+ * the batch that needs their room (commit.c), and when the free list's
+ * only room is the newest commit's, one small commit makes it usable
+ * (make_freed_usable). statfs's f_bavail says what a write can get under
+ * these rules (dbfs_space_writable): 0 exactly when writes get ENOSPC.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +35,9 @@
 #define RESERVE_MIN (2u << 20)
 #define RESERVE_MAX (16u << 20)
 #define PREFAULT_FROM (64u << 20)
+/* Free-list bytes below which, with no room to grow, writes are refused:
+ * two batches' worth, so that a batch never has to grow into the reserve. */
+#define LOW_FREE (2 * DBFS_BATCH_BYTES)
 
 /* LMDB's fixed database handles and meta pages (lmdb.h keeps them private) */
 #define FREE_DBI 0
@@ -99,30 +111,43 @@ uint64_t dbfs_free_pages_listed(MDB_txn *t)
 	return pages;
 }
 
-/* Bytes in LMDB's free list (pages that deletes gave back). statfs asks
+/* Pages that transaction `id` freed: its free-list record (the key is the
+ * transaction id, the value a count and the page numbers). */
+static uint64_t free_pages_of(MDB_txn *t, size_t id)
+{
+	MDB_val k = {sizeof(id), &id}, v;
+	if (mdb_get(t, FREE_DBI, &k, &v) || v.mv_size < sizeof(size_t))
+		return 0;
+	return *(size_t *)v.mv_data;
+}
+
+/* Bytes in LMDB's free list (pages that deletes gave back); *newest gets
+ * those the newest commit freed, which the next transaction cannot reuse. statfs asks
  * for it on every call, and programs call statfs often (stress-ng before
  * every file it makes), while the list can hold many thousand records:
  * count it when we can, read it when we must. */
-static uint64_t free_bytes(struct dbfs *fs, unsigned psize)
+static uint64_t free_bytes(struct dbfs *fs, unsigned psize, uint64_t *newest)
 {
 	MDB_txn *t;
 	int64_t pages = -1;
 
+	*newest = 0;
 	for (int tries = 0; pages < 0 && tries < 3; tries++) {
 		if (dbfs_read_begin(fs, &t))
 			return 0;
 		pages = dbfs_free_pages_counted(fs, t);
 		if (pages < 0 && tries == 2)
 			pages = (int64_t)dbfs_free_pages_listed(t);
+		if (pages >= 0)
+			*newest = free_pages_of(t, mdb_txn_id(t)) * psize;
 		dbfs_read_end(fs, t);
 	}
 	return (uint64_t)pages * psize;
 }
 
-uint64_t dbfs_slack_bytes(struct dbfs *fs)
+/* Bytes of the store's file past the last page LMDB uses (the reserve). */
+static uint64_t tail_bytes(struct dbfs *fs, uint64_t used)
 {
-	unsigned psize;
-	uint64_t used = used_bytes(fs, &psize);
 	uint64_t end = fs->alloc_end;
 	if (!fs->writemap) {
 		struct stat sb;
@@ -130,11 +155,73 @@ uint64_t dbfs_slack_bytes(struct dbfs *fs)
 		if (mdb_env_get_fd(fs->env, &fd) == 0 && fstat(fd, &sb) == 0)
 			end = (uint64_t)sb.st_size;
 	}
-	return (end > used ? end - used : 0) + free_bytes(fs, psize);
+	return end > used ? end - used : 0;
+}
+
+uint64_t dbfs_slack_bytes(struct dbfs *fs)
+{
+	unsigned psize;
+	uint64_t used = used_bytes(fs, &psize), newest;
+	return tail_bytes(fs, used) + free_bytes(fs, psize, &newest);
+}
+
+/* Room the store's file system gives for growth, in bytes. */
+static uint64_t room_bytes(struct dbfs *fs)
+{
+	struct statvfs sv;
+	if (dbfs_fault_disk_full || statvfs(fs->dir, &sv) < 0)
+		return 0;
+	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* Whether writes are refused (space_low) for a store whose reserve cannot
+ * be restored, given the free list: the one rule refresh and statfs share. */
+static bool too_low(uint64_t free)
+{
+	return free < LOW_FREE;
+}
+
+uint64_t dbfs_space_writable(struct dbfs *fs, uint64_t pending)
+{
+	unsigned psize;
+	uint64_t used = used_bytes(fs, &psize), newest;
+	uint64_t free = free_bytes(fs, psize, &newest) + pending;
+	uint64_t want = reserve_for(used), grow = room_bytes(fs) + tail_bytes(fs, used);
+	/* As dbfs_space_refresh decides: a batch (up to DBFS_BATCH_BYTES) may
+	 * add data while the reserve can be kept whole, or else while the
+	 * free list holds LOW_FREE. */
+	if (grow < want && too_low(free))
+		return 0;
+	return (grow > want ? grow - want : 0) + (free > LOW_FREE ? free - LOW_FREE : 0) +
+	       DBFS_BATCH_BYTES;
+}
+
+/*
+ * On a full disk, the newest commit's freed pages (a delete's, a reap's)
+ * are not reusable by the next transaction: if they are what keeps the
+ * free list above LOW_FREE, commit one small change (the usage record
+ * rewritten as it is) so that the batch after it may take them. Leader
+ * only, with no write transaction open.
+ */
+static void make_freed_usable(struct dbfs *fs, uint64_t free, uint64_t newest)
+{
+	MDB_txn *txn;
+	if (too_low(free) || !too_low(free - (newest < free ? newest : free)))
+		return;
+	pthread_rwlock_rdlock(&fs->map_lock);
+	if (mdb_txn_begin(fs->env, NULL, 0, &txn) == 0) {
+		if (dbfs_usage_touch(fs, txn) == 0 && mdb_txn_commit(txn) == 0)
+			fs->cnt.commits++;
+		else
+			mdb_txn_abort(txn);
+	}
+	pthread_rwlock_unlock(&fs->map_lock);
 }
 
 static int allocate(struct dbfs *fs, int fd, uint64_t from, uint64_t to)
 {
+	if (dbfs_fault_disk_full)
+		return -ENOSPC;
 	if (fallocate(fd, 0, (off_t)from, (off_t)(to - from)) < 0)
 		return -errno;
 	if (fs->writemap && to > PREFAULT_FROM) {
@@ -168,7 +255,7 @@ void dbfs_space_refresh(struct dbfs *fs)
 	if (fs->alloc_end < used)
 		fs->alloc_end = used;
 	if (fs->alloc_end >= used + want) {
-		fs->space_low = 0;
+		fs->space_low = fs->space_full = 0;
 		return;
 	}
 	/* Allocate ahead, so this runs once per reserve's worth of growth
@@ -186,13 +273,16 @@ void dbfs_space_refresh(struct dbfs *fs)
 	int rc = allocate(fs, fd, fs->alloc_end, far);
 	if (rc && far != near)
 		rc = allocate(fs, fd, fs->alloc_end, near);
+	fs->space_full = rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG;
 	if (!rc) {
 		fs->space_low = 0;
 		return;
 	}
-	if (rc == -ENOSPC || rc == -EDQUOT || rc == -EFBIG)
-		fs->space_low = free_bytes(fs, psize) < 2 * want;
-	else
+	if (fs->space_full) {
+		uint64_t newest, free = free_bytes(fs, psize, &newest);
+		make_freed_usable(fs, free, newest);
+		fs->space_low = too_low(free);
+	} else
 		fs->space_low = 0; /* no fallocate here: see dbfs_open */
 }
 
@@ -268,8 +358,12 @@ int dbfs_statfs(struct dbfs *fs, struct statvfs *out)
 	out->f_namemax = DBFS_NAME_MAX;
 	uint64_t used = u.bytes / 4096;
 	uint64_t slack = (dbfs_slack_bytes(fs) + gone_bytes) / 4096;
-	uint64_t avail = (sv.f_frsize ? (uint64_t)sv.f_bavail * sv.f_frsize / 4096 : 0) + slack;
 	uint64_t freeb = (sv.f_frsize ? (uint64_t)sv.f_bfree * sv.f_frsize / 4096 : 0) + slack;
+	/* Available: what a write can get (0: it gets ENOSPC). Free counts
+	 * the reserve and the margins too, as ext4 counts its root blocks. */
+	uint64_t avail = dbfs_space_writable(fs, gone_bytes) / 4096;
+	if (avail > freeb)
+		avail = freeb;
 	uint64_t qb = fs->quota_bytes;
 	if (qb) {
 		uint64_t qblocks = qb / 4096;

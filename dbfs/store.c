@@ -1,5 +1,8 @@
-/* Opening and closing a store: the lock file, the LMDB environment, the
- * named databases, format and orphan reclaim; the errno boundary. */
+/*
+ * A store's lifetime: opening it (the lock file, the LMDB environment, the
+ * named databases, format, orphan reclaim), its periodic housekeeping and
+ * sync, and closing it.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -8,141 +11,9 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dbfs/internal.h"
-
-long dbfs_fail_countdown;
-
-int dbfs_fail_check(void)
-{
-	return --dbfs_fail_countdown == 0;
-}
-
-/*
- * Where LMDB mapped the store. mdb_env_info reports an address only for
- * MDB_FIXEDMAP, so derive it from a value read in the map: pages are
- * OS-page aligned and begin with their page number (MDB_page.mp_pgno).
- * Only used to prefault the map (space.c), where a wrong guess costs
- * nothing but speed. Call with no write transaction of this thread open.
- */
-void dbfs_find_map(struct dbfs *fs)
-{
-	MDB_txn *t;
-	MDB_val k = {2, (void *)"sb"}, v;
-	MDB_envinfo info;
-	MDB_stat st;
-	fs->map_addr = NULL;
-	mdb_env_info(fs->env, &info);
-	mdb_env_stat(fs->env, &st);
-	fs->map_size = info.me_mapsize;
-	if (mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t))
-		return;
-	if (mdb_get(t, fs->db_super, &k, &v) == 0) {
-		uintptr_t page = (uintptr_t)v.mv_data & ~(uintptr_t)(st.ms_psize - 1);
-		uint64_t pgno;
-		memcpy(&pgno, (void *)page, sizeof(pgno));
-		if (pgno <= info.me_last_pgno)
-			fs->map_addr = (const char *)(page - pgno * st.ms_psize);
-	}
-	mdb_txn_abort(t);
-}
-
-int dbfs_errno(int rc)
-{
-	if (rc == 0)
-		return 0;
-	if (rc > 0)
-		return rc; /* system errno from LMDB */
-	if (rc >= MDB_KEYEXIST && rc <= MDB_LAST_ERRCODE) {
-		switch (rc) {
-		case MDB_KEYEXIST: return EEXIST;
-		case MDB_NOTFOUND: return ENOENT;
-		case MDB_MAP_FULL: return ENOSPC;
-		case MDB_TXN_FULL: return EFBIG;
-		case MDB_READERS_FULL: return EAGAIN;
-		case MDB_DBS_FULL: return ENOSPC;
-		case MDB_BAD_VALSIZE: return EINVAL;
-		default: return EIO;
-		}
-	}
-	return -rc;
-}
-
-void dbfs_now(int64_t *sec, uint32_t *nsec)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	*sec = ts.tv_sec;
-	*nsec = (uint32_t)ts.tv_nsec;
-}
-
-void dbfs_touch(struct dbfs_inode *in, int atime, int mtime, int ctime)
-{
-	int64_t s;
-	uint32_t ns;
-	dbfs_now(&s, &ns);
-	if (atime) {
-		in->atime_sec = s;
-		in->atime_nsec = ns;
-	}
-	if (mtime) {
-		in->mtime_sec = s;
-		in->mtime_nsec = ns;
-	}
-	if (ctime) {
-		in->ctime_sec = s;
-		in->ctime_nsec = ns;
-	}
-}
-
-/* Read transactions are reset and kept in a small pool rather than freed:
- * renewing keeps the LMDB reader slot and skips an allocation. */
-int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn)
-{
-	MDB_txn *t = NULL;
-	pthread_rwlock_rdlock(&fs->map_lock);
-	pthread_mutex_lock(&fs->rpool_lock);
-	if (fs->rpool_n)
-		t = fs->rpool[--fs->rpool_n];
-	pthread_mutex_unlock(&fs->rpool_lock);
-	if (t) {
-		if (mdb_txn_renew(t) == 0) {
-			*txn = t;
-			return 0;
-		}
-		mdb_txn_abort(t);
-	}
-	int rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, txn);
-	if (rc == MDB_MAP_RESIZED) {
-		/* Another process grew the map (shared stores). */
-		pthread_rwlock_unlock(&fs->map_lock);
-		pthread_rwlock_wrlock(&fs->map_lock);
-		mdb_env_set_mapsize(fs->env, 0);
-		dbfs_find_map(fs);
-		pthread_rwlock_unlock(&fs->map_lock);
-		pthread_rwlock_rdlock(&fs->map_lock);
-		rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, txn);
-	}
-	if (rc)
-		pthread_rwlock_unlock(&fs->map_lock);
-	return rc;
-}
-
-void dbfs_read_end(struct dbfs *fs, MDB_txn *txn)
-{
-	mdb_txn_reset(txn);
-	pthread_mutex_lock(&fs->rpool_lock);
-	if (fs->rpool_n < DBFS_RPOOL) {
-		fs->rpool[fs->rpool_n++] = txn;
-		txn = NULL;
-	}
-	pthread_mutex_unlock(&fs->rpool_lock);
-	if (txn)
-		mdb_txn_abort(txn);
-	pthread_rwlock_unlock(&fs->map_lock);
-}
 
 static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 {
@@ -167,31 +38,80 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 	return 0;
 }
 
-static int lock_store(struct dbfs *fs, char *err, size_t errlen)
+/* What dbfs_open made in the store's directory, to remove again when it
+ * refuses or fails: a refused open changes nothing on disk. */
+enum {
+	MADE_DATA = 1 << 0,    /* data.mdb */
+	MADE_ENVLOCK = 1 << 1, /* lock.mdb */
+	MADE_LOCK = 1 << 2,    /* dbfs.lock */
+};
+
+/* Remove what `made` names; the caller still holds dbfs.lock, and has
+ * closed the environment. */
+static void unmake(struct dbfs *fs, unsigned made)
+{
+	static const struct {
+		unsigned bit;
+		const char *name;
+	} files[] = {{MADE_DATA, "data.mdb"}, {MADE_ENVLOCK, "lock.mdb"}, {MADE_LOCK, "dbfs.lock"}};
+	char path[4200];
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		if (!(made & files[i].bit))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", fs->dir, files[i].name);
+		unlink(path);
+	}
+}
+
+/* Open and lock dbfs.lock, creating it if missing (MADE_LOCK in *made).
+ * Another opener that failed may have removed the file we locked
+ * (format.h): then try again. */
+static int lock_store(struct dbfs *fs, unsigned *made, char *err, size_t errlen)
 {
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/dbfs.lock", fs->dir);
-	fs->lock_fd = open(path, (fs->opt.read_only ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC,
-			   0600);
-	if (fs->lock_fd < 0) {
-		int e = errno;
-		if (e == ENOENT && fs->opt.read_only)
-			snprintf(err, errlen, "no DBFS store in %s", fs->dir);
-		else
-			snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
-		return -e;
-	}
-	if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno;
-		if (e == EWOULDBLOCK) {
-			snprintf(err, errlen, "store %s is in use (mounted by this or another process)",
-				 fs->dir);
-			return -EBUSY;
+	for (int tries = 0; tries < 16; tries++) {
+		bool created = false;
+		fs->lock_fd = open(path, (fs->opt.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+		if (fs->lock_fd < 0 && errno == ENOENT && !fs->opt.read_only) {
+			fs->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			created = fs->lock_fd >= 0;
+			if (fs->lock_fd < 0 && errno == EEXIST)
+				continue; /* made by another opener meanwhile */
 		}
-		snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
-		return -e;
+		if (fs->lock_fd < 0) {
+			int e = errno;
+			if (e == ENOENT && fs->opt.read_only)
+				snprintf(err, errlen, "no DBFS store in %s", fs->dir);
+			else
+				snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+			return -e;
+		}
+		if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+			/* Not ours to remove, even if we made it: its holder
+			 * opened it after us. */
+			int e = errno;
+			close(fs->lock_fd);
+			fs->lock_fd = -1;
+			if (e == EWOULDBLOCK) {
+				snprintf(err, errlen,
+					 "store %s is in use (mounted by this or another process)",
+					 fs->dir);
+				return -EBUSY;
+			}
+			snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
+			return -e;
+		}
+		if (dbfs_lock_is_current(fs->lock_fd, path)) {
+			if (created)
+				*made |= MADE_LOCK;
+			return 0;
+		}
+		close(fs->lock_fd);
+		fs->lock_fd = -1;
 	}
-	return 0;
+	snprintf(err, errlen, "store %s is in use (its lock file keeps changing)", fs->dir);
+	return -EBUSY;
 }
 
 struct reclaim_ctx {
@@ -251,7 +171,7 @@ static int precheck(struct dbfs *fs, bool create, char *err, size_t errlen)
 	rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &txn);
 	if (rc) {
 		snprintf(err, errlen, "cannot read store: %s", mdb_strerror(rc));
-		return -dbfs_errno(rc);
+		return dbfs_errno(rc);
 	}
 	rc = open_dbis(fs, txn, 0);
 	if (rc == MDB_NOTFOUND) {
@@ -265,9 +185,7 @@ static int precheck(struct dbfs *fs, bool create, char *err, size_t errlen)
 		snprintf(err, errlen, "store is damaged or not a DBFS store: %s", mdb_strerror(rc));
 		rc = -EINVAL;
 	} else {
-		rc = dbfs_super_check(fs, txn, err, errlen);
-		if (rc > 0 || rc <= -4096)
-			rc = -dbfs_errno(rc);
+		rc = dbfs_errno(dbfs_super_check(fs, txn, err, errlen));
 	}
 	mdb_txn_abort(txn);
 	return rc;
@@ -363,22 +281,36 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	pthread_mutex_init(&fs->reap_lock, NULL);
 	dbfs_cache_init(fs);
 	fs->cache.limit = o->cache_limit;
-	if ((rc = dbfs_nodes_init(&fs->nodes))) {
+	if ((rc = dbfs_lookups_init(&fs->lookups))) {
 		snprintf(err, errlen, "out of memory");
-		goto fail_nodes;
+		goto fail_lookups;
 	}
 
-	if ((rc = lock_store(fs, err, errlen)))
-		goto fail_lock;
-
+	/* No store and no create: refuse before making anything. */
 	char path[4200];
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
 	int exists = stat(path, &sb) == 0;
+	unsigned made = 0;
+	if (!exists && !o->create) {
+		snprintf(err, errlen, "no DBFS store in %s (use 'create' to make one)", dir);
+		rc = -ENOENT;
+		goto fail_lock;
+	}
+	if ((rc = lock_store(fs, &made, err, errlen)))
+		goto fail_lock;
+	/* Again, under the lock: a concurrent opener may have made or removed it. */
+	exists = stat(path, &sb) == 0;
 	if (!exists && !o->create) {
 		snprintf(err, errlen, "no DBFS store in %s (use 'create' to make one)", dir);
 		rc = -ENOENT;
 		goto fail_env;
 	}
+	if (!exists)
+		made |= MADE_DATA;
+	char envlock[4200];
+	snprintf(envlock, sizeof(envlock), "%s/lock.mdb", dir);
+	if (access(envlock, F_OK) < 0 && errno == ENOENT)
+		made |= MADE_ENVLOCK;
 	/* Never format over an existing file, even an empty one: it was a
 	 * store that someone truncated. */
 	if (exists && sb.st_size == 0) {
@@ -430,7 +362,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	rc = mdb_txn_begin(fs->env, NULL, o->read_only ? MDB_RDONLY : 0, &txn);
 	if (rc) {
 		snprintf(err, errlen, "cannot begin transaction: %s", mdb_strerror(rc));
-		rc = -dbfs_errno(rc);
+		rc = dbfs_errno(rc);
 		goto fail_open;
 	}
 	rc = open_dbis(fs, txn, o->read_only ? 0 : MDB_CREATE);
@@ -440,7 +372,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 			snprintf(err, errlen, "not a DBFS store (missing tables)");
 		else
 			snprintf(err, errlen, "cannot open tables: %s", mdb_strerror(rc));
-		rc = rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? -EINVAL : -dbfs_errno(rc);
+		rc = rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? -EINVAL : dbfs_errno(rc);
 		goto fail_open;
 	}
 	MDB_val k = {2, (void *)"sb"}, v;
@@ -458,20 +390,20 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		if (rc) {
 			mdb_txn_abort(txn);
 			snprintf(err, errlen, "cannot format store: %s", mdb_strerror(rc));
-			rc = -dbfs_errno(rc);
+			rc = dbfs_errno(rc);
 			goto fail_open;
 		}
 	}
 	rc = dbfs_super_check(fs, txn, err, errlen);
 	if (rc) {
 		mdb_txn_abort(txn);
-		rc = rc < 0 && rc > -4096 ? rc : -dbfs_errno(rc);
+		rc = dbfs_errno(rc);
 		goto fail_open;
 	}
 	rc = mdb_txn_commit(txn);
 	if (rc) {
 		snprintf(err, errlen, "cannot commit: %s", mdb_strerror(rc));
-		rc = -dbfs_errno(rc);
+		rc = dbfs_errno(rc);
 		goto fail_open;
 	}
 	dbfs_find_map(fs);
@@ -479,8 +411,8 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	if (!o->read_only) {
 		rc = reclaim(fs);
 		if (rc) {
-			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(dbfs_errno(rc)));
-			rc = -dbfs_errno(rc);
+			rc = dbfs_errno(rc);
+			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
 			goto fail_open;
 		}
 	}
@@ -490,10 +422,11 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 fail_open:
 	mdb_env_close(fs->env);
 fail_env:
+	unmake(fs, made);
 	close(fs->lock_fd);
 fail_lock:
-	dbfs_nodes_destroy(&fs->nodes);
-fail_nodes:
+	dbfs_lookups_destroy(&fs->lookups);
+fail_lookups:
 	dbfs_cache_destroy(fs);
 	free(fs->dir);
 	free(fs);
@@ -516,7 +449,7 @@ void dbfs_close(struct dbfs *fs)
 		mdb_env_sync(fs->env, 1);
 	mdb_env_close(fs->env);
 	close(fs->lock_fd);
-	dbfs_nodes_destroy(&fs->nodes);
+	dbfs_lookups_destroy(&fs->lookups);
 	dbfs_cache_destroy(fs);
 	pthread_rwlock_destroy(&fs->map_lock);
 	free(fs->reap);
@@ -524,19 +457,12 @@ void dbfs_close(struct dbfs *fs)
 	free(fs);
 }
 
-static int64_t mono_sec(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec;
-}
-
 int dbfs_sync(struct dbfs *fs)
 {
 	if (fs->opt.read_only)
 		return 0;
-	fs->last_sync = mono_sec();
-	return -dbfs_errno(mdb_env_sync(fs->env, 1));
+	fs->last_sync = dbfs_mono_sec();
+	return dbfs_errno(mdb_env_sync(fs->env, 1));
 }
 
 int dbfs_tick(struct dbfs *fs)
@@ -545,130 +471,12 @@ int dbfs_tick(struct dbfs *fs)
 	if (fs->opt.read_only)
 		return 0;
 	int rc = dbfs_reap_now(fs);
-	if (fs->opt.durability == DBFS_DURABLE_NONE && mono_sec() - fs->last_sync >= 2) {
+	if (fs->opt.durability == DBFS_DURABLE_NONE && dbfs_mono_sec() - fs->last_sync >= 2) {
 		int src = dbfs_sync(fs);
 		if (!rc)
 			rc = src;
 	}
-	return rc;
-}
-
-/* Append ino to the reap queue; returns the queue's length. */
-static size_t reap_append(struct dbfs *fs, uint64_t ino)
-{
-	size_t n = 0;
-	pthread_mutex_lock(&fs->reap_lock);
-	if (fs->nreap == fs->capreap) {
-		size_t cap = fs->capreap ? fs->capreap * 2 : 64;
-		uint64_t *r = realloc(fs->reap, cap * sizeof(*r));
-		if (r) {
-			fs->reap = r;
-			fs->capreap = cap;
-		}
-	}
-	if (fs->nreap < fs->capreap) {
-		if (!fs->nreap)
-			fs->reap_since = mono_sec();
-		fs->reap[fs->nreap++] = ino;
-	}
-	n = fs->nreap;
-	pthread_mutex_unlock(&fs->reap_lock);
-	return n;
-}
-
-void dbfs_reap_queue(struct dbfs *fs, uint64_t ino)
-{
-	reap_append(fs, ino);
-}
-
-void dbfs_reap_later(struct dbfs *fs, uint64_t ino)
-{
-	/* Out of memory: the inode stays in the orphan table, reclaimed at
-	 * the next mount. Many queued: reap them now, in one commit. */
-	if (reap_append(fs, ino) >= 256)
-		dbfs_reap_now(fs);
-}
-
-void dbfs_reap_due(struct dbfs *fs)
-{
-	/* Unlocked peek: a stale answer only delays the reap to a later call. */
-	if (__atomic_load_n(&fs->nreap, __ATOMIC_RELAXED) &&
-	    mono_sec() - __atomic_load_n(&fs->reap_since, __ATOMIC_RELAXED) >= 1)
-		dbfs_reap_now(fs);
-}
-
-int dbfs_reap_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
-{
-	const struct dbfs_reap_list *l = arg;
-	for (size_t i = 0; i < l->n; i++) {
-		int rc = dbfs_op_reap(fs, txn, l->ino[i]);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-static int noop_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
-{
-	(void)fs;
-	(void)txn;
-	(void)arg;
-	return 0;
-}
-
-int dbfs_reap_now(struct dbfs *fs)
-{
-	/* The leader of the batch takes the queue (commit.c); a large file
-	 * queues itself again until its data is gone (DBFS_FREE_MAX). */
-	for (;;) {
-		pthread_mutex_lock(&fs->reap_lock);
-		size_t n = fs->nreap;
-		pthread_mutex_unlock(&fs->reap_lock);
-		if (!n)
-			return 0;
-		int rc = dbfs_write(fs, noop_fn, NULL);
-		if (rc)
-			return rc;
-	}
-}
-
-void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes)
-{
-	fs->quota_bytes = quota_bytes;
-	fs->quota_inodes = quota_inodes;
-}
-
-int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u)
-{
-	MDB_txn *txn;
-	struct dbfs_usage_rec r;
-	int rc = dbfs_read_begin(fs, &txn);
-	if (rc)
-		return -dbfs_errno(rc);
-	rc = dbfs_usage_get(fs, txn, &r);
-	dbfs_read_end(fs, txn);
-	if (rc)
-		return -dbfs_errno(rc);
-	u->bytes = r.bytes;
-	u->inodes = r.inodes;
-	u->map_size = fs->map_size;
-	char path[4200];
-	struct stat sb;
-	snprintf(path, sizeof(path), "%s/data.mdb", fs->dir);
-	/* Allocated bytes: with MDB_WRITEMAP the file is as long as the map. */
-	u->file_size = stat(path, &sb) == 0 ? (uint64_t)sb.st_blocks * 512 : 0;
-	return 0;
-}
-
-void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c)
-{
-	c->ops = fs->cnt.ops;
-	c->read_bytes = fs->cnt.read_bytes;
-	c->write_bytes = fs->cnt.write_bytes;
-	c->commits = fs->cnt.commits;
-	c->batched_ops = fs->cnt.batched_ops;
-	c->map_grows = fs->cnt.map_grows;
-	c->errors = fs->cnt.errors;
+	return dbfs_errno(rc);
 }
 
 const char *dbfs_dir(const struct dbfs *fs)

@@ -1,4 +1,5 @@
-/* The superblock and the usage counters (table "super"). */
+/* The superblock and the usage record (table "super"), and the quotas the
+ * usage is held to. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -128,10 +129,9 @@ int dbfs_usage_get(struct dbfs *fs, MDB_txn *txn, struct dbfs_usage_rec *u)
 	return 0;
 }
 
-int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes)
+/* Add to the usage record and write it back, even unchanged. */
+static int usage_write(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes)
 {
-	if (!dbytes && !dinodes)
-		return 0;
 	struct dbfs_usage_rec u;
 	int rc = dbfs_usage_get(fs, txn, &u);
 	if (rc)
@@ -140,4 +140,44 @@ int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinode
 	u.inodes += (uint64_t)dinodes;
 	MDB_val v = {sizeof(u), &u};
 	return dbfs_put(txn, fs->db_super, &key_usage, &v, 0);
+}
+
+int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes)
+{
+	if (!dbytes && !dinodes)
+		return 0;
+	return usage_write(fs, txn, dbytes, dinodes);
+}
+
+int dbfs_usage_touch(struct dbfs *fs, MDB_txn *txn)
+{
+	return usage_write(fs, txn, 0, 0);
+}
+
+void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes)
+{
+	fs->quota_bytes = quota_bytes;
+	fs->quota_inodes = quota_inodes;
+}
+
+int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u)
+{
+	MDB_txn *txn;
+	struct dbfs_usage_rec r;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (rc)
+		return dbfs_errno(rc);
+	rc = dbfs_usage_get(fs, txn, &r);
+	dbfs_read_end(fs, txn);
+	if (rc)
+		return dbfs_errno(rc);
+	u->bytes = r.bytes;
+	u->inodes = r.inodes;
+	u->map_size = fs->map_size;
+	char path[4200];
+	struct stat sb;
+	snprintf(path, sizeof(path), "%s/data.mdb", fs->dir);
+	/* Allocated bytes: with MDB_WRITEMAP the file is as long as the map. */
+	u->file_size = stat(path, &sb) == 0 ? (uint64_t)sb.st_blocks * 512 : 0;
+	return 0;
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Named database handles of subshards, and the queue's write transactions.
+ * LMDB's handle rules, kept: the named database handles of subshards, and
+ * the queue's write transactions, which decide who may open a handle when.
  *
- * LMDB rules that shape this file:
+ * The rules:
  * - mdb_dbi_open() must not run in two transactions of one process at once,
  *   and a handle opened in a transaction is private to it until it commits
  *   (LMDB hands out the next free slot to each). So every open happens

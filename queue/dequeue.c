@@ -3,7 +3,7 @@
  * Dequeue: a k-way merge of the shards' streams at the subscriber's
  * positions, by delivery time (ties: lower shard first). Each shard's head
  * comes from the message cache when it holds it, else from the store, where
- * a subshard read may be restored into the cache (cache.c decides).
+ * a subshard read may be restored into the cache (msgcache.c decides).
  * Payloads are copied into the subscriber's buffer, so nothing points into
  * the map or the cache once the call returns.
  */
@@ -179,16 +179,7 @@ static int emit(struct dq *d, struct mfsq_msg *out, size_t *n, uint32_t shard, u
 
 	if (rc)
 		return rc;
-	m->shard = shard;
-	m->seq = seq;
-	m->enqueue_us = h->enq_us;
-	m->deliver_us = h->dlv_us;
-	m->expire_us = h->exp_us;
-	m->enqueuer = h->enqueuer;
-	m->prio = h->prio;
-	m->tag = h->tag;
-	m->flags = h->flags;
-	m->len = len;
+	mfsq_msg_from_disk(m, shard, seq, h, len);
 	m->data = (void *)(uintptr_t)d->s->buflen; /* offset, fixed later */
 	memcpy(d->s->buf + d->s->buflen, data, len);
 	d->s->buflen += len;
@@ -205,16 +196,7 @@ static int rule_takes(struct dq *d, uint32_t shard, uint64_t seq, const struct m
 
 	if (!d->s->rule)
 		return 1;
-	m = (struct mfsq_msg){.shard = shard,
-			      .seq = seq,
-			      .enqueue_us = h->enq_us,
-			      .deliver_us = h->dlv_us,
-			      .expire_us = h->exp_us,
-			      .enqueuer = h->enqueuer,
-			      .prio = h->prio,
-			      .flags = h->flags,
-			      .tag = h->tag,
-			      .len = len};
+	mfsq_msg_from_disk(&m, shard, seq, h, len);
 	if (mfsq_rule_match(d->s->rule, &m, d->now))
 		return 1;
 	d->skipped++;
@@ -619,32 +601,15 @@ static uint64_t next_due(mfsq_queue *q)
 	return d > r ? d : r;
 }
 
-/*
- * Promotion and retention. A failure (ENOSPC, MDB_DBS_FULL, ...) must not
- * stop subscribers from reading what is there: it is counted, kept for
- * mfsq_stats(), and retried 100 ms later.
- */
-static void housekeeping(mfsq_queue *q, uint64_t now, MDB_txn **spare)
+static void dq_free(struct dq *d)
 {
-	int rc = 0;
+	if (d) {
+		void *per_shard[] = {d->src, d->bsrc, d->enq_delta, d->act, d->got};
 
-	if (now >= atomic_load(&q->maint_retry_us)) {
-		if (mfsq_delay_next_due(q) <= now)
-			rc = mfsq_delay_promote(q);
-		if (!rc &&
-		    (atomic_load(&q->retention_due) || now >= atomic_load(&q->next_retention_us))) {
-			atomic_store(&q->next_retention_us, now + 100000);
-			mfsq_enqlog_reap(q); /* logs of processes that died */
-			rc = mfsq_retention(q);
-		}
-		if (rc) {
-			atomic_fetch_add(&q->c.maint_errors, 1);
-			atomic_store(&q->last_maint_error, rc);
-			atomic_store(&q->maint_retry_us, now + 100000);
-		}
+		for (size_t i = 0; i < sizeof(per_shard) / sizeof(per_shard[0]); i++)
+			free(per_shard[i]);
 	}
-	mfsq_cache_sizing(q, now);
-	mfsq_cache_prefetch(q, now, spare);
+	free(d);
 }
 
 int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int timeout_ms)
@@ -667,14 +632,7 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 		d->got = calloc(q->cfg.nshards, sizeof(*d->got));
 	}
 	if (!d || !d->src || !d->bsrc || !d->enq_delta || !d->act || !d->got) {
-		if (d) {
-			free(d->bsrc);
-			free(d->src);
-			free(d->enq_delta);
-			free(d->act);
-			free(d->got);
-		}
-		free(d);
+		dq_free(d);
 		return ENOMEM;
 	}
 	d->s = s;
@@ -682,7 +640,7 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 	for (;;) {
 		uint64_t gen, now = mfsq_now_us(), wake;
 
-		housekeeping(q, now, &s->rtxn);
+		mfsq_housekeeping(q, now, &s->rtxn);
 		gen = atomic_load(&q->gen);
 		d->progressed = 0;
 		d->lagged = 0;
@@ -732,11 +690,6 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
 		wait_for(q, gen, wake);
 	}
 	mfsq_active(-1);
-	free(d->src);
-	free(d->bsrc);
-	free(d->enq_delta);
-	free(d->act);
-	free(d->got);
-	free(d);
-	return rc;
+	dq_free(d);
+	return mfsq_lmdb_err(rc);
 }

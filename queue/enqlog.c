@@ -2,7 +2,7 @@
 /*
  * The enqueue log: own-transaction enqueues of MDB_NOSYNC environments
  * return once their messages are in a shared mapping of a file, and group
- * commits move them into the store afterwards (group.c).
+ * commits move them into the store afterwards (groupcommit.c).
  *
  * Why: with batch-1 enqueues each caller waited for a commit, and on
  * 2 vCPUs the wake-ups of 16 waiting enqueuers cost more than the commits

@@ -43,11 +43,11 @@ int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int
 
 	rc = mdb_txn_begin(q->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return rc;
+		return mfsq_lmdb_err(rc);
 	rc = mdb_cursor_open(txn, q->exc, &c);
 	if (rc) {
 		mdb_txn_abort(txn);
-		return rc;
+		return mfsq_lmdb_err(rc);
 	}
 	for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); !rc && i < *cursor;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT))
@@ -57,17 +57,8 @@ int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int
 		const unsigned char *k = key.mv_data;
 
 		memcpy(&h, (char *)val.mv_data + EXC_HDR, sizeof(h));
-		memset(m, 0, sizeof(*m));
-		m->shard = mfsq_be32_get(k + 1);
-		m->seq = k[0] == 's' ? mfsq_be64_get(k + 5) : 0;
-		m->enqueue_us = h.enq_us;
-		m->deliver_us = h.dlv_us;
-		m->expire_us = h.exp_us;
-		m->enqueuer = h.enqueuer;
-		m->prio = h.prio;
-		m->tag = h.tag;
-		m->flags = h.flags;
-		m->len = val.mv_size - EXC_HDR - sizeof(h);
+		mfsq_msg_from_disk(m, mfsq_be32_get(k + 1), k[0] == 's' ? mfsq_be64_get(k + 5) : 0,
+				   &h, val.mv_size - EXC_HDR - sizeof(h));
 		if (buf)
 			memcpy(buf, (char *)val.mv_data + EXC_HDR + sizeof(h),
 			       m->len < buflen ? m->len : buflen);
@@ -77,5 +68,5 @@ int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int
 	}
 	mdb_cursor_close(c);
 	mdb_txn_abort(txn);
-	return rc == MDB_NOTFOUND ? ENOENT : rc;
+	return mfsq_lmdb_err(rc); /* MDB_NOTFOUND: no more, ENOENT */
 }

@@ -36,11 +36,11 @@ struct mfsq_cmsg {
  * per chunk, header included, not an allocation per message); a message
  * too large for a quarter chunk gets a malloc'ed chunk of its own. */
 #define MFSQ_CHUNK_BYTES (64u << 10)
-#define MFSQ_CHUNK_SPARE 32 /* free chunks always kept per queue (cache.c: spare_limit) */
+#define MFSQ_CHUNK_SPARE 32 /* free chunks always kept per queue (msgcache.c: spare_limit) */
 struct mfsq_chunk {
 	struct mfsq_chunk *next;
 	size_t size, used;
-	int mapped; /* a standard chunk, mapped by itself (cache.c) */
+	int mapped; /* a standard chunk, mapped by itself (msgcache.c) */
 	_Alignas(16) unsigned char mem[];
 };
 
@@ -49,7 +49,7 @@ struct mfsq_centry {
 	uint64_t sub_first;
 	uint64_t lo;
 	/* v[0 .. hi - lo) are readable under a shared hold of the cache lock:
-	 * an append under one (cache.c) fills v[hi - lo] before it stores hi */
+	 * an append under one (msgcache.c) fills v[hi - lo] before it stores hi */
 	_Atomic uint64_t hi;
 	struct mfsq_cmsg **v; /* reallocated only under an exclusive hold */
 	size_t cap;
@@ -144,11 +144,11 @@ struct mfsq_queue {
 	double sizing_est;
 	_Atomic int in_pressure; /* written under cache_lock */
 
-	/* group commit of concurrent own-transaction enqueues (group.c) */
+	/* group commit of concurrent own-transaction enqueues (groupcommit.c) */
 	pthread_mutex_t glock;
 	struct mfsq_greq *ghead, **gtail, *gwait;
 	int gleader;
-	int glarge; /* the last turn wrote large values (group.c: hand_over) */
+	int glarge;  /* the last turn wrote large values (groupcommit.c: hand_over) */
 	int ghanded; /* the flusher is to lead the queued turns (hand_over) */
 	/* deferred meta sync (MDB_NOMETASYNC): groups committed, groups known
 	 * durable, and the range a failed mdb_env_sync() left in doubt */
@@ -157,8 +157,8 @@ struct mfsq_queue {
 	/* a leader's turn (commit and sync), moving average in µs: waiters
 	 * spin only when it is short (spin.c) */
 	_Atomic uint64_t gturn_us;
-	/* mfsq_wake(): when it last woke, and the moving average of the gaps
-	 * (µs, monotonic); dequeue.c: coalesced waiting */
+	/* mfsq_wake() (wake.c): when it last woke, and the moving average of the gaps
+	 * (µs, monotonic); coalesce.c: coalesced waiting */
 	_Atomic uint64_t wake_us, wake_gap_us;
 
 	_Atomic uint64_t next_retention_us;
@@ -188,7 +188,7 @@ struct mfsq_queue {
 	size_t log_mcap;
 	struct mfsq_put *log_puts;
 	size_t log_putcap;
-	/* its flusher thread (group.c), started at the first hand-over */
+	/* its flusher thread (groupcommit.c), started at the first hand-over */
 	pthread_t log_thread;
 	pthread_cond_t log_cv;
 	int log_thread_on, log_stop, log_sleeping;
@@ -217,20 +217,66 @@ struct mfsq_sub {
 	struct mfsq_sub *next;
 };
 
-/* queue.c */
+/*
+ * Low helpers. Each of these files calls no other file of the library (wake.c
+ * calls only the clock, config.c only record.c), so every other file may
+ * call them.
+ */
+/* clock.c: wall time (stored with messages) and monotonic time, in µs */
 uint64_t mfsq_now_us(void);
+uint64_t mfsq_mono_us(void);
+/* error.c: the errno boundary, the one place LMDB codes become the queue's
+ * codes (mfsq.h, "Errors"): every public function returns through it. */
 int mfsq_lmdb_err(int rc);
-/* Path of the queue's own file `mfsq-<name><suffix>` next to the
+/* rtxn.c: a read transaction, renewing the reset one in *@spare if there is
+ * one (NULL @spare: a plain one); _end resets it into *@spare if that is
+ * empty, else aborts it. */
+int mfsq_rtxn_begin(mfsq_queue *q, MDB_txn **spare, MDB_txn **txn);
+void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn);
+/* lateness.c: the lateness histogram of promoted delayed messages */
+void mfsq_late_record(mfsq_queue *q, uint64_t late_us);
+uint64_t mfsq_late_pct(mfsq_queue *q, double p); /* @p in 0..1 */
+/* record.c: fixed-size meta records: the value at @key into @out, exactly
+ * @size bytes; MDB_NOTFOUND, MDB_CORRUPTED (another size). The shard state
+ * records through it. */
+int mfsq_record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, void *out, size_t size);
+void mfsq_shard_key(unsigned char k[5], uint32_t s);
+int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
+int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);
+/* envfile.c: path of the queue's own file `mfsq-<name><suffix>` next to the
  * environment's data file (in its directory; with MDB_NOSUBDIR, next to
  * the file). EINVAL (no path), ENAMETOOLONG. */
 int mfsq_env_file(mfsq_queue *q, const char *suffix, char *buf, size_t len);
+/* wake.c: wake this process's waiting subscribers (mfsq_notify() too) */
 void mfsq_wake(mfsq_queue *q);
-int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
-int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);
-void mfsq_shard_key(unsigned char k[5], uint32_t s);
-void mfsq_late_record(mfsq_queue *q, uint64_t late_us);
-int mfsq_rtxn_begin(mfsq_queue *q, MDB_txn **spare, MDB_txn **txn);
-void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn);
+/* affinity.c: mfsq_shard_of() and mfsq_enqueuer_in_shard() (mfsq.h) */
+
+/* config.c: checks and the stored record ('C'); _get: MDB_NOTFOUND,
+ * MDB_CORRUPTED (size); _load: as _get, MDB_VERSION_MISMATCH, then q->cfg
+ * holds the stored configuration; _store: a new queue's (MDB_NOOVERWRITE). */
+int mfsq_config_valid(const struct mfsq_config *c);
+int mfsq_config_get(mfsq_queue *q, MDB_txn *txn, struct mfsq_disk_config *dc);
+int mfsq_config_load(mfsq_queue *q, MDB_txn *txn);
+int mfsq_config_store(mfsq_queue *q, MDB_txn *txn);
+
+/* maintenance.c: before a dequeue's read, promotion and retention when due
+ * (failures counted in mfsq_stats() and retried 100 ms later), cache sizing
+ * and prefetch (@spare as for mfsq_rtxn_begin()). */
+void mfsq_housekeeping(mfsq_queue *q, uint64_t now, MDB_txn **spare);
+
+/* A stored message's public form: every field from its header @h, data NULL. */
+static inline void mfsq_msg_from_disk(struct mfsq_msg *m, uint32_t shard, uint64_t seq,
+				      const struct mfsq_disk_msg *h, size_t len)
+{
+	*m = (struct mfsq_msg){.shard = shard, .seq = seq, .len = len};
+	m->enqueue_us = h->enq_us;
+	m->deliver_us = h->dlv_us;
+	m->expire_us = h->exp_us;
+	m->enqueuer = h->enqueuer;
+	m->prio = h->prio;
+	m->flags = h->flags;
+	m->tag = h->tag;
+}
 
 /* Internal: restart the transaction (a handle is newer than it). */
 #define MFSQ_RETRY (-30601)
@@ -273,7 +319,8 @@ int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, 
 int mfsq_subshard_index_put(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id);
 int mfsq_retention(mfsq_queue *q);
 
-/* shard.c */
+/* stream.c: append p (shard, header, payload) to its shard's stream in @w,
+ * rolling a full tail; sets p->seq and p->sub_first, advances *@st. */
 struct mfsq_put {
 	uint32_t shard;
 	uint64_t seq;
@@ -284,6 +331,10 @@ struct mfsq_put {
 };
 int mfsq_stream_put(mfsq_queue *q, struct mfsq_wtx *w, struct mfsq_disk_shard *st,
 		    struct mfsq_put *p);
+
+/* put.c: write m[0..n) in @w (stream or delay shard), the shard records
+ * loaded into ls[] (one per shard) after; after an own commit,
+ * mfsq_put_committed() updates runtime state, cache and waiters. */
 struct mfsq_loaded {
 	int loaded;
 	struct mfsq_disk_shard st;
@@ -294,7 +345,7 @@ int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_loaded 
 void mfsq_put_committed(mfsq_queue *q, const struct mfsq_loaded *ls, const struct mfsq_put *puts,
 			size_t nputs);
 
-/* group.c */
+/* groupcommit.c */
 struct mfsq_greq;
 typedef int mfsq_group_fn(mfsq_queue *q, struct mfsq_wtx *w, void *arg);
 int mfsq_group_enqueue(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n, uint64_t *seqs);
@@ -321,7 +372,7 @@ int mfsq_rule_match(const struct mfsq_rule *r, const struct mfsq_msg *m, uint64_
 int mfsq_exception_put(mfsq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq,
 		       int reason, const struct mfsq_disk_msg *h, const void *data, size_t len);
 
-/* cache.c (all under q->cache_lock exclusive unless said; find and unpin: shared) */
+/* msgcache.c (all under q->cache_lock exclusive unless said; find and unpin: shared) */
 void mfsq_cache_append(mfsq_queue *q, const struct mfsq_put *p, size_t n); /* takes the lock */
 struct mfsq_cmsg *mfsq_cache_find(mfsq_queue *q, uint32_t s, uint64_t seq,
 				  struct mfsq_centry **pin);
@@ -361,7 +412,6 @@ uint64_t mfsq_spin_us(mfsq_queue *q);
 /* A thread enters (+1) or leaves (-1) a queue call or a sleep in one (-1
  * before sleeping, +1 after): spinners count who needs a CPU. */
 void mfsq_active(int delta);
-uint64_t mfsq_mono_us(void);
 
 /* subscriber.c: fold positions held only in the ack log into the store
  * (s->fold_due_us); 0 or the commit's error (counted; retried later). */
@@ -386,7 +436,7 @@ void mfsq_acklog_write(mfsq_sub *s); /* s->acked into its slot */
 void mfsq_acklog_release(mfsq_sub *s, int folded);
 
 /* enqlog.c: own-transaction enqueues of MDB_NOSYNC environments in a
- * shared log, moved into the store by group turns (group.c). */
+ * shared log, moved into the store by group turns (groupcommit.c). */
 void mfsq_enqlog_open(mfsq_queue *q); /* reaps dead processes' logs, takes one */
 void mfsq_enqlog_close(mfsq_queue *q);
 void mfsq_enqlog_reap(mfsq_queue *q); /* logs nobody holds: into the store */
@@ -408,7 +458,7 @@ int mfsq_enqlog_mark(mfsq_queue *q, MDB_txn *txn, unsigned i, uint64_t next_lsn,
 void mfsq_enqlog_done_locked(mfsq_queue *q, const struct mfsq_msg_in *m, size_t n, uint64_t end_lsn,
 			     uint64_t end_off, int rc);
 int mfsq_enqlog_pending_locked(const mfsq_queue *q, uint32_t shard);
-/* group.c: stop the flusher and commit what the log still holds (close). */
+/* groupcommit.c: stop the flusher and commit what the log still holds (close). */
 void mfsq_group_close(mfsq_queue *q);
 
 /* coalesce.c: while this process's commits wake subscribers more often
@@ -423,7 +473,7 @@ uint64_t mfsq_coalesce_us(uint64_t gap_us, uint64_t since_us, uint64_t left_us);
 /* 1 if it slept (then read again), 0: wait for a wake-up. */
 int mfsq_coalesce(mfsq_queue *q, uint64_t left_us);
 
-/* After an own commit: keep the map's resident pages under the budget (map.c). */
+/* After an own commit: keep the map's resident pages under the budget (maptrim.c). */
 void mfsq_map_check(mfsq_queue *q);
 
 #endif /* MFSQ_INTERNAL_H */

@@ -6,6 +6,29 @@
  * parameters, its return value, every error it returns and the thread
  * context it may be called from.
  *
+ * Errors
+ * ------
+ * A function that can fail returns an int: 0 on success, else one of
+ * - a positive errno value. Either the queue's own verdict (EINVAL, EMSGSIZE,
+ *   EBUSY, ERANGE, ETIMEDOUT, EAGAIN, ...), or an LMDB code that has an
+ *   errno meaning, mapped at exactly one place (error.c), on the way out of
+ *   every function:
+ *       MDB_MAP_FULL, MDB_TXN_FULL  ->  ENOSPC  (the map is full; in an own
+ *                                               transaction nothing changed)
+ *       MDB_NOTFOUND                ->  ENOENT
+ *       MDB_KEYEXIST                ->  EEXIST
+ *   or an errno value LMDB or the system returned (ENOMEM, EACCES, EIO, ...).
+ * - EAGAIN always means "retry, nothing is broken": from mfsq_dequeue()
+ *   with timeout 0, nothing there yet; from a call that joined the caller's
+ *   transaction, abort that transaction and run it again (see
+ *   mfsq_enqueue()). It never stands for a failure of the store.
+ * - MFSQ_LAGGED (negative, below), from mfsq_dequeue() only.
+ * - a negative LMDB code that has no errno meaning (lmdb.h: MDB_CORRUPTED,
+ *   MDB_VERSION_MISMATCH, MDB_DBS_FULL, MDB_READERS_FULL, MDB_BAD_TXN,
+ *   MDB_PANIC, ...), passed on as it is: the store or the environment's
+ *   set-up failed.
+ * No function returns -errno. mfsq_strerror() gives the text of any of them.
+ *
  * Model
  * -----
  * A queue lives in an LMDB environment the caller opened; several queues may
@@ -82,11 +105,6 @@
  *
  * Times are microseconds since the Unix epoch (CLOCK_REALTIME), so they
  * survive restarts and are shared between processes.
- *
- * Errors are LMDB-style int return codes: 0 on success, a positive errno
- * value, or one of the MFSQ_ codes below. MDB_MAP_FULL and MDB_TXN_FULL are
- * returned as ENOSPC (for an own transaction the queue is left unchanged).
- * Other LMDB codes (negative, see lmdb.h) are returned as they are.
  *
  * Caveats
  * -------
@@ -330,18 +348,21 @@ int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, uns
 
 /**
  * Close the queue: frees its memory and caches. Subscribers must have been
- * closed. The environment stays open.
+ * closed. The environment stays open. @p q NULL: nothing.
  * In an MDB_NOSYNC environment it first commits what the enqueue log still
  * holds and stops the log's flusher thread (what cannot be committed stays
  * in the log file for the next mfsq_open()).
- * Thread context: any; no other call on @p q may be running.
+ * Thread context: any thread not holding a write transaction on the
+ * environment (it may commit); no other call on @p q may be running.
  */
 void mfsq_close(mfsq_queue *q);
 
 /** The configuration the queue runs with. Thread context: any. */
 void mfsq_get_config(const mfsq_queue *q, struct mfsq_config *cfg);
 
-/** Shard of enqueuer @p enqueuer (stable for the life of the queue). */
+/** Shard of enqueuer @p enqueuer (stable for the life of the queue).
+ *  Thread context: any (it reads only the configuration: no lock, no
+ *  transaction). */
 uint32_t mfsq_shard_of(const mfsq_queue *q, uint64_t enqueuer);
 
 /**
@@ -374,34 +395,64 @@ uint64_t mfsq_enqueuer_in_shard(const mfsq_queue *q, uint32_t shard, uint64_t n)
  * @param seq if not NULL, receives the sequence number in the shard (for
  *        a delayed message: 0, its stream number is given when promoted).
  * @return 0, or
- *   EINVAL   m->prio > 9, m->data NULL with len > 0, unknown flags, a
- *            buffered message with a delivery time;
- *   EMSGSIZE m->len above the queue's max_payload;
- *   EAGAIN   (with @p txn only) the transaction began before the queue could
- *            share the handle of a subshard created by another process, or
- *            this process's enqueue log still holds messages for the same
- *            shard (one of them may be this enqueuer's earlier one, and they
- *            can only go in once the caller's transaction ends): abort it
- *            and retry;
- *   ENOSPC   the map is full (own txn: nothing changed; caller txn: LMDB
- *            marks it failed, the caller must abort it). A logged call
- *            returns it when its own commit failed; one that returned while
- *            another caller's commit of it was still running keeps its
- *            message in the log, which goes in, in order, once there is
- *            room, and meanwhile own-transaction enqueues return ENOSPC;
+ *   EINVAL   q or m NULL, m->prio > 9, m->data NULL with len > 0, unknown flags,
+ *            a buffered message with a delivery time (checked before
+ *            anything is written);
+ *   EMSGSIZE m->len above the queue's max_payload (checked likewise);
+ *   EAGAIN   (with @p txn only) retry: the transaction began before the
+ *            queue could share the handle of a subshard created by another
+ *            process, or this process's enqueue log still holds messages for
+ *            the same shard (one of them may be this enqueuer's earlier one,
+ *            and they can only go in once the caller's transaction ends):
+ *            abort it and run it again;
+ *   ENOSPC   the map is full (MDB_MAP_FULL, MDB_TXN_FULL; own txn: nothing
+ *            changed; caller txn: LMDB marks it failed, the caller must
+ *            abort it). A logged call returns it when its own commit failed;
+ *            one that returned while another caller's commit of it was
+ *            still running keeps its message in the log, which goes in, in
+ *            order, once there is room, and meanwhile own-transaction
+ *            enqueues return ENOSPC;
  *   EIO etc. (txn NULL, MDB_NOMETASYNC environment) the error of the
  *            mdb_env_sync() that was to make the commit durable: the
  *            message is committed but may not survive a power loss;
- *   ENOMEM, MDB_DBS_FULL, other LMDB errors.
- * Thread context: any. With txn == NULL the thread must not hold a write
- * transaction on the environment.
+ *   ENOMEM, MDB_DBS_FULL, other LMDB errors (see "Errors").
+ *
+ * Inside the caller's transaction (@p txn not NULL; the file system's
+ * commit path) the call returns exactly one of these:
+ *   0          the message is written in @p txn: it commits or aborts with it;
+ *   EINVAL, EMSGSIZE  the arguments are wrong: nothing was written, @p txn
+ *              is intact (it may still commit, without the message);
+ *   EAGAIN     retry: abort @p txn and run it again; the queue and the store
+ *              are fine (part of a batch may already be in @p txn);
+ *   ENOSPC     the map is full: LMDB marked @p txn failed; abort it, grow
+ *              the map (mdb_env_set_mapsize(), no transaction active) and
+ *              run it again;
+ *   ENOMEM     out of memory (part of a batch may be in @p txn): abort;
+ *   EACCES     @p txn is read-only;
+ *   ENOENT, EEXIST  a shard record or subshard database the queue wrote is
+ *              missing, or a key it appends is taken: the store is damaged;
+ *   negative   an LMDB code: MDB_CORRUPTED (a queue record of the wrong
+ *              size), MDB_BAD_TXN (@p txn had failed before),
+ *              MDB_DBS_FULL or MDB_READERS_FULL (sharing a subshard's handle
+ *              needs a short read transaction and a handle slot), MDB_PANIC.
+ * Only EINVAL, EMSGSIZE and EAGAIN are the queue's verdict; every other
+ * non-zero value is a failure of the store (or of memory) and calls for
+ * what the caller does when its own mdb_put() fails: abort @p txn. The
+ * queue never returns -errno, so a positive value cannot be mistaken for
+ * an LMDB code. A memory-only message (MFSQ_MSG_BUFFERED) ignores @p txn
+ * and adds only ENOMEM.
+ *
+ * Thread context: any; with @p txn, the thread that owns it. With txn ==
+ * NULL the thread must not hold a write transaction on the environment.
  */
 int mfsq_enqueue(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, uint64_t *seq);
 
 /**
  * Enqueue @p n messages in one transaction (the caller's or one of its own).
- * Either all are enqueued or (own transaction) none. Errors as mfsq_enqueue();
+ * Either all are enqueued or (own transaction) none. Errors as mfsq_enqueue()
+ * (EINVAL also for @p m NULL with n > 0; n == 0 does nothing and returns 0);
  * @p seqs (may be NULL) receives n sequence numbers.
+ * Thread context: as mfsq_enqueue().
  */
 int mfsq_enqueue_batch(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, size_t n,
 		       uint64_t *seqs);
@@ -418,7 +469,9 @@ void mfsq_notify(mfsq_queue *q);
  * Promote due delayed messages and apply retention. Dequeue does this
  * itself; an application without subscribers in this process may call it
  * to keep retention running.
- * @return 0, ENOSPC, LMDB errors.
+ * @return 0, ENOMEM, ENOSPC, MDB_DBS_FULL (a spare subshard needs a
+ *   handle slot), LMDB errors. Nothing is lost on an error: the next tick or
+ *   dequeue tries again.
  * Thread context: any thread not holding a write transaction on the env.
  */
 int mfsq_tick(mfsq_queue *q);
@@ -484,8 +537,12 @@ const char *mfsq_sub_rule(const mfsq_sub *s);
 
 /**
  * Close a subscriber. A durable subscriber keeps its acknowledged position
- * in the store; unacknowledged messages will be delivered again.
- * Thread context: the thread that uses @p s.
+ * in the store; unacknowledged messages will be delivered again. Positions
+ * held only in the ack log are committed first (an own transaction; if
+ * that fails they stay in the log's slot, for a later reap by a durable
+ * subscribe or retention to fold in). @p s NULL: nothing.
+ * Thread context: the thread that uses @p s, not holding a write
+ * transaction on the environment; no other call on @p s may be running.
  */
 void mfsq_unsubscribe(mfsq_sub *s);
 
@@ -541,8 +598,8 @@ int mfsq_dequeue(mfsq_sub *s, struct mfsq_msg *out, size_t max, size_t *n, int t
  *        once: if that transaction aborts, the acknowledgement is written
  *        with the next one; reopen the subscriber to have the messages
  *        delivered again.
- * @return 0, or EINVAL (@p m not delivered to @p s), ENOSPC, EIO etc. (as
- *   mfsq_enqueue(): committed, the sync failed), LMDB errors.
+ * @return 0, or EINVAL (@p m not delivered to @p s), ENOMEM, ENOSPC, EIO
+ *   etc. (as mfsq_enqueue(): committed, the sync failed), LMDB errors.
  * Thread context: as mfsq_dequeue(); with txn, the thread owning it.
  */
 int mfsq_ack(mfsq_sub *s, MDB_txn *txn, const struct mfsq_msg *m);
@@ -572,7 +629,10 @@ int mfsq_seek_seq(mfsq_sub *s, uint32_t shard, uint64_t seq);
  */
 int mfsq_seek_time(mfsq_sub *s, uint64_t t_us);
 
-/** Whether the subscriber was marked lagging (fell behind the hard limit). */
+/** Whether the subscriber was marked lagging (fell behind the hard limit:
+ *  its stored record says so, or an mfsq_dequeue() returned MFSQ_LAGGED;
+ *  it stays set while @p s is open). Thread context: the thread that uses
+ *  @p s. */
 int mfsq_sub_lagging(const mfsq_sub *s);
 
 /**
@@ -581,21 +641,27 @@ int mfsq_sub_lagging(const mfsq_sub *s);
  * @param m receives the message; its data points into @p buf (copied, up to
  *        @p buflen bytes; m->len is the full length).
  * @param reason receives an enum mfsq_reason.
- * @return 0, ENOENT (no more), LMDB errors. Thread context: any.
+ * @return 0, ENOENT (no more), LMDB errors of its read transaction.
+ * Thread context: any (it opens a short read transaction of its own).
  */
 int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int *reason, void *buf,
 			size_t buflen);
 
 /**
  * Whether message (@p shard, @p seq) is in this process's message cache now
- * (diagnostics and tests). Thread context: any.
+ * (diagnostics and tests): 1 or 0, never an error.
+ * Thread context: any (it holds the cache lock shared for a moment).
  */
 int mfsq_cache_has(mfsq_queue *q, uint32_t shard, uint64_t seq);
 
-/** Statistics snapshot. Thread context: any. */
+/** Statistics snapshot into @p st; never fails (the store's part, live
+ *  subshards and pending delayed messages, stays 0 if its read transaction
+ *  cannot begin). Thread context: any (it opens a short read transaction
+ *  and holds queue locks for a moment). */
 void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st);
 
-/** Text for an MFSQ_ code, errno value or LMDB code. Thread context: any. */
+/** Text for any code a queue function returns (see "Errors"): an MFSQ_
+ *  code, errno value or LMDB code. Thread context: any. */
 const char *mfsq_strerror(int rc);
 
 /* ---- memory: process-wide cache budget and pressure (pressure.c) ---- */

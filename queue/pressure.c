@@ -37,7 +37,7 @@ uint64_t mfsq_budget_used(void)
 	return u > 0 ? (uint64_t)u : 0;
 }
 
-/* Free cache chunks kept by all queues (cache.c: spare_limit). */
+/* Free cache chunks kept by all queues (msgcache.c: spare_limit). */
 static _Atomic int64_t spares;
 
 void mfsq_spare_add(int64_t delta)

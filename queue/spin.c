@@ -23,7 +23,6 @@
  * when the spin gave up, so no wake-up can be lost by it.
  */
 #include <sched.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -39,14 +38,6 @@ static inline void relax(void)
 #elif defined(__aarch64__)
 	__asm__ __volatile__("yield");
 #endif
-}
-
-uint64_t mfsq_mono_us(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 static int limit(void)

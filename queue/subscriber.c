@@ -331,9 +331,7 @@ int mfsq_subscriber_delete(mfsq_queue *q, const char *name)
 		if (rc == MDB_NOTFOUND)
 			rc = 0;
 	}
-	rc = mfsq_wtx_end(q, &w, rc);
-	if (rc == MDB_NOTFOUND)
-		return ENOENT;
+	rc = mfsq_wtx_end(q, &w, rc); /* MDB_NOTFOUND: no such subscriber, ENOENT */
 	if (!rc)
 		atomic_store(&q->retention_due, 1);
 	return mfsq_lmdb_err(rc);
@@ -479,11 +477,11 @@ int mfsq_seek_seq(mfsq_sub *s, uint32_t shard, uint64_t seq)
 		return EINVAL;
 	rc = mdb_txn_begin(s->q->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
-		return rc;
+		return mfsq_lmdb_err(rc);
 	rc = mfsq_read_shard(s->q, txn, shard, &st);
 	mdb_txn_abort(txn);
 	if (rc)
-		return rc;
+		return mfsq_lmdb_err(rc);
 	if (seq > st.next_seq)
 		return ERANGE;
 	if (seq < st.head_first)
@@ -573,7 +571,7 @@ int mfsq_seek_time(mfsq_sub *s, uint64_t t_us)
 	for (uint32_t i = 0; !rc && i < n; i++)
 		set_position(s, i, to[i]);
 	free(to);
-	return rc ? rc : persist(s, NULL, 1);
+	return rc ? mfsq_lmdb_err(rc) : persist(s, NULL, 1);
 }
 
 int mfsq_sub_lagging(const mfsq_sub *s)

@@ -174,18 +174,25 @@ static int take_lock(const char *store)
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/dbfs.lock", store);
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		fsck_fatal("%s: %s", path, strerror(errno));
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		if (errno == EWOULDBLOCK)
-			fsck_fatal("%s: store is in use (dbfs.lock is held); unmount it first",
-				   store);
-		fsck_fatal("%s: flock: %s", path, strerror(errno));
+	/* A dbfs_open that failed removes the lock file it made, under the
+	 * lock (dbfs/format.h): lock again what the path names then. */
+	for (int tries = 0; tries < 16; tries++) {
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			fsck_fatal("%s: %s", path, strerror(errno));
+		if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+			if (errno == EWOULDBLOCK)
+				fsck_fatal("%s: store is in use (dbfs.lock is held); %s", store,
+					   "unmount it first");
+			fsck_fatal("%s: flock: %s", path, strerror(errno));
+		}
+		if (dbfs_lock_is_current(fd, path))
+			return fd;
+		close(fd);
 	}
-	return fd;
+	fsck_fatal("%s: store is in use (dbfs.lock keeps changing)", store);
 }
 
 static void open_dbi(struct fsck *f, const char *name, MDB_dbi *dbi)

@@ -34,7 +34,7 @@
  * With "large" (implies own-enq) every payload is 4 KiB and ENQ_THREADS
  * threads enqueue, each for its own enqueuers: calls of up to 256 KiB go
  * through the group commit, not the log, and after a group of such large
- * values the queue's flusher thread commits the queued ones (group.c), so
+ * values the queue's flusher thread commits the queued ones (groupcommit.c), so
  * the kill lands in commits that thread leads for other callers.
  *
  * Usage: crash_queue ITERATIONS [own-ack] [own-enq] [large]   (exit 0 on success)

@@ -4,6 +4,7 @@
  * of multi-step operations (the store must be unchanged after each failure).
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -50,6 +51,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+	dbfs_fault_disk_full = false;
 	dbfs_close(fs);
 	fs = NULL;
 	rm_store();
@@ -538,9 +540,9 @@ START_TEST(test_statfs_pending_reap)
 	ck_assert_uint_eq((s0.f_blocks - s0.f_bfree) * 4096, usage().bytes);
 	ck_assert_uint_eq(s0.f_files - s0.f_ffree, 2);
 
-	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0); /* open in the kernel */
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, f, 1), 0); /* open in the kernel */
 	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
-	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, f, 1), 0); /* last close */
+	ck_assert_uint_eq(dbfs_lookups_unref(&fs->lookups, f, 1), 0); /* last close */
 	dbfs_reap_later(fs, f);
 	ck_assert_int_eq(dbfs_statfs(fs, &s1), 0);
 	ck_assert_uint_eq(fs->nreap, 1); /* nothing committed */
@@ -598,7 +600,7 @@ START_TEST(test_destroy_in_pieces)
 			ck_assert_uint_eq(fs->nreap, 0);
 		} else {
 			/* Open at a crash: the next mount reclaims it, in pieces. */
-			ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0);
+			ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, f, 1), 0);
 			ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
 			ck_assert_uint_eq(orphans(), 1);
 			fs->opt.read_only = true; /* dbfs_close must not reclaim it */
@@ -861,7 +863,7 @@ START_TEST(test_orphans)
 {
 	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
 	ck_assert_int_eq(wr(f, 0, "data", 4), 0);
-	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 1), 0); /* open in the kernel */
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, f, 1), 0); /* open in the kernel */
 	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "f", 0)), 0);
 	struct dbfs_inode in = iget(f); /* still readable */
 	ck_assert_uint_eq(in.nlink, 0);
@@ -878,11 +880,11 @@ START_TEST(test_orphans)
 
 	/* Forget after unlink reaps. */
 	f = mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
-	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, f, 2), 0);
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, f, 2), 0);
 	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "g", 0)), 0);
 	ck_assert_int_eq(RUN(dbfs_op_reap(fs, txn, f)), 0);
 	iget(f); /* still referenced */
-	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, f, 2), 0);
+	ck_assert_uint_eq(dbfs_lookups_unref(&fs->lookups, f, 2), 0);
 	ck_assert_int_eq(RUN(dbfs_op_reap(fs, txn, f)), 0);
 	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
 	ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), -ENOENT);
@@ -891,10 +893,10 @@ START_TEST(test_orphans)
 	/* Queued reaps ride on the next write batch; a linked inode stays. */
 	uint64_t a = mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
 	uint64_t b = mk(DBFS_ROOT_INO, "b", S_IFREG | 0644);
-	ck_assert_int_eq(dbfs_nodes_ref(&fs->nodes, a, 1), 0);
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, a, 1), 0);
 	ck_assert_int_eq(wr(a, 0, "xyz", 3), 0);
 	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "a", 0)), 0);
-	ck_assert_uint_eq(dbfs_nodes_unref(&fs->nodes, a, 1), 0);
+	ck_assert_uint_eq(dbfs_lookups_unref(&fs->lookups, a, 1), 0);
 	dbfs_reap_later(fs, a);
 	dbfs_reap_later(fs, b);
 	iget(a); /* not yet */
@@ -1045,11 +1047,291 @@ START_TEST(test_fault_injection)
 			break;
 		}
 		mdb_txn_abort(txn);
-		ck_assert_msg(dbfs_errno(rc) == EIO, "%s: step %ld returned %d", name, n, rc);
+		ck_assert_msg(dbfs_errno(rc) == -EIO, "%s: step %ld returned %d", name, n, rc);
 		ck_assert_msg(store_hash() == before, "%s: step %ld left a change", name, n);
 		steps++;
 	}
 	ck_assert_msg(steps >= 3, "%s: only %d injected steps", name, steps);
+}
+END_TEST
+
+/* ---- the error convention (internal.h) ---- */
+
+START_TEST(test_errno_boundary)
+{
+	ck_assert_int_eq(dbfs_errno(0), 0);
+	ck_assert_int_eq(dbfs_errno(-ENOENT), -ENOENT);
+	ck_assert_int_eq(dbfs_errno(-EDQUOT), -EDQUOT);
+	ck_assert_int_eq(dbfs_errno(MDB_NOTFOUND), -ENOENT);
+	ck_assert_int_eq(dbfs_errno(MDB_KEYEXIST), -EEXIST);
+	ck_assert_int_eq(dbfs_errno(MDB_MAP_FULL), -ENOSPC);
+	ck_assert_int_eq(dbfs_errno(MDB_CORRUPTED), -EIO);
+	ck_assert_int_eq(dbfs_errno(EIO), -EIO);
+	ck_assert_int_eq(dbfs_errno(ENOSPC), -ENOSPC);
+	ck_assert_int_eq(dbfs_errno(dbfs_queue_err(EAGAIN)), -EAGAIN);
+	ck_assert_int_eq(dbfs_errno(dbfs_queue_err(ENOMEM)), -ENOMEM);
+	ck_assert_int_eq(dbfs_queue_err(0), 0);
+
+	ck_assert(dbfs_is_refusal(-ENOENT) && dbfs_is_refusal(-4095));
+	ck_assert(!dbfs_is_refusal(0) && !dbfs_is_refusal(EIO) && !dbfs_is_refusal(MDB_NOTFOUND));
+	ck_assert(!dbfs_is_refusal(dbfs_queue_err(EAGAIN)));
+	ck_assert(dbfs_is_queue_err(dbfs_queue_err(1)) && dbfs_is_queue_err(dbfs_queue_err(4095)));
+	ck_assert(!dbfs_is_queue_err(EAGAIN) && !dbfs_is_queue_err(-EAGAIN));
+	ck_assert(!dbfs_is_queue_err(MDB_NOTFOUND) && !dbfs_is_queue_err(MDB_LAST_ERRCODE));
+	ck_assert_int_eq(dbfs_queue_errno(dbfs_queue_err(EAGAIN)), EAGAIN);
+}
+END_TEST
+
+/* A write operation that makes a file, then fails with a queue error
+ * `fails` times, as an enqueue in the same transaction would. */
+struct queue_op {
+	const char *name;
+	int err, fails, calls;
+};
+
+static int queue_op_fn(struct dbfs *f, MDB_txn *txn, void *arg)
+{
+	struct queue_op *q = arg;
+	struct dbfs_inode in;
+	uint64_t ino;
+	q->calls++;
+	int rc = dbfs_op_mknod(f, txn, &cred, DBFS_ROOT_INO, q->name, S_IFREG | 0644, 0, NULL, &ino,
+			       &in);
+	if (rc)
+		return rc;
+	if (q->fails) {
+		q->fails--;
+		return dbfs_queue_err(q->err);
+	}
+	return 0;
+}
+
+static int exists(const char *name)
+{
+	struct dbfs_inode in;
+	uint64_t ino;
+	MDB_txn *t;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	int rc = dbfs_op_lookup(fs, t, DBFS_ROOT_INO, name, &ino, &in);
+	dbfs_read_end(fs, t);
+	ck_assert(rc == 0 || rc == -ENOENT);
+	return rc == 0;
+}
+
+START_TEST(test_queue_error_in_batch)
+{
+	/* EAGAIN from the queue: the batch runs again; what the failed runs
+	 * wrote is gone, what the last run wrote is committed once. */
+	struct queue_op a = {"again", EAGAIN, 2, 0};
+	ck_assert_int_eq(dbfs_write(fs, queue_op_fn, &a), 0);
+	ck_assert_int_eq(a.calls, 3);
+	ck_assert(exists("again"));
+
+	/* Another queue error is not retried and changes nothing. */
+	struct queue_op b = {"nomem", ENOMEM, 1, 0};
+	int rc = dbfs_write(fs, queue_op_fn, &b);
+	ck_assert_int_eq(dbfs_errno(rc), -ENOMEM);
+	ck_assert_int_eq(b.calls, 1);
+	ck_assert(!exists("nomem"));
+
+	/* EAGAIN for ever: bounded, then -EAGAIN, and nothing committed. */
+	struct queue_op c = {"never", EAGAIN, 1000, 0};
+	rc = dbfs_write(fs, queue_op_fn, &c);
+	ck_assert_int_eq(dbfs_errno(rc), -EAGAIN);
+	ck_assert_int_gt(c.calls, 1);
+	ck_assert_int_lt(c.calls, 1000);
+	ck_assert(!exists("never"));
+}
+END_TEST
+
+/* The names in directory `d`, sorted, comma-separated ("" when empty). */
+static const char *listing(const char *d)
+{
+	static char out[1024];
+	struct dirent **names;
+	int n = scandir(d, &names, NULL, alphasort);
+	ck_assert_int_ge(n, 0);
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (strcmp(names[i]->d_name, ".") && strcmp(names[i]->d_name, "..")) {
+			if (out[0])
+				strcat(out, ",");
+			strcat(out, names[i]->d_name);
+		}
+		free(names[i]);
+	}
+	free(names);
+	return out;
+}
+
+/* issue 15 point 7: a refused or failed open leaves nothing behind. */
+START_TEST(test_refused_open_leaves_nothing)
+{
+	struct dbfs *other = NULL;
+	struct dbfs_options o;
+	char err[256], d2[300], p[400];
+	snprintf(d2, sizeof(d2), "%s/plain", dir);
+	ck_assert_int_eq(mkdir(d2, 0700), 0);
+
+	/* A plain directory, no create: read-write and read-only. */
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -ENOENT);
+	ck_assert_str_eq(listing(d2), "");
+	o.read_only = true;
+	ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -ENOENT);
+	ck_assert_str_eq(listing(d2), "");
+
+	/* One that holds something else. */
+	snprintf(p, sizeof(p), "%s/keep", d2);
+	int fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -ENOENT);
+	ck_assert_str_eq(listing(d2), "keep");
+	ck_assert_int_eq(unlink(p), 0);
+
+	/* A create that fails after LMDB made its files (a map no machine
+	 * has), with and without MDB_WRITEMAP. */
+	for (int wm = 0; wm < 2; wm++) {
+		dbfs_options_init(&o);
+		o.create = true;
+		o.writemap = wm;
+		o.initial_map_size = 16000000ull << 40;
+		int rc = dbfs_open(d2, &o, &other, err, sizeof(err));
+		ck_assert_msg(rc < 0, "writemap=%d: open of a 16000000T map succeeded", wm);
+		ck_assert_msg(!strcmp(listing(d2), ""), "writemap=%d: left %s (%s)", wm,
+			      listing(d2), err);
+	}
+
+	/* A damaged store: refused, and its file is all that is left, as it
+	 * was. */
+	snprintf(p, sizeof(p), "%s/data.mdb", d2);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	ck_assert_int_ge(fd, 0);
+	char junk[16384];
+	memset(junk, 0xa5, sizeof(junk));
+	ck_assert_int_eq(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	for (int wm = 0; wm < 2; wm++) {
+		dbfs_options_init(&o);
+		o.create = true;
+		o.writemap = wm;
+		ck_assert_int_eq(dbfs_open(d2, &o, &other, err, sizeof(err)), -EINVAL);
+		ck_assert_str_eq(listing(d2), "data.mdb");
+		struct stat sb;
+		ck_assert_int_eq(stat(p, &sb), 0);
+		ck_assert_int_eq(sb.st_size, (off_t)sizeof(junk));
+	}
+	ck_assert_ptr_null(other);
+}
+END_TEST
+
+/* The lock file of a store that opened stays (only what a failed open
+ * made goes), and a second open of it is refused without removing it. */
+START_TEST(test_open_keeps_lock_of_store)
+{
+	struct dbfs *other;
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
+	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.lock,lock.mdb");
+	dbfs_close(fs);
+	fs = NULL;
+	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.lock,lock.mdb");
+	open_store();
+}
+END_TEST
+
+/* ---- a full disk (issue 15 point 9) ---- */
+
+static uint64_t avail_blocks(void)
+{
+	struct statvfs s;
+	ck_assert_int_eq(dbfs_statfs(fs, &s), 0);
+	return s.f_bavail;
+}
+
+struct small {
+	const char *name;
+	uint64_t ino;
+};
+
+static int small_create_fn(struct dbfs *f, MDB_txn *txn, void *arg)
+{
+	struct small *sm = arg;
+	struct dbfs_inode in;
+	return dbfs_op_mknod(f, txn, &cred, DBFS_ROOT_INO, sm->name, S_IFREG | 0644, 0, NULL,
+			     &sm->ino, &in);
+}
+
+/* Make a 2-byte file through the write path, as the FUSE adapter would;
+ * returns the first error. */
+static int small_file(const char *name)
+{
+	struct small sm = {name, 0};
+	int rc = dbfs_write(fs, small_create_fn, &sm);
+	if (rc)
+		return rc;
+	struct wa w = {sm.ino, 0, "xy", 2};
+	return dbfs_write(fs, write_fn, &w);
+}
+
+/* Write 1 MiB pieces of `ino` from `off` on until a write fails (at most
+ * `max` pieces); returns that write's result. */
+static int fill(uint64_t ino, uint64_t off, int max)
+{
+	static char buf[1 << 20];
+	memset(buf, 'f', sizeof(buf));
+	for (int i = 0; i < max; i++) {
+		struct wa w = {ino, off + ((uint64_t)i << 20), buf, sizeof(buf)};
+		int rc = dbfs_write(fs, write_fn, &w);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* statfs's f_bavail is the truth: a write gets ENOSPC exactly when it is 0. */
+static void check_avail_truth(const char *name)
+{
+	uint64_t a = avail_blocks();
+	int rc = small_file(name);
+	ck_assert_msg(rc == 0 || rc == -ENOSPC, "%s: %d", name, rc);
+	ck_assert_msg((rc == 0) == (a > 0), "%s: create %s with %llu blocks available", name,
+		      rc ? "refused" : "made", (unsigned long long)a);
+}
+
+START_TEST(test_full_disk)
+{
+	uint64_t big = mk(DBFS_ROOT_INO, "big", S_IFREG | 0644);
+	ck_assert_int_eq(fill(big, 0, 4), 0);
+	dbfs_fault_disk_full = true; /* from now on the store cannot grow */
+	ck_assert_int_eq(fill(big, 4 << 20, 256), -ENOSPC);
+	ck_assert_uint_eq(avail_blocks(), 0);
+	check_avail_truth("refused");
+
+	/* Delete the file as the kernel does (unlink, then forget): the
+	 * next create gets its room at once. */
+	ck_assert_int_eq(dbfs_lookups_ref(&fs->lookups, big, 1), 0);
+	ck_assert_int_eq(RUN(dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, "big", 0)), 0);
+	ck_assert_uint_eq(dbfs_lookups_unref(&fs->lookups, big, 1), 0);
+	dbfs_reap_later(fs, big);
+	ck_assert_uint_gt(avail_blocks(), 0);
+	ck_assert_int_eq(small_file("after-delete"), 0);
+
+	/* Fill again, then rewrite the file in place: statfs stays true. */
+	uint64_t f = mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	ck_assert_int_eq(fill(f, 0, 256), -ENOSPC);
+	check_avail_truth("full");
+	char name[32];
+	for (int round = 0; round < 8; round++) {
+		fill(f, 0, 4);
+		snprintf(name, sizeof(name), "rewrite%d", round);
+		check_avail_truth(name);
+	}
+	dbfs_fault_disk_full = false;
 }
 END_TEST
 
@@ -1061,6 +1343,8 @@ static Suite *core_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_reopen_and_lock);
 	tcase_add_test(tc, test_open_errors);
+	tcase_add_test(tc, test_refused_open_leaves_nothing);
+	tcase_add_test(tc, test_open_keeps_lock_of_store);
 	tcase_add_test(tc, test_options);
 	tcase_add_test(tc, test_mknod_lookup_errors);
 	tcase_add_test(tc, test_symlink_and_link);
@@ -1077,6 +1361,9 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_orphans);
 	tcase_add_test(tc, test_quota);
 	tcase_add_test(tc, test_map_grows_commit);
+	tcase_add_test(tc, test_full_disk);
+	tcase_add_test(tc, test_errno_boundary);
+	tcase_add_test(tc, test_queue_error_in_batch);
 	tcase_add_loop_test(tc, test_fault_injection, 0,
 			    (int)(sizeof(scenarios) / sizeof(scenarios[0])));
 	suite_add_tcase(s, tc);

@@ -745,7 +745,7 @@ static void *enqueue_big(void *arg)
 
 /*
  * Groups of large values: the flusher thread leads the queued callers'
- * turns (group.c: hand_over), in relaxed and in deferred-meta environments;
+ * turns (groupcommit.c: hand_over), in relaxed and in deferred-meta environments;
  * every call returns, nothing is lost or reordered per enqueuer, and with
  * MDB_NOMETASYNC the last group is still synced.
  */

@@ -12,7 +12,7 @@
  * runs with the lock released) takes longer, so callers wake, look and
  * sleep again many times during each sync.
  *
- * The group commit (group.c, before 990e536) let a caller return while its
+ * The group commit (groupcommit.c, then group.c, before 990e536) let a caller return while its
  * request, on its stack, was still on the list of committed requests
  * waiting for a sync; the leader then walked that stack memory. Here that
  * hangs (the request, reused by the caller's next call, ends up on the list
@@ -153,7 +153,7 @@ START_TEST(group_spurious_relaxed)
 END_TEST
 
 /*
- * Turns are cut at 1 MiB of payload (group.c: take()): with syncs slowed
+ * Turns are cut at 1 MiB of payload (groupcommit.c: take()): with syncs slowed
  * down so that requests pile up behind each leader, enqueues of 512 KiB
  * each are committed at most two per group, all of them arrive, and each
  * enqueuer's order holds across the cut. A group taking everything queued

@@ -93,7 +93,7 @@ static void report(uint64_t msgs, uint64_t t_us, struct lat *all, int nl)
 /*
  * Durable environments sync every commit. The queue's is opened with
  * MDB_NOMETASYNC: its group commit then syncs once per commit and still
- * returns only after the commit is durable (queue/group.c). Raw LMDB keeps
+ * returns only after the commit is durable (queue/groupcommit.c). Raw LMDB keeps
  * LMDB's default (two syncs): with one writer and nothing committing after
  * it, a commit is durable on return only that way.
  */

@@ -8,28 +8,28 @@
  * count drops to zero. The table is in memory only: after a restart the
  * kernel holds nothing, and the orphan table reclaims what was left.
  */
-#ifndef DBFS_NODES_H
-#define DBFS_NODES_H
+#ifndef DBFS_LOOKUPS_H
+#define DBFS_LOOKUPS_H
 
 #include <pthread.h>
 #include <stdint.h>
 
-struct dbfs_node;
+struct dbfs_lookup;
 
-struct dbfs_nodes {
+struct dbfs_lookups {
 	pthread_mutex_t lock;
-	struct dbfs_node **slots;
+	struct dbfs_lookup **slots;
 	uint64_t nslots;   /* power of two */
 	uint64_t count;
 };
 
-int dbfs_nodes_init(struct dbfs_nodes *t);
-void dbfs_nodes_destroy(struct dbfs_nodes *t);
+int dbfs_lookups_init(struct dbfs_lookups *t);
+void dbfs_lookups_destroy(struct dbfs_lookups *t);
 /* Add n references to ino. Returns 0 or -ENOMEM. */
-int dbfs_nodes_ref(struct dbfs_nodes *t, uint64_t ino, uint64_t n);
+int dbfs_lookups_ref(struct dbfs_lookups *t, uint64_t ino, uint64_t n);
 /* Drop n references; returns the count left (0: the kernel forgot it). */
-uint64_t dbfs_nodes_unref(struct dbfs_nodes *t, uint64_t ino, uint64_t n);
+uint64_t dbfs_lookups_unref(struct dbfs_lookups *t, uint64_t ino, uint64_t n);
 /* Current count (0 if unknown). */
-uint64_t dbfs_nodes_count(struct dbfs_nodes *t, uint64_t ino);
+uint64_t dbfs_lookups_count(struct dbfs_lookups *t, uint64_t ino);
 
 #endif

@@ -2,10 +2,10 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "dbfs/nodes.h"
+#include "dbfs/lookups.h"
 
-struct dbfs_node {
-	struct dbfs_node *next;
+struct dbfs_lookup {
+	struct dbfs_lookup *next;
 	uint64_t ino;
 	uint64_t nlookup;
 };
@@ -18,7 +18,7 @@ static uint64_t hash_ino(uint64_t ino)
 	return ino;
 }
 
-int dbfs_nodes_init(struct dbfs_nodes *t)
+int dbfs_lookups_init(struct dbfs_lookups *t)
 {
 	t->nslots = 1024;
 	t->count = 0;
@@ -29,12 +29,12 @@ int dbfs_nodes_init(struct dbfs_nodes *t)
 	return 0;
 }
 
-void dbfs_nodes_destroy(struct dbfs_nodes *t)
+void dbfs_lookups_destroy(struct dbfs_lookups *t)
 {
 	for (uint64_t i = 0; i < t->nslots; i++) {
-		struct dbfs_node *n = t->slots[i];
+		struct dbfs_lookup *n = t->slots[i];
 		while (n) {
-			struct dbfs_node *next = n->next;
+			struct dbfs_lookup *next = n->next;
 			free(n);
 			n = next;
 		}
@@ -44,16 +44,16 @@ void dbfs_nodes_destroy(struct dbfs_nodes *t)
 	pthread_mutex_destroy(&t->lock);
 }
 
-static void grow(struct dbfs_nodes *t)
+static void grow(struct dbfs_lookups *t)
 {
 	uint64_t ns = t->nslots * 2;
-	struct dbfs_node **s = calloc(ns, sizeof(*s));
+	struct dbfs_lookup **s = calloc(ns, sizeof(*s));
 	if (!s)
 		return; /* keep the longer chains; correctness is unaffected */
 	for (uint64_t i = 0; i < t->nslots; i++) {
-		struct dbfs_node *n = t->slots[i];
+		struct dbfs_lookup *n = t->slots[i];
 		while (n) {
-			struct dbfs_node *next = n->next;
+			struct dbfs_lookup *next = n->next;
 			uint64_t h = hash_ino(n->ino) & (ns - 1);
 			n->next = s[h];
 			s[h] = n;
@@ -65,18 +65,18 @@ static void grow(struct dbfs_nodes *t)
 	t->nslots = ns;
 }
 
-int dbfs_nodes_ref(struct dbfs_nodes *t, uint64_t ino, uint64_t n)
+int dbfs_lookups_ref(struct dbfs_lookups *t, uint64_t ino, uint64_t n)
 {
 	int rc = 0;
 	pthread_mutex_lock(&t->lock);
-	struct dbfs_node **pp = &t->slots[hash_ino(ino) & (t->nslots - 1)];
-	for (struct dbfs_node *x = *pp; x; x = x->next) {
+	struct dbfs_lookup **pp = &t->slots[hash_ino(ino) & (t->nslots - 1)];
+	for (struct dbfs_lookup *x = *pp; x; x = x->next) {
 		if (x->ino == ino) {
 			x->nlookup += n;
 			goto out;
 		}
 	}
-	struct dbfs_node *x = malloc(sizeof(*x));
+	struct dbfs_lookup *x = malloc(sizeof(*x));
 	if (!x) {
 		rc = -ENOMEM;
 		goto out;
@@ -92,12 +92,12 @@ out:
 	return rc;
 }
 
-uint64_t dbfs_nodes_unref(struct dbfs_nodes *t, uint64_t ino, uint64_t n)
+uint64_t dbfs_lookups_unref(struct dbfs_lookups *t, uint64_t ino, uint64_t n)
 {
 	uint64_t left = 0;
 	pthread_mutex_lock(&t->lock);
-	struct dbfs_node **pp = &t->slots[hash_ino(ino) & (t->nslots - 1)];
-	for (struct dbfs_node *x = *pp; x; pp = &x->next, x = x->next) {
+	struct dbfs_lookup **pp = &t->slots[hash_ino(ino) & (t->nslots - 1)];
+	for (struct dbfs_lookup *x = *pp; x; pp = &x->next, x = x->next) {
 		if (x->ino != ino)
 			continue;
 		x->nlookup = x->nlookup > n ? x->nlookup - n : 0;
@@ -113,11 +113,11 @@ uint64_t dbfs_nodes_unref(struct dbfs_nodes *t, uint64_t ino, uint64_t n)
 	return left;
 }
 
-uint64_t dbfs_nodes_count(struct dbfs_nodes *t, uint64_t ino)
+uint64_t dbfs_lookups_count(struct dbfs_lookups *t, uint64_t ino)
 {
 	uint64_t c = 0;
 	pthread_mutex_lock(&t->lock);
-	for (struct dbfs_node *x = t->slots[hash_ino(ino) & (t->nslots - 1)]; x; x = x->next) {
+	for (struct dbfs_lookup *x = t->slots[hash_ino(ino) & (t->nslots - 1)]; x; x = x->next) {
 		if (x->ino == ino) {
 			c = x->nlookup;
 			break;

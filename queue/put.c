@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Writing a batch of enqueued messages in a write transaction (the
+ * caller's, a group commit's, a log replay's): each message into its
+ * shard's stream (stream.c) or its delay shard, with its stream time; then
+ * the shard records; and after an own commit, the runtime state, the
+ * cache and the wake-up. All messages of one enqueuer land in one shard
+ * (affinity.c) in commit order, so that order holds for every subscriber;
+ * sequence numbers and stream times are assigned under LMDB's single
+ * writer, so two processes enqueueing into one shard still produce one
+ * gap-free, time-ordered stream.
+ */
+#include <string.h>
+
+#include "internal.h"
+
+int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m, size_t n,
+		  uint64_t *seqs, struct mfsq_put *puts, size_t *nputs, struct mfsq_loaded *ls)
+{
+	uint64_t now = mfsq_now_us();
+	int rc = 0;
+
+	*nputs = 0;
+	for (size_t i = 0; !rc && i < n; i++) {
+		uint32_t s = mfsq_shard_of(q, m[i].enqueuer);
+		struct mfsq_disk_shard *st = &ls[s].st;
+		struct mfsq_disk_msg h = {0};
+		uint64_t t;
+
+		if (!ls[s].loaded) {
+			rc = mfsq_read_shard(q, w->txn, s, st);
+			if (!rc && st->min_due <= now)
+				rc = mfsq_delay_promote_loaded(q, w, s, st, now);
+			if (rc)
+				break;
+			ls[s].loaded = 1;
+		}
+		t = now > st->last_us ? now : st->last_us;
+		st->last_us = t;
+		h.enq_us = t;
+		h.exp_us = m[i].expire_us;
+		h.enqueuer = m[i].enqueuer;
+		h.prio = m[i].prio;
+		h.tag = m[i].tag;
+		/* a delayed message due already goes through the delay shard
+		 * too while earlier due ones wait there (promotion moves at most
+		 * MFSQ_PROMOTE_BATCH per transaction): it must not overtake them.
+		 * Enqueues from the log (enqlog.c) are committed late, a replay
+		 * seconds late, so "due already" is no rare case there. */
+		if (m[i].deliver_us > t || (m[i].deliver_us && st->min_due <= t)) {
+			h.dlv_us = m[i].deliver_us;
+			h.flags = MFSQ_MSG_DELAYED;
+			rc = mfsq_delay_put(q, w->txn, s, st, &h, m[i].data, m[i].len);
+			if (seqs)
+				seqs[i] = 0;
+			continue;
+		}
+		h.dlv_us = t;
+		struct mfsq_put *p = &puts[(*nputs)++];
+
+		p->shard = s;
+		p->h = h;
+		p->data = m[i].data;
+		p->len = m[i].len;
+		rc = mfsq_stream_put(q, w, st, p);
+		if (!rc && seqs)
+			seqs[i] = p->seq;
+	}
+	return rc;
+}
+
+int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_loaded *ls)
+{
+	int rc = 0;
+
+	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++)
+		if (ls[s].loaded)
+			rc = mfsq_write_shard(q, w->txn, s, &ls[s].st);
+	return rc;
+}
+
+/* After an own commit: runtime state, cache, waiters, maintenance. */
+void mfsq_put_committed(mfsq_queue *q, const struct mfsq_loaded *ls, const struct mfsq_put *puts,
+			size_t nputs)
+{
+	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
+		if (!ls[s].loaded)
+			continue;
+		atomic_store(&q->shards[s].tail_first, ls[s].st.tail_first);
+		atomic_store(&q->shards[s].min_due, ls[s].st.min_due);
+	}
+	mfsq_cache_append(q, puts, nputs);
+	mfsq_wake(q);
+	if (atomic_load(&q->retention_due))
+		mfsq_retention(q); /* best effort: a spare for the next roll */
+}
