@@ -114,8 +114,7 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs
 	else
 		snprintf(target, sizeof(target), "%s", p->mp.path);
 	const struct fuse_custom_io *io = mgr->uring ? mfs_uring_io(mgr->uring) : dbfs_fuse_io();
-	rc = mfs_mount_session(dbfs_fuse_ops(), io, fs, target, opts, DBFS_READ_AHEAD, &se, err,
-			       errlen);
+	rc = mfs_mount_session(dbfs_fuse_ops(), io, fs, target, opts, 0, &se, err, errlen);
 	if (rc)
 		goto close_store;
 	/* the mount's identity, without a request to it (nobody serves it yet) */
@@ -127,6 +126,7 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs
 		fuse_session_destroy(se);
 		goto close_store;
 	}
+	mfs_mount_set_read_ahead(dev, DBFS_READ_AHEAD);
 	if (mgr->uring && mfs_uring_attach(mgr->uring, se, received, fs, &ring))
 		mfs_warn("%s: no memory for io_uring queues: served over /dev/fuse", d->conf.name);
 	dbfs_set_session(fs, se);

@@ -35,15 +35,12 @@ void mfs_fuse_opt_escape(char *out, size_t outlen, const char *s)
  * root. statx with AT_STATX_DONT_SYNC gives the mount's device without a
  * request to the file system (which nobody serves yet).
  */
-static void set_read_ahead(const char *mnt, unsigned bytes)
+void mfs_mount_set_read_ahead(dev_t dev, unsigned bytes)
 {
-	struct statx stx;
 	char path[96], val[16];
+	const char *mnt = path;
 
-	if (statx(AT_FDCWD, mnt, AT_STATX_DONT_SYNC | AT_SYMLINK_NOFOLLOW, 0, &stx) < 0)
-		return;
-	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", stx.stx_dev_major,
-		 stx.stx_dev_minor);
+	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", major(dev), minor(dev));
 	int fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0) {
 		mfs_debug("%s: cannot set readahead (%s): %s", mnt, path, strerror(errno));
@@ -81,8 +78,10 @@ int mfs_mount_session(const struct fuse_lowlevel_ops *ops, const struct fuse_cus
 		fuse_session_destroy(se);
 		return rc;
 	}
-	if (read_ahead)
-		set_read_ahead(mnt, read_ahead);
+	struct statx stx;
+	if (read_ahead &&
+	    statx(AT_FDCWD, mnt, AT_STATX_DONT_SYNC | AT_SYMLINK_NOFOLLOW, 0, &stx) == 0)
+		mfs_mount_set_read_ahead(makedev(stx.stx_dev_major, stx.stx_dev_minor), read_ahead);
 	*out = se;
 	return 0;
 }

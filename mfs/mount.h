@@ -23,12 +23,18 @@ struct fuse_session;
  * session talks to the kernel through those hooks (fuse_session_custom_io).
  * A non-zero `read_ahead` (bytes) sets the mount's readahead window, as far
  * as the process may (root); it should match the ops' INIT max_readahead.
+ * (`mnt` must then name the mount itself, not a /proc/self/fd link: pass 0
+ * and call mfs_mount_set_read_ahead with the mount's device instead.)
  * Errors: -EINVAL (bad options), -EIO (the mount failed; reason in err),
  * -errno of fuse_session_custom_io.
  */
 int mfs_mount_session(const struct fuse_lowlevel_ops *ops, const struct fuse_custom_io *io,
 		      void *userdata, const char *mnt, const char *fuse_opts, unsigned read_ahead,
 		      struct fuse_session **out, char *err, size_t errlen);
+
+/* Set the readahead window (bytes) of the mount with device `dev`, as far as
+ * the process may (root); logged at debug level when it cannot. */
+void mfs_mount_set_read_ahead(dev_t dev, unsigned bytes);
 
 /*
  * Unmount `mnt`: lazily (MNT_DETACH) when `lazy`, else failing with -EBUSY
