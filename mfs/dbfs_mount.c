@@ -1,5 +1,6 @@
 /* Bringing one DBFS up (see dbfs_mount.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -64,6 +65,37 @@ static void publish_mounted(struct mfs_manager *mgr, struct mfs_dbfs *d, struct 
 	pthread_mutex_unlock(&mgr->lock);
 }
 
+/*
+ * Stores that an mfs before this one made for a user hold files that belong
+ * to the daemon (root), which the user could not open now that stores are
+ * opened as their owner: give them to the user whose directory holds them.
+ * Only a regular file with one link, reached without following a symlink,
+ * in a store directory that `who` owns, is given.
+ */
+static void adopt_store_files(const struct mfs_caller *who, int store_fd, const char *name)
+{
+	static const char *const files[] = {"data.mdb", "lock.mdb", "dbfs.lock"};
+	struct stat dir, st;
+
+	if (geteuid() != 0 || who->uid == 0 || fstat(store_fd, &dir) < 0 || dir.st_uid != who->uid)
+		return;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		int fd = openat(store_fd, files[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+		    st.st_uid == 0) {
+			if (fchownat(fd, "", who->uid, who->gid, AT_EMPTY_PATH) < 0)
+				mfs_warn("%s: cannot give %s to uid %u: %s", name, files[i],
+					 (unsigned)who->uid, strerror(errno));
+			else
+				mfs_info("%s: %s now belongs to its owner, uid %u", name, files[i],
+					 (unsigned)who->uid);
+		}
+		close(fd);
+	}
+}
+
 /* Open the held store directory as `who`: the kernel checks the caller's
  * access to data.mdb and lock.mdb, and what is created is the caller's. */
 static int open_store(const struct mfs_caller *who, int store_fd, const struct dbfs_options *o,
@@ -103,6 +135,7 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs
 	o.create = create;
 	if (o.max_readers && o.max_readers < mfs_loop_workers(mgr->loop) + 8)
 		o.max_readers = mfs_loop_workers(mgr->loop) + 8;
+	adopt_store_files(who, p->store.fd, d->conf.name);
 	rc = open_store(who, p->store.fd, &o, &fs, err, errlen);
 	if (rc)
 		return rc;

@@ -106,6 +106,18 @@ uset mount "name=peek,store=$T/open/store,mountpoint=$T/u/peek,ro" \
 uerr | grep -q "^EACCES" && ok "4: EACCES on a store whose files nobody cannot read" \
 	|| fail "4: $(uerr)"
 
+# a store an older mfs made for a user (its files root's) is given to the user
+xset mount "name=old,store=$T/u/s/old,mountpoint=$T/rootm,create" || fail "old: $(xget error)"
+echo "old data" >"$T/rootm/f"
+xset unmount old && xset forget old || fail "old unmount"
+chown $U:$U "$T/u/s/old"
+[ "$(stat -c %u "$T/u/s/old/data.mdb")" = 0 ] || fail "setup: data.mdb is not root's"
+uset mount "name=old,store=$T/u/s/old,mountpoint=$T/u/peek" && [ "$(cat "$T/u/peek/f")" = "old data" ] \
+	&& [ "$(stat -c %u "$T/u/s/old/data.mdb")" = $U ] \
+	&& ok "4: a user's store with root's files is mounted and its files given to the user" \
+	|| fail "4: old store: $(uerr)"
+uset unmount old && uset forget old || fail "old: $(uerr)"
+
 # 5. a sticky directory of another user is no mount point (as fusermount3)
 mkdir -p "$T/sticky"
 chmod 1777 "$T/sticky"
