@@ -10,6 +10,7 @@
 #include "kv.h"
 #include "log.h"
 #include "loop.h"
+#include "user_limits.h"
 #include "validate.h"
 
 /* The settings l over d's options, into opts (MFS_OPTS_MAX bytes); `live`:
@@ -77,6 +78,9 @@ int mfs_execute_config(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, 
 	struct dbfs_options o;
 	struct mfs_limits lim;
 	rc = mfs_conf_parse(opts, &o, &lim, err, errlen);
+	if (!rc)
+		rc = mfs_user_limits_check(&mgr->user_limits, mgr->list, d->conf.owner, mgr->uid, d,
+					   o.quota_bytes, o.quota_inodes, err, errlen);
 	if (rc)
 		goto out;
 	memcpy(d->conf.opts, opts, MFS_OPTS_MAX);

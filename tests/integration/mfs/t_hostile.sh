@@ -173,6 +173,31 @@ done
 uset mount "name=l4,store=$T/u/s/l4,mountpoint=$T/u/l4,create" && ok "10: room again after forget" \
 	|| fail "10: l4 after forgetting three: $(uerr)"
 uset unmount l4 && uset forget l4 || fail "10: l4: $(uerr)"
+# quotas add up to at most user_max_bytes (a second manager, same checks)
+M2=$T/mfs2
+mkdir -p "$M2"
+"$MFS" -f -o "state=$T/state2,allow_other,user_max_bytes=10M" "$M2" >>"$T/mfs.log" 2>&1 &
+PIDS="$PIDS $!"
+M2PID=$!
+wait_for 10 is_mounted "$M2" || fail "10: second manager"
+u2set() { as_user setfattr -n "user.mfs.$1" -v "$2" "$M2" 2>/dev/null; }
+u2err() { as_user getfattr --only-values -n user.mfs.error "$M2" 2>/dev/null; }
+as_user mkdir -p "$T/u/q1" "$T/u/q2"
+u2set mount "name=q1,store=$T/u/s/q1,mountpoint=$T/u/q1,create" && fail "10: no quota accepted"
+u2err | grep -q "^EDQUOT.*quota_bytes= of at most 10485760" && ok "10: a quota is required" \
+	|| fail "10: $(u2err)"
+u2set mount "name=q1,store=$T/u/s/q1,mountpoint=$T/u/q1,create,quota_bytes=6M" \
+	|| fail "10: q1 6M: $(u2err)"
+u2set mount "name=q2,store=$T/u/s/q2,mountpoint=$T/u/q2,create,quota_bytes=6M" \
+	&& fail "10: quotas over user_max_bytes accepted"
+u2err | grep -q "^EDQUOT" && ok "10: EDQUOT when quotas add up to more: $(u2err)" || fail "$(u2err)"
+u2set config "name=q1,quota_bytes=11M" && fail "10: config over user_max_bytes accepted"
+u2err | grep -q "^EDQUOT" && ok "10: config is limited too" || fail "10: config: $(u2err)"
+u2set config "name=q1,quota_bytes=4M" || fail "10: config within the limit: $(u2err)"
+u2set mount "name=q2,store=$T/u/s/q2,mountpoint=$T/u/q2,create,quota_bytes=6M" \
+	&& ok "10: room after lowering a quota" || fail "10: q2: $(u2err)"
+stop_pid $M2PID || fail "10: second manager exit"
+
 # root is not limited
 for n in 1 2 3 4; do
 	mkdir -p "$T/r$n"
