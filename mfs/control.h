@@ -19,7 +19,8 @@
  *   answer.c cache_budget.c manager.c caller.c
  *                                    replies and user.mfs.error; cache
  *                                    shares; the DBFS list; who asks
- * Below them all: mount.c, path.c (mount mechanics, path resolution), the
+ * Below them all: mount.c, path.c, as_caller.c (mount mechanics; paths
+ * resolved once into held descriptors, as the caller), user_limits.c, the
  * loop, conf, kv, registry, log, buf.
  */
 #ifndef MFS_CONTROL_H
