@@ -163,4 +163,38 @@ void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len);
 /* The store's directory as given to dbfs_open. */
 const char *dbfs_dir(const struct dbfs *fs);
 
+/*
+ * ---- What a request costs: for the transport that serves a DBFS (cost.c) ----
+ *
+ * Which requests may keep the thread that processes them long. A transport
+ * that serves many mounts from few threads (mfs's io_uring threads serve
+ * every DBFS of their CPU in turn) uses it to move those requests to
+ * threads of their own, so that one DBFS's slow work holds up no other.
+ *
+ * dbfs_request_cost: `req` is one request of a DBFS as /dev/fuse lays it
+ * out (struct fuse_in_header, then the op's arguments), `len` the bytes
+ * of it at hand; only the header and the op's fixed arguments are read,
+ * so a request whose data is elsewhere may be cut after them. Returns a
+ * set of DBFS_COST_* bits, 0 for a request served from the LMDB map with
+ * no commit (lookups, getattr, reads, readdir, getxattr, forgets, ...):
+ *
+ *   DBFS_COST_COMMIT  it changes the store and waits for its commit:
+ *                     microseconds on tmpfs or with durability=none, a
+ *                     device flush on a disk with full or normal (the
+ *                     caller may time these to learn which kind of store
+ *                     it serves)
+ *   DBFS_COST_LONG    it may keep its thread long on any store: explicit
+ *                     syncs (fsync, fsyncdir, syncfs, flush), copy_file_range,
+ *                     fallocate, truncates (a setattr of the size), writes
+ *                     of more than DBFS_COST_BIG_WRITE bytes
+ *
+ * A request too short to hold its fixed arguments is classified by its
+ * opcode alone; one shorter than its header costs 0. No errors. Pure: no
+ * store, no lock, no clock; any thread, any context, also inside a request.
+ */
+#define DBFS_COST_COMMIT    1u
+#define DBFS_COST_LONG	    2u
+#define DBFS_COST_BIG_WRITE (64u << 10)
+unsigned dbfs_request_cost(const void *req, size_t len);
+
 #endif
