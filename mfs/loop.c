@@ -266,6 +266,28 @@ void mfs_session_record_latency(struct mfs_session *s, uint64_t ns)
 		s->st.lat_max_ns = ns;
 }
 
+void mfs_session_reserve(struct mfs_session *s)
+{
+	s->inflight++;
+	if (s->inflight > s->st.peak_inflight)
+		s->st.peak_inflight = s->inflight;
+	mfs_session_update_busy(s);
+}
+
+void mfs_session_unreserve(struct mfs_session *s)
+{
+	s->inflight--;
+	mfs_session_update_busy(s);
+}
+
+void mfs_session_took(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns)
+{
+	mfs_session_charge(s, buf);
+	mfs_session_note_load(s, now_ns);
+	mfs_loop_note_light(s, now_ns);
+	s->processing++;
+}
+
 int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns,
 			bool again)
 {
@@ -287,14 +309,8 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 		s->st.yield_waits += !again;
 		r = MFS_RING_WAIT;
 	} else {
-		s->inflight++;
-		if (s->inflight > s->st.peak_inflight)
-			s->st.peak_inflight = s->inflight;
-		mfs_session_update_busy(s);
-		mfs_session_charge(s, buf);
-		mfs_session_note_load(s, now_ns);
-		mfs_loop_note_light(s, now_ns);
-		s->processing++;
+		mfs_session_reserve(s);
+		mfs_session_took(s, buf, now_ns);
 		s->st.ring++;
 	}
 	pthread_mutex_unlock(&loop->lock);
@@ -313,8 +329,7 @@ void mfs_session_request_done(struct mfs_session *s, uint64_t t0_ns, uint64_t t1
 		}
 	}
 	s->processing--;
-	s->inflight--;
-	mfs_session_update_busy(s);
+	mfs_session_unreserve(s);
 	if (s->held)
 		mfs_session_admit(s, t1_ns);
 }
