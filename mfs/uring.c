@@ -132,8 +132,8 @@ struct uq {
 	struct mfs_uring *u;
 	unsigned qid;
 	pthread_t tid;
-	bool started;
-	int evfd;
+	bool started; /* u->lock: its thread runs (start_queues) */
+	int evfd;     /* with the ring: set up once this is >= 0 */
 	struct io_uring ring;
 	/* u->lock */
 	struct mfs_uring_sess *pending; /* sessions whose entries to register here */
@@ -182,6 +182,8 @@ struct mfs_uring {
 	bool stopping;
 	unsigned nq;
 	struct uq *q;
+	unsigned running; /* queues whose thread runs (atomic: read by others) */
+	int nice;	  /* the creator's nice value, the ring threads' too */
 	cpu_set_t cpus;	  /* where the process may run: a roaming thread's set */
 };
 
@@ -191,6 +193,8 @@ static struct mfs_uring *the_uring;
 
 /* The ring entry whose request this thread is processing. */
 static __thread struct uent *cur;
+
+static int start_queues(struct mfs_uring *u);
 
 bool mfs_uring_kernel_enabled(void)
 {
@@ -372,6 +376,12 @@ static ssize_t init_reply(struct mfs_uring *u, int fd, struct iovec *iov, int co
 	bool take = us->s && !us->dead && oh->error == 0 &&
 		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + sizeof(out->flags2) &&
 		    (out->flags & FUSE_INIT_EXT);
+	int rc = take ? start_queues(u) : 0;
+	if (rc) {
+		mfs_warn("uring: fd %d: cannot start the rings: %s; this mount stays on /dev/fuse",
+			 fd, strerror(-rc));
+		take = false;
+	}
 	if (take && us->ring_fd < 0)
 		us->ring_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (take && us->ring_fd < 0) {
@@ -706,6 +716,9 @@ static void *ring_main(void *arg)
 	char name[16];
 	snprintf(name, sizeof(name), "mfs-ring%u", q->qid % 10000);
 	pthread_setname_np(pthread_self(), name);
+	/* started from whichever thread took the first ring: be as the
+	 * process's other threads are (the creator's nice, see start_queues) */
+	setpriority(PRIO_PROCESS, 0, q->u->nice);
 	mfs_ring_roam_start(&q->roam);
 	mfs_ring_priority_init(&q->prio, q->qid);
 	prep_poll(q);
@@ -752,11 +765,66 @@ static void *ring_main(void *arg)
 
 /* ---- set-up and sessions ---- */
 
+/*
+ * u->lock held. Start every queue not running yet: its eventfd, its ring
+ * and its thread. The queues start with the process when the kernel
+ * offers rings then, else with the first session that takes one (someone
+ * turned enable_uring on later): while the kernel offers none
+ * (enable_uring=N, or a kernel before 6.14) there is no ring thread, no
+ * ring and no memory for them, since they would serve nothing. Returns 0
+ * or -errno (eventfd, io_uring_queue_init, pthread_create; -ESHUTDOWN once
+ * mfs_uring_destroy began); the queues started stay, the next session's
+ * INIT tries the others again.
+ */
+static int start_queues(struct mfs_uring *u)
+{
+	pthread_attr_t attr;
+	struct sched_param sp = {0};
+	int rc = 0;
+
+	if (u->stopping)
+		return -ESHUTDOWN;
+	/* The thread that takes the first ring is a worker, maybe at
+	 * SCHED_IDLE or another nice value: ring threads start at normal
+	 * priority, as they did from main, and take the creator's nice. */
+	pthread_attr_init(&attr);
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+	pthread_attr_setschedparam(&attr, &sp);
+	for (unsigned i = 0; i < u->nq && !rc; i++) {
+		struct uq *q = &u->q[i];
+		if (q->started)
+			continue;
+		if (q->evfd < 0) {
+			int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+			if (fd < 0) {
+				rc = -errno;
+				break;
+			}
+			struct io_uring_params p = {.flags =
+							IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE,
+						    .cq_entries = CQ_SIZE};
+			rc = io_uring_queue_init_params(SQ_SIZE, &q->ring, &p);
+			if (rc) {
+				close(fd);
+				break;
+			}
+			q->evfd = fd;
+		}
+		rc = -pthread_create(&q->tid, &attr, ring_main, q);
+		if (rc == 0) {
+			q->started = true;
+			__atomic_add_fetch(&u->running, 1, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
 int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
 		     struct mfs_uring **out)
 {
 	struct mfs_uring *u;
-	int rc;
 
 	if (the_uring)
 		return -EBUSY;
@@ -772,57 +840,44 @@ int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
 	}
 	u->loop = loop;
 	u->inner = inner;
+	errno = 0;
+	u->nice = getpriority(PRIO_PROCESS, 0); /* this thread's */
+	if (errno)
+		u->nice = 0;
 	if (sched_getaffinity(0, sizeof(u->cpus), &u->cpus) != 0)
 		CPU_ZERO(&u->cpus); /* unknown: never roam */
-	for (unsigned i = 0; i < u->nq; i++)
-		u->q[i].evfd = -1;
 	u->io = (struct fuse_custom_io){.read = io_read, .writev = io_writev};
 	pthread_mutex_init(&u->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_cond_init(&u->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&u->cond, NULL);
 	for (unsigned i = 0; i < u->nq; i++) {
 		struct uq *q = &u->q[i];
 		q->u = u;
 		q->qid = i;
+		q->evfd = -1;
 		q->deferred_tail = &q->deferred;
 		mfs_ring_roam_init(&q->roam, i, &u->cpus);
-		q->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (q->evfd < 0) {
-			rc = -errno;
-			goto fail;
-		}
-		struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE,
-					    .cq_entries = CQ_SIZE};
-		rc = io_uring_queue_init_params(SQ_SIZE, &q->ring, &p);
+	}
+	if (mfs_uring_kernel_enabled()) { /* offered already: start with the process */
+		pthread_mutex_lock(&u->lock);
+		int rc = start_queues(u);
+		pthread_mutex_unlock(&u->lock);
 		if (rc) {
-			close(q->evfd);
-			q->evfd = -1;
-			goto fail;
+			mfs_uring_destroy(u);
+			return rc;
 		}
 	}
 	the_uring = u;
-	for (unsigned i = 0; i < u->nq; i++) {
-		rc = -pthread_create(&u->q[i].tid, NULL, ring_main, &u->q[i]);
-		if (rc) {
-			the_uring = NULL;
-			goto fail;
-		}
-		u->q[i].started = true;
-	}
 	*out = u;
 	return 0;
-fail:
-	mfs_uring_destroy(u);
-	return rc;
 }
 
 void mfs_uring_destroy(struct mfs_uring *u)
 {
 	if (!u)
 		return;
+	pthread_mutex_lock(&u->lock); /* no queue starts after this */
 	__atomic_store_n(&u->stopping, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&u->lock);
 	uint64_t one = 1;
 	for (unsigned i = 0; i < u->nq; i++)
 		if (u->q[i].started && write(u->q[i].evfd, &one, sizeof(one)) < 0)
@@ -912,7 +967,7 @@ void mfs_uring_detach(struct mfs_uring_sess *us)
 
 unsigned mfs_uring_queues(const struct mfs_uring *u)
 {
-	return u ? u->nq : 0;
+	return u ? __atomic_load_n(&u->running, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t mfs_uring_roams(const struct mfs_uring *u)
