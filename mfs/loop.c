@@ -410,6 +410,22 @@ unsigned mfs_loop_graveyard(struct mfs_loop *loop)
 	return n;
 }
 
+/* Close and free what mfs_loop_create set up (an fd of -1 was not opened),
+ * once no thread of the loop runs. */
+static void free_loop(struct mfs_loop *loop)
+{
+	int fds[] = {loop->epfd, loop->xepfd, loop->evfd, loop->tfd, loop->jfd};
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	pthread_mutex_destroy(&loop->lock);
+	free(loop->workers);
+	free(loop->wargs);
+	free(loop->wgen);
+	free(loop);
+}
+
 int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 {
 	if (workers < 1 || workers > 1024)
@@ -465,20 +481,7 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 	*out = loop;
 	return 0;
 fail:
-	if (loop->epfd >= 0)
-		close(loop->epfd);
-	if (loop->xepfd >= 0)
-		close(loop->xepfd);
-	if (loop->evfd >= 0)
-		close(loop->evfd);
-	if (loop->tfd >= 0)
-		close(loop->tfd);
-	if (loop->jfd >= 0)
-		close(loop->jfd);
-	free(loop->workers);
-	free(loop->wargs);
-	free(loop->wgen);
-	free(loop);
+	free_loop(loop);
 	return rc;
 }
 
@@ -500,16 +503,7 @@ void mfs_loop_destroy(struct mfs_loop *loop)
 		loop->grave = g->grave_next;
 		free(g);
 	}
-	close(loop->epfd);
-	close(loop->xepfd);
-	close(loop->evfd);
-	close(loop->tfd);
-	close(loop->jfd);
-	pthread_mutex_destroy(&loop->lock);
-	free(loop->workers);
-	free(loop->wargs);
-	free(loop->wgen);
-	free(loop);
+	free_loop(loop);
 }
 
 void mfs_loop_set_fair(struct mfs_loop *loop, bool fair)

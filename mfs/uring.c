@@ -435,15 +435,12 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 
 /* ---- the ring threads ---- */
 
-/* Queue `qid`'s entries of the sessions waiting for it. */
-static void register_pending(struct uq *q)
+/* Queue this queue's entries of the sessions in `list` (taken from
+ * q->pending). */
+static void register_pending(struct uq *q, struct mfs_uring_sess *list)
 {
 	struct mfs_uring *u = q->u;
 
-	pthread_mutex_lock(&u->lock);
-	struct mfs_uring_sess *list = q->pending;
-	q->pending = NULL;
-	pthread_mutex_unlock(&u->lock);
 	while (list) {
 		struct mfs_uring_sess *us = list;
 		list = us->pending_next[q->qid];
@@ -565,15 +562,10 @@ static void work(void *arg)
 	mfs_loop_ring_end(s, t0); /* s lives while this request is in flight */
 }
 
-/* The ring thread commits the entries its workers answered. */
-static void commit_done(struct uq *q)
+/* The ring thread commits the entries in `list`, which its workers
+ * answered (taken from q->done). */
+static void commit_done(struct uq *q, struct uent *list)
 {
-	struct mfs_uring *u = q->u;
-
-	pthread_mutex_lock(&u->lock);
-	struct uent *list = q->done;
-	q->done = NULL;
-	pthread_mutex_unlock(&u->lock);
 	while (list) {
 		struct uent *e = list;
 		list = e->next;
@@ -659,6 +651,28 @@ static void retry_deferred(struct uq *q)
 	}
 }
 
+/* The eventfd fired: take what other threads handed this queue (entries
+ * answered on workers, new sessions' entries to register: u->lock) in one
+ * hold of the lock, and act on it; once stopping, only commits. */
+static void take_handed(struct uq *q)
+{
+	struct mfs_uring *u = q->u;
+	bool stopping = __atomic_load_n(&u->stopping, __ATOMIC_ACQUIRE);
+
+	pthread_mutex_lock(&u->lock);
+	struct uent *done = q->done;
+	struct mfs_uring_sess *pending = stopping ? NULL : q->pending;
+	q->done = NULL;
+	if (!stopping)
+		q->pending = NULL;
+	pthread_mutex_unlock(&u->lock);
+	commit_done(q, done);
+	if (!stopping) {
+		prep_poll(q);
+		register_pending(q, pending);
+	}
+}
+
 static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
 {
 	void *data = io_uring_cqe_get_data(cqe);
@@ -667,11 +681,7 @@ static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
 		uint64_t v;
 		if (read(q->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			mfs_warn("uring: queue %u: eventfd: %s", q->qid, strerror(errno));
-		commit_done(q);
-		if (!__atomic_load_n(&q->u->stopping, __ATOMIC_ACQUIRE)) {
-			prep_poll(q);
-			register_pending(q);
-		}
+		take_handed(q);
 		return;
 	}
 	struct uent *e = data;
@@ -913,25 +923,25 @@ int mfs_uring_attach(struct mfs_uring *u, struct fuse_session *se,
 		     void (*received)(void *arg, const void *buf, size_t len), void *arg,
 		     struct mfs_uring_sess **out)
 {
-	struct mfs_uring_sess *us = calloc(1, sizeof(*us));
+	struct mfs_uring_sess *us = malloc(sizeof(*us));
+	struct uent *ents = calloc((size_t)u->nq * DEPTH, sizeof(*ents));
+	struct mfs_uring_sess **pending_next = calloc(u->nq, sizeof(*pending_next));
 
-	if (!us)
-		return -ENOMEM;
-	us->ents = calloc((size_t)u->nq * DEPTH, sizeof(*us->ents));
-	us->pending_next = calloc(u->nq, sizeof(*us->pending_next));
-	if (!us->ents || !us->pending_next) {
-		free(us->ents);
-		free(us->pending_next);
+	if (!us || !ents || !pending_next) {
 		free(us);
+		free(ents);
+		free(pending_next);
 		return -ENOMEM;
 	}
-	us->u = u;
-	us->se = se;
-	us->fd = fuse_session_fd(se);
-	us->received = received;
-	us->rarg = arg;
-	us->ring_fd = -1;
-	us->refs = 1;
+	*us = (struct mfs_uring_sess){.u = u,
+				      .se = se,
+				      .fd = fuse_session_fd(se),
+				      .ring_fd = -1,
+				      .received = received,
+				      .rarg = arg,
+				      .refs = 1, /* until detached */
+				      .ents = ents,
+				      .pending_next = pending_next};
 	pthread_mutex_lock(&u->lock);
 	us->next = u->sessions;
 	u->sessions = us;
