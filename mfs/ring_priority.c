@@ -26,6 +26,7 @@
  * CAP_SYS_NICE the way back is refused.
  */
 #include <fcntl.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -47,7 +48,8 @@ void mfs_ring_priority_init(struct mfs_ring_priority *p, unsigned qid)
 {
 	struct rlimit rl;
 
-	*p = (struct mfs_ring_priority){.qid = qid};
+	/* as created: normally at SCHED_OTHER (uring.c, start_queues) */
+	*p = (struct mfs_ring_priority){.qid = qid, .idle = sched_getscheduler(0) == SCHED_IDLE};
 	p->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
 	if (geteuid() != 0 && (getrlimit(RLIMIT_NICE, &rl) != 0 || rl.rlim_cur < 20))
 		p->no_yield_until = UINT64_MAX; /* see above */

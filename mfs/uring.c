@@ -822,6 +822,8 @@ static int start_queues(struct mfs_uring *u)
 			q->evfd = fd;
 		}
 		rc = -pthread_create(&q->tid, &attr, ring_main, q);
+		if (rc == -EPERM) /* a creator at SCHED_IDLE that may not leave it */
+			rc = -pthread_create(&q->tid, NULL, ring_main, q);
 		if (rc == 0) {
 			q->started = true;
 			__atomic_add_fetch(&u->running, 1, __ATOMIC_RELAXED);
