@@ -192,22 +192,74 @@ const struct fuse_lowlevel_ops *dbfs_fuse_ops(void);
 struct fuse_session;
 void dbfs_set_session(struct dbfs *fs, struct fuse_session *se);
 
-/* The session's channel: after fuse_session_mount, pass it to
- * fuse_session_custom_io(se, dbfs_fuse_io(), fuse_session_fd(se)). It
- * negotiates FUSE_HANDLE_KILLPRIV_V2, which saves the kernel's
- * security.capability lookup before every write. Each request must be
- * processed by the thread that received it. */
+/*
+ * The session's channel: after fuse_session_mount, pass it to
+ * fuse_session_custom_io(se, dbfs_fuse_io(), fuse_session_fd(se)), or
+ * wrap it in a transport's own hooks that call these for /dev/fuse. Its
+ * hooks are read(2) and writev(2) on the fd (results and errors as those
+ * give them) plus what libfuse 3.14 cannot do for the file system: they
+ * negotiate FUSE_HANDLE_KILLPRIV_V2 (the FUSE_INIT reply gets the flag
+ * when the kernel offered it, which saves the kernel's security.capability
+ * lookup before every write) and hand each FUSE_WRITE's write_flags to
+ * the write handler (which clears set-id bits when FUSE_WRITE_KILL_SUIDGID
+ * says the writer may not keep them).
+ *
+ * Thread contract, binding on every transport: the write flags go from
+ * the read hook to the write handler in a thread-local variable, so the
+ * thread that receives a request (the read hook, or dbfs_io_received)
+ * must be the thread that processes it (fuse_session_process_buf), and it
+ * must receive no other request, of any DBFS, in between. The reply to
+ * FUSE_INIT must be written through this writev hook (wrapped or not).
+ * No lock is held by the hooks; any thread that obeys the contract.
+ */
 struct fuse_custom_io;
 const struct fuse_custom_io *dbfs_fuse_io(void);
 
-/* A request of `fs` (`len` bytes at `buf`, laid out as /dev/fuse gives
+/*
+ * A request of `fs` (`len` bytes at `buf`, laid out as /dev/fuse gives
  * it) that reached the server another way than dbfs_fuse_io's read hook,
  * such as an io_uring queue: the thread about to process it calls this
- * first, as the read hook would have. */
+ * first, as the read hook would have (same thread contract as above).
+ * A `len` shorter than a request header carries no write flags. No errors.
+ */
 void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len);
 
 /* The store's directory, as an absolute path resolved by dbfs_open. Valid
  * until dbfs_close; any thread. */
 const char *dbfs_dir(const struct dbfs *fs);
+
+/*
+ * ---- What a request costs: for the transport that serves a DBFS (cost.c) ----
+ *
+ * Which requests may keep the thread that processes them long. A transport
+ * that serves many mounts from few threads (mfs's io_uring threads serve
+ * every DBFS of their CPU in turn) uses it to move those requests to
+ * threads of their own, so that one DBFS's slow work holds up no other.
+ *
+ * dbfs_request_cost: `req` is one request of a DBFS as /dev/fuse lays it
+ * out (struct fuse_in_header, then the op's arguments), `len` the bytes
+ * of it at hand; only the header and the op's fixed arguments are read,
+ * so a request whose data is elsewhere may be cut after them. Returns a
+ * set of DBFS_COST_* bits, 0 for a request served from the LMDB map with
+ * no commit (lookups, getattr, reads, readdir, getxattr, forgets, ...):
+ *
+ *   DBFS_COST_COMMIT  it changes the store and waits for its commit:
+ *                     microseconds on tmpfs or with durability=none, a
+ *                     device flush on a disk with full or normal (the
+ *                     caller may time these to learn which kind of store
+ *                     it serves)
+ *   DBFS_COST_LONG    it may keep its thread long on any store: explicit
+ *                     syncs (fsync, fsyncdir, syncfs, flush), copy_file_range,
+ *                     fallocate, truncates (a setattr of the size), writes
+ *                     of more than DBFS_COST_BIG_WRITE bytes
+ *
+ * A request too short to hold its fixed arguments is classified by its
+ * opcode alone; one shorter than its header costs 0. No errors. Pure: no
+ * store, no lock, no clock; any thread, any context, also inside a request.
+ */
+#define DBFS_COST_COMMIT    1u
+#define DBFS_COST_LONG	    2u
+#define DBFS_COST_BIG_WRITE (64u << 10)
+unsigned dbfs_request_cost(const void *req, size_t len);
 
 #endif

@@ -11,8 +11,17 @@
  * a truncate or chown). libfuse 3.14 neither offers the flag nor passes
  * write_flags on, so this file adds the flag to the FUSE_INIT reply when the
  * kernel offered it, and notes each write request's write_flags for the
- * thread that goes on to process it (the mfs loop reads and processes a
- * request in one thread: fuse_session_receive_buf, fuse_session_process_buf).
+ * thread that goes on to process it.
+ *
+ * Why here and not in the transport: the flag is a promise that the file
+ * system keeps (fuse_ops.c clears the bits), and only it knows whether it
+ * keeps it. A transport that did the negotiation would still have to hand
+ * each write's flags to the write handler beside libfuse, that is through
+ * the same thread-local and a hook back into libdbfs. So the assumption it
+ * rests on, that a request is received and processed on one thread, is a
+ * contract of dbfs.h (dbfs_fuse_io) that every transport keeps: mfs's pool
+ * reads and processes on one worker, its io_uring threads call
+ * dbfs_io_received on the thread that processes (mfs/uring.c, process).
  */
 #include <stddef.h>
 #include <sys/uio.h>

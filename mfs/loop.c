@@ -266,6 +266,28 @@ void mfs_session_record_latency(struct mfs_session *s, uint64_t ns)
 		s->st.lat_max_ns = ns;
 }
 
+void mfs_session_reserve(struct mfs_session *s)
+{
+	s->inflight++;
+	if (s->inflight > s->st.peak_inflight)
+		s->st.peak_inflight = s->inflight;
+	mfs_session_update_busy(s);
+}
+
+void mfs_session_unreserve(struct mfs_session *s)
+{
+	s->inflight--;
+	mfs_session_update_busy(s);
+}
+
+void mfs_session_took(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns)
+{
+	mfs_session_charge(s, buf);
+	mfs_session_note_load(s, now_ns);
+	mfs_loop_note_light(s, now_ns);
+	s->processing++;
+}
+
 int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns,
 			bool again)
 {
@@ -287,14 +309,8 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 		s->st.yield_waits += !again;
 		r = MFS_RING_WAIT;
 	} else {
-		s->inflight++;
-		if (s->inflight > s->st.peak_inflight)
-			s->st.peak_inflight = s->inflight;
-		mfs_session_update_busy(s);
-		mfs_session_charge(s, buf);
-		mfs_session_note_load(s, now_ns);
-		mfs_loop_note_light(s, now_ns);
-		s->processing++;
+		mfs_session_reserve(s);
+		mfs_session_took(s, buf, now_ns);
 		s->st.ring++;
 	}
 	pthread_mutex_unlock(&loop->lock);
@@ -313,8 +329,7 @@ void mfs_session_request_done(struct mfs_session *s, uint64_t t0_ns, uint64_t t1
 		}
 	}
 	s->processing--;
-	s->inflight--;
-	mfs_session_update_busy(s);
+	mfs_session_unreserve(s);
 	if (s->held)
 		mfs_session_admit(s, t1_ns);
 }
@@ -395,6 +410,22 @@ unsigned mfs_loop_graveyard(struct mfs_loop *loop)
 	return n;
 }
 
+/* Close and free what mfs_loop_create set up (an fd of -1 was not opened),
+ * once no thread of the loop runs. */
+static void free_loop(struct mfs_loop *loop)
+{
+	int fds[] = {loop->epfd, loop->xepfd, loop->evfd, loop->tfd, loop->jfd};
+
+	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	pthread_mutex_destroy(&loop->lock);
+	free(loop->workers);
+	free(loop->wargs);
+	free(loop->wgen);
+	free(loop);
+}
+
 int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 {
 	if (workers < 1 || workers > 1024)
@@ -450,20 +481,7 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 	*out = loop;
 	return 0;
 fail:
-	if (loop->epfd >= 0)
-		close(loop->epfd);
-	if (loop->xepfd >= 0)
-		close(loop->xepfd);
-	if (loop->evfd >= 0)
-		close(loop->evfd);
-	if (loop->tfd >= 0)
-		close(loop->tfd);
-	if (loop->jfd >= 0)
-		close(loop->jfd);
-	free(loop->workers);
-	free(loop->wargs);
-	free(loop->wgen);
-	free(loop);
+	free_loop(loop);
 	return rc;
 }
 
@@ -485,16 +503,7 @@ void mfs_loop_destroy(struct mfs_loop *loop)
 		loop->grave = g->grave_next;
 		free(g);
 	}
-	close(loop->epfd);
-	close(loop->xepfd);
-	close(loop->evfd);
-	close(loop->tfd);
-	close(loop->jfd);
-	pthread_mutex_destroy(&loop->lock);
-	free(loop->workers);
-	free(loop->wargs);
-	free(loop->wgen);
-	free(loop);
+	free_loop(loop);
 }
 
 void mfs_loop_set_fair(struct mfs_loop *loop, bool fair)

@@ -68,19 +68,22 @@ struct mfs_session_stats {
 /*
  * Start `workers` worker threads (1..1024).
  * Errors: -EINVAL (workers out of range), -ENOMEM, -EMFILE/-ENFILE (epoll,
- * eventfd, timerfd), -EAGAIN (threads). Call before any session is added.
+ * eventfd, timerfd), -EAGAIN (threads). Once, from the thread that sets
+ * the process up (the workers inherit its signal mask and priority).
  */
 int mfs_loop_create(unsigned workers, struct mfs_loop **out);
 
 /*
- * Stop every thread and free the loop. Every session must have been removed.
+ * Stop every thread and free the loop. Every session must have been removed
+ * and the rings (uring.h) destroyed: they post to the pool. No errors.
  * Must not be called from a loop thread.
  */
 void mfs_loop_destroy(struct mfs_loop *loop);
 
 /*
  * Turn the fair share of workers off (every session may use every worker,
- * as a plain thread pool would) or on (the default). For benchmarks.
+ * as a plain thread pool would) or on (the default). For benchmarks. No
+ * errors. Any thread; takes the loop's lock.
  */
 void mfs_loop_set_fair(struct mfs_loop *loop, bool fair);
 
@@ -88,7 +91,8 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair);
  * Latency mode (governor=latency): while some session is heavy, light
  * sessions are served by the express thread (loop_private.h). Turning it
  * on starts the express thread: call it before any session is added.
- * Errors: -EAGAIN (thread).
+ * Errors: -EAGAIN (thread). Any thread but a loop thread; takes the
+ * loop's lock.
  *
  * In every mode but governor=off, heavy sessions yield the CPU to light
  * ones (governor.h): their requests are read and processed at SCHED_IDLE
@@ -99,7 +103,7 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair);
  */
 int mfs_loop_set_latency(struct mfs_loop *loop, bool on);
 
-/* Number of worker threads. */
+/* Number of worker threads. Any thread, no lock. */
 unsigned mfs_loop_workers(const struct mfs_loop *loop);
 
 /*
@@ -121,24 +125,15 @@ int mfs_loop_add(struct mfs_loop *loop, struct fuse_session *se, const char *nam
  */
 void mfs_loop_abort(struct mfs_session *s);
 
-/* Forget `s` (after on_end was called) and free it. Any thread. */
+/* Forget `s` (after on_end was called) and free it (once no worker can
+ * still see it: mfs_loop_graveyard). No errors. Any thread, not from inside
+ * on_end of `s` nor a request of `s`; takes the loop's lock. */
 void mfs_loop_remove(struct mfs_session *s);
 
 /* Removed sessions not freed yet (they wait until no worker can still
- * hold an event naming them; a timer makes idle workers pass). For tests. */
+ * hold an event naming them; a timer makes idle workers pass). For tests.
+ * Any thread; takes the loop's lock. */
 unsigned mfs_loop_graveyard(struct mfs_loop *loop);
-
-/*
- * For the io_uring rings (uring.h), which serve requests of `s` outside the
- * pool. mfs_loop_ring_begin, before processing a request read into `buf`
- * at `now_ns`, returns MFS_RING_GO (counted in flight: call
- * mfs_loop_ring_end when answered), MFS_RING_WAIT (a limit of the governor
- * holds it back: try again later) or MFS_RING_GONE (the session ended or is
- * no longer served: answer EIO); `again` when a WAIT came before for this
- * request (counted once). mfs_loop_ring_end may call on_end. Any
- * thread but a worker inside a request of `s`.
- */
-enum { MFS_RING_GO, MFS_RING_WAIT, MFS_RING_GONE };
 
 /* Work handed to the pool: fn(arg) runs on a worker, once per post. The
  * caller owns the struct, which must stay valid until fn has started. */
@@ -148,7 +143,9 @@ struct mfs_loop_job {
 	struct mfs_loop_job *next;
 };
 
-/* Run `job` on a worker as soon as one is free (FIFO). Any thread. */
+/* Run `job` on a worker as soon as one is free (FIFO). No errors (a
+ * failed eventfd write is logged: the job then waits for the next post).
+ * Any thread, also a worker; takes the loop's lock. */
 void mfs_loop_post(struct mfs_loop *loop, struct mfs_loop_job *job);
 
 /*
@@ -165,8 +162,9 @@ void mfs_loop_yield_begin(struct mfs_session *s);
 void mfs_loop_yield_end(struct mfs_session *s);
 
 /* The CPU share of a yielding session, in percent of one CPU (1..100,
- * governor.h: MFS_YIELD_SHARE_DEFAULT); 100: no limit. Takes effect for
- * sessions added later: call it before any is added. */
+ * governor.h: MFS_YIELD_SHARE_DEFAULT; values outside are clamped); 100: no
+ * limit. Takes effect for sessions added later: call it before any is
+ * added. No errors. Any thread; takes the loop's lock. */
 void mfs_loop_set_yield_share(struct mfs_loop *loop, unsigned percent);
 
 /*
@@ -177,21 +175,48 @@ void mfs_loop_set_yield_share(struct mfs_loop *loop, unsigned percent);
  * next request sits in its queue. Any thread.
  */
 bool mfs_loop_contended(struct mfs_loop *loop, uint64_t now_ns);
+
+/*
+ * For the io_uring rings (uring.h), which serve requests of `s` outside the
+ * pool, under the same governor. mfs_loop_ring_begin, before processing a
+ * request read into `buf` at `now_ns`, returns
+ *
+ *   MFS_RING_GO    counted in flight, charged to s's counters and buckets
+ *                  (the pool's bookkeeping): call mfs_loop_ring_end when
+ *                  it is answered
+ *   MFS_RING_WAIT  an IOPS or bandwidth bucket, max_concurrent or the CPU
+ *                  share of a yielding session holds it back: nothing is
+ *                  counted but the hold (once per request: `again` is true
+ *                  when a WAIT came before for this request); try later
+ *   MFS_RING_GONE  the session ended or is no longer served: answer EIO
+ *
+ * and has no errors. mfs_loop_ring_end(s, t0_ns), with the time given to
+ * mfs_loop_ring_begin, records the request's latency, may re-admit the
+ * session to the pool and may call on_end (when `s` ended and this was its
+ * last request in flight: `s` may then be gone on return). Any thread but a
+ * worker inside a request of `s`; both take the loop's lock, so the
+ * caller may hold its own lock (uring.c holds its ring lock around
+ * mfs_loop_ring_begin) as long as it is never taken under the loop's.
+ */
+enum { MFS_RING_GO, MFS_RING_WAIT, MFS_RING_GONE };
 struct fuse_buf;
 int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns,
 			bool again);
 void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns);
 
-/* Change the governor's limits of `s`; takes effect at the next request. */
+/* Change the governor's limits of `s`; takes effect at the next request.
+ * No errors. Any thread; takes the loop's lock. */
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l);
 
-/* A consistent copy of the counters of `s`. */
+/* A consistent copy of the counters of `s`. Any thread; takes the loop's
+ * lock (briefly: fine under a caller's lock that no loop thread takes). */
 void mfs_loop_stats(struct mfs_session *s, struct mfs_session_stats *st);
 
-/* Latency (ns) below which `pct` percent of requests of `st` finished. */
+/* Latency (ns) below which `pct` percent of requests of `st` finished
+ * (the upper bound of its bucket); 0 when `st` counted none. Pure. */
 uint64_t mfs_lat_percentile(const struct mfs_session_stats *st, double pct);
 
-/* Monotonic clock in nanoseconds. */
+/* Monotonic clock in nanoseconds. Any thread, no lock. */
 uint64_t mfs_now_ns(void);
 
 #endif

@@ -149,6 +149,20 @@ bool mfs_session_should_yield(const struct mfs_session *s, uint64_t now_ns);
  * time on its worker: charge it to the CPU share. */
 void mfs_session_charge_cpu(struct mfs_session *s, uint64_t ns);
 
+/*
+ * lock held. The admission bookkeeping of one request, the same for the
+ * pool and the rings: mfs_session_reserve counts a request of `s` in
+ * flight before it is read (the pool reserves before its read, so that
+ * the fair share sees it; mfs_session_unreserve takes it back when the
+ * read found none); mfs_session_took, once it was read into `buf` at
+ * `now`, charges it to the governor's counters and buckets, notes the
+ * session's load and counts it as being processed until
+ * mfs_session_request_done.
+ */
+void mfs_session_reserve(struct mfs_session *s);
+void mfs_session_unreserve(struct mfs_session *s);
+void mfs_session_took(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns);
+
 /* lock held: count one request read into `buf` against s's counters and
  * token buckets. */
 void mfs_session_charge(struct mfs_session *s, const struct fuse_buf *buf);

@@ -19,6 +19,7 @@
 
 #include "log.h"
 #include "loop_private.h"
+#include "thread_sched.h"
 
 /* How long a worker that served a session keeps reading it before it goes
  * back to epoll_wait, and how many requests it serves that way at most. */
@@ -66,20 +67,10 @@ static void note_spin(struct mfs_session *s, bool queued)
 static __thread bool idle_now;
 static __thread uint64_t idle_cpu0; /* thread CPU time when it yielded */
 
-static uint64_t thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
+/* The calling worker at SCHED_IDLE or not (a failure leaves it as it is). */
 static void set_idle(bool idle)
 {
-	struct sched_param sp = {0};
-
-	if (idle != idle_now && sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0)
-		idle_now = idle;
+	mfs_sched_set_idle(&idle_now, idle);
 }
 
 void mfs_loop_yield_begin(struct mfs_session *s)
@@ -92,7 +83,7 @@ void mfs_loop_yield_begin(struct mfs_session *s)
 	pthread_mutex_unlock(&loop->lock);
 	set_idle(yield);
 	if (yield)
-		idle_cpu0 = thread_cpu_ns();
+		idle_cpu0 = mfs_sched_cpu_ns();
 }
 
 void mfs_loop_yield_end(struct mfs_session *s)
@@ -100,7 +91,7 @@ void mfs_loop_yield_end(struct mfs_session *s)
 	if (!idle_now)
 		return;
 	set_idle(false);
-	uint64_t ns = thread_cpu_ns() - idle_cpu0;
+	uint64_t ns = mfs_sched_cpu_ns() - idle_cpu0;
 	pthread_mutex_lock(&s->loop->lock);
 	mfs_session_charge_cpu(s, ns);
 	pthread_mutex_unlock(&s->loop->lock);
@@ -119,10 +110,7 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	struct mfs_loop *loop = s->loop;
 	bool rearm = !s->sequential;
 
-	s->inflight++;
-	if (s->inflight > s->st.peak_inflight)
-		s->st.peak_inflight = s->inflight;
-	mfs_session_update_busy(s);
+	mfs_session_reserve(s);
 	bool idle_rx = mfs_session_should_yield(s, mfs_now_ns());
 	pthread_mutex_unlock(&loop->lock);
 
@@ -141,30 +129,26 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	if (deadline)
 		note_spin(s, res > 0 && tries == 1);
 	if (res > 0) {
-		mfs_session_charge(s, buf);
-		mfs_session_note_load(s, t0);
-		mfs_loop_note_light(s, t0);
-		s->processing++;
+		mfs_session_took(s, buf, t0);
 		if (rearm)
 			mfs_session_admit(s, t0);
 		bool yield = mfs_session_should_yield(s, t0);
 		s->st.yielded += yield;
 		pthread_mutex_unlock(&loop->lock);
 
-		uint64_t c0 = yield ? thread_cpu_ns() : 0;
+		uint64_t c0 = yield ? mfs_sched_cpu_ns() : 0;
 		set_idle(yield);
 		fuse_session_process_buf(s->se, buf);
 		set_idle(false);
 
 		uint64_t t1 = mfs_now_ns();
-		uint64_t cpu = yield ? thread_cpu_ns() - c0 : 0;
+		uint64_t cpu = yield ? mfs_sched_cpu_ns() - c0 : 0;
 		pthread_mutex_lock(&loop->lock);
 		if (yield)
 			mfs_session_charge_cpu(s, cpu);
 		mfs_session_request_done(s, t0, t1);
 	} else {
-		s->inflight--;
-		mfs_session_update_busy(s);
+		mfs_session_unreserve(s);
 		if (res == 0 || fuse_session_exited(s->se)) {
 			s->ended = true; /* ENODEV: unmounted or aborted */
 		} else {

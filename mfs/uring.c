@@ -1,6 +1,10 @@
 /*
- * FUSE over io_uring: per-CPU ring threads serving every attached session
- * (see uring.h).
+ * FUSE over io_uring: the ring transport (see uring.h). Per-CPU ring
+ * threads take the requests of every attached session from the kernel,
+ * route each one (processed here, handed to the worker pool, or deferred
+ * by the governor) and commit its reply. What a request costs is DBFS's to
+ * say (dbfs_request_cost); where a ring thread may run is ring_roam.c's,
+ * and at which priority ring_priority.c's.
  *
  * One ring entry (the kernel's struct fuse_ring_ent, ours is struct uent):
  *
@@ -49,8 +53,11 @@
 #include <liburing.h>
 #include <fuse_lowlevel.h>
 
+#include "dbfs/dbfs.h"
 #include "log.h"
 #include "loop.h"
+#include "ring_priority.h"
+#include "ring_roam.h"
 #include "uring.h"
 
 /* The kernel's ABI (include/uapi/linux/fuse.h, 7.42), absent from older
@@ -89,19 +96,15 @@ struct uring_cmd_req { /* in the SQE's 80-byte command area */
 #define CQ_SIZE 4096
 #define DEFER_NS 1000000ull /* retry of a request its governor held back */
 #define BIND_WAIT_MS 1000
-/* Requests that may wait long go to the worker pool (hand_off): explicit
- * syncs, copies, fallocate, truncates, writes over BIG_WRITE bytes, and,
- * while the ring serves more than one DBFS (another one within MIXED_NS),
- * every change of a session whose changes took over SLOW_NS on average
- * lately (its commits wait for a disk) until they are under FAST_NS again. */
-#define BIG_WRITE (64u << 10)
-#define SLOW_NS 200000u
-#define FAST_NS 50000u
+/* Requests that may wait long go to the worker pool (hand_off): those
+ * DBFS calls long (DBFS_COST_LONG: syncs, copies, fallocate, truncates,
+ * big writes), and, while the ring serves more than one DBFS (another one
+ * within MIXED_NS), every change of a session whose changes took over
+ * SLOW_NS on average lately (its commits wait for a disk) until they are
+ * under FAST_NS again. */
+#define SLOW_NS	 200000u
+#define FAST_NS	 50000u
 #define MIXED_NS 10000000ull
-/* A ring thread that serves a read of STREAM_READ bytes or more may leave
- * its CPU (roam) until it has served none for ROAM_NS: see roam_or_home. */
-#define STREAM_READ (256u << 10)
-#define ROAM_NS 5000000ull
 
 struct uq;
 
@@ -117,6 +120,7 @@ struct uent {
 			   * its commit queued) */
 	bool on_worker;   /* handed to the pool (hand_off) */
 	bool held;        /* deferred by the governor at least once */
+	unsigned cost;	  /* DBFS_COST_* of the request being processed */
 	struct uent *next; /* deferred list, or the queue's done list */
 	struct mfs_loop_job job;    /* for the pool */
 	struct mfs_session *s; /* while on a worker: its loop session, */
@@ -128,8 +132,8 @@ struct uq {
 	struct mfs_uring *u;
 	unsigned qid;
 	pthread_t tid;
-	bool started;
-	int evfd;
+	bool started; /* u->lock: its thread runs (start_queues) */
+	int evfd;     /* with the ring: set up once this is >= 0 */
 	struct io_uring ring;
 	/* u->lock */
 	struct mfs_uring_sess *pending; /* sessions whose entries to register here */
@@ -137,16 +141,10 @@ struct uq {
 	/* ring thread only */
 	struct uent *deferred, **deferred_tail;
 	uint64_t retry_at;
-	uint64_t no_yield_until; /* at normal priority until then (ns) */
-	bool idle;               /* at SCHED_IDLE now */
-	int sched_fd;            /* its /proc schedstat (-1: none) */
-	uint64_t chk_at, chk_delay, chk_wakes; /* the last look at it */
 	const struct mfs_uring_sess *last; /* whose request it served last (compared only) */
-	uint64_t mixed_until;    /* it served several DBFSs lately: until then */
-	bool roaming;            /* may run on any CPU of u->cpus */
-	uint64_t roam_until;     /* pinned again at the first small request after */
-	/* counters, read by other threads */
-	uint64_t roams;          /* times it left its CPU for big reads */
+	uint64_t mixed_until;		   /* it served several DBFSs lately: until then */
+	struct mfs_ring_priority prio;
+	struct mfs_ring_roam roam; /* its count is read by other threads */
 };
 
 struct mfs_uring_sess {
@@ -184,7 +182,9 @@ struct mfs_uring {
 	bool stopping;
 	unsigned nq;
 	struct uq *q;
-	cpu_set_t cpus; /* where the process may run: a roaming thread's set */
+	unsigned running; /* queues whose thread runs (atomic: read by others) */
+	int nice;	  /* the creator's nice value, the ring threads' too */
+	cpu_set_t cpus;	  /* where the process may run: a roaming thread's set */
 };
 
 /* The one set of rings of the process: libfuse hands the custom I/O hooks
@@ -193,6 +193,8 @@ static struct mfs_uring *the_uring;
 
 /* The ring entry whose request this thread is processing. */
 static __thread struct uent *cur;
+
+static int start_queues(struct mfs_uring *u);
 
 bool mfs_uring_kernel_enabled(void)
 {
@@ -374,6 +376,12 @@ static ssize_t init_reply(struct mfs_uring *u, int fd, struct iovec *iov, int co
 	bool take = us->s && !us->dead && oh->error == 0 &&
 		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + sizeof(out->flags2) &&
 		    (out->flags & FUSE_INIT_EXT);
+	int rc = take ? start_queues(u) : 0;
+	if (rc) {
+		mfs_warn("uring: fd %d: cannot start the rings: %s; this mount stays on /dev/fuse",
+			 fd, strerror(-rc));
+		take = false;
+	}
 	if (take && us->ring_fd < 0)
 		us->ring_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (take && us->ring_fd < 0) {
@@ -427,15 +435,12 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 
 /* ---- the ring threads ---- */
 
-/* Queue `qid`'s entries of the sessions waiting for it. */
-static void register_pending(struct uq *q)
+/* Queue this queue's entries of the sessions in `list` (taken from
+ * q->pending). */
+static void register_pending(struct uq *q, struct mfs_uring_sess *list)
 {
 	struct mfs_uring *u = q->u;
 
-	pthread_mutex_lock(&u->lock);
-	struct mfs_uring_sess *list = q->pending;
-	q->pending = NULL;
-	pthread_mutex_unlock(&u->lock);
 	while (list) {
 		struct mfs_uring_sess *us = list;
 		list = us->pending_next[q->qid];
@@ -481,61 +486,30 @@ static void retire(struct uent *e, int res)
 	pthread_mutex_unlock(&u->lock);
 }
 
-static bool is_change(uint32_t opcode)
-{
-	switch (opcode) {
-	case FUSE_WRITE: case FUSE_SETATTR: case FUSE_MKNOD: case FUSE_MKDIR: case FUSE_UNLINK:
-	case FUSE_RMDIR: case FUSE_RENAME: case FUSE_RENAME2: case FUSE_LINK: case FUSE_SYMLINK:
-	case FUSE_CREATE: case FUSE_SETXATTR: case FUSE_REMOVEXATTR: case FUSE_FALLOCATE:
-	case FUSE_COPY_FILE_RANGE: case FUSE_TMPFILE:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* The op header of e's request (opsz bytes), or NULL. */
-static const void *op_arg(const struct uent *e, size_t opsz)
-{
-	return opsz ? e->h->op_in : NULL;
-}
-
 /*
- * Should this request run on a worker instead of the ring thread? A ring
- * thread serves every DBFS's requests from its CPU in turn: one that waits
- * for a disk or copies a megabyte would hold all of them up. Reads and
- * lookups stay on the ring: they are what the ring is for. The small
- * changes of a DBFS whose commits wait for a disk go to the pool only while
- * the ring serves other DBFSs too: alone, the hop to a worker and back
- * costs its single callers 7-10% (tar -x, create, unlink on a disk) and
- * holds nobody else up.
+ * Should this request (of cost `cost`, dbfs_request_cost) run on a worker
+ * instead of the ring thread? A ring thread serves every DBFS's requests
+ * from its CPU in turn: one that waits for a disk or copies a megabyte
+ * would hold all of them up. Reads and lookups stay on the ring: they are
+ * what the ring is for. The small changes of a DBFS whose commits wait
+ * for a disk go to the pool only while the ring serves other DBFSs too:
+ * alone, the hop to a worker and back costs its single callers 7-10%
+ * (tar -x, create, unlink on a disk) and holds nobody else up.
  */
-static bool hand_off(struct uq *q, struct mfs_uring_sess *us, const struct fuse_in_header *in,
-		     const void *op, uint64_t now)
+static bool hand_off(const struct uq *q, const struct mfs_uring_sess *us, unsigned cost,
+		     uint64_t now)
 {
-	switch (in->opcode) {
-	case FUSE_FSYNC: case FUSE_FSYNCDIR: case FUSE_SYNCFS: case FUSE_FLUSH:
-	case FUSE_COPY_FILE_RANGE: case FUSE_FALLOCATE: /* may move or free gigabytes */
+	if (cost & DBFS_COST_LONG)
 		return true;
-	case FUSE_SETATTR: /* a truncate may free gigabytes */
-		if (op && (((const struct fuse_setattr_in *)op)->valid & FATTR_SIZE))
-			return true;
-		break;
-	case FUSE_WRITE:
-		if (op && ((const struct fuse_write_in *)op)->size > BIG_WRITE)
-			return true;
-		break;
-	default:
-		break;
-	}
-	return is_change(in->opcode) && now < q->mixed_until &&
+	return (cost & DBFS_COST_COMMIT) && now < q->mixed_until &&
 	       __atomic_load_n(&us->slow, __ATOMIC_RELAXED);
 }
 
-/* A small change of `us` took `ns`: update its average and slow flag. */
-static void note_time(struct mfs_uring_sess *us, uint32_t opcode, uint64_t ns)
+/* A change of `us` (cost & DBFS_COST_COMMIT) took `ns`: update its average
+ * and slow flag. */
+static void note_time(struct mfs_uring_sess *us, unsigned cost, uint64_t ns)
 {
-	if (!is_change(opcode))
+	if (!(cost & DBFS_COST_COMMIT))
 		return;
 	uint64_t avg = __atomic_load_n(&us->change_ns, __ATOMIC_RELAXED);
 	avg = avg - avg / 8 + ns / 8;
@@ -567,7 +541,7 @@ static void work(void *arg)
 	struct uent *e = arg;
 	struct uq *q = e->q;
 	struct mfs_uring *u = q->u;
-	uint32_t opcode = ((const struct fuse_in_header *)e->h->in_out)->opcode;
+	unsigned cost = e->cost;
 	struct mfs_session *s = e->s;
 	uint64_t t0 = e->t0;
 	uint64_t one = 1;
@@ -576,7 +550,7 @@ static void work(void *arg)
 	mfs_loop_yield_begin(s);
 	process(e, &e->buf);
 	mfs_loop_yield_end(s); /* before u->lock, which every ring thread takes */
-	note_time(e->us, opcode, mfs_now_ns() - t1);
+	note_time(e->us, cost, mfs_now_ns() - t1);
 	/* From here `e` (and its session's ring state) belongs to the ring
 	 * thread again, which may commit it and see it retired and freed. */
 	pthread_mutex_lock(&u->lock);
@@ -588,61 +562,15 @@ static void work(void *arg)
 	mfs_loop_ring_end(s, t0); /* s lives while this request is in flight */
 }
 
-/* The ring thread commits the entries its workers answered. */
-static void commit_done(struct uq *q)
+/* The ring thread commits the entries in `list`, which its workers
+ * answered (taken from q->done). */
+static void commit_done(struct uq *q, struct uent *list)
 {
-	struct mfs_uring *u = q->u;
-
-	pthread_mutex_lock(&u->lock);
-	struct uent *list = q->done;
-	q->done = NULL;
-	pthread_mutex_unlock(&u->lock);
 	while (list) {
 		struct uent *e = list;
 		list = e->next;
 		e->on_worker = false;
 		prep_cmd(q, e, URING_CMD_COMMIT_AND_FETCH);
-	}
-}
-
-static void pin(unsigned cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	/* a CPU that is offline now: the thread runs anywhere */
-	sched_setaffinity(0, sizeof(set), &set);
-}
-
-/*
- * A ring thread stays on its CPU, where the requests of its queue come
- * from: a caller that waits for each small request then finds its answer
- * without a wake-up across CPUs (see submit_commits). A sequential reader
- * does not wait for each request: the kernel's readahead asks for the next
- * megabyte while the reader copies the last one out of the page cache, and
- * on the reader's CPU the two copies of a ring reply (the store into the
- * entry, the entry into the page cache) would queue behind its own. So a
- * thread that serves a big read lets the scheduler put it on any CPU (it
- * moves at its next wake-up, to an idle one), and comes home, at once, with
- * the first small request ROAM_NS after its last big read. On 2 vCPUs, cold
- * 1 MiB sequential reads: 2.7 GB/s pinned, 4.3 GB/s roaming.
- */
-static void roam_or_home(struct uq *q, const struct fuse_in_header *in, const void *op,
-			 uint64_t now)
-{
-	if (in->opcode == FUSE_READ && op &&
-	    ((const struct fuse_read_in *)op)->size >= STREAM_READ) {
-		q->roam_until = now + ROAM_NS;
-		if (q->roaming || CPU_COUNT(&q->u->cpus) < 2)
-			return;
-		if (sched_setaffinity(0, sizeof(q->u->cpus), &q->u->cpus) == 0) {
-			q->roaming = true;
-			__atomic_add_fetch(&q->roams, 1, __ATOMIC_RELAXED);
-		}
-	} else if (q->roaming && now >= q->roam_until) {
-		q->roaming = false;
-		pin(q->qid);
 	}
 }
 
@@ -687,14 +615,14 @@ static void serve(struct uq *q, struct uent *e)
 	}
 	e->unique = in->unique;
 	e->replied = false;
-	uint32_t opcode = in->opcode; /* the reply overwrites `in` */
-	roam_or_home(q, in, op_arg(e, opsz), t0);
+	e->cost = dbfs_request_cost(buf.mem, buf.size);
+	mfs_ring_roam_note(&q->roam, buf.mem, buf.size, t0);
 	if (q->last != us) {
 		if (q->last)
 			q->mixed_until = t0 + MIXED_NS;
 		q->last = us;
 	}
-	if (hand_off(q, us, in, op_arg(e, opsz), t0)) {
+	if (hand_off(q, us, e->cost, t0)) {
 		e->on_worker = true;
 		e->s = s;
 		e->t0 = t0;
@@ -706,7 +634,7 @@ static void serve(struct uq *q, struct uent *e)
 	}
 	process(e, &buf);
 	mfs_loop_ring_end(s, t0);
-	note_time(us, opcode, mfs_now_ns() - t0);
+	note_time(us, e->cost, mfs_now_ns() - t0);
 }
 
 static void retry_deferred(struct uq *q)
@@ -723,6 +651,28 @@ static void retry_deferred(struct uq *q)
 	}
 }
 
+/* The eventfd fired: take what other threads handed this queue (entries
+ * answered on workers, new sessions' entries to register: u->lock) in one
+ * hold of the lock, and act on it; once stopping, only commits. */
+static void take_handed(struct uq *q)
+{
+	struct mfs_uring *u = q->u;
+	bool stopping = __atomic_load_n(&u->stopping, __ATOMIC_ACQUIRE);
+
+	pthread_mutex_lock(&u->lock);
+	struct uent *done = q->done;
+	struct mfs_uring_sess *pending = stopping ? NULL : q->pending;
+	q->done = NULL;
+	if (!stopping)
+		q->pending = NULL;
+	pthread_mutex_unlock(&u->lock);
+	commit_done(q, done);
+	if (!stopping) {
+		prep_poll(q);
+		register_pending(q, pending);
+	}
+}
+
 static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
 {
 	void *data = io_uring_cqe_get_data(cqe);
@@ -731,11 +681,7 @@ static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
 		uint64_t v;
 		if (read(q->evfd, &v, sizeof(v)) < 0 && errno != EAGAIN)
 			mfs_warn("uring: queue %u: eventfd: %s", q->qid, strerror(errno));
-		commit_done(q);
-		if (!__atomic_load_n(&q->u->stopping, __ATOMIC_ACQUIRE)) {
-			prep_poll(q);
-			register_pending(q);
-		}
+		take_handed(q);
 		return;
 	}
 	struct uent *e = data;
@@ -750,107 +696,25 @@ static void on_cqe(struct uq *q, const struct io_uring_cqe *cqe)
 	serve(q, e);
 }
 
-/*
- * A ring thread runs at SCHED_IDLE, so that the callers its commits wake
- * stay on this CPU. A commit wakes its caller while this thread still runs,
- * and the scheduler then moves the caller to an idle CPU: on a virtual
- * machine that is a halted vCPU to wake (an exit to the hypervisor) at
- * every request, and the caller's next request then comes from that CPU's
- * queue, whose commit moves it back. A CPU that runs only SCHED_IDLE
- * threads counts as idle when a woken thread is placed: the caller stays
- * here and preempts this thread at once. The other way round, a request
- * that wakes this thread does not preempt its caller, which is about to
- * sleep waiting for the answer. (4 KiB O_DIRECT reads on an idle 2-vCPU
- * machine: about 40k requests/s at normal priority, 80k switching to
- * SCHED_IDLE for each commit, 100k staying there.)
- *
- * When other work keeps the CPU busy, an idle thread waits long for its
- * turn: a commit that took over STARVED_NS (the caller it woke, and then
- * whatever else ran here, went first), or wake-ups that waited for a CPU
- * (check_starved), put the thread at normal priority
- * for NO_YIELD_NS, and so does roaming (a thread that left its CPU should
- * look busy, so a reader it wakes stays on its own), and so does a heavy
- * DBFS yielding to a light one (mfs_loop_contended). Only for a process
- * that may leave SCHED_IDLE again (root, or RLIMIT_NICE 20): without
- * CAP_SYS_NICE the way back is refused.
- */
-#define STARVED_NS 500000ull
-#define NO_YIELD_NS 1000000000ull
-
-static void set_idle(struct uq *q, bool idle)
-{
-	struct sched_param sp = {0};
-
-	if (q->idle == idle)
-		return;
-	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &sp) == 0) {
-		q->idle = idle;
-		q->chk_at = 0; /* a new look from now on */
-	} else if (!idle) {
-		mfs_err("uring: queue %u: cannot leave SCHED_IDLE: %s", q->qid, strerror(errno));
-		q->no_yield_until = UINT64_MAX;
-	}
-}
-
-/* How long this thread was runnable without running, in all (ns): the
- * second field of its schedstat; 0 when unknown. */
-static uint64_t run_delay(struct uq *q)
-{
-	char b[96];
-	ssize_t n = q->sched_fd < 0 ? -1 : pread(q->sched_fd, b, sizeof(b) - 1, 0);
-	unsigned long long run, delay;
-
-	if (n <= 0)
-		return 0;
-	b[n] = 0;
-	return sscanf(b, "%llu %llu", &run, &delay) == 2 ? delay : 0;
-}
-
-/* After a wait, at SCHED_IDLE: did the last wake-ups keep this thread
- * waiting for a CPU (over STARVED_WAKE_NS each, on average, looked at every
- * CHECK_NS)? A commit's time does not show that a request waited to be
- * taken. */
-#define STARVED_WAKE_NS 100000ull
-#define CHECK_NS 2000000ull
-
-static void check_starved(struct uq *q)
-{
-	q->chk_wakes++;
-	uint64_t now = mfs_now_ns();
-	if (!q->idle || now < q->chk_at + CHECK_NS)
-		return;
-	uint64_t d = run_delay(q);
-	bool starved = q->chk_at && d >= q->chk_delay &&
-		       d - q->chk_delay > STARVED_WAKE_NS * q->chk_wakes;
-	q->chk_at = now;
-	q->chk_delay = d;
-	q->chk_wakes = 0;
-	if (starved) {
-		q->no_yield_until = now + NO_YIELD_NS;
-		set_idle(q, false);
-	}
-}
-
-/* Before waiting: the priority this thread should have now. */
-static void choose_priority(struct uq *q)
-{
-	uint64_t now = mfs_now_ns();
-	set_idle(q, !q->roaming && now >= q->no_yield_until &&
-			    !mfs_loop_contended(q->u->loop, now));
-}
-
-/* Send the queued commits; at SCHED_IDLE, see how long they kept us. */
+/* Send the queued commits; at SCHED_IDLE, apart from the wait, to see how
+ * long they kept us (ring_priority.c). */
 static void submit_commits(struct uq *q)
 {
-	if (!q->idle || !io_uring_sq_ready(&q->ring))
+	if (!mfs_ring_priority_idle(&q->prio) || !io_uring_sq_ready(&q->ring))
 		return; /* submit_and_wait sends them */
 	uint64_t t0 = mfs_now_ns();
 	io_uring_submit(&q->ring);
-	uint64_t t1 = mfs_now_ns();
-	if (t1 - t0 > STARVED_NS) {
-		q->no_yield_until = t1 + NO_YIELD_NS;
-		set_idle(q, false);
-	}
+	mfs_ring_priority_submitted(&q->prio, t0, mfs_now_ns());
+}
+
+/* Before waiting: SCHED_IDLE unless it roams, a heavy DBFS yields to a
+ * light one, or the starvation guard says no (ring_priority.c). */
+static void choose_priority(struct uq *q)
+{
+	uint64_t now = mfs_now_ns();
+
+	mfs_ring_priority_choose(&q->prio, q->roam.roaming || mfs_loop_contended(q->u->loop, now),
+				 now);
 }
 
 static void *ring_main(void *arg)
@@ -862,11 +726,11 @@ static void *ring_main(void *arg)
 	char name[16];
 	snprintf(name, sizeof(name), "mfs-ring%u", q->qid % 10000);
 	pthread_setname_np(pthread_self(), name);
-	pin(q->qid);
-	q->sched_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
-	struct rlimit rl;
-	if (geteuid() != 0 && (getrlimit(RLIMIT_NICE, &rl) != 0 || rl.rlim_cur < 20))
-		q->no_yield_until = UINT64_MAX; /* see submit_commits */
+	/* started from whichever thread took the first ring: be as the
+	 * process's other threads are (the creator's nice, see start_queues) */
+	setpriority(PRIO_PROCESS, 0, q->u->nice);
+	mfs_ring_roam_start(&q->roam);
+	mfs_ring_priority_init(&q->prio, q->qid);
 	prep_poll(q);
 	while (!__atomic_load_n(&q->u->stopping, __ATOMIC_ACQUIRE)) {
 		int rc;
@@ -886,7 +750,7 @@ static void *ring_main(void *arg)
 			mfs_err("uring: queue %u: io_uring_enter: %s", q->qid, strerror(-rc));
 			warned = true;
 		}
-		check_starved(q);
+		mfs_ring_priority_woke(&q->prio);
 		unsigned head, n = 0;
 		io_uring_for_each_cqe(&q->ring, head, cqe)
 		{
@@ -897,9 +761,7 @@ static void *ring_main(void *arg)
 		if (q->deferred && mfs_now_ns() >= q->retry_at)
 			retry_deferred(q);
 	}
-	set_idle(q, false); /* nothing may keep the way out waiting */
-	if (q->sched_fd >= 0)
-		close(q->sched_fd);
+	mfs_ring_priority_fini(&q->prio); /* nothing may keep the way out waiting */
 	/* Answer what is still deferred, then closing the ring cancels the
 	 * entries the kernel holds. */
 	while (q->deferred) {
@@ -913,11 +775,68 @@ static void *ring_main(void *arg)
 
 /* ---- set-up and sessions ---- */
 
+/*
+ * u->lock held. Start every queue not running yet: its eventfd, its ring
+ * and its thread. The queues start with the process when the kernel
+ * offers rings then, else with the first session that takes one (someone
+ * turned enable_uring on later): while the kernel offers none
+ * (enable_uring=N, or a kernel before 6.14) there is no ring thread, no
+ * ring and no memory for them, since they would serve nothing. Returns 0
+ * or -errno (eventfd, io_uring_queue_init, pthread_create; -ESHUTDOWN once
+ * mfs_uring_destroy began); the queues started stay, the next session's
+ * INIT tries the others again.
+ */
+static int start_queues(struct mfs_uring *u)
+{
+	pthread_attr_t attr;
+	struct sched_param sp = {0};
+	int rc = 0;
+
+	if (u->stopping)
+		return -ESHUTDOWN;
+	/* The thread that takes the first ring is a worker, maybe at
+	 * SCHED_IDLE or another nice value: ring threads start at normal
+	 * priority, as they did from main, and take the creator's nice. */
+	pthread_attr_init(&attr);
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_OTHER);
+	pthread_attr_setschedparam(&attr, &sp);
+	for (unsigned i = 0; i < u->nq && !rc; i++) {
+		struct uq *q = &u->q[i];
+		if (q->started)
+			continue;
+		if (q->evfd < 0) {
+			int fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+			if (fd < 0) {
+				rc = -errno;
+				break;
+			}
+			struct io_uring_params p = {.flags =
+							IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE,
+						    .cq_entries = CQ_SIZE};
+			rc = io_uring_queue_init_params(SQ_SIZE, &q->ring, &p);
+			if (rc) {
+				close(fd);
+				break;
+			}
+			q->evfd = fd;
+		}
+		rc = -pthread_create(&q->tid, &attr, ring_main, q);
+		if (rc == -EPERM) /* a creator at SCHED_IDLE that may not leave it */
+			rc = -pthread_create(&q->tid, NULL, ring_main, q);
+		if (rc == 0) {
+			q->started = true;
+			__atomic_add_fetch(&u->running, 1, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_attr_destroy(&attr);
+	return rc;
+}
+
 int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
 		     struct mfs_uring **out)
 {
 	struct mfs_uring *u;
-	int rc;
 
 	if (the_uring)
 		return -EBUSY;
@@ -933,56 +852,44 @@ int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
 	}
 	u->loop = loop;
 	u->inner = inner;
+	errno = 0;
+	u->nice = getpriority(PRIO_PROCESS, 0); /* this thread's */
+	if (errno)
+		u->nice = 0;
 	if (sched_getaffinity(0, sizeof(u->cpus), &u->cpus) != 0)
 		CPU_ZERO(&u->cpus); /* unknown: never roam */
-	for (unsigned i = 0; i < u->nq; i++)
-		u->q[i].evfd = -1;
 	u->io = (struct fuse_custom_io){.read = io_read, .writev = io_writev};
 	pthread_mutex_init(&u->lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_cond_init(&u->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	pthread_cond_init(&u->cond, NULL);
 	for (unsigned i = 0; i < u->nq; i++) {
 		struct uq *q = &u->q[i];
 		q->u = u;
 		q->qid = i;
+		q->evfd = -1;
 		q->deferred_tail = &q->deferred;
-		q->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (q->evfd < 0) {
-			rc = -errno;
-			goto fail;
-		}
-		struct io_uring_params p = {.flags = IORING_SETUP_SQE128 | IORING_SETUP_CQSIZE,
-					    .cq_entries = CQ_SIZE};
-		rc = io_uring_queue_init_params(SQ_SIZE, &q->ring, &p);
+		mfs_ring_roam_init(&q->roam, i, &u->cpus);
+	}
+	if (mfs_uring_kernel_enabled()) { /* offered already: start with the process */
+		pthread_mutex_lock(&u->lock);
+		int rc = start_queues(u);
+		pthread_mutex_unlock(&u->lock);
 		if (rc) {
-			close(q->evfd);
-			q->evfd = -1;
-			goto fail;
+			mfs_uring_destroy(u);
+			return rc;
 		}
 	}
 	the_uring = u;
-	for (unsigned i = 0; i < u->nq; i++) {
-		rc = -pthread_create(&u->q[i].tid, NULL, ring_main, &u->q[i]);
-		if (rc) {
-			the_uring = NULL;
-			goto fail;
-		}
-		u->q[i].started = true;
-	}
 	*out = u;
 	return 0;
-fail:
-	mfs_uring_destroy(u);
-	return rc;
 }
 
 void mfs_uring_destroy(struct mfs_uring *u)
 {
 	if (!u)
 		return;
+	pthread_mutex_lock(&u->lock); /* no queue starts after this */
 	__atomic_store_n(&u->stopping, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&u->lock);
 	uint64_t one = 1;
 	for (unsigned i = 0; i < u->nq; i++)
 		if (u->q[i].started && write(u->q[i].evfd, &one, sizeof(one)) < 0)
@@ -1018,25 +925,25 @@ int mfs_uring_attach(struct mfs_uring *u, struct fuse_session *se,
 		     void (*received)(void *arg, const void *buf, size_t len), void *arg,
 		     struct mfs_uring_sess **out)
 {
-	struct mfs_uring_sess *us = calloc(1, sizeof(*us));
+	struct mfs_uring_sess *us = malloc(sizeof(*us));
+	struct uent *ents = calloc((size_t)u->nq * DEPTH, sizeof(*ents));
+	struct mfs_uring_sess **pending_next = calloc(u->nq, sizeof(*pending_next));
 
-	if (!us)
-		return -ENOMEM;
-	us->ents = calloc((size_t)u->nq * DEPTH, sizeof(*us->ents));
-	us->pending_next = calloc(u->nq, sizeof(*us->pending_next));
-	if (!us->ents || !us->pending_next) {
-		free(us->ents);
-		free(us->pending_next);
+	if (!us || !ents || !pending_next) {
 		free(us);
+		free(ents);
+		free(pending_next);
 		return -ENOMEM;
 	}
-	us->u = u;
-	us->se = se;
-	us->fd = fuse_session_fd(se);
-	us->received = received;
-	us->rarg = arg;
-	us->ring_fd = -1;
-	us->refs = 1;
+	*us = (struct mfs_uring_sess){.u = u,
+				      .se = se,
+				      .fd = fuse_session_fd(se),
+				      .ring_fd = -1,
+				      .received = received,
+				      .rarg = arg,
+				      .refs = 1, /* until detached */
+				      .ents = ents,
+				      .pending_next = pending_next};
 	pthread_mutex_lock(&u->lock);
 	us->next = u->sessions;
 	u->sessions = us;
@@ -1072,7 +979,7 @@ void mfs_uring_detach(struct mfs_uring_sess *us)
 
 unsigned mfs_uring_queues(const struct mfs_uring *u)
 {
-	return u ? u->nq : 0;
+	return u ? __atomic_load_n(&u->running, __ATOMIC_RELAXED) : 0;
 }
 
 uint64_t mfs_uring_roams(const struct mfs_uring *u)
@@ -1080,6 +987,6 @@ uint64_t mfs_uring_roams(const struct mfs_uring *u)
 	uint64_t n = 0;
 
 	for (unsigned i = 0; u && i < u->nq; i++)
-		n += __atomic_load_n(&u->q[i].roams, __ATOMIC_RELAXED);
+		n += mfs_ring_roam_count(&u->q[i].roam);
 	return n;
 }

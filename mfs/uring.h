@@ -9,10 +9,11 @@
  * and its reply wakes the caller back; on a virtual machine each wake-up of
  * an idle vCPU is an exit to the hypervisor, and that round trip, not the
  * file system, bounds a client that waits for each request (4 KiB O_DIRECT
- * reads, see tools/bench/README.md). Here one ring thread per possible CPU, pinned to
- * it, serves the queue of that CPU for every DBFS: the caller and the
- * thread that answers it share a CPU, and the thread count still does not
- * depend on the number of mounts.
+ * reads, see tools/bench/README.md). Here one ring thread per possible CPU,
+ * pinned to it, serves the queue of that CPU for every DBFS: the caller and
+ * the thread that answers it share a CPU, and the thread count still does
+ * not depend on the number of mounts (and while the kernel offers no ring,
+ * there is no ring thread).
  *
  * What stays on /dev/fuse: FUSE_INIT (its reply turns the ring on), forgets,
  * interrupts and notifications, and every request until each CPU's queue
@@ -27,10 +28,14 @@
  * fair share of workers does not apply: a ring serves its CPU's requests in
  * arrival order, whichever DBFS they are for.
  *
- * Threads: every function here may be called from any thread unless it says
- * otherwise. Requests are processed on the ring threads, which must
- * therefore answer every ring request before fuse_session_process_buf
- * returns (DBFS does; the manager mount never uses a ring).
+ * Which requests may wait long is DBFS's to say (dbfs_request_cost): the
+ * transport only routes. The ring serves DBFS sessions only.
+ *
+ * Threads: each function says which may call it. Requests are processed on
+ * the ring threads, which must therefore answer every ring request before
+ * fuse_session_process_buf returns (DBFS does; the manager mount never
+ * uses a ring), and on the thread that received them (dbfs.h,
+ * dbfs_fuse_io's thread contract).
  */
 #ifndef MFS_URING_H
 #define MFS_URING_H
@@ -50,16 +55,25 @@ struct mfs_uring_sess;
 #define MFS_URING_PAYLOAD ((1u << 20) + 4096)
 
 /* Does the running kernel let FUSE servers use io_uring (the fuse module's
- * enable_uring parameter is Y)? */
+ * enable_uring parameter is Y)? Reads the parameter each time: it is
+ * system-wide and may change at any moment. False when it cannot be read.
+ * Any thread, no lock. */
 bool mfs_uring_kernel_enabled(void);
 
 /*
- * Start one ring thread per possible CPU; requests that may wait long (syncs,
- * large writes, changes of a DBFS whose commits wait for a disk) are handed
- * to `loop`'s workers. `inner` is the custom I/O the
- * sessions would use without a ring (DBFS's); the sessions attached later
- * get mfs_uring_io(), which wraps it. Errors: -ENOSYS (the kernel has no
- * io_uring), -ENOMEM, -EAGAIN (threads), -errno of io_uring_queue_init.
+ * Set up the rings of the process: one queue, with its ring thread pinned
+ * to its CPU, per possible CPU. The queues start now when the kernel offers
+ * rings (mfs_uring_kernel_enabled), else at the first FUSE_INIT that
+ * offers one; until then no ring thread exists. Requests that may wait
+ * long (what dbfs_request_cost calls DBFS_COST_LONG, and the changes of a
+ * DBFS whose commits wait for a disk) are handed to `loop`'s workers.
+ * `inner` is the custom I/O the sessions would use without a ring (DBFS's);
+ * the sessions attached later get mfs_uring_io(), which wraps it.
+ * Errors: -EBUSY (the process has its rings already), -ENOMEM; when the
+ * queues start now also -errno of eventfd and io_uring_queue_init (-ENOSYS:
+ * the kernel has no io_uring, -EPERM: io_uring is disabled) and -EAGAIN
+ * (threads). Once, from the thread that sets the process up (ring threads
+ * take its nice value), after mfs_loop_create and before any session.
  */
 struct mfs_loop;
 int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
@@ -69,42 +83,52 @@ int mfs_uring_create(struct mfs_loop *loop, const struct fuse_custom_io *inner,
  * Stop the ring threads and free everything. Call after every attached
  * session was detached and its connection ended (the kernel gives the
  * entries back then); entries still registered are cancelled by closing
- * the rings.
+ * the rings. NULL is ignored. Once, from the thread that created `u`,
+ * before mfs_loop_destroy; never from a ring thread or a worker.
  */
 void mfs_uring_destroy(struct mfs_uring *u);
 
-/* The custom I/O to give fuse_session_custom_io for sessions attached to `u`. */
+/* The custom I/O to give fuse_session_custom_io for sessions attached to
+ * `u`. Any thread, no lock. */
 const struct fuse_custom_io *mfs_uring_io(struct mfs_uring *u);
 
 /*
  * Offer the ring to session `se` (mounted, custom I/O from mfs_uring_io,
  * not served yet). When its FUSE_INIT shows the kernel offers the ring, the
- * reply accepts it and each CPU's queue gets entries for it. `received`
- * (may be NULL) sees each ring request as the custom read hook would.
+ * reply accepts it (starting the queues if they were not: a failure leaves
+ * the session on /dev/fuse, with a warning in the log) and each CPU's
+ * queue gets entries for it. `received` (may be NULL) sees each ring
+ * request as the custom read hook would, on the thread that processes it.
  * Until mfs_uring_bind, an INIT reply waits for the binding (a second at
  * most, then the session stays on /dev/fuse).
- * Errors: -ENOMEM.
+ * Errors: -ENOMEM. Any thread but a ring thread; takes u's lock.
  */
 int mfs_uring_attach(struct mfs_uring *u, struct fuse_session *se,
 		     void (*received)(void *arg, const void *buf, size_t len), void *arg,
 		     struct mfs_uring_sess **out);
 
-/* Account the ring requests of the session to `s` (its loop session). */
+/* Account the ring requests of the session to `s` (its loop session), and
+ * wake an INIT reply waiting for it. No errors. Any thread but a ring
+ * thread; takes u's lock. */
 void mfs_uring_bind(struct mfs_uring_sess *us, struct mfs_session *s);
 
 /*
  * The session is going: no request of it is processed any more (one that
  * arrives is answered EIO) and `us` is freed once the kernel gave back
  * every entry (its connection ended). Call once its loop session ended,
- * before mfs_loop_remove and fuse_session_destroy. NULL is ignored.
+ * before mfs_loop_remove and fuse_session_destroy. NULL is ignored. No
+ * errors. Any thread but a ring thread, never from inside a request of
+ * the session; takes u's lock.
  */
 void mfs_uring_detach(struct mfs_uring_sess *us);
 
-/* Ring threads of `u` (one per possible CPU); 0 for NULL. */
+/* Ring threads of `u` running now (one per possible CPU once started,
+ * 0 while the kernel has offered no ring); 0 for NULL. Any thread, no
+ * lock. */
 unsigned mfs_uring_queues(const struct mfs_uring *u);
 
 /* Times a ring thread of `u` left its CPU to serve big reads (roaming, see
- * uring.c); 0 for NULL. */
+ * ring_roam.c); 0 for NULL. Any thread, no lock. */
 uint64_t mfs_uring_roams(const struct mfs_uring *u);
 
 #endif

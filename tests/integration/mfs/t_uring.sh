@@ -5,21 +5,30 @@
 # O_DIRECT and 1 MiB requests), governor limits still hold, a busy unmount
 # is refused and a forced one works while another DBFS keeps its ring, and
 # SIGTERM with a file held open on a ring-served DBFS takes every mount
-# down. uring=off keeps DBFSs on /dev/fuse. Counters only, no timing.
+# down. Ring threads exist only once the kernel offered rings (mfs started
+# at enable_uring=N starts them at the first DBFS mounted after it became
+# Y). uring=off keeps DBFSs on /dev/fuse. Counters only, no timing.
 . "$(dirname "$0")/lib.sh"
 
 param=/sys/module/fuse/parameters/enable_uring
 [ -w "$param" ] || { echo "SKIP: this kernel has no FUSE over io_uring ($param)"; exit 77; }
 was=$(cat "$param")
-# Other tests may run meanwhile: they negotiate the ring as well, which
-# they must cope with; restore the setting as found.
+# The setting is system-wide: this test runs alone (is_parallel: false in
+# meson.build) and puts the setting back as found on every exit path (INT,
+# TERM and HUP exit through lib.sh's trap, and so reach this one), first
+# thing, before the slower cleanup.
 restore() { echo "$was" >"$param" 2>/dev/null; }
 trap '_rc=$?; restore; (exit $_rc); cleanup' EXIT
-echo Y >"$param" || { echo "SKIP: cannot turn on $param"; exit 77; }
 
+# mfs started while the kernel offers no rings has no ring thread; the
+# rings start with the first DBFS the kernel offers them to
 M=$T/mfs
+echo N >"$param" || { echo "SKIP: cannot write $param"; exit 77; }
 start_manager "$M" threads=4
 stat_of() { xget "stats.$1" | sed -n "s/^$2=//p"; }
+xget status | grep -q '^uring_queues=0$' && xget status | grep -q '^uring_offered=no$' &&
+	ok "enable_uring=N: no ring threads" || fail "enable_uring=N: $(xget status | grep uring)"
+echo Y >"$param" || { echo "SKIP: cannot turn on $param"; exit 77; }
 mkdir -p "$T/ma" "$T/mb"
 xset mount "name=a,store=$T/sa,mountpoint=$T/ma,create" || fail "mount a: $(xget error)"
 xset mount "name=b,store=$T/sb,mountpoint=$T/mb,create" || fail "mount b: $(xget error)"

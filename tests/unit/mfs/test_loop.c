@@ -1,14 +1,23 @@
 /* loop.c: sessions served by the worker pool, without a kernel mount (each
- * session's fd is a pipe nobody writes to, through libfuse's custom I/O). */
+ * session's fd is a pipe nobody writes to, through libfuse's custom I/O);
+ * and the transport's pure parts: the request costs it routes by
+ * (dbfs_request_cost), a ring thread's roaming, the class changes. */
+#include <errno.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "dbfs/dbfs.h"
 #include "loop.h"
+#include "ring_roam.h"
 #include "suites.h"
+#include "thread_sched.h"
 
 static ssize_t pipe_read(int fd, void *buf, size_t len, void *userdata)
 {
@@ -142,6 +151,151 @@ START_TEST(posted_jobs_run_once_in_order)
 }
 END_TEST
 
+/* A request as /dev/fuse lays it out: header, then `op` (oplen bytes). */
+static size_t request(void *buf, uint32_t opcode, const void *op, size_t oplen)
+{
+	struct fuse_in_header in = {.opcode = opcode, .unique = 1, .nodeid = 1};
+
+	in.len = (uint32_t)(sizeof(in) + oplen);
+	memcpy(buf, &in, sizeof(in));
+	memcpy((char *)buf + sizeof(in), op, oplen);
+	return sizeof(in) + oplen;
+}
+
+static unsigned cost_of_write(uint32_t size, size_t oplen)
+{
+	char b[256];
+	struct fuse_write_in w = {.size = size};
+
+	return dbfs_request_cost(b, request(b, FUSE_WRITE, &w, oplen));
+}
+
+static unsigned cost_of_setattr(uint32_t valid)
+{
+	char b[256];
+	struct fuse_setattr_in a = {.valid = valid};
+
+	return dbfs_request_cost(b, request(b, FUSE_SETATTR, &a, sizeof(a)));
+}
+
+static unsigned cost_of(uint32_t opcode)
+{
+	char b[256];
+	char op[64] = {0};
+
+	return dbfs_request_cost(b, request(b, opcode, op, sizeof(op)));
+}
+
+/* What the rings route by: syncs and big or freeing changes may wait long;
+ * other changes wait for a commit; the rest is served from the map. */
+START_TEST(request_costs)
+{
+	const unsigned C = DBFS_COST_COMMIT, L = DBFS_COST_LONG;
+	const uint32_t always_long[] = {FUSE_FSYNC, FUSE_FSYNCDIR, FUSE_SYNCFS, FUSE_FLUSH};
+	const uint32_t long_changes[] = {FUSE_COPY_FILE_RANGE, FUSE_FALLOCATE};
+	const uint32_t changes[] = {FUSE_MKNOD,	 FUSE_MKDIR,	FUSE_UNLINK,	  FUSE_RMDIR,
+				    FUSE_RENAME, FUSE_RENAME2,	FUSE_LINK,	  FUSE_SYMLINK,
+				    FUSE_CREATE, FUSE_SETXATTR, FUSE_REMOVEXATTR, FUSE_TMPFILE};
+	const uint32_t reads[] = {FUSE_LOOKUP,	    FUSE_GETATTR,  FUSE_READ,	   FUSE_READDIR,
+				  FUSE_READDIRPLUS, FUSE_GETXATTR, FUSE_LISTXATTR, FUSE_FORGET,
+				  FUSE_STATFS,	    FUSE_OPEN,	   FUSE_READLINK,  FUSE_ACCESS};
+
+	for (size_t i = 0; i < sizeof(always_long) / sizeof(always_long[0]); i++)
+		ck_assert_uint_eq(cost_of(always_long[i]), L);
+	for (size_t i = 0; i < sizeof(long_changes) / sizeof(long_changes[0]); i++)
+		ck_assert_uint_eq(cost_of(long_changes[i]), C | L);
+	for (size_t i = 0; i < sizeof(changes) / sizeof(changes[0]); i++)
+		ck_assert_uint_eq(cost_of(changes[i]), C);
+	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
+		ck_assert_uint_eq(cost_of(reads[i]), 0);
+	/* writes: long above DBFS_COST_BIG_WRITE bytes, not at it */
+	ck_assert_uint_eq(cost_of_write(4096, sizeof(struct fuse_write_in)), C);
+	ck_assert_uint_eq(cost_of_write(DBFS_COST_BIG_WRITE, sizeof(struct fuse_write_in)), C);
+	ck_assert_uint_eq(cost_of_write(DBFS_COST_BIG_WRITE + 1, sizeof(struct fuse_write_in)),
+			  C | L);
+	ck_assert_uint_eq(cost_of_write(1u << 20, sizeof(struct fuse_write_in)), C | L);
+	/* a setattr is long when it truncates */
+	ck_assert_uint_eq(cost_of_setattr(FATTR_SIZE), C | L);
+	ck_assert_uint_eq(cost_of_setattr(FATTR_SIZE | FATTR_MTIME), C | L);
+	ck_assert_uint_eq(cost_of_setattr(FATTR_MODE | FATTR_UID), C);
+	/* cut before the fixed arguments: by opcode alone; before the header: 0 */
+	ck_assert_uint_eq(cost_of_write(1u << 20, 8), C);
+	char b[64];
+	size_t n = request(b, FUSE_FSYNC, "", 0);
+	ck_assert_uint_eq(dbfs_request_cost(b, n), L);
+	ck_assert_uint_eq(dbfs_request_cost(b, sizeof(struct fuse_in_header) - 1), 0);
+}
+END_TEST
+
+static unsigned allowed_cpus(void)
+{
+	cpu_set_t set;
+
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(set), &set), 0);
+	return (unsigned)CPU_COUNT(&set);
+}
+
+/* A ring thread leaves its CPU at a read of 256 KiB or more, stays away
+ * while small requests come within 5 ms of the last big read, and is
+ * pinned home at the first small one after that. (Forked test: the
+ * affinity changes are the test process's own.) */
+START_TEST(ring_roams_for_big_reads)
+{
+	cpu_set_t all;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	if (CPU_COUNT(&all) < 2)
+		return; /* one CPU: never roams */
+	unsigned home = 0;
+	while (!CPU_ISSET(home, &all))
+		home++;
+	struct mfs_ring_roam r;
+	char b[128];
+	struct fuse_read_in big = {.size = 1u << 20}, small = {.size = 4096};
+	size_t nbig = request(b, FUSE_READ, &big, sizeof(big));
+
+	mfs_ring_roam_init(&r, home, &all);
+	mfs_ring_roam_start(&r);
+	ck_assert_uint_eq(allowed_cpus(), 1);
+	mfs_ring_roam_note(&r, b, nbig, 1000000000ull);
+	ck_assert(r.roaming);
+	ck_assert_uint_eq(allowed_cpus(), (unsigned)CPU_COUNT(&all));
+	ck_assert_uint_eq(mfs_ring_roam_count(&r), 1);
+	mfs_ring_roam_note(&r, b, nbig, 1001000000ull); /* still roaming: no new count */
+	ck_assert_uint_eq(mfs_ring_roam_count(&r), 1);
+	size_t nsmall = request(b, FUSE_READ, &small, sizeof(small));
+	mfs_ring_roam_note(&r, b, nsmall, 1005000000ull); /* 4 ms after the last big one */
+	ck_assert(r.roaming);
+	mfs_ring_roam_note(&r, b, nsmall, 1006000001ull); /* 5 ms after */
+	ck_assert(!r.roaming);
+	ck_assert_uint_eq(allowed_cpus(), 1);
+	ck_assert_uint_eq(mfs_ring_roam_count(&r), 1);
+}
+END_TEST
+
+/* mfs_sched_set_idle changes the class only when it must, and follows it. */
+START_TEST(sched_idle_in_and_out)
+{
+	bool idle = false;
+
+	ck_assert_int_eq(mfs_sched_set_idle(&idle, true), 0);
+	ck_assert(idle);
+	ck_assert_int_eq(sched_getscheduler(0), SCHED_IDLE);
+	ck_assert_int_eq(mfs_sched_set_idle(&idle, true), 0); /* no change, no call */
+	int rc = mfs_sched_set_idle(&idle, false);
+	if (rc == -EPERM) { /* not root, RLIMIT_NICE under 20: the way back is refused */
+		ck_assert(idle);
+		return;
+	}
+	ck_assert_int_eq(rc, 0);
+	ck_assert(!idle);
+	ck_assert_int_eq(sched_getscheduler(0), SCHED_OTHER);
+	uint64_t t0 = mfs_sched_cpu_ns();
+	for (volatile unsigned i = 0; i < 1000000; i++)
+		;
+	ck_assert_uint_gt(mfs_sched_cpu_ns(), t0);
+}
+END_TEST
+
 Suite *mfs_loop_suite(void)
 {
 	Suite *s = suite_create("loop");
@@ -149,6 +303,9 @@ Suite *mfs_loop_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_loop_test(tc, graveyard_empties_while_idle, 0, 2);
 	tcase_add_loop_test(tc, posted_jobs_run_once_in_order, 0, 2);
+	tcase_add_test(tc, request_costs);
+	tcase_add_test(tc, ring_roams_for_big_reads);
+	tcase_add_test(tc, sched_idle_in_and_out);
 	suite_add_tcase(s, tc);
 	return s;
 }
