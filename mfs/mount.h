@@ -74,11 +74,12 @@ int mfs_conn_abort(unsigned conn);
 int mfs_clean_stale(const char *mnt);
 
 /* Does errno `e` from a file operation on a FUSE mount say that its server
- * is gone? ENOTCONN, or ECONNABORTED while the kernel is still tearing down
- * the io_uring queues of a server that died. */
+ * is gone? ENOTCONN, or ECONNABORTED or ECANCELED while the kernel is still
+ * tearing down the io_uring queues of a server that died (a live DBFS never
+ * answers either). */
 static inline bool mfs_errno_dead_mount(int e)
 {
-	return e == ENOTCONN || e == ECONNABORTED;
+	return e == ENOTCONN || e == ECONNABORTED || e == ECANCELED;
 }
 
 /*
