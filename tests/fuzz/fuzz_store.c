@@ -451,7 +451,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			struct wr w = {.file = file, .name = name, .step = step};
 			if (step >= 1 && step <= 3 && !file)
 				continue;
-			dbfs_write(fs, write_fn, &w);
+			rc = dbfs_write(fs, write_fn, &w);
+			if (getenv("MFS_FUZZ_VERBOSE"))
+				fprintf(stderr, "fuzz_store: write step %d: %d\n", step, rc);
 		}
 		walk(fs, name, sizeof(name));
 		dbfs_tick(fs);

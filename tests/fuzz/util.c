@@ -174,7 +174,7 @@ static int edit(MDB_txn *txn, MDB_dbi db, MDB_cursor *c, unsigned op, struct fz_
 	int rc = seek_index(txn, db, c, idx, &k, &v);
 	unsigned char kb[512];
 	uint8_t *buf;
-	size_t len = v.mv_size, extra = 0, got;
+	size_t len = v.mv_size, extra = 0;
 	const uint8_t *add = NULL;
 
 	if (rc)
@@ -222,7 +222,6 @@ static int edit(MDB_txn *txn, MDB_dbi db, MDB_cursor *c, unsigned op, struct fz_
 	MDB_val nv = {.mv_size = len, .mv_data = buf};
 	if (!rc)
 		rc = mdb_put(txn, db, &k, &nv, 0);
-	(void)got;
 	free(buf);
 	return rc;
 }
