@@ -13,7 +13,9 @@
  *           made through the LMDB API, up to an END op;
  *   then    file operations on data.mdb, each op u8 (mod 2):
  *           0 TRUNC length u32 (mod the file's size)   the file cut short
- *           1 META  offset u16 (mod 2 pages), xor u8   a meta page byte
+ *           1 META  page u8, field u8, byte u8, xor u8 a meta page byte
+ *                   (meta_fields: flags, magic, version, map size, page
+ *                   size, the two roots and counts, last page, txnid)
  *
  * What LMDB 0.9.24 (Debian 12) checks when it opens and reads a file (read
  * in mdb.c): each of the two meta pages must read whole, carry P_META, the
@@ -196,6 +198,31 @@ static int damage_records(struct fz_in *in)
 	return rc ? -1 : 0;
 }
 
+/*
+ * Fields of an LMDB 0.9.24 meta page (x86-64: 16-byte page header, then
+ * MDB_meta) that the META op damages. Known bug S1 (README): LMDB trusts
+ * the page size kept in the free database's md_pad; a damaged one makes
+ * mdb_env_open read its map past the end of the file (SIGBUS) before
+ * dbfs_open can look. Skipped unless MFS_FUZZ_KNOWN=1.
+ */
+static const struct {
+	unsigned off, len;
+} meta_fields[] = {
+	{10, 2},  /* mp_flags: P_META checked */
+	{16, 4},  /* mm_magic: checked */
+	{20, 4},  /* mm_version: checked */
+	{32, 8},  /* mm_mapsize */
+	{40, 4},  /* mm_dbs[FREE].md_pad = page size (S1) */
+	{48, 32}, /* mm_dbs[FREE] page and entry counts */
+	{80, 8},  /* mm_dbs[FREE].md_root */
+	{92, 4},  /* mm_dbs[MAIN].md_flags, md_depth */
+	{96, 32}, /* mm_dbs[MAIN] page and entry counts */
+	{128, 8}, /* mm_dbs[MAIN].md_root */
+	{136, 8}, /* mm_last_pg */
+	{144, 8}, /* mm_txnid: the newer meta wins */
+};
+#define NMETA (sizeof(meta_fields) / sizeof(meta_fields[0]))
+
 static void damage_file(struct fz_in *in)
 {
 	char path[4300];
@@ -214,9 +241,14 @@ static void damage_file(struct fz_in *in)
 			if (ftruncate(fd, (off_t)(len % (uint64_t)st.st_size)))
 				break;
 		} else {
-			/* Two meta pages; the seed's page size is the OS page. */
-			off_t off = (off_t)(fz_u16(in) % (2 * 4096));
+			/* A byte of one field of one of the two meta pages (the
+			 * seed's page size is 4096): which page, which field,
+			 * which byte of it, what to xor. */
+			unsigned page = fz_u8(in) % 2, f = fz_u8(in) % NMETA, at = fz_u8(in);
 			uint8_t x = fz_u8(in), b;
+			if (meta_fields[f].off == 40 && !fz_known())
+				continue; /* S1, see meta_fields */
+			off_t off = (off_t)(page * 4096 + meta_fields[f].off + at % meta_fields[f].len);
 			if (pread(fd, &b, 1, off) != 1)
 				continue;
 			b ^= x ? x : 0xff;

@@ -114,8 +114,12 @@ store = {
     'orphan-live': b'\0' + put(6, be64(4), b'') + bytes([END]),
     'orphan-root': b'\0' + put(6, be64(1), b'') + bytes([END]),
     'file-trunc': b'\2' + bytes([END, 0]) + u32(20000),
-    'meta-txnid': b'\0' + bytes([END, 1]) + u16(4096 + 16 + 120) + b'\x01',
-    'meta-magic': b'\1' + bytes([END, 1]) + u16(16) + b'\x01',
+    # META: page, field (fuzz_store.c meta_fields), byte, xor
+    'meta-txnid': b'\0' + bytes([END, 1, 1, 11, 0, 1]),
+    'meta-magic': b'\1' + bytes([END, 1, 0, 1, 0, 1]),
+    'meta-main-root': b'\0' + bytes([END, 1, 0, 9, 0, 1, 1, 1, 9, 0, 1]),
+    'meta-last-pg': b'\2' + bytes([END, 1, 0, 10, 0, 0x10, 1, 1, 10, 0, 0x10]),
+    'meta-free-root': b'\0' + bytes([END, 1, 1, 6, 0, 3]),
 }
 
 # queue: dbs in name order; the seed's: q/d/0 q/d/1 q/m q/s/0/... q/s/1/... q/x
