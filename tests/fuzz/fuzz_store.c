@@ -15,7 +15,7 @@
  *           0 TRUNC length u32 (mod the file's size)   the file cut short
  *           1 META  page u8, field u8, byte u8, xor u8 a meta page byte
  *                   (meta_fields: flags, magic, version, map size, page
- *                   size, the two roots and counts, last page, txnid)
+ *                   size; not the roots, txnid or last page, see there)
  *
  * What LMDB 0.9.24 (Debian 12) checks when it opens and reads a file (read
  * in mdb.c): each of the two meta pages must read whole, carry P_META, the
@@ -27,9 +27,9 @@
  * file size against last_pg. Damage inside a B-tree page therefore makes
  * LMDB read out of bounds, loop, or trip its own asserts, in LMDB's code,
  * before ours sees a byte; this target does not damage pages. The META op
- * damages only what LMDB checks or takes as given (txnid, roots, last_pg):
- * it proves that a refused meta page is refused cleanly; a meta page whose
- * roots point at the wrong pages may still crash LMDB (see README).
+ * damages only meta fields LMDB checks or need not trust (meta_fields): it
+ * proves that a refused meta page is refused cleanly, not that LMDB
+ * survives a meta page pointing at the wrong pages (it does not).
  *
  * So this target proves: dbfs_open, orphan reclaim, the read paths (lookup,
  * readdir, read, readlink, xattrs, statfs, usage) and the writes it makes
@@ -200,26 +200,26 @@ static int damage_records(struct fz_in *in)
 
 /*
  * Fields of an LMDB 0.9.24 meta page (x86-64: 16-byte page header, then
- * MDB_meta) that the META op damages. Known bug S1 (README): LMDB trusts
- * the page size kept in the free database's md_pad; a damaged one makes
- * mdb_env_open read its map past the end of the file (SIGBUS) before
- * dbfs_open can look. Skipped unless MFS_FUZZ_KNOWN=1.
+ * MDB_meta) that the META op damages: those LMDB checks (flags, magic,
+ * version) or does not need to trust (the map size: dbfs sets its own).
+ * Not the others: LMDB follows the roots, the txnid (which picks the meta
+ * page, hence the snapshot) and the last page as given, so a damaged one
+ * makes it read another tree or an older snapshot whose pages have been
+ * reused, and LMDB does not bound what it reads then (an overflow run past
+ * the end of the file: SIGBUS in mdb_dbi_open, found by this target). That
+ * is LMDB's domain, not ours. Known bug S1 (README): LMDB also trusts the
+ * page size kept in the free database's md_pad; a damaged one makes
+ * mdb_env_open read past the end of the file before dbfs_open can look.
+ * Skipped unless MFS_FUZZ_KNOWN=1.
  */
 static const struct {
 	unsigned off, len;
 } meta_fields[] = {
-	{10, 2},  /* mp_flags: P_META checked */
-	{16, 4},  /* mm_magic: checked */
-	{20, 4},  /* mm_version: checked */
-	{32, 8},  /* mm_mapsize */
-	{40, 4},  /* mm_dbs[FREE].md_pad = page size (S1) */
-	{48, 32}, /* mm_dbs[FREE] page and entry counts */
-	{80, 8},  /* mm_dbs[FREE].md_root */
-	{92, 4},  /* mm_dbs[MAIN].md_flags, md_depth */
-	{96, 32}, /* mm_dbs[MAIN] page and entry counts */
-	{128, 8}, /* mm_dbs[MAIN].md_root */
-	{136, 8}, /* mm_last_pg */
-	{144, 8}, /* mm_txnid: the newer meta wins */
+	{10, 2}, /* mp_flags: P_META checked */
+	{16, 4}, /* mm_magic: checked */
+	{20, 4}, /* mm_version: checked */
+	{32, 8}, /* mm_mapsize */
+	{40, 4}, /* mm_dbs[FREE].md_pad = page size (S1) */
 };
 #define NMETA (sizeof(meta_fields) / sizeof(meta_fields[0]))
 

@@ -115,11 +115,10 @@ store = {
     'orphan-root': b'\0' + put(6, be64(1), b'') + bytes([END]),
     'file-trunc': b'\2' + bytes([END, 0]) + u32(20000),
     # META: page, field (fuzz_store.c meta_fields), byte, xor
-    'meta-txnid': b'\0' + bytes([END, 1, 1, 11, 0, 1]),
+    'meta-flags': b'\0' + bytes([END, 1, 1, 0, 0, 8]),
     'meta-magic': b'\1' + bytes([END, 1, 0, 1, 0, 1]),
-    'meta-main-root': b'\0' + bytes([END, 1, 0, 9, 0, 1, 1, 1, 9, 0, 1]),
-    'meta-last-pg': b'\2' + bytes([END, 1, 0, 10, 0, 0x10, 1, 1, 10, 0, 0x10]),
-    'meta-free-root': b'\0' + bytes([END, 1, 1, 6, 0, 3]),
+    'meta-version': b'\0' + bytes([END, 1, 0, 2, 0, 2, 1, 1, 2, 0, 2]),
+    'meta-mapsize': b'\2' + bytes([END, 1, 1, 3, 3, 0x10]),
 }
 
 # queue: dbs in name order; the seed's: q/d/0 q/d/1 q/m q/s/0/... q/s/1/... q/x
