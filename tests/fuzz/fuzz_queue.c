@@ -160,6 +160,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
  * even checked (a damaged nshards of 2^28 costs gigabytes and seconds of
  * loops in mfsq_close), and nshards 0, bucket_us 0 or subshard_msgs 0 are
  * divisors. Until fixed, inputs leaving such a record are skipped.
+ * Known bug Q4: subshard.c mfsq_retention() takes the shard state's nlive
+ * as given: with a damaged one the hard-limit loop runs nlive - retain_max
+ * cursor searches (up to 2^64) inside a write transaction. Until fixed,
+ * inputs leaving nlive above 4096 are skipped.
  */
 static bool short_record(MDB_txn *txn, MDB_dbi db, const char *name)
 {
@@ -188,6 +192,11 @@ static bool short_record(MDB_txn *txn, MDB_dbi db, const char *name)
 			found = !(dc.nshards >= 1 && dc.nshards <= 1024 && dc.subshard_msgs >= 1 &&
 				  dc.subshard_bytes >= 1 && dc.retain_max >= 2 &&
 				  dc.max_payload >= 1 && dc.bucket_us >= 1);
+		} else if (index && k.mv_size == 5 && ((char *)k.mv_data)[0] == 'S' &&
+			   v.mv_size == sizeof(struct mfsq_disk_shard)) {
+			struct mfsq_disk_shard st;
+			memcpy(&st, v.mv_data, sizeof(st));
+			found = st.nlive > 4096; /* Q4 */
 		} else if (index)
 			found = k.mv_size && ((char *)k.mv_data)[0] == 'B' && v.mv_size < 8;
 		else
@@ -348,6 +357,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!seed)
 		seed_queue();
+	/* The known hangs (Q4) must fail their test, not time it out; libFuzzer
+	 * has its own -timeout (and its own SIGALRM): only with the filters off. */
+	if (fz_known())
+		alarm(3);
 	snprintf(path, sizeof(path), "%s/data.mdb", work_dir);
 	if (fz_write_file(path, seed, seed_len))
 		abort();
