@@ -142,7 +142,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 /*
  * Known bug Q1 (README "Known bugs"): the readers of message records
- * (queue/cache.c mfsq_cache_load, dequeue.c src_from_store and expiry,
+ * (queue/msgcache.c mfsq_cache_load, dequeue.c src_from_store and expiry,
  * delay.c, exception.c, subscriber.c seek by time) copy a struct
  * mfsq_disk_msg from the value without checking that the value holds one,
  * and the subshard index readers (subshard.c) copy 8 bytes of id the same
@@ -154,10 +154,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
  * gets has an empty payload (UBSan: applying zero offset to null pointer).
  * Until fixed, inputs that leave a message with an empty payload are
  * skipped too; the seed has none.
- * Known bug Q3: queue.c open_dbs() and load_config() take the stored
- * configuration ('C') without the range checks config_valid() applies to a
- * caller's: open_dbs() callocs nshards shard structs before the version is
- * even checked (a damaged nshards of 2^28 costs gigabytes and seconds of
+ * Known bug Q3: lifetime.c (open) and config.c mfsq_config_load() take the
+ * stored configuration ('C') without the range checks applied to a
+ * caller's: open callocs nshards shard structs before the version is even
+ * checked (a damaged nshards of 2^28 costs gigabytes and seconds of
  * loops in mfsq_close), and nshards 0, bucket_us 0 or subshard_msgs 0 are
  * divisors. Until fixed, inputs leaving such a record are skipped.
  * Known bug Q4: subshard.c mfsq_retention() takes the shard state's nlive
