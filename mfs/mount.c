@@ -241,9 +241,35 @@ int mfs_mount_probe(const char *path)
  * leftovers but something else going on. */
 #define MAX_STALE 64
 
+/* The file system type of the mount with ID `id`, from mountinfo. */
+static int type_of_mount(uint64_t id, char *type, size_t cap)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t lcap = 0;
+	int rc = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (rc && getline(&line, &lcap, f) > 0) {
+		unsigned long long mid;
+		char t[64];
+		char *dash = strstr(line, " - ");
+		if (sscanf(line, "%llu", &mid) == 1 && mid == id && dash &&
+		    sscanf(dash + 3, "%63s", t) == 1) {
+			snprintf(type, cap, "%s", t);
+			rc = 0;
+		}
+	}
+	free(line);
+	fclose(f);
+	return rc;
+}
+
 int mfs_clean_stale_held(struct mfs_held *h)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], type[64];
+	uint64_t id;
 	int n = 0;
 
 	mfs_held_name_path(h, path, sizeof(path));
@@ -251,6 +277,11 @@ int mfs_clean_stale_held(struct mfs_held *h)
 		int st = mfs_mount_probe(path);
 		if (st != MFS_MP_DEAD)
 			break;
+		/* only what an mfs left: a command must not take away another
+		 * file system's mount, dead or not */
+		if (mfs_mount_id_at(h->dirfd, h->name, &id, NULL) || type_of_mount(id, type, sizeof(type)) ||
+		    strcmp(type, "fuse.dbfs"))
+			return -EBUSY;
 		mfs_warn("%s: stale mount (transport endpoint is not connected), unmounting it",
 			 h->path);
 		int rc = geteuid() == 0 ? (umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW) ? -errno : 0)

@@ -94,10 +94,11 @@ enum { MFS_MP_NONE, MFS_MP_DEAD, MFS_MP_LIVE };
 int mfs_mount_probe(const char *path);
 
 /*
- * Lazily unmount every dead FUSE mount stacked at the held name `h`, top
- * first (crashes before this fix could leave several), then re-open
- * h->fd on what is left. Returns the number removed (0: none), or -errno
- * of an unmount that failed.
+ * Lazily unmount every dead DBFS mount (fuse.dbfs) stacked at the held name
+ * `h`, top first (crashes before this fix could leave several), then
+ * re-open h->fd on what is left. Returns the number removed (0: none),
+ * -EBUSY when a dead mount of another kind is there (left alone), or
+ * -errno of an unmount that failed.
  */
 struct mfs_held;
 int mfs_clean_stale_held(struct mfs_held *h);
