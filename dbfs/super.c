@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -41,6 +42,12 @@ int dbfs_format(struct dbfs *fs, MDB_txn *txn)
 	struct dbfs_inode root;
 	memset(&root, 0, sizeof(root));
 	root.mode = S_IFDIR | 0755;
+	/* The root belongs to whoever makes the store: the thread's file-system
+	 * ids (a daemon acting for a caller takes theirs; setfsuid(-1) changes
+	 * nothing and tells them). With 0, a DBFS made by a non-root daemon had
+	 * a root its own user could not write. */
+	root.uid = (uint32_t)setfsuid((uid_t)-1);
+	root.gid = (uint32_t)setfsgid((gid_t)-1);
 	root.nlink = 2;
 	root.next_cookie = DBFS_COOKIE_FIRST;
 	root.parent = DBFS_ROOT_INO;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
@@ -1335,6 +1336,39 @@ START_TEST(test_full_disk)
 }
 END_TEST
 
+/* A new store's root belongs to the file-system ids of the thread that made
+ * it (a daemon acting for a caller, or a daemon that is not root). */
+START_TEST(test_root_owner_is_maker)
+{
+	char d2[300], err[256];
+	struct dbfs_options o;
+	struct dbfs *other;
+	struct dbfs_inode in;
+	snprintf(d2, sizeof(d2), "%s/mine", dir);
+	ck_assert_int_eq(chmod(dir, 0755), 0); /* mkdtemp made it 0700 */
+	ck_assert_int_eq(mkdir(d2, 0777), 0);
+	ck_assert_int_eq(chmod(d2, 0777), 0);
+	dbfs_options_init(&o);
+	o.create = true;
+	o.initial_map_size = 8 << 20;
+	uid_t uid = geteuid() == 0 ? 65534 : geteuid();
+	gid_t gid = geteuid() == 0 ? 65534 : getegid();
+	setfsgid(gid);
+	setfsuid(uid);
+	int rc = dbfs_open(d2, &o, &other, err, sizeof(err));
+	setfsuid(geteuid());
+	setfsgid(getegid());
+	ck_assert_msg(rc == 0, "dbfs_open: %d %s", rc, err);
+	MDB_txn *t;
+	ck_assert_int_eq(mdb_txn_begin(other->env, NULL, MDB_RDONLY, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(other, t, DBFS_ROOT_INO, &in), 0);
+	mdb_txn_abort(t);
+	dbfs_close(other);
+	ck_assert_uint_eq(in.uid, uid);
+	ck_assert_uint_eq(in.gid, gid);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("dbfs-core");
@@ -1363,6 +1397,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_map_grows_commit);
 	tcase_add_test(tc, test_full_disk);
 	tcase_add_test(tc, test_errno_boundary);
+	tcase_add_test(tc, test_root_owner_is_maker);
 	tcase_add_test(tc, test_queue_error_in_batch);
 	tcase_add_loop_test(tc, test_fault_injection, 0,
 			    (int)(sizeof(scenarios) / sizeof(scenarios[0])));
