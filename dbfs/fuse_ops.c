@@ -566,10 +566,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!rc && S_ISDIR(in.mode))
 		rc = -EISDIR;
 	if (!rc) {
-		n = dbfs_data_map(fs, txn, ino, &in, (uint64_t)off, size, iov, IOV_MAX_READ - 1,
-				  &got);
-		if (n < 0)
-			rc = n;
+		rc = dbfs_data_map(fs, txn, ino, &in, (uint64_t)off, size, iov, IOV_MAX_READ - 1,
+				   &got, &n);
 	}
 	/* Out of iovecs (many short blocks and holes): copy the rest. A short
 	 * reply is end of file to the kernel, which would shrink its size. */

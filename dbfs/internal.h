@@ -340,13 +340,15 @@ int dbfs_data_punch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
 int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		       uint64_t off, uint64_t len);
 /* Describe [off, off+len) of a file as iovecs into the map (holes point at
- * a static zero buffer). Returns the number of iovecs (<= max) and the byte
- * count in *got; stops early when max is reached. */
+ * a static zero buffer). Sets the number of iovecs (<= max) in *niov and the
+ * byte count in *got; stops early when max is reached. Returns 0 or a store
+ * failure (internal.h's convention: never a refusal, so that a failed read
+ * inside a write transaction aborts it). */
 struct iovec;
 int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
-		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got);
+		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got, int *niov);
 /* Copy [off, off+len) of a file into buf, holes as zeros; *got is short
- * only at the end of the file. Returns 0 or a negative errno. */
+ * only at the end of the file. Returns 0 or a store failure. */
 int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 		   uint64_t off, size_t len, void *buf, size_t *got);
 /* Delete a file's blocks, as many as the transaction's budget allows:
