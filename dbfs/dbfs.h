@@ -124,6 +124,16 @@ int dbfs_sync(struct dbfs *fs);
  */
 int dbfs_tick(struct dbfs *fs);
 
+/*
+ * The store's health. After an I/O error on a write of the store (a
+ * commit or a flush failed with EIO) the operation that met it got -EIO
+ * and the store is read-only until it is closed: every later write gets
+ * -EROFS, reads go on. Returns 0 while healthy; -EIO after such an
+ * error, with a one-line reason in `reason` (len 0: none). Any thread, no
+ * lock, no system call.
+ */
+int dbfs_health(struct dbfs *fs, char *reason, size_t len);
+
 /* Change quotas live (0: none). Takes effect for the next operation. Any
  * thread; no lock (the quotas are atomics). */
 void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes);

@@ -122,6 +122,9 @@ struct dbfs {
 	_Atomic uint64_t init_unique; /* the FUSE_INIT being answered, 0: none */
 
 	_Atomic uint64_t quota_bytes, quota_inodes;
+	/* An I/O error on a write of the store made it read-only (health.c). */
+	_Atomic int io_failed;
+	char io_reason[160];
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
 			errors;
@@ -264,6 +267,16 @@ static inline int dbfs_cursor_del(MDB_cursor *c)
 	if (dbfs_fail_countdown && dbfs_fail_check())
 		return EIO;
 	return mdb_cursor_del(c, 0);
+}
+
+/* ---- health (health.c) ---- */
+/* A write of the store (`what`: "commit", "flush") ended in rc: on EIO or
+ * MDB_PANIC the store becomes read-only for good (dbfs_health). */
+void dbfs_health_check(struct dbfs *fs, int rc, const char *what);
+/* Writes refused since an I/O error: -EROFS, else 0. */
+static inline int dbfs_health_writable(struct dbfs *fs)
+{
+	return atomic_load(&fs->io_failed) ? -EROFS : 0;
 }
 
 /* ---- the clock (clock.c) ---- */

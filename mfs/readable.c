@@ -21,7 +21,10 @@ static void usage_of(struct mfs_dbfs *d, struct dbfs_usage *u)
 
 static void text_status(struct mfs_dbfs *d, struct mfs_buf *b)
 {
+	char why[160];
 	mfs_buf_printf(b, "name=%s\nstate=%s\n", d->conf.name, mfs_state_name(d->state));
+	if (d->state == MFS_MOUNTED && d->fs && dbfs_health(d->fs, why, sizeof(why)))
+		mfs_buf_printf(b, "read_only=io-error\nio_error=%s\n", why);
 	if (d->reason[0])
 		mfs_buf_printf(b, "reason=%s\n", d->reason);
 	mfs_buf_printf(b, "mountpoint=%s\nstore=%s\nowner=%u\n", d->conf.mountpoint, d->conf.store,
