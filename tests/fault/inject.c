@@ -225,6 +225,7 @@ static bool fail_fd(int fd)
 	if (!f.armed || f.paused || f.kind != FAULT_WRITE || !store_fd(fd))
 		return false;
 	if (fail(FAULT_WRITE)) {
+		trace("write to the store");
 		errno = EIO;
 		return true;
 	}
@@ -296,6 +297,7 @@ int msync(void *addr, size_t len, int flags)
 {
 	REAL(msync);
 	if (fail(FAULT_WRITE)) {
+		trace("msync");
 		errno = EIO;
 		return -1;
 	}
