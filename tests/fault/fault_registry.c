@@ -19,12 +19,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "conf.h"
 #include "inject.h"
+#include "parse.h"
 #include "registry.h"
+#include "verbs.h"
 
 static char dir[300], sdir[400];
 static int failures;
-static long points, known;
+static long points, known, known_parse;
 static bool strict;
 
 #define FAIL(...)                                                                          \
@@ -144,6 +147,73 @@ static int run(enum step s, int kind, long n, long *calls, struct text *loaded)
 	return rc;
 }
 
+/* The control commands' parsers allocate (kv.c, conf.c): each allocation
+ * may fail; the command is then refused with ENOMEM and a reason, and the
+ * same command parses as without a fault once nothing fails. */
+static void check_parsers(void)
+{
+	static const struct {
+		const char *name, *value;
+		int (*parse)(const char *, size_t, struct mfs_cmd *, char *, size_t);
+	} cmds[] = {
+		{"parse mount", "name=a,store=/s/a,mountpoint=/m/a,create,quota_bytes=1G,mem=64M",
+		 mfs_parse_mount},
+		{"parse unmount", "a,force", mfs_parse_unmount},
+		{"parse config", "name=a,quota_inodes=100,attr_timeout=2", mfs_parse_config},
+		{"parse forget", "a", mfs_parse_forget},
+	};
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		long n;
+		for (n = 1;; n++) {
+			static struct mfs_cmd cmd;
+			char err[256] = "";
+			memset(&cmd, 0, sizeof(cmd));
+			fault_arm(FAULT_ALLOC, n, false, NULL);
+			int rc = cmds[i].parse(cmds[i].value, strlen(cmds[i].value), &cmd, err,
+					       sizeof(err));
+			long calls = fault_disarm();
+			if (calls < n) {
+				if (rc)
+					FAIL("%s: %s without a fault", cmds[i].name, err);
+				break;
+			}
+			points++;
+			/* KNOWN BUG, reported (issue 15): parse.c's take_option
+			 * turns any failure of mfs_conf_set (its -ENOMEM, and
+			 * mfs_kv_parse's -ENOMEM that mfs_conf_set makes -EINVAL)
+			 * into EINVAL "options too long". --strict fails on it. */
+			if (rc == -EINVAL && !strcmp(err, "options too long") && !strict)
+				known_parse++;
+			else if (rc != -ENOMEM && rc != 0)
+				FAIL("%s: allocation %ld failed: %d (%s)", cmds[i].name, n, rc, err);
+			if (rc == -ENOMEM && !err[0])
+				FAIL("%s: allocation %ld failed: ENOMEM without a reason", cmds[i].name, n);
+		}
+		printf("%-12s alloc N = 1..%ld\n", cmds[i].name, n - 1);
+	}
+	long n;
+	for (n = 1;; n++) {
+		struct dbfs_options o;
+		struct mfs_limits lim;
+		char err[256] = "";
+		memset(&lim, 0, sizeof(lim));
+		dbfs_options_init(&o);
+		fault_arm(FAULT_ALLOC, n, false, NULL);
+		int rc = mfs_conf_parse("quota_bytes=1G,quota_inodes=5,mem=1M,durability=full", &o,
+					&lim, err, sizeof(err));
+		long calls = fault_disarm();
+		if (calls < n) {
+			if (rc)
+				FAIL("conf parse: %s without a fault", err);
+			break;
+		}
+		points++;
+		if (rc != -ENOMEM && rc != 0)
+			FAIL("conf parse: allocation %ld failed: %d (%s)", n, rc, err);
+	}
+	printf("%-12s alloc N = 1..%ld\n", "conf parse", n - 1);
+}
+
 int main(int argc, char **argv)
 {
 	strict = argc > 1 && !strcmp(argv[1], "--strict");
@@ -201,9 +271,11 @@ int main(int argc, char **argv)
 			printf("%-12s %-5s N = 1..%ld\n", step_name[s], fault_kind_name[kind], n - 1);
 		}
 	}
+	check_parsers();
 	rm_state();
 	rmdir(dir);
-	printf("%ld fault points; %ld known (load reports success after a failed read); "
-	       "%d failures\n", points, known, failures);
+	printf("%ld fault points; known bugs: %ld (load reports success after a failed read), "
+	       "%ld (ENOMEM refused as EINVAL 'options too long'); %d failures\n",
+	       points, known, known_parse, failures);
 	return failures ? 1 : 0;
 }
