@@ -19,10 +19,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#define REAL(name)                                                                         \
-	static __typeof__(name) *real_##name;                                              \
-	if (!real_##name)                                                                  \
-		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
+#define REAL(name)                                                                                 \
+	static __typeof__(name) *real_##name;                                                      \
+	if (!real_##name)                                                                          \
+	real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
 
 static bool under_dir(int fd)
 {

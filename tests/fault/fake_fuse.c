@@ -38,10 +38,20 @@ static int ok(const void *p, size_t n)
 	return 0;
 }
 
-#define W(ret, name, params) ret __wrap_##name params; ret __wrap_##name params
+#define W(ret, name, params)                                                                       \
+	ret __wrap_##name params;                                                                  \
+	ret __wrap_##name params
 
-W(void *, fuse_req_userdata, (fuse_req_t r)) { (void)r; return fake_fs; }
-W(const struct fuse_ctx *, fuse_req_ctx, (fuse_req_t r)) { (void)r; return &fake_ctx; }
+W(void *, fuse_req_userdata, (fuse_req_t r))
+{
+	(void)r;
+	return fake_fs;
+}
+W(const struct fuse_ctx *, fuse_req_ctx, (fuse_req_t r))
+{
+	(void)r;
+	return &fake_ctx;
+}
 W(int, fuse_reply_err, (fuse_req_t r, int e))
 {
 	(void)r;
@@ -49,7 +59,11 @@ W(int, fuse_reply_err, (fuse_req_t r, int e))
 	fake_reply.err = e;
 	return 0;
 }
-W(void, fuse_reply_none, (fuse_req_t r)) { (void)r; fake_reply.n++; }
+W(void, fuse_reply_none, (fuse_req_t r))
+{
+	(void)r;
+	fake_reply.n++;
+}
 W(int, fuse_reply_entry, (fuse_req_t r, const struct fuse_entry_param *e))
 {
 	(void)r;
@@ -69,7 +83,11 @@ W(int, fuse_reply_open, (fuse_req_t r, const struct fuse_file_info *fi))
 	(void)fi;
 	return ok(NULL, 0);
 }
-W(int, fuse_reply_buf, (fuse_req_t r, const char *buf, size_t n)) { (void)r; return ok(buf, n); }
+W(int, fuse_reply_buf, (fuse_req_t r, const char *buf, size_t n))
+{
+	(void)r;
+	return ok(buf, n);
+}
 W(int, fuse_reply_iov, (fuse_req_t r, const struct iovec *iov, int count))
 {
 	(void)r;
@@ -89,10 +107,18 @@ W(int, fuse_reply_statfs, (fuse_req_t r, const struct statvfs *s))
 	(void)s;
 	return ok(NULL, 0);
 }
-W(int, fuse_reply_write, (fuse_req_t r, size_t n)) { (void)r; return ok(&n, sizeof(n)); }
-W(int, fuse_reply_xattr, (fuse_req_t r, size_t n)) { (void)r; return ok(&n, sizeof(n)); }
-W(int, fuse_lowlevel_notify_inval_inode, (struct fuse_session *se, fuse_ino_t ino, off_t off,
-					  off_t len))
+W(int, fuse_reply_write, (fuse_req_t r, size_t n))
+{
+	(void)r;
+	return ok(&n, sizeof(n));
+}
+W(int, fuse_reply_xattr, (fuse_req_t r, size_t n))
+{
+	(void)r;
+	return ok(&n, sizeof(n));
+}
+W(int, fuse_lowlevel_notify_inval_inode,
+  (struct fuse_session * se, fuse_ino_t ino, off_t off, off_t len))
 {
 	(void)se;
 	(void)ino;

@@ -11,11 +11,11 @@
 #include <stdint.h>
 
 struct fake_reply {
-	int n;          /* replies to the request: must end as 1 */
-	int err;        /* errno replied, 0 for a success reply */
-	uint64_t ino;   /* fuse_reply_entry's inode */
-	uint64_t hash;  /* of a buffer, iov, readlink or write count replied */
-	size_t len;     /* its length */
+	int n;		 /* replies to the request: must end as 1 */
+	int err;	 /* errno replied, 0 for a success reply */
+	uint64_t ino;	 /* fuse_reply_entry's inode */
+	uint64_t hash;	 /* of a buffer, iov, readlink or write count replied */
+	size_t len;	 /* its length */
 	char buf[65536]; /* the bytes of a buffer reply (readdir), first 64 KiB */
 };
 

@@ -51,11 +51,11 @@ static struct dbfs *fs;
 static int failures;
 static long points, points_kind[FAULT_KINDS], after_on_error;
 
-#define FAIL(...)                                                                          \
-	do {                                                                               \
-		fprintf(stderr, "FAIL: " __VA_ARGS__);                                     \
-		fputc('\n', stderr);                                                       \
-		failures++;                                                                \
+#define FAIL(...)                                                                                  \
+	do {                                                                                       \
+		fprintf(stderr, "FAIL: " __VA_ARGS__);                                             \
+		fputc('\n', stderr);                                                               \
+		failures++;                                                                        \
 	} while (0)
 
 static void die(const char *what)
@@ -115,7 +115,8 @@ static void copy_store(const char *from, const char *to)
 		if (in < 0 || out < 0 || fstat(in, &st))
 			die(a);
 		for (off_t off = 0; off < st.st_size;) {
-			ssize_t n = copy_file_range(in, &off, out, NULL, (size_t)(st.st_size - off), 0);
+			ssize_t n =
+			    copy_file_range(in, &off, out, NULL, (size_t)(st.st_size - off), 0);
 			if (n <= 0)
 				die("copy_file_range");
 		}
@@ -199,11 +200,13 @@ static void dump_inode(MDB_txn *t, const char *path, uint64_t ino)
 	struct dbfs_inode in;
 	int rc = dbfs_inode_get(fs, t, ino, &in);
 	if (rc) {
-		fprintf(dump_out, "%s: inode %llu unreadable (%d)\n", path, (unsigned long long)ino, rc);
+		fprintf(dump_out, "%s: inode %llu unreadable (%d)\n", path, (unsigned long long)ino,
+			rc);
 		return;
 	}
-	fprintf(dump_out, "%s: mode %o uid %u gid %u nlink %u size %llu alloc %llu rdev %llu "
-			  "a %lld.%u m %lld.%u c %lld.%u",
+	fprintf(dump_out,
+		"%s: mode %o uid %u gid %u nlink %u size %llu alloc %llu rdev %llu "
+		"a %lld.%u m %lld.%u c %lld.%u",
 		path, in.mode, in.uid, in.gid, in.nlink, (unsigned long long)in.size,
 		(unsigned long long)in.alloc, (unsigned long long)in.rdev, (long long)in.atime_sec,
 		in.atime_nsec, (long long)in.mtime_sec, in.mtime_nsec, (long long)in.ctime_sec,
@@ -219,7 +222,8 @@ static void dump_inode(MDB_txn *t, const char *path, uint64_t ino)
 			h = fake_hash(h, buf, got);
 			off += got;
 		}
-		fprintf(dump_out, " data %016llx%s", (unsigned long long)h, rc ? " (read error)" : "");
+		fprintf(dump_out, " data %016llx%s", (unsigned long long)h,
+			rc ? " (read error)" : "");
 	} else if (S_ISLNK(in.mode)) {
 		const char *target;
 		size_t len;
@@ -302,25 +306,25 @@ static uint64_t L(uint64_t parent, const char *name)
  * without running), so that a fault-free run can stop after any of them. */
 static long req_count, req_limit = -1;
 
-#define REQ(call)                                                                          \
-	({                                                                                 \
-		int e__ = 0;                                                               \
-		if (req_limit < 0 || ++req_count <= req_limit) {                           \
-			fuse_req_t req = fake_req(fs);                                     \
-			ops->call;                                                         \
-			if (fake_reply.n != 1)                                             \
-				FAIL("%s: %d replies", #call, fake_reply.n);               \
-			e__ = fake_reply.err;                                              \
-		}                                                                          \
-		e__;                                                                       \
+#define REQ(call)                                                                                  \
+	({                                                                                         \
+		int e__ = 0;                                                                       \
+		if (req_limit < 0 || ++req_count <= req_limit) {                                   \
+			fuse_req_t req = fake_req(fs);                                             \
+			ops->call;                                                                 \
+			if (fake_reply.n != 1)                                                     \
+				FAIL("%s: %d replies", #call, fake_reply.n);                       \
+			e__ = fake_reply.err;                                                      \
+		}                                                                                  \
+		e__;                                                                               \
 	})
 
 /* Stop at the first error: the kernel would not go on either. */
-#define TRY(call)                                                                          \
-	do {                                                                               \
-		int e_ = REQ(call);                                                        \
-		if (e_)                                                                    \
-			return e_;                                                         \
+#define TRY(call)                                                                                  \
+	do {                                                                                       \
+		int e_ = REQ(call);                                                                \
+		if (e_)                                                                            \
+			return e_;                                                                 \
 	} while (0)
 
 static char pattern[1 << 20];
@@ -345,7 +349,8 @@ static void make_template(void)
 		die("template mkdir");
 	d = L(1, "d");
 	if (REQ(mkdir(req, d, "sub", 0700)) || REQ(mknod(req, d, "f1", S_IFREG | 0644, 0)) ||
-	    REQ(mknod(req, 1, "f", S_IFREG | 0600, 0)) || REQ(mknod(req, 1, "big", S_IFREG | 0644, 0)) ||
+	    REQ(mknod(req, 1, "f", S_IFREG | 0600, 0)) ||
+	    REQ(mknod(req, 1, "big", S_IFREG | 0644, 0)) ||
 	    REQ(mknod(req, 1, "p", S_IFIFO | 0644, 0)) || REQ(symlink(req, "f", 1, "s")))
 		die("template mknod");
 	sub = L(d, "sub");
@@ -353,7 +358,8 @@ static void make_template(void)
 	f1 = L(d, "f1");
 	f = L(1, "f");
 	big = L(1, "big");
-	if (REQ(write(req, f1, pattern, 9000, 0, &fi0)) || REQ(write(req, f, pattern + 7, 20000, 0, &fi0)) ||
+	if (REQ(write(req, f1, pattern, 9000, 0, &fi0)) ||
+	    REQ(write(req, f, pattern + 7, 20000, 0, &fi0)) ||
 	    REQ(write(req, big, "z", 1, 3 << 20, &fi0)) ||
 	    REQ(setxattr(req, f1, "user.x", "x1", 2, 0)) ||
 	    REQ(setxattr(req, f, "user.a", "alpha", 5, 0)) ||
@@ -370,13 +376,34 @@ static int sc_create(void)
 	TRY(open(req, ino, &fi0));
 	return REQ(write(req, ino, "new file", 8, 0, &fi0));
 }
-static int sc_mkdir(void) { return REQ(mkdir(req, L(1, "d"), "nd", 0755)); }
-static int sc_mknod(void) { return REQ(mknod(req, 1, "fifo2", S_IFIFO | 0640, 0)); }
-static int sc_mknod_dev(void) { return REQ(mknod(req, 1, "chr", S_IFCHR | 0600, 0x0501)); }
-static int sc_symlink(void) { return REQ(symlink(req, "d/f1/../long/target", L(1, "d"), "sl")); }
-static int sc_link(void) { return REQ(link(req, L(1, "f"), L(1, "e"), "f-link")); }
-static int sc_unlink(void) { return REQ(unlink(req, 1, "s")); }
-static int sc_unlink_data(void) { return REQ(unlink(req, 1, "f")); }
+static int sc_mkdir(void)
+{
+	return REQ(mkdir(req, L(1, "d"), "nd", 0755));
+}
+static int sc_mknod(void)
+{
+	return REQ(mknod(req, 1, "fifo2", S_IFIFO | 0640, 0));
+}
+static int sc_mknod_dev(void)
+{
+	return REQ(mknod(req, 1, "chr", S_IFCHR | 0600, 0x0501));
+}
+static int sc_symlink(void)
+{
+	return REQ(symlink(req, "d/f1/../long/target", L(1, "d"), "sl"));
+}
+static int sc_link(void)
+{
+	return REQ(link(req, L(1, "f"), L(1, "e"), "f-link"));
+}
+static int sc_unlink(void)
+{
+	return REQ(unlink(req, 1, "s"));
+}
+static int sc_unlink_data(void)
+{
+	return REQ(unlink(req, 1, "f"));
+}
 /* The last name of a file the kernel holds, then the kernel forgets it:
  * its data is reaped in a later batch (here: the next write). */
 static int sc_unlink_forget(void)
@@ -386,29 +413,71 @@ static int sc_unlink_forget(void)
 	ops->forget(fake_req(fs), f, 1);
 	return REQ(mkdir(req, 1, "after-reap", 0755));
 }
-static int sc_unlink_link(void) { return REQ(unlink(req, 1, "h")); }
-static int sc_rmdir(void) { return REQ(rmdir(req, 1, "e")); }
-static int sc_rename(void) { return REQ(rename(req, 1, "f", 1, "g", 0)); }
-static int sc_rename_over(void) { return REQ(rename(req, 1, "f", L(1, "d"), "f1", 0)); }
-static int sc_rename_dir(void) { return REQ(rename(req, 1, "e", L(1, "d"), "e2", 0)); }
-static int sc_rename_dir_over(void) { return REQ(rename(req, L(1, "d"), "sub", 1, "e", 0)); }
+static int sc_unlink_link(void)
+{
+	return REQ(unlink(req, 1, "h"));
+}
+static int sc_rmdir(void)
+{
+	return REQ(rmdir(req, 1, "e"));
+}
+static int sc_rename(void)
+{
+	return REQ(rename(req, 1, "f", 1, "g", 0));
+}
+static int sc_rename_over(void)
+{
+	return REQ(rename(req, 1, "f", L(1, "d"), "f1", 0));
+}
+static int sc_rename_dir(void)
+{
+	return REQ(rename(req, 1, "e", L(1, "d"), "e2", 0));
+}
+static int sc_rename_dir_over(void)
+{
+	return REQ(rename(req, L(1, "d"), "sub", 1, "e", 0));
+}
 static int sc_exchange(void)
 {
 	return REQ(rename(req, 1, "f", L(1, "d"), "sub", RENAME_EXCHANGE));
 }
-static int sc_write_small(void) { return REQ(write(req, L(1, "f"), "hello", 5, 100, &fi0)); }
+static int sc_write_small(void)
+{
+	return REQ(write(req, L(1, "f"), "hello", 5, 100, &fi0));
+}
 /* Large: 15 blocks, not aligned (--full: the 1 MiB of a FUSE max_write). */
 static int sc_write_large(void)
 {
 	return REQ(write(req, L(1, "f"), pattern + 3, full ? sizeof(pattern) : 60000, 4000, &fi0));
 }
-static int sc_write_sparse(void) { return REQ(write(req, L(1, "f"), "s", 1, 10 << 20, &fi0)); }
-static void size_small(struct stat *st) { st->st_size = 2000; }
-static void size_large(struct stat *st) { st->st_size = 1 << 20; }
-static void size_zero(struct stat *st) { st->st_size = 0; }
-static int sc_truncate_down(void) { return setattr(L(1, "f"), FUSE_SET_ATTR_SIZE, size_small); }
-static int sc_truncate_up(void) { return setattr(L(1, "f"), FUSE_SET_ATTR_SIZE, size_large); }
-static int sc_truncate_zero(void) { return setattr(L(1, "big"), FUSE_SET_ATTR_SIZE, size_zero); }
+static int sc_write_sparse(void)
+{
+	return REQ(write(req, L(1, "f"), "s", 1, 10 << 20, &fi0));
+}
+static void size_small(struct stat *st)
+{
+	st->st_size = 2000;
+}
+static void size_large(struct stat *st)
+{
+	st->st_size = 1 << 20;
+}
+static void size_zero(struct stat *st)
+{
+	st->st_size = 0;
+}
+static int sc_truncate_down(void)
+{
+	return setattr(L(1, "f"), FUSE_SET_ATTR_SIZE, size_small);
+}
+static int sc_truncate_up(void)
+{
+	return setattr(L(1, "f"), FUSE_SET_ATTR_SIZE, size_large);
+}
+static int sc_truncate_zero(void)
+{
+	return setattr(L(1, "big"), FUSE_SET_ATTR_SIZE, size_zero);
+}
 static int sc_fallocate(void)
 {
 	return REQ(fallocate(req, L(1, "f"), 0, 0, full ? 1 << 20 : 40000, &fi0));
@@ -418,7 +487,10 @@ static int sc_punch(void)
 	return REQ(fallocate(req, L(1, "f"), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1000,
 			     12000, &fi0));
 }
-static void mode_fill(struct stat *st) { st->st_mode = S_IFREG | 04751; }
+static void mode_fill(struct stat *st)
+{
+	st->st_mode = S_IFREG | 04751;
+}
 static void owner_fill(struct stat *st)
 {
 	st->st_uid = 7;
@@ -431,7 +503,10 @@ static void times_fill(struct stat *st)
 	st->st_mtim.tv_sec = 2000;
 	st->st_mtim.tv_nsec = 2;
 }
-static int sc_chmod(void) { return setattr(L(1, "f"), FUSE_SET_ATTR_MODE, mode_fill); }
+static int sc_chmod(void)
+{
+	return setattr(L(1, "f"), FUSE_SET_ATTR_MODE, mode_fill);
+}
 static int sc_chown(void)
 {
 	return setattr(L(1, "f"), FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID, owner_fill);
@@ -440,7 +515,10 @@ static int sc_utimes(void)
 {
 	return setattr(L(1, "f"), FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME, times_fill);
 }
-static int sc_setxattr(void) { return REQ(setxattr(req, L(1, "f"), "user.c", "gamma", 5, 0)); }
+static int sc_setxattr(void)
+{
+	return REQ(setxattr(req, L(1, "f"), "user.c", "gamma", 5, 0));
+}
 static int sc_setxattr_replace(void)
 {
 	return REQ(setxattr(req, L(1, "f"), "user.a", "ALPHA!", 6, XATTR_REPLACE));
@@ -448,20 +526,44 @@ static int sc_setxattr_replace(void)
 static int sc_setxattr_acl(void)
 {
 	/* an access ACL: user::rw- group::r-- other::--- (version 2) */
-	static const unsigned char acl[] = {2, 0, 0, 0, 1, 0, 6, 0, 0xff, 0xff, 0xff, 0xff,
-					    4, 0, 4, 0, 0xff, 0xff, 0xff, 0xff,
-					    0x20, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
-	return REQ(setxattr(req, L(1, "f"), "system.posix_acl_access", (const char *)acl,
-			    sizeof(acl), 0));
+	static const unsigned char acl[] = {2,	  0,	0, 0, 1,    0,	  6,	0,    0xff, 0xff,
+					    0xff, 0xff, 4, 0, 4,    0,	  0xff, 0xff, 0xff, 0xff,
+					    0x20, 0,	0, 0, 0xff, 0xff, 0xff, 0xff};
+	return REQ(
+	    setxattr(req, L(1, "f"), "system.posix_acl_access", (const char *)acl, sizeof(acl), 0));
 }
-static int sc_removexattr(void) { return REQ(removexattr(req, L(1, "f"), "user.a")); }
-static int sc_readdir(void) { return REQ(readdir(req, 1, 4096, 0, &fi0)); }
-static int sc_readdirplus(void) { return REQ(readdirplus(req, L(1, "d"), 4096, 0, &fi0)); }
-static int sc_read(void) { return REQ(read(req, L(1, "f"), 30000, 0, &fi0)); }
-static int sc_readlink(void) { return REQ(readlink(req, L(1, "s"))); }
-static int sc_getxattr(void) { return REQ(getxattr(req, L(1, "f"), "user.b", 100)); }
-static int sc_listxattr(void) { return REQ(listxattr(req, L(1, "f"), 100)); }
-static int sc_statfs(void) { return REQ(statfs(req, 1)); }
+static int sc_removexattr(void)
+{
+	return REQ(removexattr(req, L(1, "f"), "user.a"));
+}
+static int sc_readdir(void)
+{
+	return REQ(readdir(req, 1, 4096, 0, &fi0));
+}
+static int sc_readdirplus(void)
+{
+	return REQ(readdirplus(req, L(1, "d"), 4096, 0, &fi0));
+}
+static int sc_read(void)
+{
+	return REQ(read(req, L(1, "f"), 30000, 0, &fi0));
+}
+static int sc_readlink(void)
+{
+	return REQ(readlink(req, L(1, "s")));
+}
+static int sc_getxattr(void)
+{
+	return REQ(getxattr(req, L(1, "f"), "user.b", 100));
+}
+static int sc_listxattr(void)
+{
+	return REQ(listxattr(req, L(1, "f"), 100));
+}
+static int sc_statfs(void)
+{
+	return REQ(statfs(req, 1));
+}
 static int sc_fsync(void)
 {
 	uint64_t f = L(1, "f");
@@ -486,17 +588,54 @@ static const struct scenario {
 		    * PREFIX: a shorter one is right too (readdir);
 		    * NOCHANGE: may leave the tree as it was (statfs) */
 } scenarios[] = {
-#define S(n, ...) {#n, sc_##n, REQUEST, __VA_ARGS__ + 0}
-	S(create), S(mkdir), S(mknod), S(mknod_dev), S(symlink), S(link), S(unlink),
-	S(unlink_data), S(unlink_forget), S(unlink_link), S(rmdir), S(rename), S(rename_over),
-	S(rename_dir), S(rename_dir_over), S(exchange), S(write_small), S(write_large),
-	S(write_sparse), S(truncate_down), S(truncate_up), S(truncate_zero), S(fallocate),
-	S(punch), S(chmod), S(chown), S(utimes), S(setxattr), S(setxattr_replace),
-	S(setxattr_acl), S(removexattr), S(fsync), S(copy_range), S(statfs, NOCHANGE),
-	S(readdir, 3), S(readdirplus, 3), S(read, 1), S(readlink, 1),
-	S(getxattr, 1), S(listxattr, 1),
+#define S(n, ...)                                                                                  \
+	{                                                                                          \
+#n, sc_##n, REQUEST, __VA_ARGS__ + 0                                               \
+	}
+    S(create),
+    S(mkdir),
+    S(mknod),
+    S(mknod_dev),
+    S(symlink),
+    S(link),
+    S(unlink),
+    S(unlink_data),
+    S(unlink_forget),
+    S(unlink_link),
+    S(rmdir),
+    S(rename),
+    S(rename_over),
+    S(rename_dir),
+    S(rename_dir_over),
+    S(exchange),
+    S(write_small),
+    S(write_large),
+    S(write_sparse),
+    S(truncate_down),
+    S(truncate_up),
+    S(truncate_zero),
+    S(fallocate),
+    S(punch),
+    S(chmod),
+    S(chown),
+    S(utimes),
+    S(setxattr),
+    S(setxattr_replace),
+    S(setxattr_acl),
+    S(removexattr),
+    S(fsync),
+    S(copy_range),
+    S(statfs, NOCHANGE),
+    S(readdir, 3),
+    S(readdirplus, 3),
+    S(read, 1),
+    S(readlink, 1),
+    S(getxattr, 1),
+    S(listxattr, 1),
 #undef S
-	{"open", NULL, OPEN, 0}, {"create_store", NULL, CREATE, 0}, {"close", sc_write_small, CLOSE, 0},
+    {"open", NULL, OPEN, 0},
+    {"create_store", NULL, CREATE, 0},
+    {"close", sc_write_small, CLOSE, 0},
 };
 
 struct outcome {
@@ -593,7 +732,7 @@ static bool plausible(int e)
 
 static void check_scenario(const struct scenario *s)
 {
-	struct outcome before, after, o;
+	struct outcome after, o;
 	char *before_tree;
 
 	/* before: the template as it is; after: the operation without faults */
@@ -606,7 +745,6 @@ static void check_scenario(const struct scenario *s)
 		dbfs_close(fs);
 		fs = NULL;
 	}
-	(void)before;
 	/* a scenario of several requests: each may be the one that fails,
 	 * so each tree after the first k requests is "before" for the next */
 	char *partial[8];
@@ -655,16 +793,18 @@ static void check_scenario(const struct scenario *s)
 				if (o.err == 0 && !is_after) {
 					FAIL("%s: %s fault %s at %ld: success but tree not as "
 					     "after:\n--- got\n%s--- after\n%s",
-					     s->name, fault_kind_name[kind], how, n, o.tree, after.tree);
+					     s->name, fault_kind_name[kind], how, n, o.tree,
+					     after.tree);
 				} else if (o.err && !is_before && !is_after) {
 					FAIL("%s: %s fault %s at %ld: error %s and the tree is "
 					     "neither before nor after:\n--- got\n%s--- before\n%s"
 					     "--- after\n%s",
-					     s->name, fault_kind_name[kind], how, n, strerror(o.err),
-					     o.tree, before_tree, after.tree);
+					     s->name, fault_kind_name[kind], how, n,
+					     strerror(o.err), o.tree, before_tree, after.tree);
 				} else if (o.err && !plausible(o.err)) {
-					FAIL("%s: %s fault %s at %ld: implausible error %s", s->name,
-					     fault_kind_name[kind], how, n, strerror(o.err));
+					FAIL("%s: %s fault %s at %ld: implausible error %s",
+					     s->name, fault_kind_name[kind], how, n,
+					     strerror(o.err));
 				} else if (o.err && is_after && !is_before) {
 					after_on_error++;
 					/* An error for an operation that happened: the
@@ -675,11 +815,14 @@ static void check_scenario(const struct scenario *s)
 					if (!persist && kind != FAULT_WRITE)
 						FAIL("%s: %s fault once at %ld: error %s, yet the "
 						     "operation was done",
-						     s->name, fault_kind_name[kind], n, strerror(o.err));
+						     s->name, fault_kind_name[kind], n,
+						     strerror(o.err));
 				}
 				if ((s->reply & READ) && o.err == 0 &&
-				    ((s->reply & PREFIX) ? o.len > after.len : o.hash != after.hash))
-					FAIL("%s: %s fault %s at %ld: success with a different reply",
+				    ((s->reply & PREFIX) ? o.len > after.len
+							 : o.hash != after.hash))
+					FAIL("%s: %s fault %s at %ld: success with a different "
+					     "reply",
 					     s->name, fault_kind_name[kind], how, n);
 				free(o.tree);
 				if (failures > 20)

@@ -30,11 +30,11 @@ static int failures;
 static long points, known, known_parse;
 static bool strict;
 
-#define FAIL(...)                                                                          \
-	do {                                                                               \
-		fprintf(stderr, "FAIL: " __VA_ARGS__);                                     \
-		fputc('\n', stderr);                                                       \
-		failures++;                                                                \
+#define FAIL(...)                                                                                  \
+	do {                                                                                       \
+		fprintf(stderr, "FAIL: " __VA_ARGS__);                                             \
+		fputc('\n', stderr);                                                               \
+		failures++;                                                                        \
 	} while (0)
 
 static void rm_state(void)
@@ -109,8 +109,8 @@ static void seed(void)
 }
 
 enum step { OPEN_NEW, OPEN, PUT_NEW, PUT_REPLACE, DEL, LOAD, NSTEPS };
-static const char *const step_name[NSTEPS] = {"open_new", "open",        "put_new",
-					      "put_replace", "del", "load"};
+static const char *const step_name[NSTEPS] = {"open_new",    "open", "put_new",
+					      "put_replace", "del",  "load"};
 
 /* Run a step with the fault armed (kind < 0: none); *calls gets the count. */
 static int run(enum step s, int kind, long n, long *calls, struct text *loaded)
@@ -137,10 +137,18 @@ static int run(enum step s, int kind, long n, long *calls, struct text *loaded)
 	if (kind >= 0)
 		fault_arm(kind, n, false, sdir);
 	switch (s) {
-	case PUT_NEW: rc = mfs_registry_put(r, &nc, 9); break;
-	case PUT_REPLACE: rc = mfs_registry_put(r, &rc_, 3); break;
-	case DEL: rc = mfs_registry_del(r, "beta"); break;
-	default: rc = mfs_registry_load(r, add, loaded); break;
+	case PUT_NEW:
+		rc = mfs_registry_put(r, &nc, 9);
+		break;
+	case PUT_REPLACE:
+		rc = mfs_registry_put(r, &rc_, 3);
+		break;
+	case DEL:
+		rc = mfs_registry_del(r, "beta");
+		break;
+	default:
+		rc = mfs_registry_load(r, add, loaded);
+		break;
 	}
 	*calls = kind >= 0 ? fault_disarm() : 0;
 	mfs_registry_close(r);
@@ -156,11 +164,11 @@ static void check_parsers(void)
 		const char *name, *value;
 		int (*parse)(const char *, size_t, struct mfs_cmd *, char *, size_t);
 	} cmds[] = {
-		{"parse mount", "name=a,store=/s/a,mountpoint=/m/a,create,quota_bytes=1G,mem=64M",
-		 mfs_parse_mount},
-		{"parse unmount", "a,force", mfs_parse_unmount},
-		{"parse config", "name=a,quota_inodes=100,attr_timeout=2", mfs_parse_config},
-		{"parse forget", "a", mfs_parse_forget},
+	    {"parse mount", "name=a,store=/s/a,mountpoint=/m/a,create,quota_bytes=1G,mem=64M",
+	     mfs_parse_mount},
+	    {"parse unmount", "a,force", mfs_parse_unmount},
+	    {"parse config", "name=a,quota_inodes=100,attr_timeout=2", mfs_parse_config},
+	    {"parse forget", "a", mfs_parse_forget},
 	};
 	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
 		long n;
@@ -185,9 +193,11 @@ static void check_parsers(void)
 			if (rc == -EINVAL && !strcmp(err, "options too long") && !strict)
 				known_parse++;
 			else if (rc != -ENOMEM && rc != 0)
-				FAIL("%s: allocation %ld failed: %d (%s)", cmds[i].name, n, rc, err);
+				FAIL("%s: allocation %ld failed: %d (%s)", cmds[i].name, n, rc,
+				     err);
 			if (rc == -ENOMEM && !err[0])
-				FAIL("%s: allocation %ld failed: ENOMEM without a reason", cmds[i].name, n);
+				FAIL("%s: allocation %ld failed: ENOMEM without a reason",
+				     cmds[i].name, n);
 		}
 		printf("%-12s alloc N = 1..%ld\n", cmds[i].name, n - 1);
 	}
@@ -246,13 +256,14 @@ int main(int argc, char **argv)
 					break;
 				points++;
 				records(&got);
-				bool is_before = !strcmp(got.s, before.s), is_after = !strcmp(got.s, after.s);
+				bool is_before = !strcmp(got.s, before.s),
+				     is_after = !strcmp(got.s, after.s);
 				if (rc == 0 && !is_after)
-					FAIL("%s: %s fault at %ld: success, records:\n%s", step_name[s],
-					     fault_kind_name[kind], n, got.s);
+					FAIL("%s: %s fault at %ld: success, records:\n%s",
+					     step_name[s], fault_kind_name[kind], n, got.s);
 				if (rc && !is_before && !is_after)
-					FAIL("%s: %s fault at %ld: error %d, records:\n%s", step_name[s],
-					     fault_kind_name[kind], n, rc, got.s);
+					FAIL("%s: %s fault at %ld: error %d, records:\n%s",
+					     step_name[s], fault_kind_name[kind], n, rc, got.s);
 				if (rc >= 0 && rc != 0)
 					FAIL("%s: %s fault at %ld: not a negative errno: %d",
 					     step_name[s], fault_kind_name[kind], n, rc);
@@ -263,12 +274,14 @@ int main(int argc, char **argv)
 				 * --strict fails on it. */
 				if (s == LOAD && rc == 0 && strcmp(loaded.s, loaded0.s)) {
 					if (strict)
-						FAIL("load: %s fault at %ld: success but saw only:\n%s",
+						FAIL("load: %s fault at %ld: success but saw "
+						     "only:\n%s",
 						     fault_kind_name[kind], n, loaded.s);
 					known++;
 				}
 			}
-			printf("%-12s %-5s N = 1..%ld\n", step_name[s], fault_kind_name[kind], n - 1);
+			printf("%-12s %-5s N = 1..%ld\n", step_name[s], fault_kind_name[kind],
+			       n - 1);
 		}
 	}
 	check_parsers();

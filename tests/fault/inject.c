@@ -87,37 +87,34 @@ static void trace(const char *name)
  * (LMDB 0.9 fails them only for a NULL or an open env), and the calls that
  * return nothing (abort, reset, close). */
 
-#define WRAP_LMDB(ret_fail, name, params, args)                                            \
-	int __real_##name params;                                                          \
-	int __wrap_##name params;                                                          \
-	int __wrap_##name params                                                           \
-	{                                                                                  \
-		if (fail(FAULT_LMDB)) {                                                    \
-			trace(#name);                                                      \
-			return ret_fail;                                                   \
-		}                                                                          \
-		return __real_##name args;                                                 \
+#define WRAP_LMDB(ret_fail, name, params, args)                                                    \
+	int __real_##name params;                                                                  \
+	int __wrap_##name params;                                                                  \
+	int __wrap_##name params                                                                   \
+	{                                                                                          \
+		if (fail(FAULT_LMDB)) {                                                            \
+			trace(#name);                                                              \
+			return ret_fail;                                                           \
+		}                                                                                  \
+		return __real_##name args;                                                         \
 	}
 
-WRAP_LMDB(ENOMEM, mdb_env_create, (MDB_env **e), (e))
-WRAP_LMDB(EIO, mdb_env_open, (MDB_env *e, const char *p, unsigned fl, mdb_mode_t m),
-	  (e, p, fl, m))
-WRAP_LMDB(ENOMEM, mdb_env_set_mapsize, (MDB_env *e, size_t s), (e, s))
-WRAP_LMDB(EIO, mdb_env_sync, (MDB_env *e, int force), (e, force))
-WRAP_LMDB(ENOMEM, mdb_txn_begin, (MDB_env *e, MDB_txn *p, unsigned fl, MDB_txn **t),
-	  (e, p, fl, t))
-WRAP_LMDB(MDB_READERS_FULL, mdb_txn_renew, (MDB_txn *t), (t))
-WRAP_LMDB(EIO, mdb_dbi_open, (MDB_txn *t, const char *n, unsigned fl, MDB_dbi *d),
-	  (t, n, fl, d))
-WRAP_LMDB(EIO, mdb_stat, (MDB_txn *t, MDB_dbi d, MDB_stat *s), (t, d, s))
-WRAP_LMDB(EIO, mdb_get, (MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v), (t, d, k, v))
-WRAP_LMDB(EIO, mdb_put, (MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v, unsigned fl),
+WRAP_LMDB(ENOMEM, mdb_env_create, (MDB_env * *e), (e))
+WRAP_LMDB(EIO, mdb_env_open, (MDB_env * e, const char *p, unsigned fl, mdb_mode_t m), (e, p, fl, m))
+WRAP_LMDB(ENOMEM, mdb_env_set_mapsize, (MDB_env * e, size_t s), (e, s))
+WRAP_LMDB(EIO, mdb_env_sync, (MDB_env * e, int force), (e, force))
+WRAP_LMDB(ENOMEM, mdb_txn_begin, (MDB_env * e, MDB_txn *p, unsigned fl, MDB_txn **t), (e, p, fl, t))
+WRAP_LMDB(MDB_READERS_FULL, mdb_txn_renew, (MDB_txn * t), (t))
+WRAP_LMDB(EIO, mdb_dbi_open, (MDB_txn * t, const char *n, unsigned fl, MDB_dbi *d), (t, n, fl, d))
+WRAP_LMDB(EIO, mdb_stat, (MDB_txn * t, MDB_dbi d, MDB_stat *s), (t, d, s))
+WRAP_LMDB(EIO, mdb_get, (MDB_txn * t, MDB_dbi d, MDB_val *k, MDB_val *v), (t, d, k, v))
+WRAP_LMDB(EIO, mdb_put, (MDB_txn * t, MDB_dbi d, MDB_val *k, MDB_val *v, unsigned fl),
 	  (t, d, k, v, fl))
-WRAP_LMDB(EIO, mdb_del, (MDB_txn *t, MDB_dbi d, MDB_val *k, MDB_val *v), (t, d, k, v))
-WRAP_LMDB(ENOMEM, mdb_cursor_open, (MDB_txn *t, MDB_dbi d, MDB_cursor **c), (t, d, c))
-WRAP_LMDB(EIO, mdb_cursor_get, (MDB_cursor *c, MDB_val *k, MDB_val *v, MDB_cursor_op op),
+WRAP_LMDB(EIO, mdb_del, (MDB_txn * t, MDB_dbi d, MDB_val *k, MDB_val *v), (t, d, k, v))
+WRAP_LMDB(ENOMEM, mdb_cursor_open, (MDB_txn * t, MDB_dbi d, MDB_cursor **c), (t, d, c))
+WRAP_LMDB(EIO, mdb_cursor_get, (MDB_cursor * c, MDB_val *k, MDB_val *v, MDB_cursor_op op),
 	  (c, k, v, op))
-WRAP_LMDB(EIO, mdb_cursor_del, (MDB_cursor *c, unsigned fl), (c, fl))
+WRAP_LMDB(EIO, mdb_cursor_del, (MDB_cursor * c, unsigned fl), (c, fl))
 
 /* A failed commit frees the transaction, as LMDB's does. */
 int __real_mdb_txn_commit(MDB_txn *t);
@@ -204,10 +201,10 @@ time_t __wrap_time(time_t *t)
 
 /* ---- writes to the store (interposed for liblmdb.so too) ---- */
 
-#define REAL(name)                                                                         \
-	static __typeof__(name) *real_##name;                                              \
-	if (!real_##name)                                                                  \
-		real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
+#define REAL(name)                                                                                 \
+	static __typeof__(name) *real_##name;                                                      \
+	if (!real_##name)                                                                          \
+	real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
 
 static bool store_fd(int fd)
 {
