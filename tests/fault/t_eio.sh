@@ -38,6 +38,9 @@ wait_for 10 grep -q "^read_only=io-error" "$M/bad/status" &&
 xget dbfs.bad | grep -q "^read_only=io-error" && xget dbfs.bad | grep -q "^io_error=commit failed" &&
 	ok "user.mfs.dbfs.bad says so" || fail "user.mfs.dbfs.bad: $(xget dbfs.bad)"
 grep -q "read_only" "$M/good/status" && fail "good read-only too: $(cat "$M/good/status")"
+xget list | grep -q "^name=bad,state=mounted,read_only=io-error," &&
+	! xget list | grep "^name=good," | grep -q read_only && ok "user.mfs.list says so" ||
+	fail "user.mfs.list: $(xget list)"
 
 # the store is read-only from now on, even once the disk works again
 rm -f "$FAULT_DIR/eio"
