@@ -45,7 +45,7 @@ extern char **environ;
 
 static const char *fsck_path;
 static bool full;
-static char base[256], tmpl[300], work[300];
+static char base[256], tmpl[300], tmpl_orphans[300], work[300];
 static const struct fuse_lowlevel_ops *ops;
 static struct dbfs *fs;
 static int failures;
@@ -584,13 +584,14 @@ static const struct scenario {
 	const char *name;
 	int (*fn)(void);
 	int type;
-	int reply; /* READ: compare the reply with the fault-free one;
-		    * PREFIX: a shorter one is right too (readdir);
-		    * NOCHANGE: may leave the tree as it was (statfs) */
+	bool orphans; /* from the template with an orphan (a crash) */
+	int reply;    /* READ: compare the reply with the fault-free one;
+		       * PREFIX: a shorter one is right too (readdir);
+		       * NOCHANGE: may leave the tree as it was (statfs) */
 } scenarios[] = {
 #define S(n, ...)                                                                                  \
 	{                                                                                          \
-#n, sc_##n, REQUEST, __VA_ARGS__ + 0                                               \
+#n, sc_##n, REQUEST, false, __VA_ARGS__ + 0                                        \
 	}
     S(create),
     S(mkdir),
@@ -633,9 +634,10 @@ static const struct scenario {
     S(getxattr, 1),
     S(listxattr, 1),
 #undef S
-    {"open", NULL, OPEN, 0},
-    {"create_store", NULL, CREATE, 0},
-    {"close", sc_write_small, CLOSE, 0},
+    {"open", NULL, OPEN, false, 0},
+    {"open_orphans", NULL, OPEN, true, 0},
+    {"create_store", NULL, CREATE, false, 0},
+    {"close", sc_write_small, CLOSE, false, 0},
 };
 
 struct outcome {
@@ -685,7 +687,7 @@ static long run(const struct scenario *s, int kind, long n, bool persist, struct
 		if (mkdir(work, 0755))
 			die("mkdir");
 	} else {
-		copy_store(tmpl, work);
+		copy_store(s->orphans ? tmpl_orphans : tmpl, work);
 	}
 	if (s->type == OPEN || s->type == CREATE) {
 		if (kind >= 0)
@@ -700,6 +702,9 @@ static long run(const struct scenario *s, int kind, long n, bool persist, struct
 			o->tree = strdup("(no store)\n");
 			return calls;
 		}
+		if (rc && fsck(work, false))
+			FAIL("%s: %s fault at %ld: the store fails fsck after the failed open",
+			     s->name, kind >= 0 ? fault_kind_name[kind] : "no", n);
 		if (rc)
 			must_open(work);
 	} else {
@@ -736,7 +741,7 @@ static void check_scenario(const struct scenario *s)
 	char *before_tree;
 
 	/* before: the template as it is; after: the operation without faults */
-	copy_store(tmpl, work);
+	copy_store(s->orphans ? tmpl_orphans : tmpl, work);
 	if (s->type == CREATE) {
 		before_tree = strdup("(no store)\n");
 	} else {
@@ -907,6 +912,19 @@ int main(int argc, char **argv)
 	fs = NULL;
 	if (fsck(tmpl, true))
 		die("template fails fsck");
+	/* the template as a crash leaves it with /f unlinked while open: /f is
+	 * an orphan that the next open reclaims */
+	snprintf(tmpl_orphans, sizeof(tmpl_orphans), "%s/orphans", base);
+	copy_store(tmpl, work);
+	must_open(work);
+	L(1, "f");
+	if (REQ(unlink(req, 1, "f")))
+		die("orphan template");
+	copy_store(work, tmpl_orphans);
+	dbfs_close(fs);
+	fs = NULL;
+	if (fsck(tmpl_orphans, false) || !fsck(tmpl_orphans, true))
+		die("orphan template: no orphan, or damaged");
 
 	check_health();
 	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
