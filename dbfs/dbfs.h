@@ -124,16 +124,6 @@ int dbfs_sync(struct dbfs *fs);
  */
 int dbfs_tick(struct dbfs *fs);
 
-/*
- * The store's health. After an I/O error on a write of the store (a
- * commit or a flush failed with EIO) the operation that met it got -EIO
- * and the store is read-only until it is closed: every later write gets
- * -EROFS, reads go on. Returns 0 while healthy; -EIO after such an
- * error, with a one-line reason in `reason` (len 0: none). Any thread, no
- * lock, no system call.
- */
-int dbfs_health(struct dbfs *fs, char *reason, size_t len);
-
 /* Change quotas live (0: none). Takes effect for the next operation. Any
  * thread; no lock (the quotas are atomics). */
 void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes);
@@ -219,5 +209,15 @@ void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len);
 /* The store's directory, as an absolute path resolved by dbfs_open. Valid
  * until dbfs_close; any thread. */
 const char *dbfs_dir(const struct dbfs *fs);
+
+/*
+ * The store's health. After an I/O error on a write of the store (a
+ * commit or a flush failed with EIO) the operation that met it got -EIO
+ * and the store is read-only until it is closed: every later write gets
+ * -EROFS, reads go on. Returns 0 while healthy; -EIO after such an
+ * error, with a one-line reason in `reason` (len 0: none). Any thread, no
+ * lock, no system call.
+ */
+int dbfs_health(struct dbfs *fs, char *reason, size_t len);
 
 #endif

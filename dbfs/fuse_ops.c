@@ -633,8 +633,11 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	req_fs(req)->cnt.ops++;
-	fuse_reply_err(req, -dbfs_sync(req_fs(req)));
+	struct dbfs *fs = req_fs(req);
+	fs->cnt.ops++;
+	int rc = dbfs_sync(fs);
+	dbfs_health_check(fs, rc, "flush"); /* a failed flush: read-only (health.c) */
+	fuse_reply_err(req, -rc);
 }
 
 struct falloc_ctx {

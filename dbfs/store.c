@@ -462,9 +462,7 @@ int dbfs_sync(struct dbfs *fs)
 	if (fs->opt.read_only)
 		return 0;
 	fs->last_sync = dbfs_mono_sec();
-	int rc = mdb_env_sync(fs->env, 1);
-	dbfs_health_check(fs, rc, "flush");
-	return dbfs_errno(rc);
+	return dbfs_errno(mdb_env_sync(fs->env, 1));
 }
 
 int dbfs_tick(struct dbfs *fs)

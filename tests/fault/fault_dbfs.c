@@ -878,6 +878,16 @@ static void check_health(void)
 	must_open(work);
 	if (dbfs_health(fs, why, sizeof(why)) || REQ(mkdir(req, 1, "x", 0755)))
 		FAIL("health: a reopened store is still read-only");
+	/* a failed fsync too */
+	if (REQ(mkdir(req, 1, "z", 0755)))
+		FAIL("health: mkdir before the fsync");
+	fault_arm(FAULT_WRITE, 1, true, work);
+	e = REQ(fsync(req, 1, 0, &fi0));
+	fault_disarm();
+	if (e != EIO || dbfs_health(fs, why, sizeof(why)) != -EIO || !strstr(why, "flush failed"))
+		FAIL("health: a failed fsync: %s, '%s'", strerror(e), why);
+	if ((e = REQ(mkdir(req, 1, "w", 0755))) != EROFS)
+		FAIL("health: mkdir after a failed fsync: %s, expected EROFS", strerror(e));
 	dbfs_close(fs);
 	fs = NULL;
 	printf("health: EIO, then EROFS, reads go on, reopen is writable\n");
