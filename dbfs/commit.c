@@ -79,6 +79,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 		rc = mdb_txn_begin(fs->env, NULL, 0, &txn);
 		if (rc) {
 			pthread_rwlock_unlock(&fs->map_lock);
+			dbfs_health_check(fs, rc, "commit");
 			return rc;
 		}
 		fs->txn_gen++;
@@ -104,6 +105,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 				fs->cnt.batched_ops += n;
 			return 0;
 		}
+		dbfs_health_check(fs, failed, "commit");
 		if (failed != MDB_MAP_FULL)
 			failed = commit_error(fs, failed);
 	} while (may_retry(fs, failed, seen, &tries, &rc));
@@ -113,14 +115,15 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 static void lead(struct dbfs *fs, struct dbfs_wop **ops, int n)
 {
 	int rc = run_batch(fs, ops, n);
-	if (rc && n > 1) {
+	if (rc && n > 1 && dbfs_health_writable(fs) == 0) {
 		for (int i = 0; i < n; i++) {
 			rc = run_batch(fs, &ops[i], 1);
 			if (rc)
 				ops[i]->rc = rc;
 		}
 	} else if (rc) {
-		ops[0]->rc = rc;
+		for (int i = 0; i < n; i++) /* all met the I/O error (health.c) */
+			ops[i]->rc = rc;
 	}
 }
 
@@ -134,6 +137,8 @@ int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 	struct dbfs_wop op = {.fn = fn, .arg = arg, .bytes = bytes};
 
 	if (fs->opt.read_only)
+		return -EROFS;
+	if (dbfs_health_writable(fs))
 		return -EROFS;
 	pthread_mutex_lock(&fs->wq_lock);
 	*fs->wq_tail = &op;

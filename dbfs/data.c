@@ -256,9 +256,9 @@ int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbf
 	while (*got < len) {
 		struct iovec iov[16];
 		size_t n;
-		int k = dbfs_data_map(fs, txn, ino, in, off + *got, len - *got, iov, 16, &n);
-		if (k < 0)
-			return k;
+		int k, rc = dbfs_data_map(fs, txn, ino, in, off + *got, len - *got, iov, 16, &n, &k);
+		if (rc)
+			return rc;
 		if (!n)
 			break; /* end of file */
 		for (int i = 0; i < k; i++) {
@@ -396,12 +396,26 @@ static int map_zeros(struct iovec *iov, int n, int max, size_t len)
 	return n + 1;
 }
 
+/* Step the cursor to the next block of `ino`: its number, or UINT64_MAX
+ * past the file's blocks. A failed step is a store failure in *rc, never
+ * a hole: a read must not return zeros for data it could not read. */
+static uint64_t next_block(MDB_cursor *c, uint64_t ino, MDB_val *k, MDB_val *v, int *rc)
+{
+	int r = mdb_cursor_get(c, k, v, MDB_NEXT);
+	if (r && r != MDB_NOTFOUND)
+		*rc = r;
+	return (r == 0 && k->mv_size == 16 && dbfs_get_be64(k->mv_data) == ino)
+		       ? dbfs_get_be64((unsigned char *)k->mv_data + 8)
+		       : UINT64_MAX;
+}
+
 int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
-		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got)
+		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got, int *niov)
 {
 	const uint64_t bs = fs->block_size;
 	int n = 0;
 	*got = 0;
+	*niov = 0;
 	if (off >= in->size)
 		return 0;
 	if (len > in->size - off)
@@ -411,7 +425,7 @@ int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs
 	MDB_cursor *c;
 	int rc = mdb_cursor_open(txn, fs->db_data, &c);
 	if (rc)
-		return rc > 0 ? -EIO : rc;
+		return rc;
 	unsigned char kb[16];
 	MDB_val k, v;
 	data_key(kb, ino, off / bs, &k);
@@ -429,12 +443,10 @@ int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs
 		size_t want = bs - boff;
 		if (want > len)
 			want = len;
-		while (cblk < blk) { /* not expected: keys are in order */
-			int r = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-			cblk = (r == 0 && k.mv_size == 16 && dbfs_get_be64(k.mv_data) == ino)
-				       ? dbfs_get_be64((unsigned char *)k.mv_data + 8)
-				       : UINT64_MAX;
-		}
+		while (cblk < blk && !rc) /* not expected: keys are in order */
+			cblk = next_block(c, ino, &k, &v, &rc);
+		if (rc)
+			goto out;
 		size_t have = 0;
 		if (cblk == blk) {
 			have = v.mv_size > boff ? v.mv_size - boff : 0;
@@ -458,16 +470,14 @@ int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs
 		len -= want;
 		if (!want)
 			break;
-		if (cblk == blk) {
-			int r = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-			cblk = (r == 0 && k.mv_size == 16 && dbfs_get_be64(k.mv_data) == ino)
-				       ? dbfs_get_be64((unsigned char *)k.mv_data + 8)
-				       : UINT64_MAX;
-		}
+		if (cblk == blk && (cblk = next_block(c, ino, &k, &v, &rc), rc))
+			goto out;
 	}
 out:
 	mdb_cursor_close(c);
 	if (rc)
-		return rc > 0 ? -EIO : rc;
-	return n;
+		*got = 0;
+	else
+		*niov = n;
+	return rc;
 }

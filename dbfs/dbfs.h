@@ -262,4 +262,14 @@ const char *dbfs_dir(const struct dbfs *fs);
 #define DBFS_COST_BIG_WRITE (64u << 10)
 unsigned dbfs_request_cost(const void *req, size_t len);
 
+/*
+ * The store's health. After an I/O error on a write of the store (a
+ * commit or a flush failed with EIO) the operation that met it got -EIO
+ * and the store is read-only until it is closed: every later write gets
+ * -EROFS, reads go on. Returns 0 while healthy; -EIO after such an
+ * error, with a one-line reason in `reason` (len 0: none). Any thread, no
+ * lock, no system call.
+ */
+int dbfs_health(struct dbfs *fs, char *reason, size_t len);
+
 #endif

@@ -566,10 +566,8 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	if (!rc && S_ISDIR(in.mode))
 		rc = -EISDIR;
 	if (!rc) {
-		n = dbfs_data_map(fs, txn, ino, &in, (uint64_t)off, size, iov, IOV_MAX_READ - 1,
-				  &got);
-		if (n < 0)
-			rc = n;
+		rc = dbfs_data_map(fs, txn, ino, &in, (uint64_t)off, size, iov, IOV_MAX_READ - 1,
+				   &got, &n);
 	}
 	/* Out of iovecs (many short blocks and holes): copy the rest. A short
 	 * reply is end of file to the kernel, which would shrink its size. */
@@ -635,8 +633,11 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 	(void)ino;
 	(void)datasync;
 	(void)fi;
-	req_fs(req)->cnt.ops++;
-	fuse_reply_err(req, -dbfs_sync(req_fs(req)));
+	struct dbfs *fs = req_fs(req);
+	fs->cnt.ops++;
+	int rc = dbfs_sync(fs);
+	dbfs_health_check(fs, rc, "flush"); /* a failed flush: read-only (health.c) */
+	fuse_reply_err(req, -rc);
 }
 
 struct falloc_ctx {

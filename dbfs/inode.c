@@ -67,11 +67,13 @@ int dbfs_inode_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbf
 		dbfs_put_be64(kb, ino);
 		MDB_val k = {8, kb}, v;
 		int rc = dbfs_get(txn, fs->db_inode, &k, &v);
+		if (rc && rc != MDB_NOTFOUND)
+			return rc; /* not a symlink without its target */
 		if (rc == 0 && v.mv_size > sizeof(*in)) {
 			char tmp[DBFS_SYMLINK_MAX + 1];
 			size_t len = v.mv_size - sizeof(*in);
 			if (len > DBFS_SYMLINK_MAX)
-				return -EIO;
+				return MDB_CORRUPTED; /* a store failure: aborts the batch */
 			memcpy(tmp, (char *)v.mv_data + sizeof(*in), len);
 			return dbfs_inode_put_link(fs, txn, ino, in, tmp, len);
 		}

@@ -122,6 +122,9 @@ struct dbfs {
 	_Atomic uint64_t init_unique; /* the FUSE_INIT being answered, 0: none */
 
 	_Atomic uint64_t quota_bytes, quota_inodes;
+	/* An I/O error on a write of the store made it read-only (health.c). */
+	_Atomic int io_failed;
+	char io_reason[160];
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
 			errors;
@@ -266,6 +269,16 @@ static inline int dbfs_cursor_del(MDB_cursor *c)
 	return mdb_cursor_del(c, 0);
 }
 
+/* ---- health (health.c) ---- */
+/* A write of the store (`what`: "commit", "flush") ended in rc: on EIO or
+ * MDB_PANIC the store becomes read-only for good (dbfs_health). */
+void dbfs_health_check(struct dbfs *fs, int rc, const char *what);
+/* Writes refused since an I/O error: -EROFS, else 0. */
+static inline int dbfs_health_writable(struct dbfs *fs)
+{
+	return atomic_load(&fs->io_failed) ? -EROFS : 0;
+}
+
 /* ---- the clock (clock.c) ---- */
 void dbfs_now(int64_t *sec, uint32_t *nsec);
 /* Set the chosen timestamps of `in` to now (in memory; the caller stores it). */
@@ -340,13 +353,15 @@ int dbfs_data_punch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
 int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		       uint64_t off, uint64_t len);
 /* Describe [off, off+len) of a file as iovecs into the map (holes point at
- * a static zero buffer). Returns the number of iovecs (<= max) and the byte
- * count in *got; stops early when max is reached. */
+ * a static zero buffer). Sets the number of iovecs (<= max) in *niov and the
+ * byte count in *got; stops early when max is reached. Returns 0 or a store
+ * failure (internal.h's convention: never a refusal, so that a failed read
+ * inside a write transaction aborts it). */
 struct iovec;
 int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
-		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got);
+		  uint64_t off, size_t len, struct iovec *iov, int max, size_t *got, int *niov);
 /* Copy [off, off+len) of a file into buf, holes as zeros; *got is short
- * only at the end of the file. Returns 0 or a negative errno. */
+ * only at the end of the file. Returns 0 or a store failure. */
 int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 		   uint64_t off, size_t len, void *buf, size_t *got);
 /* Delete a file's blocks, as many as the transaction's budget allows:

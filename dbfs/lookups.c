@@ -1,5 +1,6 @@
 /* Kernel lookup counts: a chained hash table keyed by inode number. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "dbfs/lookups.h"
@@ -18,19 +19,54 @@ static uint64_t hash_ino(uint64_t ino)
 	return ino;
 }
 
+#define SPARE 16
+
+/* Top the spares up by one (lock held); false when malloc failed. */
+static bool spare_add(struct dbfs_lookups *t)
+{
+	struct dbfs_lookup *x = t->nspare < SPARE ? malloc(sizeof(*x)) : NULL;
+	if (!x)
+		return t->nspare >= SPARE;
+	x->next = t->spare;
+	t->spare = x;
+	t->nspare++;
+	return true;
+}
+
+static void spare_free(struct dbfs_lookups *t)
+{
+	while (t->spare) {
+		struct dbfs_lookup *next = t->spare->next;
+		free(t->spare);
+		t->spare = next;
+	}
+	t->nspare = 0;
+}
+
 int dbfs_lookups_init(struct dbfs_lookups *t)
 {
 	t->nslots = 1024;
 	t->count = 0;
+	t->spare = NULL;
+	t->nspare = 0;
 	t->slots = calloc(t->nslots, sizeof(*t->slots));
 	if (!t->slots)
 		return -ENOMEM;
+	while (t->nspare < SPARE) {
+		if (!spare_add(t)) {
+			spare_free(t);
+			free(t->slots);
+			t->slots = NULL;
+			return -ENOMEM;
+		}
+	}
 	pthread_mutex_init(&t->lock, NULL);
 	return 0;
 }
 
 void dbfs_lookups_destroy(struct dbfs_lookups *t)
 {
+	spare_free(t);
 	for (uint64_t i = 0; i < t->nslots; i++) {
 		struct dbfs_lookup *n = t->slots[i];
 		while (n) {
@@ -77,6 +113,13 @@ int dbfs_lookups_ref(struct dbfs_lookups *t, uint64_t ino, uint64_t n)
 		}
 	}
 	struct dbfs_lookup *x = malloc(sizeof(*x));
+	if (!x && t->spare) {
+		x = t->spare;
+		t->spare = x->next;
+		t->nspare--;
+	} else if (x && t->nspare < SPARE) {
+		spare_add(t); /* memory is back: refill */
+	}
 	if (!x) {
 		rc = -ENOMEM;
 		goto out;
@@ -104,8 +147,14 @@ uint64_t dbfs_lookups_unref(struct dbfs_lookups *t, uint64_t ino, uint64_t n)
 		left = x->nlookup;
 		if (!left) {
 			*pp = x->next;
-			free(x);
 			t->count--;
+			if (t->nspare < SPARE) {
+				x->next = t->spare;
+				t->spare = x;
+				t->nspare++;
+			} else {
+				free(x);
+			}
 		}
 		break;
 	}

@@ -21,11 +21,17 @@ struct dbfs_lookups {
 	struct dbfs_lookup **slots;
 	uint64_t nslots;   /* power of two */
 	uint64_t count;
+	/* Spare entries for when malloc fails: the entry of a create, mkdir or
+	 * link is counted after its commit, when refusing would tell the
+	 * kernel that an operation which happened did not. */
+	struct dbfs_lookup *spare;
+	unsigned nspare;
 };
 
 int dbfs_lookups_init(struct dbfs_lookups *t);
 void dbfs_lookups_destroy(struct dbfs_lookups *t);
-/* Add n references to ino. Returns 0 or -ENOMEM. */
+/* Add n references to ino. Returns 0, or -ENOMEM when malloc failed and
+ * the spare entries (refilled as memory allows) are used up. */
 int dbfs_lookups_ref(struct dbfs_lookups *t, uint64_t ino, uint64_t n);
 /* Drop n references; returns the count left (0: the kernel forgot it). */
 uint64_t dbfs_lookups_unref(struct dbfs_lookups *t, uint64_t ino, uint64_t n);

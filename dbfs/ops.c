@@ -673,9 +673,10 @@ int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t 
 			chunk = len - *copied;
 		if ((rc = dbfs_inode_get(fs, txn, ino_in, &src)))
 			return rc;
-		int n = dbfs_data_map(fs, txn, ino_in, &src, off_in + *copied, chunk, iov, 4, &got);
-		if (n < 0)
-			return n;
+		int n;
+		if ((rc = dbfs_data_map(fs, txn, ino_in, &src, off_in + *copied, chunk, iov, 4,
+					&got, &n)))
+			return rc;
 		size_t at = 0;
 		for (int i = 0; i < n; i++) {
 			memcpy(copybuf + at, iov[i].iov_base, iov[i].iov_len);

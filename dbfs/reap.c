@@ -74,7 +74,11 @@ static int noop_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 int dbfs_reap_now(struct dbfs *fs)
 {
 	/* The leader of the batch takes the queue (commit.c); a large file
-	 * queues itself again until its data is gone (DBFS_FREE_MAX). */
+	 * queues itself again until its data is gone (DBFS_FREE_MAX). A store
+	 * read-only after an I/O error keeps its orphans for the next open
+	 * (health.c): housekeeping must not fail on it every second. */
+	if (dbfs_health_writable(fs))
+		return 0;
 	for (;;) {
 		pthread_mutex_lock(&fs->reap_lock);
 		size_t n = fs->nreap;

@@ -21,7 +21,10 @@ static void usage_of(struct mfs_dbfs *d, struct dbfs_usage *u)
 
 static void text_status(struct mfs_dbfs *d, struct mfs_buf *b)
 {
+	char why[160];
 	mfs_buf_printf(b, "name=%s\nstate=%s\n", d->conf.name, mfs_state_name(d->state));
+	if (d->state == MFS_MOUNTED && d->fs && dbfs_health(d->fs, why, sizeof(why)))
+		mfs_buf_printf(b, "read_only=io-error\nio_error=%s\n", why);
 	if (d->reason[0])
 		mfs_buf_printf(b, "reason=%s\n", d->reason);
 	mfs_buf_printf(b, "mountpoint=%s\nstore=%s\nowner=%u\n", d->conf.mountpoint, d->conf.store,
@@ -87,7 +90,10 @@ static void text_list(struct mfs_manager *mgr, struct mfs_buf *b)
 		usage_of(d, &u);
 		mfs_buf_printf(b, "name=");
 		mfs_buf_escaped(b, d->conf.name);
-		mfs_buf_printf(b, ",state=%s,mountpoint=", mfs_state_name(d->state));
+		mfs_buf_printf(b, ",state=%s", mfs_state_name(d->state));
+		if (d->state == MFS_MOUNTED && d->fs && dbfs_health(d->fs, NULL, 0))
+			mfs_buf_printf(b, ",read_only=io-error");
+		mfs_buf_printf(b, ",mountpoint=");
 		mfs_buf_escaped(b, d->conf.mountpoint);
 		mfs_buf_printf(b, ",store=");
 		mfs_buf_escaped(b, d->conf.store);

@@ -1,0 +1,153 @@
+/*
+ * LD_PRELOAD shim for tests/fault/t_eio.sh: while the file $FAULT_DIR/eio
+ * exists, every write of a file under $FAULT_DIR/ (write, pwrite, writev,
+ * fsync, fdatasync, and msync of a region mapped from such a file, which is
+ * how LMDB with MDB_WRITEMAP commits) fails with EIO, as a failing disk
+ * would. Files elsewhere are untouched.
+ */
+#undef _FILE_OFFSET_BITS
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define REAL(name)                                                                                 \
+	static __typeof__(name) *real_##name;                                                      \
+	if (!real_##name)                                                                          \
+	real_##name = (__typeof__(name) *)dlsym(RTLD_NEXT, #name)
+
+static bool under_dir(int fd)
+{
+	const char *dir = getenv("FAULT_DIR");
+	char p[40], path[PATH_MAX];
+	if (!dir)
+		return false;
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(p, path, sizeof(path) - 1);
+	if (n < 0)
+		return false;
+	path[n] = 0;
+	size_t l = strlen(dir);
+	return strncmp(path, dir, l) == 0 && path[l] == '/';
+}
+
+static bool failing(void)
+{
+	const char *dir = getenv("FAULT_DIR");
+	char p[PATH_MAX];
+	struct stat st;
+	if (!dir)
+		return false;
+	snprintf(p, sizeof(p), "%s/eio", dir);
+	return stat(p, &st) == 0;
+}
+
+static bool fail_fd(int fd)
+{
+	if (failing() && under_dir(fd)) {
+		errno = EIO;
+		return true;
+	}
+	return false;
+}
+
+/* Regions mapped from files under $FAULT_DIR. */
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char *addr;
+	size_t len;
+} maps[64];
+
+void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	REAL(mmap);
+	void *p = real_mmap(addr, len, prot, flags, fd, off);
+	if (p != MAP_FAILED && fd >= 0 && under_dir(fd)) {
+		pthread_mutex_lock(&maps_lock);
+		for (int i = 0; i < 64; i++)
+			if (!maps[i].addr) {
+				maps[i].addr = p;
+				maps[i].len = len;
+				break;
+			}
+		pthread_mutex_unlock(&maps_lock);
+	}
+	return p;
+}
+
+void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off64_t off)
+{
+	return mmap(addr, len, prot, flags, fd, (off_t)off);
+}
+
+int munmap(void *addr, size_t len)
+{
+	REAL(munmap);
+	pthread_mutex_lock(&maps_lock);
+	for (int i = 0; i < 64; i++)
+		if (maps[i].addr == addr)
+			maps[i].addr = NULL;
+	pthread_mutex_unlock(&maps_lock);
+	return real_munmap(addr, len);
+}
+
+int msync(void *addr, size_t len, int flags)
+{
+	REAL(msync);
+	bool ours = false;
+	pthread_mutex_lock(&maps_lock);
+	for (int i = 0; i < 64; i++)
+		if (maps[i].addr && (char *)addr >= maps[i].addr &&
+		    (char *)addr < maps[i].addr + maps[i].len)
+			ours = true;
+	pthread_mutex_unlock(&maps_lock);
+	if (ours && failing()) {
+		errno = EIO;
+		return -1;
+	}
+	return real_msync(addr, len, flags);
+}
+
+ssize_t write(int fd, const void *b, size_t n)
+{
+	REAL(write);
+	return fail_fd(fd) ? -1 : real_write(fd, b, n);
+}
+
+ssize_t pwrite(int fd, const void *b, size_t n, off_t off)
+{
+	REAL(pwrite);
+	return fail_fd(fd) ? -1 : real_pwrite(fd, b, n, off);
+}
+
+ssize_t pwrite64(int fd, const void *b, size_t n, off64_t off)
+{
+	REAL(pwrite64);
+	return fail_fd(fd) ? -1 : real_pwrite64(fd, b, n, off);
+}
+
+ssize_t writev(int fd, const struct iovec *v, int n)
+{
+	REAL(writev);
+	return fail_fd(fd) ? -1 : real_writev(fd, v, n);
+}
+
+int fsync(int fd)
+{
+	REAL(fsync);
+	return fail_fd(fd) ? -1 : real_fsync(fd);
+}
+
+int fdatasync(int fd)
+{
+	REAL(fdatasync);
+	return fail_fd(fd) ? -1 : real_fdatasync(fd);
+}
