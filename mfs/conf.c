@@ -180,9 +180,10 @@ int mfs_conf_set(char *opts, size_t cap, const char *key, const char *value)
 	if (!out)
 		return -ENOMEM;
 	out[0] = '\0';
-	if (*opts && mfs_kv_parse(opts, strlen(opts), 0, &l, err, sizeof(err))) {
+	int rc = *opts ? mfs_kv_parse(opts, strlen(opts), 0, &l, err, sizeof(err)) : 0;
+	if (rc) {
 		free(out);
-		return -EINVAL;
+		return rc == -ENOMEM ? -ENOMEM : -EINVAL;
 	}
 	for (size_t i = 0; i < l.n && ok; i++)
 		if (strcmp(l.items[i].key, key))

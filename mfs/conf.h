@@ -44,7 +44,7 @@ int mfs_conf_parse(const char *opts, struct dbfs_options *o, struct mfs_limits *
 /*
  * Set key (value NULL: bare) in the canonical text `opts` (capacity cap),
  * replacing an earlier value of the key. -ENAMETOOLONG when it does not fit
- * (opts unchanged), -EINVAL when opts is malformed.
+ * (opts unchanged), -EINVAL when opts is malformed, -ENOMEM.
  */
 int mfs_conf_set(char *opts, size_t cap, const char *key, const char *value);
 

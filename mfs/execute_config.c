@@ -25,9 +25,10 @@ static int merge(const struct mfs_dbfs *d, const struct mfs_kvlist *l, bool live
 				 l->items[i].key, d->conf.name);
 			return -EINVAL;
 		}
-		if (mfs_conf_set(opts, MFS_OPTS_MAX, l->items[i].key, l->items[i].value)) {
-			snprintf(err, errlen, "options too long");
-			return -EINVAL;
+		int rc = mfs_conf_set(opts, MFS_OPTS_MAX, l->items[i].key, l->items[i].value);
+		if (rc) {
+			snprintf(err, errlen, "%s", rc == -ENOMEM ? "out of memory" : "options too long");
+			return rc == -ENOMEM ? -ENOMEM : -EINVAL;
 		}
 	}
 	return 0;

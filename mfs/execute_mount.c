@@ -64,9 +64,12 @@ static int settle_options(struct mfs_conf *conf, const struct mfs_cmd *cmd, bool
 		if (rc)
 			return rc;
 		for (size_t i = 0; !rc && i < l.n; i++)
-			if (mfs_conf_set(conf->opts, sizeof(conf->opts), l.items[i].key,
-					 l.items[i].value))
-				rc = (snprintf(err, errlen, "options too long"), -EINVAL);
+			rc = mfs_conf_set(conf->opts, sizeof(conf->opts), l.items[i].key,
+					  l.items[i].value);
+		if (rc) {
+			snprintf(err, errlen, "%s", rc == -ENOMEM ? "out of memory" : "options too long");
+			rc = rc == -ENOMEM ? -ENOMEM : -EINVAL;
+		}
 		mfs_kv_free(&l);
 		if (rc)
 			return rc;

@@ -88,9 +88,9 @@ static int take_option(const char *k, const char *v, struct mfs_cmd *cmd, char *
 
 	if (rc == -ENOENT)
 		rc = -EINVAL;
-	if (!rc && mfs_conf_set(cmd->opts, sizeof(cmd->opts), k, v)) {
-		snprintf(err, errlen, "options too long");
-		rc = -EINVAL;
+	if (!rc && (rc = mfs_conf_set(cmd->opts, sizeof(cmd->opts), k, v))) {
+		snprintf(err, errlen, "%s", rc == -ENOMEM ? "out of memory" : "options too long");
+		rc = rc == -ENOMEM ? -ENOMEM : -EINVAL;
 	}
 	return rc;
 }

@@ -236,6 +236,9 @@ int mfs_registry_load(struct mfs_registry *r,
 		c->name[k.mv_size] = '\0';
 		ret = cb(arg, c, id);
 	}
+	/* a failed step is not the end of the registry: never forget the rest */
+	if (!ret && rc != MDB_NOTFOUND)
+		ret = lmdb_errno(rc);
 	free(c);
 	mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
