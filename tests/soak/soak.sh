@@ -263,13 +263,16 @@ stop_workers() {
 
 # Workloads that died on their own (an error: they stop only when told to)
 reap_workers() {
-	local n p alive
+	local n p alive st why
 	for n in $NAMES; do
 		alive=""
 		for p in ${WP[$n]:-}; do
 			if is_dead "$p"; then
 				wait "$p" 2>/dev/null
-				fail "a workload on $n (pid $p) stopped on its own (exit $?): $(tail -3 "$T/load.log" | tr '\n' ';')"
+				st=$?
+				why=$(grep "/$p: " "$T/errors" | tail -1)
+				[ -n "$why" ] || why=$(tail -2 "$T/load.log" | tr '\n' ';')
+				fail "a workload on $n (pid $p) stopped on its own (exit $st): $why"
 			else
 				alive="$alive $p"
 			fi
@@ -443,10 +446,18 @@ act_user() {
 # forget and mount again (same store, or a new one).
 act_cycle() {
 	local n=$CYCLER mp=$T/mnt/$CYCLER how
-	how=$((RANDOM % 4))
+	how=$((RANDOM % 5))
 	if [ -z "${WANT[$n]:-}" ]; then # an earlier cycle failed: register it again
 		stop_workers "$n"
 		mount_dbfs "$n" && start_workers "$n"
+		return
+	fi
+	if [ "${WANT[$n]}" = unmounted ]; then # left unmounted by case 4
+		xset mount "name=$n" || { xerr; fail "mount $n by name: $ERR"; return; }
+		inc mounts
+		WANT[$n]=mounted
+		verify_manifest "$n" "after staying unmounted"
+		start_workers "$n"
 		return
 	fi
 	case $how in
@@ -495,6 +506,14 @@ act_cycle() {
 		inc mounts
 		WANT[$n]=mounted
 		verify_manifest "$n" "after a forced unmount"
+		;;
+	4) # unmount and leave it so for a while (across a restart, maybe)
+		stop_workers "$n"
+		xset unmount "$n" || { xerr; fail "unmount $n: $ERR"; return; }
+		inc unmounts
+		WANT[$n]=unmounted
+		not_mounted "$mp" && in_state "$n" unmounted && check || fail "$n: after unmount: $(state_of "$n")"
+		return
 		;;
 	2 | 3) # forget; mount again on the same store (2) or on a new one (3)
 		stop_workers "$n"
@@ -672,6 +691,8 @@ for n in $NAMES; do start_workers "$n"; done
 next_restart=$(($(date +%s) + RESTART_MIN + RANDOM % (RESTART_MAX - RESTART_MIN + 1)))
 while [ "$(date +%s)" -lt "$DEADLINE" ]; do
 	sleep $((4 + RANDOM % 8))
+	# (a command to a dead manager would set an xattr on the bare directory)
+	is_dead "$MPID" && { fail "mfs $MPID died on its own (epoch $EPOCH): $(tail -3 "$T/mfs.log" | tr '\n' ';')"; break; }
 	reap_workers
 	now=$(date +%s)
 	[ "$now" -ge "$DEADLINE" ] && break
@@ -685,7 +706,6 @@ while [ "$(date +%s)" -lt "$DEADLINE" ]; do
 	2 | 3) act_user ;;
 	4 | 5) act_cycle ;;
 	esac
-	[ -n "$MPID" ] && is_dead "$MPID" && { fail "mfs died on its own (epoch $EPOCH)"; tail -20 "$T/mfs.log" >&2; break; }
 done
 log "time is up; stopping"
 if [ -n "$MPID" ] && ! is_dead "$MPID"; then clean_stop; fi
