@@ -146,6 +146,7 @@ mkdir "$T/user/mp" "$T/user/mp2"
 chown $U:$U "$T/user/mp" "$T/user/mp2"
 
 MPID=""
+MWAIT=""
 EPOCH=0
 SAMPLER=""
 HOLDER=""
@@ -210,6 +211,7 @@ start_mfs() {
 	EPOCH=$((EPOCH + 1))
 	"$MFS" -f -o "state=$T/state,allow_other" "$M" >>"$T/mfs.log" 2>&1 &
 	MPID=$!
+	MWAIT=$MPID
 	echo "$EPOCH $MPID" >"$T/mfs.pid.tmp" && mv "$T/mfs.pid.tmp" "$T/mfs.pid"
 	wait_for 30 getfattr -n user.mfs.status "$M" >/dev/null ||
 		{ tail -20 "$T/mfs.log" >&2; fail "mfs (epoch $EPOCH) did not serve its manager mount"; return 1; }
@@ -549,9 +551,16 @@ act_restart() {
 	log "SIGKILL mfs $MPID (epoch $EPOCH)"
 	touch "$T/dis/ALL"
 	kill -KILL "$MPID"
-	wait "$MPID" 2>/dev/null
+	wait "$MWAIT" 2>/dev/null
 	MPID=""
 	inc restarts
+	restart_checks
+}
+
+# after mfs stopped (SIGKILL, or on its own): check the stores, start it
+# again, check that everything came back
+restart_checks() {
+	local n st m
 	for n in $NAMES; do stop_workers "$n"; done
 	for st in "$T"/store/* "$T/user/s1"; do
 		[ -e "$st/data.mdb" ] || continue
@@ -567,8 +576,12 @@ act_restart() {
 	start_mfs || return 1
 	for n in "${!WANT[@]}"; do
 		if [ "${WANT[$n]}" = mounted ]; then
-			wait_for 60 in_state "$n" mounted && check ||
+			if wait_for 60 in_state "$n" mounted; then
+				check
+			else
 				fail "$n not mounted again after restart: $(xget list | grep "name=$n,")"
+				xset mount "name=$n" || { xerr; fail "mount $n by name after restart: $ERR"; }
+			fi
 		else
 			in_state "$n" unmounted && check || fail "$n: $(state_of "$n") after restart, want unmounted"
 		fi
@@ -592,13 +605,13 @@ clean_stop() {
 	for n in $NAMES; do [ "${WANT[$n]:-}" = mounted ] && verify_manifest "$n" "at the end"; done
 	kill -TERM "$MPID"
 	if wait_for 60 is_dead "$MPID"; then
-		wait "$MPID"
+		wait "$MWAIT"
 		rc=$?
 		[ $rc = 0 ] && check || fail "mfs exited $rc on SIGTERM"
 	else
 		fail "mfs $MPID did not exit within 60 s of SIGTERM"
 		kill -KILL "$MPID"
-		wait "$MPID" 2>/dev/null
+		wait "$MWAIT" 2>/dev/null
 	fi
 	MPID=""
 	n=$(awk -v t="$T/" 'index($5, t) == 1' /proc/self/mountinfo | wc -l)
@@ -616,7 +629,7 @@ report() {
 	echo
 	echo "==== mfs soak report ===="
 	echo "seed $SEED, clear-stale $CLEAR_STALE, duration $((elapsed / 60))m$((elapsed % 60))s (asked ${DURATION}s), $NDBFS DBFSs + 1 user DBFS, store dir $BASE"
-	echo "restarts (SIGKILL): ${CTL[restarts]:-0}, epochs: $EPOCH"
+	echo "restarts (SIGKILL): ${CTL[restarts]:-0}, unexpected stops of mfs: ${CTL[unexpected_stops]:-0}, epochs: $EPOCH"
 	echo "mounts: ${CTL[mounts]:-0}, unmounts: ${CTL[unmounts]:-0} (forced while busy: ${CTL[forced_unmounts]:-0}), forgets: ${CTL[forgets]:-0} (re-created on the same store ${CTL[recreate_same_store]:-0}, on a new one ${CTL[recreate_new_store]:-0})"
 	echo "config changes: ${CTL[configs]:-0}, user commands: ${CTL[user_commands]:-0}, refused as expected: ${CTL[refused]:-0}"
 	echo "dbfs-fsck runs: ${CTL[fsck_runs]:-0}, durable files verified: ${CTL[durable_files_verified]:-0}, checks passed: ${CTL[checks]:-0}"
@@ -692,7 +705,17 @@ next_restart=$(($(date +%s) + RESTART_MIN + RANDOM % (RESTART_MAX - RESTART_MIN 
 while [ "$(date +%s)" -lt "$DEADLINE" ]; do
 	sleep $((4 + RANDOM % 8))
 	# (a command to a dead manager would set an xattr on the bare directory)
-	is_dead "$MPID" && { fail "mfs $MPID died on its own (epoch $EPOCH): $(tail -3 "$T/mfs.log" | tr '\n' ';')"; break; }
+	if is_dead "$MPID"; then
+		touch "$T/dis/ALL"
+		wait "$MWAIT" 2>/dev/null
+		fail "mfs $MPID stopped on its own (epoch $EPOCH): $(grep -v "warning: refused" "$T/mfs.log" | grep -m1 -A1 "signal\|stopping\|fatal\|error" | tail -2 | tr '\n' ';')"
+		inc unexpected_stops
+		MPID=""
+		for n in $NAMES; do stop_workers "$n"; done
+		restart_checks || break
+		next_restart=$(($(date +%s) + RESTART_MIN + RANDOM % (RESTART_MAX - RESTART_MIN + 1)))
+		continue
+	fi
 	reap_workers
 	now=$(date +%s)
 	[ "$now" -ge "$DEADLINE" ] && break
