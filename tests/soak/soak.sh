@@ -234,8 +234,23 @@ sampler() {
 			[ -n "${thr:-}" ] && [ "$fds" -gt 0 ] &&
 				echo "$e $EPOCHREALTIME $p $rss $hwm $anon $fds $thr $mnt" >>"$T/samples"
 		fi
+		: >"$T/sampler.beat"
 		sleep "$SAMPLE"
 	done
+}
+
+# The sampler must keep sampling: in the 40-minute run it once stopped at a
+# restart. Say where it is stuck, and start a new one.
+check_sampler() {
+	local age
+	[ -e "$T/sampler.beat" ] || return 0
+	age=$(($(date +%s) - $(stat -c %Y "$T/sampler.beat")))
+	[ "$age" -gt $((SAMPLE * 5 + 20)) ] || return 0
+	fail "the resource sampler stalled for ${age}s: $(ps -o pid,stat,wchan:24,args --ppid "$SAMPLER" 2>/dev/null | tail -n +2 | head -3 | tr '\n' ';') sampler state $(cut -d' ' -f3 "/proc/$SAMPLER/stat" 2>/dev/null)"
+	kill -KILL "$SAMPLER" 2>/dev/null
+	wait "$SAMPLER" 2>/dev/null
+	sampler &
+	SAMPLER=$!
 }
 
 # ---- workloads -----------------------------------------------------------------
@@ -259,9 +274,18 @@ stop_workers() {
 		while ! is_dead "$p" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
 		is_dead "$p" || { fail "workload $p on $n did not stop on SIGTERM"; kill -KILL -- "-$p" 2>/dev/null; }
 		wait "$p" 2>/dev/null
+		# its children (tar, rm, sqlite3) may outlive it a moment and keep
+		# files open: wait for the whole group (its id is not reused while
+		# a member lives)
+		i=0
+		while pgrep -g "$p" >/dev/null && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+		pgrep -g "$p" >/dev/null && { fail "workload $p's children on $n did not exit: $(pgrep -a -g "$p" | head -3 | tr '\n' ';')"; kill -KILL -- "-$p" 2>/dev/null; }
 	done
 	WP[$n]=""
 }
+
+# holders DIR: the processes with a file or their cwd under DIR
+holders() { "$PY" "$LOAD" holders "$1" 2>/dev/null | head -5 | tr '\n' ';'; }
 
 # Workloads that died on their own (an error: they stop only when told to)
 reap_workers() {
@@ -465,7 +489,7 @@ act_cycle() {
 	case $how in
 	0) # clean unmount and mount by name
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR"; return; }
+		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		not_mounted "$mp" && in_state "$n" unmounted && check || fail "$n: after unmount: $(state_of "$n")"
@@ -511,7 +535,7 @@ act_cycle() {
 		;;
 	4) # unmount and leave it so for a while (across a restart, maybe)
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR"; return; }
+		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		not_mounted "$mp" && in_state "$n" unmounted && check || fail "$n: after unmount: $(state_of "$n")"
@@ -519,7 +543,7 @@ act_cycle() {
 		;;
 	2 | 3) # forget; mount again on the same store (2) or on a new one (3)
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR"; return; }
+		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		# refused: forget a mounted DBFS is EBUSY (checked on s1)
@@ -717,6 +741,7 @@ while [ "$(date +%s)" -lt "$DEADLINE" ]; do
 		continue
 	fi
 	reap_workers
+	check_sampler
 	now=$(date +%s)
 	[ "$now" -ge "$DEADLINE" ] && break
 	if [ "$now" -ge "$next_restart" ] && [ $((DEADLINE - now)) -gt 60 ]; then
