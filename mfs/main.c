@@ -334,10 +334,16 @@ static sigset_t stop_signals;
 static void *signal_main(void *arg)
 {
 	for (;;) {
-		int sig;
-		if (sigwait(&stop_signals, &sig))
+		siginfo_t si;
+		int sig = sigwaitinfo(&stop_signals, &si);
+		if (sig < 0)
 			continue;
-		mfs_info("signal %d (%s): stopping", sig, strsignal(sig));
+		/* who sent it: a stop nobody asked for can be traced to its sender */
+		if (si.si_code == SI_USER || si.si_code == SI_QUEUE)
+			mfs_info("signal %d (%s) from pid %d, uid %u: stopping", sig, strsignal(sig),
+				 (int)si.si_pid, (unsigned)si.si_uid);
+		else
+			mfs_info("signal %d (%s): stopping", sig, strsignal(sig));
 		mfs_inbox_stop();
 	}
 	return NULL;

@@ -26,13 +26,19 @@ cleanup() {
 	for m in $(awk -v t="$T" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
 		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || fusermount3 -u -z "$m" 2>/dev/null
 	done
+	# only our own children: a pid waited for long ago may belong to
+	# anybody by now (pids wrap within minutes on a busy machine)
+	live=""
 	for p in $PIDS; do
+		is_child "$p" && live="$live $p"
+	done
+	for p in $live; do
 		kill -TERM "$p" 2>/dev/null
 	done
-	for p in $PIDS; do
+	for p in $live; do
 		i=0
 		while ! is_dead "$p" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -KILL "$p" 2>/dev/null
+		is_child "$p" && kill -KILL "$p" 2>/dev/null
 	done
 	# a sanitizer build reports into the daemons' logs
 	if cat "$T"/*.log 2>/dev/null | grep -E -q "AddressSanitizer|LeakSanitizer|runtime error:"; then
@@ -74,6 +80,11 @@ is_mounted() {
 
 not_mounted() {
 	! is_mounted "$1"
+}
+
+# is pid $1 still a child of this shell (not reaped, not reused)?
+is_child() {
+	[ "$(sed 's/.*) [A-Za-z] \([0-9]*\) .*/\1/' "/proc/$1/stat" 2>/dev/null)" = "$$" ]
 }
 
 # a child that exited stays a zombie until waited for: count it as dead
