@@ -30,6 +30,9 @@ struct mfs_session {
 	unsigned inflight;
 	bool sequential; /* spinning worker reads without re-arming (pool.c) */
 	unsigned waits;  /* spins in a row that found nothing queued */
+	uint64_t spin_ns;       /* how long a worker may spin for the next request (pool.c) */
+	uint64_t nospin_until;  /* no spinning until then (ns), after spins that found nothing */
+	unsigned spin_misses;   /* spins in a row that timed out */
 	bool xarmed;     /* armed in the express set instead (struct mfs_loop) */
 	uint64_t heavy_until; /* heavy until then (ns): see mfs_session_note_load */
 	uint64_t unyield_until; /* starvation guard: no yielding until then (governor.h) */

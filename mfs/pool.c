@@ -24,6 +24,8 @@
 /* How long a worker that served a session keeps reading it before it goes
  * back to epoll_wait, and how many requests it serves that way at most. */
 #define SPIN_NS 50000
+#define SPIN_MIN_NS 4000
+#define NOSPIN_NS 2000000ull
 #define SPIN_MAX 256
 #define SEQ_AFTER 8
 
@@ -50,6 +52,46 @@ static void note_spin(struct mfs_session *s, bool queued)
 	} else if (++s->waits >= SEQ_AFTER) {
 		s->sequential = true;
 	}
+}
+
+/*
+ * lock held. How long a worker that served `s` may spin now for its next
+ * request: 0 for one read, no wait. A spin pays when the client sends its
+ * next request within it (a few microseconds after our reply when it has
+ * a CPU); when the CPUs are busy the client waits for one and the spin
+ * burns its whole budget for nothing, CPU that the client or the other
+ * mounts needed: on a loaded 2-CPU machine the spins cost a DBFS create
+ * 30 us of CPU of its 50 and halved the rate. So the budget follows what
+ * the spins found: three times the last wait that succeeded (at least
+ * SPIN_MIN_NS, at most SPIN_NS), halved by each spin that found nothing;
+ * below SPIN_MIN_NS no spin for NOSPIN_NS, twice as long after each such
+ * pause in a row (up to 64 times), then one probe at SPIN_MIN_NS.
+ */
+static uint64_t spin_budget(struct mfs_session *s, uint64_t now)
+{
+	if (now < s->nospin_until)
+		return 0;
+	if (s->spin_ns == 0)
+		s->spin_ns = s->nospin_until ? SPIN_MIN_NS : SPIN_NS;
+	return s->spin_ns;
+}
+
+/* lock held: a spin of `s` found a request after `waited` ns, or none. */
+static void note_spin_result(struct mfs_session *s, bool found, uint64_t waited, uint64_t now)
+{
+	if (found) {
+		uint64_t b = 3 * waited;
+		s->spin_ns = b < SPIN_MIN_NS ? SPIN_MIN_NS : b > SPIN_NS ? SPIN_NS : b;
+		s->spin_misses = 0;
+		return;
+	}
+	s->spin_ns /= 2;
+	if (s->spin_ns >= SPIN_MIN_NS)
+		return;
+	unsigned k = s->spin_misses < 6 ? s->spin_misses : 6;
+	s->spin_misses++;
+	s->spin_ns = 0;
+	s->nospin_until = now + (NOSPIN_NS << k);
 }
 
 /*
@@ -107,6 +149,7 @@ void mfs_loop_yield_end(struct mfs_session *s)
  */
 static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadline)
 {
+	uint64_t start = deadline ? mfs_now_ns() : 0;
 	struct mfs_loop *loop = s->loop;
 	bool rearm = !s->sequential;
 
@@ -126,8 +169,10 @@ static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadl
 	uint64_t t0 = mfs_now_ns();
 
 	pthread_mutex_lock(&loop->lock);
-	if (deadline)
+	if (deadline) {
 		note_spin(s, res > 0 && tries == 1);
+		note_spin_result(s, res > 0, t0 - start, t0);
+	}
 	if (res > 0) {
 		mfs_session_took(s, buf, t0);
 		if (rearm)
@@ -243,8 +288,10 @@ void *mfs_pool_worker(void *arg)
 			 * number, and within the governor's limits. */
 			for (unsigned i = 0; i < SPIN_MAX; i++) {
 				uint64_t now = mfs_now_ns();
-				if (!mfs_session_may_spin(s, now) ||
-				    serve_one(s, &buf, now + SPIN_NS) <= 0)
+				if (!mfs_session_may_spin(s, now))
+					break;
+				uint64_t b = spin_budget(s, now);
+				if (serve_one(s, &buf, b ? now + b : 0) <= 0)
 					break;
 			}
 		}
