@@ -83,7 +83,8 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 	} else if (!strcmp(key, "rw")) {
 		bool b;
 		bad = parse_bool(v, &b);
-		o->read_only = !b;
+		if (!bad)
+			o->read_only = !b;
 	} else if (!strcmp(key, "durability")) {
 		if (v && !strcmp(v, "full"))
 			o->durability = DBFS_DURABLE_FULL;

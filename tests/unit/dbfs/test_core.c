@@ -268,6 +268,15 @@ START_TEST(test_options)
 					   sizeof(err)), -EINVAL);
 	ck_assert_int_eq(dbfs_option_parse(&o, "bogus", "1", err, sizeof(err)), -ENOENT);
 	ck_assert_int_eq(dbfs_option_parse(&o, "attr_timeout", "nan", err, sizeof(err)), -EINVAL);
+	/* a refused rw= leaves read_only as it was (it read an unset bool) */
+	ck_assert_int_eq(dbfs_option_parse(&o, "rw", "no", err, sizeof(err)), 0);
+	ck_assert(o.read_only);
+	err[0] = '\0';
+	ck_assert_int_eq(dbfs_option_parse(&o, "rw", "maybe", err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "invalid value 'maybe' for option 'rw'");
+	ck_assert(o.read_only);
+	ck_assert_int_eq(dbfs_option_parse(&o, "rw", NULL, err, sizeof(err)), 0);
+	ck_assert(!o.read_only);
 }
 END_TEST
 
