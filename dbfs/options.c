@@ -21,7 +21,8 @@ void dbfs_options_init(struct dbfs_options *o)
 static int parse_u64(const char *v, uint64_t *out, int sizes)
 {
 	char *end;
-	if (!v || !*v || *v == '-')
+	/* digits only: strtoull would skip spaces and take a sign ("-1" is 2^64-1) */
+	if (!v || *v < '0' || *v > '9')
 		return -1;
 	errno = 0;
 	unsigned long long n = strtoull(v, &end, 10);

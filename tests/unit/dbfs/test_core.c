@@ -264,6 +264,11 @@ START_TEST(test_options)
 			 -EINVAL);
 	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", "-1", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", "1Q", err, sizeof(err)), -EINVAL);
+	/* digits only: strtoull would skip the space and take the sign (2^64-1) */
+	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", " -1", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "quota_inodes", "+5", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "max_readers", " 64", err, sizeof(err)), -EINVAL);
+	ck_assert_uint_eq(o.quota_bytes, 8u << 20);
 	ck_assert_int_eq(dbfs_option_parse(&o, "map_size", "99999999999999999999", err,
 					   sizeof(err)), -EINVAL);
 	ck_assert_int_eq(dbfs_option_parse(&o, "bogus", "1", err, sizeof(err)), -ENOENT);
