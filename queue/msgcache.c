@@ -248,7 +248,8 @@ static struct mfsq_centry *entry_new(mfsq_queue *q, uint32_t s, uint64_t sub_fir
 	if (!e)
 		return NULL;
 	e->sub_first = sub_first;
-	e->lo = e->hi = lo;
+	e->lo = lo;
+	e->hi = lo; /* not chained: hi is _Atomic, clang 14 refuses the chain */
 	e->next = q->shards[s].cache;
 	q->shards[s].cache = e;
 	return e;
