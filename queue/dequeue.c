@@ -117,9 +117,9 @@ static int src_from_store(struct dq *d, struct src *r)
 	if (rc)
 		return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
 	d->misses++;
-	memcpy(&r->h, val.mv_data, sizeof(r->h));
-	r->data = (const unsigned char *)val.mv_data + sizeof(r->h);
-	r->len = val.mv_size - sizeof(r->h);
+	rc = mfsq_msg_decode(&val, 0, &r->h, &r->data, &r->len);
+	if (rc)
+		return rc;
 	r->have = 1;
 	return 0;
 }
@@ -378,11 +378,14 @@ static int expire(struct dq *d)
 		}
 		if (!rc) {
 			struct mfsq_disk_msg h;
+			const unsigned char *data;
+			size_t len;
 
-			memcpy(&h, val.mv_data, sizeof(h));
-			rc = mfsq_exception_put(
-			    q, w.txn, 's', d->exp[i].shard, d->exp[i].seq, MFSQ_REASON_EXPIRED, &h,
-			    (char *)val.mv_data + sizeof(h), val.mv_size - sizeof(h));
+			rc = mfsq_msg_decode(&val, 0, &h, &data, &len);
+			if (!rc)
+				rc = mfsq_exception_put(q, w.txn, 's', d->exp[i].shard,
+							d->exp[i].seq, MFSQ_REASON_EXPIRED, &h,
+							data, len);
 		}
 	}
 	rc = mfsq_wtx_end(q, &w, rc);

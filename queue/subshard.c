@@ -96,7 +96,11 @@ int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, 
 
 		if (f == seq) {
 			*first = f;
-			memcpy(id, val.mv_data, sizeof(*id));
+			rc = mfsq_index_id(&val, id);
+			if (rc) {
+				mdb_cursor_close(c);
+				return rc;
+			}
 			rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
 			if (!rc && key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
 			    mfsq_be32_get((unsigned char *)key.mv_data + 1) == s)
@@ -113,7 +117,7 @@ int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, 
 		if (key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
 		    mfsq_be32_get((unsigned char *)key.mv_data + 1) == s) {
 			*first = mfsq_be64_get((unsigned char *)key.mv_data + 5);
-			memcpy(id, val.mv_data, sizeof(*id));
+			rc = mfsq_index_id(&val, id);
 		} else {
 			rc = MDB_NOTFOUND;
 		}

@@ -2,7 +2,8 @@
  * Fuzz target "queue": libmfsq decoding what it reads from LMDB (queue/
  * format.h: the config, shard state, subshard index, subscriber and rule
  * records of Q/m; messages in subshards Q/s/..., the delay shards Q/d/...,
- * the exception queue Q/x), and the rule parser.
+ * the exception queue Q/x), and the rule parser. Every input is also given,
+ * raw, to the one decoder of message records (queue/msgrec.c).
  *
  * LLVMFuzzerInitialize builds a seed queue "q" (2 shards, 4 messages a
  * subshard so there are several, payloads of 0..3000 bytes, tags and
@@ -24,6 +25,8 @@
  * length, missing or extra record, or renamed key makes the queue crash,
  * trip a sanitizer, or loop without end; not that it reports the damage.
  */
+#include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +36,7 @@
 
 #include "fuzz.h"
 #include "format.h"
+#include "internal.h"
 #include "mfsq.h"
 
 #define MAX_DBS 64
@@ -141,14 +145,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 }
 
 /*
- * Known bug Q1 (README "Known bugs"): the readers of message records
- * (queue/msgcache.c mfsq_cache_load, dequeue.c src_from_store and expiry,
- * delay.c, exception.c, subscriber.c seek by time) copy a struct
- * mfsq_disk_msg from the value without checking that the value holds one,
- * and the subshard index readers (subshard.c) copy 8 bytes of id the same
- * way. Until that is fixed, inputs that make such a record short are
- * skipped (unless MFS_FUZZ_KNOWN=1), so that the fuzzer looks for other
- * bugs instead of finding this one again.
  * Known bug Q2: dequeue.c emit() computes `s->buf + s->buflen` and memcpy's
  * into it while s->buf is still NULL when the first message a subscriber
  * gets has an empty payload (UBSan: applying zero offset to null pointer).
@@ -165,18 +161,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
  * cursor searches (up to 2^64) inside a write transaction. Until fixed,
  * inputs leaving nlive above 4096 are skipped.
  */
-static bool short_record(MDB_txn *txn, MDB_dbi db, const char *name)
+static bool known_record(MDB_txn *txn, MDB_dbi db, const char *name)
 {
-	size_t min = 0;
-	bool index = false;
+	bool msgs = false, index = false;
 	MDB_cursor *c;
 	MDB_val k, v;
 	bool found = false;
 
 	if (!strncmp(name, "q/s/", 4) || !strncmp(name, "q/d/", 4))
-		min = sizeof(struct mfsq_disk_msg);
-	else if (!strcmp(name, "q/x"))
-		min = 8 + sizeof(struct mfsq_disk_msg);
+		msgs = true;
 	else if (!strcmp(name, "q/m"))
 		index = true;
 	else
@@ -197,10 +190,8 @@ static bool short_record(MDB_txn *txn, MDB_dbi db, const char *name)
 			struct mfsq_disk_shard st;
 			memcpy(&st, v.mv_data, sizeof(st));
 			found = st.nlive > 4096; /* Q4 */
-		} else if (index)
-			found = k.mv_size && ((char *)k.mv_data)[0] == 'B' && v.mv_size < 8;
-		else
-			found = v.mv_size < min || (v.mv_size == min && min == sizeof(struct mfsq_disk_msg));
+		} else if (msgs)
+			found = v.mv_size == sizeof(struct mfsq_disk_msg); /* Q2 */
 	}
 	mdb_cursor_close(c);
 	return found;
@@ -243,7 +234,7 @@ static int damage(struct fz_in *in)
 	if (!rc && n && fz_mutate_records(txn, dbs, n, in, 64) < 0)
 		rc = -1;
 	for (unsigned i = 0; !rc && !fz_known() && i < n; i++)
-		if (short_record(txn, dbs[i], names[i]))
+		if (known_record(txn, dbs[i], names[i]))
 			rc = -1;
 	if (rc)
 		mdb_txn_abort(txn);
@@ -347,6 +338,37 @@ static void rule_mode(const uint8_t *data, size_t size)
 	free(rule);
 }
 
+/* The one decoder of message records, on the raw input (cheap, every
+ * run): it takes exactly the values that hold a header with a priority and
+ * flags an enqueue writes, and its payload ends where the value does. An
+ * exact-size copy: ASan sees any read past the value. */
+static void decode_raw(const uint8_t *data, size_t size)
+{
+	uint8_t *copy = malloc(size ? size : 1);
+	struct mfsq_disk_msg h;
+	const unsigned char *p;
+	size_t len;
+
+	if (!copy)
+		abort();
+	memcpy(copy, data, size);
+	for (size_t skip = 0; skip <= 8; skip += 8) {
+		MDB_val v = {size, copy};
+		int rc = mfsq_msg_decode(&v, skip, &h, &p, &len);
+		bool fits = size >= skip + sizeof(h);
+		bool sane = fits && copy[skip + offsetof(struct mfsq_disk_msg, prio)] <= MFSQ_PRIO_MAX &&
+			    !(copy[skip + offsetof(struct mfsq_disk_msg, flags)] & ~MFSQ_MSG_DELAYED);
+
+		if (rc && rc != EBADMSG)
+			fz_fail("mfsq_msg_decode returned %d", rc);
+		if (!rc != sane)
+			fz_fail("mfsq_msg_decode %s a %zu-byte value", rc ? "refused" : "took", size);
+		if (!rc && (p != copy + skip + sizeof(h) || p + len != copy + size))
+			fz_fail("mfsq_msg_decode: payload %zu bytes at %td", len, p - copy);
+	}
+	free(copy);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct fz_in in = {.p = data, .n = size};
@@ -357,6 +379,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (!seed)
 		seed_queue();
+	decode_raw(data, size);
 	/* The known hangs (Q4) must fail their test, not time it out; libFuzzer
 	 * has its own -timeout (and its own SIGALRM): only with the filters off. */
 	if (fz_known())
