@@ -153,9 +153,12 @@ static int src_fill(struct dq *d, struct src *r)
 	return src_from_store(d, r);
 }
 
+/* Room for @add more payload bytes. Allocates even for none: emit() and
+ * the fix-up of data pointers do arithmetic on s->buf, undefined on NULL
+ * (a subscriber's first message may have an empty payload). */
 static int buf_reserve(mfsq_sub *s, size_t add)
 {
-	if (s->buflen + add > s->bufcap) {
+	if (!s->buf || s->buflen + add > s->bufcap) {
 		size_t nc = s->bufcap ? s->bufcap : 4096;
 		unsigned char *nb;
 

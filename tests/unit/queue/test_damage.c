@@ -226,6 +226,29 @@ START_TEST(short_index_row)
 }
 END_TEST
 
+/* Q2: a subscriber whose first message has an empty payload (no damage:
+ * the dequeue's buffer was still NULL; UBSan in the sanitized build). */
+START_TEST(empty_first_payload)
+{
+	mfsq_queue *q = make_queue(1, 4);
+	struct mfsq_msg_in in[] = {{.len = 0, .enqueuer = 1}, {.data = "x", .len = 1, .enqueuer = 1}};
+	struct mfsq_msg out[4];
+	mfsq_sub *s;
+	size_t n;
+
+	ck_assert_int_eq(mfsq_enqueue_batch(q, NULL, in, 2, NULL), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, NULL, MFSQ_SUB_FROM_START, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 1, &n, 0), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_uint_eq(out[0].len, 0);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 4, &n, 0), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_mem_eq(out[0].data, "x", 1);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
+}
+END_TEST
+
 Suite *suite_damage(void)
 {
 	Suite *s = suite_create("damage");
@@ -238,6 +261,7 @@ Suite *suite_damage(void)
 	tcase_add_test(tc, short_exception_record);
 	tcase_add_test(tc, short_delay_record);
 	tcase_add_test(tc, short_index_row);
+	tcase_add_test(tc, empty_first_payload);
 	suite_add_tcase(s, tc);
 	return s;
 }
