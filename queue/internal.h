@@ -261,8 +261,10 @@ void mfsq_wake(mfsq_queue *q);
 /* affinity.c: mfsq_shard_of() and mfsq_enqueuer_in_shard() (mfsq.h) */
 
 /* config.c: checks and the stored record ('C'); _get: MDB_NOTFOUND,
- * MDB_CORRUPTED (size); _load: as _get, MDB_VERSION_MISMATCH, then q->cfg
- * holds the stored configuration; _store: a new queue's (MDB_NOOVERWRITE). */
+ * MDB_CORRUPTED (size); _load: as _get, MDB_VERSION_MISMATCH (checked
+ * first), EBADMSG (a value out of mfsq_config_valid()'s ranges), else
+ * q->cfg holds the stored configuration (unchanged on error); _store: a
+ * new queue's (MDB_NOOVERWRITE). */
 int mfsq_config_valid(const struct mfsq_config *c);
 int mfsq_config_get(mfsq_queue *q, MDB_txn *txn, struct mfsq_disk_config *dc);
 int mfsq_config_load(mfsq_queue *q, MDB_txn *txn);

@@ -348,6 +348,10 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  *   ENOSPC   the map is full;
  *   MDB_VERSION_MISMATCH  the queue was written by another format version;
  *   MDB_CORRUPTED         a queue record has the wrong size;
+ *   EBADMSG  the stored configuration is damaged: a value outside the
+ *            ranges a new queue's must meet (nshards 1..1024,
+ *            subshard_msgs, subshard_bytes, max_payload and bucket_us >= 1,
+ *            retain_max >= 2); nothing was allocated for it;
  *   any LMDB error of mdb_txn_begin()/mdb_dbi_open().
  * Thread context: any thread not holding a write transaction on @p env.
  */

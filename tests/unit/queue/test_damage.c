@@ -249,6 +249,83 @@ START_TEST(empty_first_payload)
 }
 END_TEST
 
+/* Write the stored configuration record of queue "q" through @edit. */
+static void edit_config(void (*edit)(struct mfsq_disk_config *dc))
+{
+	MDB_txn *txn;
+	MDB_dbi meta;
+	MDB_val k = {1, "C"}, v;
+	struct mfsq_disk_config dc;
+
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "q/m", 0, &meta), 0);
+	ck_assert_int_eq(mdb_get(txn, meta, &k, &v), 0);
+	ck_assert_uint_eq(v.mv_size, sizeof(dc));
+	memcpy(&dc, v.mv_data, sizeof(dc));
+	edit(&dc);
+	v.mv_data = &dc;
+	ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+}
+
+static void nshards_zero(struct mfsq_disk_config *dc) { dc->nshards = 0; }
+static void nshards_huge(struct mfsq_disk_config *dc) { dc->nshards = 1u << 28; }
+static void nshards_1025(struct mfsq_disk_config *dc) { dc->nshards = 1025; }
+static void bucket_zero(struct mfsq_disk_config *dc) { dc->bucket_us = 0; }
+static void subshard_zero(struct mfsq_disk_config *dc) { dc->subshard_msgs = 0; }
+static void retain_one(struct mfsq_disk_config *dc) { dc->retain_max = 1; }
+/* another version's fields mean other things: refused as that, first */
+static void version_huge(struct mfsq_disk_config *dc)
+{
+	dc->version = 2;
+	dc->nshards = 1u << 28;
+}
+
+/* Q3: the stored configuration is checked at open, version first, then the
+ * ranges of a new queue's; nothing is allocated for a damaged one. */
+START_TEST(stored_config)
+{
+	static const struct {
+		void (*edit)(struct mfsq_disk_config *dc);
+		int rc;
+	} cases[] = {
+	    {nshards_zero, EBADMSG}, {nshards_huge, EBADMSG},	{nshards_1025, EBADMSG},
+	    {bucket_zero, EBADMSG},  {subshard_zero, EBADMSG}, {retain_one, EBADMSG},
+	    {version_huge, MDB_VERSION_MISMATCH},
+	};
+	mfsq_queue *q = make_queue(2, 4);
+	struct mfsq_config c;
+
+	ck_assert_int_eq(put_msg(q, NULL, 1, 1, NULL), 0);
+	mfsq_close(q);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		MDB_txn *txn;
+		MDB_dbi meta;
+		MDB_val k = {1, "C"}, v;
+		unsigned char saved[sizeof(struct mfsq_disk_config)];
+
+		ck_assert_int_eq(mdb_txn_begin(T.env, NULL, MDB_RDONLY, &txn), 0);
+		ck_assert_int_eq(mdb_dbi_open(txn, "q/m", 0, &meta), 0);
+		ck_assert_int_eq(mdb_get(txn, meta, &k, &v), 0);
+		memcpy(saved, v.mv_data, sizeof(saved));
+		mdb_txn_abort(txn);
+		edit_config(cases[i].edit);
+		ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), cases[i].rc);
+		ck_assert_ptr_null(q);
+		/* put it back */
+		ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+		v.mv_size = sizeof(saved);
+		v.mv_data = saved;
+		ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), 0);
+		ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	}
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), 0);
+	mfsq_get_config(q, &c);
+	ck_assert_uint_eq(c.nshards, 2);
+	mfsq_close(q);
+}
+END_TEST
+
 Suite *suite_damage(void)
 {
 	Suite *s = suite_create("damage");
@@ -262,6 +339,7 @@ Suite *suite_damage(void)
 	tcase_add_test(tc, short_delay_record);
 	tcase_add_test(tc, short_index_row);
 	tcase_add_test(tc, empty_first_payload);
+	tcase_add_test(tc, stored_config);
 	suite_add_tcase(s, tc);
 	return s;
 }
