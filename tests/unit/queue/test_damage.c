@@ -326,6 +326,74 @@ START_TEST(stored_config)
 }
 END_TEST
 
+/* Index rows of shard 0 of queue "q": its live subshards. */
+static unsigned count_index(void)
+{
+	MDB_txn *txn;
+	MDB_dbi meta;
+	MDB_cursor *c;
+	MDB_val k, v;
+	unsigned n = 0;
+
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, MDB_RDONLY, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "q/m", 0, &meta), 0);
+	ck_assert_int_eq(mdb_cursor_open(txn, meta, &c), 0);
+	for (int r = mdb_cursor_get(c, &k, &v, MDB_FIRST); !r;
+	     r = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		n += k.mv_size == 13 && ((char *)k.mv_data)[0] == 'B';
+	mdb_cursor_close(c);
+	mdb_txn_abort(txn);
+	return n;
+}
+
+static void retain_four(struct mfsq_disk_config *dc) { dc->retain_max = 4; }
+
+/* Q4: retention's hard limit works from the subshards that are there, not
+ * from the shard state's stored count (a damaged one was 2^64 lookups in
+ * a write transaction); the limit still holds. */
+START_TEST(shard_nlive_huge)
+{
+	mfsq_queue *q = make_queue(1, 2); /* retain_max 16 */
+	MDB_txn *txn;
+	MDB_dbi meta;
+	unsigned char k[5] = {'S', 0, 0, 0, 0};
+	MDB_val key = {sizeof(k), k}, v;
+	struct mfsq_disk_shard st;
+	struct timespec t0, t1;
+	mfsq_sub *sub;
+
+	/* a durable subscriber at the start holds every subshard */
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &sub), 0);
+	mfsq_unsubscribe(sub);
+	for (uint64_t i = 0; i < 24; i++)
+		ck_assert_int_eq(put_msg(q, NULL, 1, i, NULL), 0);
+	mfsq_close(q);
+	ck_assert_uint_ge(count_index(), 12);
+	/* the limit lowered (a valid value) and the count damaged */
+	edit_config(retain_four);
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "q/m", 0, &meta), 0);
+	ck_assert_int_eq(mdb_get(txn, meta, &key, &v), 0);
+	ck_assert_uint_eq(v.mv_size, sizeof(st));
+	memcpy(&st, v.mv_data, sizeof(st));
+	st.nlive = 0xff00000000000001ull;
+	v.mv_data = &st;
+	ck_assert_int_eq(mdb_put(txn, meta, &key, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ck_assert_int_eq(mfsq_tick(q), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ck_assert_int_lt(t1.tv_sec - t0.tv_sec, 5);
+	ck_assert_uint_le(count_index(), 4);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &sub), 0);
+	ck_assert(mfsq_sub_lagging(sub));
+	mfsq_unsubscribe(sub);
+	mfsq_close(q);
+}
+END_TEST
+
 Suite *suite_damage(void)
 {
 	Suite *s = suite_create("damage");
@@ -340,6 +408,7 @@ Suite *suite_damage(void)
 	tcase_add_test(tc, short_index_row);
 	tcase_add_test(tc, empty_first_payload);
 	tcase_add_test(tc, stored_config);
+	tcase_add_test(tc, shard_nlive_huge);
 	suite_add_tcase(s, tc);
 	return s;
 }
