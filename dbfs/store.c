@@ -214,7 +214,10 @@ static uint64_t auto_map_size(const char *dir)
 static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t map, char *err,
 		    size_t errlen)
 {
-	int rc = mdb_env_create(&fs->env);
+	int rc = dbfs_meta_check(dir, err, errlen); /* LMDB trusts them */
+	if (rc)
+		return rc;
+	rc = mdb_env_create(&fs->env);
 	if (rc) {
 		snprintf(err, errlen, "mdb_env_create: %s", mdb_strerror(rc));
 		return -ENOMEM;
