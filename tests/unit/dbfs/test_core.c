@@ -200,6 +200,35 @@ START_TEST(test_reopen_and_lock)
 }
 END_TEST
 
+/* A store restored from a backup of data.mdb alone (mdb_copy): a
+ * read-only open makes the dbfs.lock it lacks, and holds it. */
+START_TEST(test_ro_open_without_lock)
+{
+	struct dbfs *ro, *other;
+	struct dbfs_options o;
+	char err[256], p[300];
+	mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
+	dbfs_close(fs);
+	fs = NULL;
+	snprintf(p, sizeof(p), "%s/dbfs.lock", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	snprintf(p, sizeof(p), "%s/lock.mdb", dir);
+	unlink(p);
+	dbfs_options_init(&o);
+	o.read_only = true;
+	ck_assert_msg(dbfs_open(dir, &o, &ro, err, sizeof(err)) == 0, "%s", err);
+	snprintf(p, sizeof(p), "%s/dbfs.lock", dir);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	o.read_only = false;
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
+	dbfs_close(ro);
+	open_store();
+	uint64_t ino;
+	struct dbfs_inode in;
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "a", &ino, &in), 0);
+}
+END_TEST
+
 START_TEST(test_open_errors)
 {
 	struct dbfs *other;
@@ -1466,6 +1495,7 @@ static Suite *core_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_reopen_and_lock);
+	tcase_add_test(tc, test_ro_open_without_lock);
 	tcase_add_test(tc, test_open_errors);
 	tcase_add_test(tc, test_meta_pages);
 	tcase_add_test(tc, test_refused_open_leaves_nothing);
