@@ -61,7 +61,8 @@ static int parse_bool(const char *v, bool *out)
 static int parse_secs(const char *v, double *out)
 {
 	char *end;
-	if (!v || !*v)
+	/* a digit first, as parse_u64: strtod skips spaces and takes a sign */
+	if (!v || *v < '0' || *v > '9')
 		return -1;
 	errno = 0;
 	double d = strtod(v, &end);

@@ -376,6 +376,10 @@ START_TEST(test_options)
 					   sizeof(err)), -EINVAL);
 	ck_assert_int_eq(dbfs_option_parse(&o, "bogus", "1", err, sizeof(err)), -ENOENT);
 	ck_assert_int_eq(dbfs_option_parse(&o, "attr_timeout", "nan", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "attr_timeout", "+.5", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "entry_timeout", " 1", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "entry_timeout", "-0", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "entry_timeout", "0.5", err, sizeof(err)), 0);
 	/* a refused rw= leaves read_only as it was (it read an unset bool) */
 	ck_assert_int_eq(dbfs_option_parse(&o, "rw", "no", err, sizeof(err)), 0);
 	ck_assert(o.read_only);
