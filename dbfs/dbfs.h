@@ -77,7 +77,9 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
 /*
  * Open (and with o->create, format) the store in directory `dir`, which must
  * exist. Takes an exclusive lock on the store: a second open, from this or
- * another process, fails with -EBUSY. Removes the files of inodes that were
+ * another process, fails with -EBUSY. The lock is dbfs.lock; a read-only
+ * open of a store that has none (a data.mdb restored from an mdb_copy
+ * backup) makes it, as LMDB makes lock.mdb. Removes the files of inodes that were
  * unlinked but still open when the store was last closed (orphans).
  * On failure `*out` is untouched and `err` says why, and the directory is
  * as it was: a directory without data.mdb and no create is refused before

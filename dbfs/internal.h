@@ -229,6 +229,22 @@ static inline int dbfs_queue_errno(int rc)
 	return DBFS_QUEUE_ERR_BASE - rc;
 }
 
+/*
+ * The meta pages of data.mdb, checked before LMDB reads them (metacheck.c):
+ * LMDB 0.9.24 checks their flag, magic and version but takes the page size
+ * and the last page as given (a damaged page size: SIGBUS in mdb_env_open).
+ * Read both meta pages of `dir`/data.mdb and refuse a store whose meta
+ * pages have a bad flag, magic or version, a page size that is not a
+ * power of two in LMDB's range or that is not where the second meta page
+ * really is (both must agree), or whose newer meta page's last page lies
+ * beyond the end of the file.
+ * Returns 0 (also when data.mdb is missing or empty: dbfs_open decides
+ * about those), -EINVAL with "store is damaged: ..." in `err`, or the
+ * -errno of open/fstat/pread with the reason in `err`.
+ * Thread context: any; reads the file only (no LMDB call, no lock).
+ */
+int dbfs_meta_check(const char *dir, char *err, size_t errlen);
+
 /* The errno boundary: 0, or the negative errno for any internal result. */
 int dbfs_errno(int rc);
 

@@ -21,7 +21,8 @@ void dbfs_options_init(struct dbfs_options *o)
 static int parse_u64(const char *v, uint64_t *out, int sizes)
 {
 	char *end;
-	if (!v || !*v || *v == '-')
+	/* digits only: strtoull would skip spaces and take a sign ("-1" is 2^64-1) */
+	if (!v || *v < '0' || *v > '9')
 		return -1;
 	errno = 0;
 	unsigned long long n = strtoull(v, &end, 10);
@@ -60,7 +61,8 @@ static int parse_bool(const char *v, bool *out)
 static int parse_secs(const char *v, double *out)
 {
 	char *end;
-	if (!v || !*v)
+	/* a digit first, as parse_u64: strtod skips spaces and takes a sign */
+	if (!v || *v < '0' || *v > '9')
 		return -1;
 	errno = 0;
 	double d = strtod(v, &end);
@@ -83,7 +85,8 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 	} else if (!strcmp(key, "rw")) {
 		bool b;
 		bad = parse_bool(v, &b);
-		o->read_only = !b;
+		if (!bad)
+			o->read_only = !b;
 	} else if (!strcmp(key, "durability")) {
 		if (v && !strcmp(v, "full"))
 			o->durability = DBFS_DURABLE_FULL;

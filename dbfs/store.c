@@ -63,9 +63,12 @@ static void unmake(struct dbfs *fs, unsigned made)
 	}
 }
 
-/* Open and lock dbfs.lock, creating it if missing (MADE_LOCK in *made).
- * Another opener that failed may have removed the file we locked
- * (format.h): then try again. */
+/* Open and lock dbfs.lock, creating it if missing (MADE_LOCK in *made),
+ * for a read-only open too: a store restored from a backup of data.mdb has
+ * none, and without it a read-only and a read-write open would not
+ * exclude each other (LMDB makes lock.mdb there anyway, so the directory
+ * is written either way). Another opener that failed may have removed the
+ * file we locked (format.h): then try again. */
 static int lock_store(struct dbfs *fs, unsigned *made, char *err, size_t errlen)
 {
 	char path[4200];
@@ -73,7 +76,7 @@ static int lock_store(struct dbfs *fs, unsigned *made, char *err, size_t errlen)
 	for (int tries = 0; tries < 16; tries++) {
 		bool created = false;
 		fs->lock_fd = open(path, (fs->opt.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-		if (fs->lock_fd < 0 && errno == ENOENT && !fs->opt.read_only) {
+		if (fs->lock_fd < 0 && errno == ENOENT) {
 			fs->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 			created = fs->lock_fd >= 0;
 			if (fs->lock_fd < 0 && errno == EEXIST)
@@ -81,10 +84,7 @@ static int lock_store(struct dbfs *fs, unsigned *made, char *err, size_t errlen)
 		}
 		if (fs->lock_fd < 0) {
 			int e = errno;
-			if (e == ENOENT && fs->opt.read_only)
-				snprintf(err, errlen, "no DBFS store in %s", fs->dir);
-			else
-				snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
+			snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
 			return -e;
 		}
 		if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) < 0) {
@@ -214,7 +214,10 @@ static uint64_t auto_map_size(const char *dir)
 static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t map, char *err,
 		    size_t errlen)
 {
-	int rc = mdb_env_create(&fs->env);
+	int rc = dbfs_meta_check(dir, err, errlen); /* LMDB trusts them */
+	if (rc)
+		return rc;
+	rc = mdb_env_create(&fs->env);
 	if (rc) {
 		snprintf(err, errlen, "mdb_env_create: %s", mdb_strerror(rc));
 		return -ENOMEM;

@@ -12,7 +12,8 @@ int mfs_parse_size(const char *s, uint64_t *out)
 {
 	char *end;
 
-	if (!s || !*s || *s == '-')
+	/* digits only: strtoull would skip spaces and take a sign ("-1" is 2^64-1) */
+	if (!s || *s < '0' || *s > '9')
 		return -EINVAL;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);
@@ -49,7 +50,7 @@ int mfs_parse_uint(const char *s, uint64_t max, uint64_t *out)
 {
 	char *end;
 
-	if (!s || !*s || *s == '-' || *s == '+')
+	if (!s || *s < '0' || *s > '9') /* as mfs_parse_size */
 		return -EINVAL;
 	errno = 0;
 	unsigned long long v = strtoull(s, &end, 10);

@@ -19,7 +19,8 @@
 #include "dbfs/dbfs.h"
 #include "governor.h"
 
-/* Parse "123", "4K", "2M", "1G", "1T" (powers of 1024). -EINVAL if malformed. */
+/* Parse "123", "4K", "2M", "1G", "1T" (powers of 1024): digits, then at most one
+ * suffix; no space, no sign. -EINVAL if malformed or above 2^64-1. */
 int mfs_parse_size(const char *s, uint64_t *out);
 /* Parse a decimal number 0..max (no sign, no suffix). -EINVAL if malformed
  * or above max. */

@@ -5,6 +5,8 @@
  * written when the queue is created and read back by every open. Calls
  * only record.c.
  */
+#include <errno.h>
+
 #include "internal.h"
 
 void mfsq_config_default(struct mfsq_config *cfg)
@@ -52,16 +54,27 @@ int mfsq_config_load(mfsq_queue *q, MDB_txn *txn)
 	struct mfsq_disk_config dc;
 	int rc = mfsq_config_get(q, txn, &dc);
 
+	struct mfsq_config c;
+
 	if (rc)
 		return rc;
+	/* The version first: another format's fields mean other things. */
 	if (dc.version != MFSQ_FORMAT_VERSION)
 		return MDB_VERSION_MISMATCH;
-	q->cfg.nshards = dc.nshards;
-	q->cfg.subshard_msgs = dc.subshard_msgs;
-	q->cfg.retain_max = dc.retain_max;
-	q->cfg.subshard_bytes = dc.subshard_bytes;
-	q->cfg.bucket_us = dc.bucket_us;
-	q->cfg.max_payload = dc.max_payload;
+	c = (struct mfsq_config){
+	    .nshards = dc.nshards,
+	    .subshard_msgs = dc.subshard_msgs,
+	    .subshard_bytes = dc.subshard_bytes,
+	    .retain_max = dc.retain_max,
+	    .max_payload = dc.max_payload,
+	    .bucket_us = dc.bucket_us,
+	};
+	/* The ranges of a new queue's: nshards sizes allocations and loops,
+	 * nshards, subshard_msgs and bucket_us are divisors. No queue was ever
+	 * created with other values: the record is damaged. */
+	if (!mfsq_config_valid(&c))
+		return EBADMSG;
+	q->cfg = c;
 	return 0;
 }
 

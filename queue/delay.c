@@ -85,16 +85,23 @@ static int collect(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t now, struct
 		return rc;
 	for (rc = mdb_cursor_get(c, &key, &val, MDB_FIRST); !rc;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
-		uint64_t b = mfsq_be64_get(key.mv_data);
+		uint64_t b;
 		struct mfsq_disk_msg h;
 
+		if (key.mv_size != 16) { /* bucket u64, dseq u64 */
+			rc = EBADMSG;
+			break;
+		}
+		b = mfsq_be64_get(key.mv_data);
 		if (b * q->cfg.bucket_us > now) {
 			if (later == UINT64_MAX)
 				later = b;
 			else if (b != later)
 				break;
 		}
-		memcpy(&h, val.mv_data, sizeof(h));
+		rc = mfsq_msg_decode(&val, 0, &h, NULL, NULL);
+		if (rc)
+			break;
 		if (h.dlv_us <= now && *nd < MFSQ_PROMOTE_BATCH) {
 			d[*nd].prio = h.prio;
 			d[*nd].dlv = h.dlv_us;
@@ -126,6 +133,9 @@ static int promote_st(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, struct mfsq
 		rc = mdb_get(w->txn, q->shards[s].delay, &key, &val);
 		if (rc)
 			break;
+		rc = mfsq_msg_decode(&val, 0, &p.h, NULL, &p.len);
+		if (rc)
+			break;
 		/* copy out: the value may move while the stream is written */
 		if (val.mv_size > *bufcap) {
 			unsigned char *nb = realloc(*buf, val.mv_size);
@@ -138,9 +148,7 @@ static int promote_st(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, struct mfsq
 			*bufcap = val.mv_size;
 		}
 		memcpy(*buf, val.mv_data, val.mv_size);
-		memcpy(&p.h, *buf, sizeof(p.h));
 		p.data = *buf + sizeof(p.h);
-		p.len = val.mv_size - sizeof(p.h);
 		rc = mdb_del(w->txn, q->shards[s].delay, &key, NULL);
 		if (rc)
 			break;

@@ -117,9 +117,9 @@ static int src_from_store(struct dq *d, struct src *r)
 	if (rc)
 		return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
 	d->misses++;
-	memcpy(&r->h, val.mv_data, sizeof(r->h));
-	r->data = (const unsigned char *)val.mv_data + sizeof(r->h);
-	r->len = val.mv_size - sizeof(r->h);
+	rc = mfsq_msg_decode(&val, 0, &r->h, &r->data, &r->len);
+	if (rc)
+		return rc;
 	r->have = 1;
 	return 0;
 }
@@ -153,9 +153,12 @@ static int src_fill(struct dq *d, struct src *r)
 	return src_from_store(d, r);
 }
 
+/* Room for @add more payload bytes. Allocates even for none: emit() and
+ * the fix-up of data pointers do arithmetic on s->buf, undefined on NULL
+ * (a subscriber's first message may have an empty payload). */
 static int buf_reserve(mfsq_sub *s, size_t add)
 {
-	if (s->buflen + add > s->bufcap) {
+	if (!s->buf || s->buflen + add > s->bufcap) {
 		size_t nc = s->bufcap ? s->bufcap : 4096;
 		unsigned char *nb;
 
@@ -378,11 +381,14 @@ static int expire(struct dq *d)
 		}
 		if (!rc) {
 			struct mfsq_disk_msg h;
+			const unsigned char *data;
+			size_t len;
 
-			memcpy(&h, val.mv_data, sizeof(h));
-			rc = mfsq_exception_put(
-			    q, w.txn, 's', d->exp[i].shard, d->exp[i].seq, MFSQ_REASON_EXPIRED, &h,
-			    (char *)val.mv_data + sizeof(h), val.mv_size - sizeof(h));
+			rc = mfsq_msg_decode(&val, 0, &h, &data, &len);
+			if (!rc)
+				rc = mfsq_exception_put(q, w.txn, 's', d->exp[i].shard,
+							d->exp[i].seq, MFSQ_REASON_EXPIRED, &h,
+							data, len);
 		}
 	}
 	rc = mfsq_wtx_end(q, &w, rc);

@@ -5,12 +5,13 @@
 
 #include "internal.h"
 
-#define EXC_HDR 8 /* reason u8 + pad[7] */
+#define EXC_HDR 8  /* reason u8 + pad[7] */
+#define EXC_KEY 13 /* origin u8, shard u32, seq u64 */
 
 int mfsq_exception_put(mfsq_queue *q, MDB_txn *txn, char origin, uint32_t s, uint64_t seq,
 		       int reason, const struct mfsq_disk_msg *h, const void *data, size_t len)
 {
-	unsigned char k[13];
+	unsigned char k[EXC_KEY];
 	MDB_val key = {sizeof(k), k}, val = {EXC_HDR + sizeof(*h) + len, NULL};
 	int rc;
 
@@ -38,6 +39,9 @@ int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int
 	MDB_txn *txn;
 	MDB_cursor *c;
 	MDB_val key, val;
+	struct mfsq_disk_msg h;
+	const unsigned char *data;
+	size_t len;
 	uint64_t i = 0;
 	int rc;
 
@@ -53,18 +57,20 @@ int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT))
 		i++;
 	if (!rc) {
-		struct mfsq_disk_msg h;
+		rc = mfsq_msg_decode(&val, EXC_HDR, &h, &data, &len);
+		if (!rc && key.mv_size != EXC_KEY)
+			rc = EBADMSG; /* the shard and seq are read from the key */
+		(*cursor)++;	      /* past a damaged one too: the next call reads on */
+	}
+	if (!rc) {
 		const unsigned char *k = key.mv_data;
 
-		memcpy(&h, (char *)val.mv_data + EXC_HDR, sizeof(h));
 		mfsq_msg_from_disk(m, mfsq_be32_get(k + 1), k[0] == 's' ? mfsq_be64_get(k + 5) : 0,
-				   &h, val.mv_size - EXC_HDR - sizeof(h));
+				   &h, len);
 		if (buf)
-			memcpy(buf, (char *)val.mv_data + EXC_HDR + sizeof(h),
-			       m->len < buflen ? m->len : buflen);
+			memcpy(buf, data, m->len < buflen ? m->len : buflen);
 		m->data = buf;
 		*reason = *(unsigned char *)val.mv_data;
-		(*cursor)++;
 	}
 	mdb_cursor_close(c);
 	mdb_txn_abort(txn);

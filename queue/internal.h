@@ -243,6 +243,15 @@ int mfsq_record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, void *out, size_t s
 void mfsq_shard_key(unsigned char k[5], uint32_t s);
 int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
 int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);
+/* msgrec.c: the one decoder of message records (format.h). _decode: the
+ * value @val (a subshard's or a delay shard's; an exception's with @skip
+ * EXC_HDR) into its header @h, payload @data (in @val, may be NULL) and
+ * its length @len; EBADMSG when @val is shorter than @skip plus the header
+ * or the header has a priority or flags no enqueue writes. _index_id: the
+ * id of a subshard index row; EBADMSG when the value is not 8 bytes. */
+int mfsq_msg_decode(const MDB_val *val, size_t skip, struct mfsq_disk_msg *h,
+		    const unsigned char **data, size_t *len);
+int mfsq_index_id(const MDB_val *val, uint64_t *id);
 /* envfile.c: path of the queue's own file `mfsq-<name><suffix>` next to the
  * environment's data file (in its directory; with MDB_NOSUBDIR, next to
  * the file). EINVAL (no path), ENAMETOOLONG. */
@@ -252,8 +261,10 @@ void mfsq_wake(mfsq_queue *q);
 /* affinity.c: mfsq_shard_of() and mfsq_enqueuer_in_shard() (mfsq.h) */
 
 /* config.c: checks and the stored record ('C'); _get: MDB_NOTFOUND,
- * MDB_CORRUPTED (size); _load: as _get, MDB_VERSION_MISMATCH, then q->cfg
- * holds the stored configuration; _store: a new queue's (MDB_NOOVERWRITE). */
+ * MDB_CORRUPTED (size); _load: as _get, MDB_VERSION_MISMATCH (checked
+ * first), EBADMSG (a value out of mfsq_config_valid()'s ranges), else
+ * q->cfg holds the stored configuration (unchanged on error); _store: a
+ * new queue's (MDB_NOOVERWRITE). */
 int mfsq_config_valid(const struct mfsq_config *c);
 int mfsq_config_get(mfsq_queue *q, MDB_txn *txn, struct mfsq_disk_config *dc);
 int mfsq_config_load(mfsq_queue *q, MDB_txn *txn);

@@ -34,37 +34,28 @@ static int create_layout(mfsq_queue *q, struct mfsq_wtx *w)
 	return rc;
 }
 
-static int load_config(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
-{
-	int rc = mfsq_config_load(q, w->txn);
-
-	if (rc == MDB_NOTFOUND && (flags & MFSQ_CREATE))
-		return create_layout(q, w);
-	return rc; /* MDB_NOTFOUND: no such queue, ENOENT */
-}
-
 static int open_dbs(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 {
 	MDB_txn *txn = w->txn;
 	char nm[MFSQ_NAME_MAX + 32];
 	unsigned cf = (flags & MFSQ_CREATE) ? MDB_CREATE : 0;
-	int rc;
+	int create = 0, rc;
 
 	snprintf(nm, sizeof(nm), "%s/m", q->name);
 	rc = mdb_dbi_open(txn, nm, cf, &q->meta);
 	if (rc)
 		return rc; /* MDB_NOTFOUND: no such queue, ENOENT */
-	/* the configuration decides the shard count: read it first */
-	{
-		struct mfsq_disk_config dc;
-
-		if (!mfsq_config_get(q, txn, &dc))
-			q->cfg.nshards = dc.nshards;
-	}
+	/* The stored configuration, checked (version, then ranges), decides
+	 * the shard count: nothing is allocated for it before. */
+	rc = mfsq_config_load(q, txn);
+	if (rc == MDB_NOTFOUND && (flags & MFSQ_CREATE))
+		create = 1;
+	else if (rc)
+		return rc; /* MDB_NOTFOUND: no such queue, ENOENT */
 	q->shards = calloc(q->cfg.nshards, sizeof(*q->shards));
 	if (!q->shards)
 		return ENOMEM;
-	rc = load_config(q, w, flags);
+	rc = create ? create_layout(q, w) : 0;
 	if (!rc) {
 		snprintf(nm, sizeof(nm), "%s/x", q->name);
 		rc = mdb_dbi_open(txn, nm, MDB_CREATE, &q->exc);

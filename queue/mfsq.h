@@ -18,6 +18,14 @@
  *       MDB_NOTFOUND                ->  ENOENT
  *       MDB_KEYEXIST                ->  EEXIST
  *   or an errno value LMDB or the system returned (ENOMEM, EACCES, EIO, ...).
+ * - EBADMSG: the queue's verdict on a damaged record read from the store:
+ *   a message (a subshard's, a delay shard's or an exception's value)
+ *   shorter than its header, or whose header has a priority above
+ *   MFSQ_PRIO_MAX or flags no enqueue writes; a message or delay key of
+ *   the wrong size; a subshard index row whose value is not an 8-byte id.
+ *   Nothing is changed on the way (an own transaction is aborted); the
+ *   same call meets the same record again: the store needs repair.
+ *   (Fixed-size meta records of the wrong size give MDB_CORRUPTED.)
  * - EAGAIN always means "retry, nothing is broken": from mfsq_dequeue()
  *   with timeout 0, nothing there yet; from a call that joined the caller's
  *   transaction, abort that transaction and run it again (see
@@ -340,6 +348,10 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  *   ENOSPC   the map is full;
  *   MDB_VERSION_MISMATCH  the queue was written by another format version;
  *   MDB_CORRUPTED         a queue record has the wrong size;
+ *   EBADMSG  the stored configuration is damaged: a value outside the
+ *            ranges a new queue's must meet (nshards 1..1024,
+ *            subshard_msgs, subshard_bytes, max_payload and bucket_us >= 1,
+ *            retain_max >= 2); nothing was allocated for it;
  *   any LMDB error of mdb_txn_begin()/mdb_dbi_open().
  * Thread context: any thread not holding a write transaction on @p env.
  */
@@ -431,6 +443,8 @@ uint64_t mfsq_enqueuer_in_shard(const mfsq_queue *q, uint32_t shard, uint64_t n)
  *   EACCES     @p txn is read-only;
  *   ENOENT, EEXIST  a shard record or subshard database the queue wrote is
  *              missing, or a key it appends is taken: the store is damaged;
+ *   EBADMSG    a delayed message due for promotion or a subshard index row
+ *              is damaged (see "Errors"): abort @p txn;
  *   negative   an LMDB code: MDB_CORRUPTED (a queue record of the wrong
  *              size), MDB_BAD_TXN (@p txn had failed before),
  *              MDB_DBS_FULL or MDB_READERS_FULL (sharing a subshard's handle
@@ -470,7 +484,8 @@ void mfsq_notify(mfsq_queue *q);
  * itself; an application without subscribers in this process may call it
  * to keep retention running.
  * @return 0, ENOMEM, ENOSPC, MDB_DBS_FULL (a spare subshard needs a
- *   handle slot), LMDB errors. Nothing is lost on an error: the next tick or
+ *   handle slot), EBADMSG (a damaged delayed message or subshard index
+ *   row), LMDB errors. Nothing is lost on an error: the next tick or
  *   dequeue tries again.
  * Thread context: any thread not holding a write transaction on the env.
  */
@@ -571,6 +586,8 @@ int mfsq_subscriber_delete(mfsq_queue *q, const char *name);
  *   MFSQ_LAGGED the subscriber fell behind the retention limit and lost
  *             messages; it now continues at the oldest retained one (call
  *             again);
+ *   EBADMSG   the next message of a shard is damaged (see "Errors"): the
+ *             subscriber stays before it;
  *   ENOMEM, LMDB errors of the read transaction.
  * Thread context: the thread that uses @p s, not holding a write
  * transaction on the environment.
@@ -624,8 +641,9 @@ int mfsq_seek_seq(mfsq_sub *s, uint32_t shard, uint64_t seq);
  * Move the subscriber, in every shard, to the first retained message whose
  * delivery time is >= @p t_us (the end of the shard if none).
  * Seeking to a time scans the retained messages of each shard.
- * @return 0, ENOMEM, ENOSPC (durable subscriber: position not written), LMDB
- *   errors. Thread context: as mfsq_dequeue().
+ * @return 0, ENOMEM, ENOSPC (durable subscriber: position not written),
+ *   EBADMSG (a damaged message or index row on the way: no position moved),
+ *   LMDB errors. Thread context: as mfsq_dequeue().
  */
 int mfsq_seek_time(mfsq_sub *s, uint64_t t_us);
 
@@ -641,7 +659,9 @@ int mfsq_sub_lagging(const mfsq_sub *s);
  * @param m receives the message; its data points into @p buf (copied, up to
  *        @p buflen bytes; m->len is the full length).
  * @param reason receives an enum mfsq_reason.
- * @return 0, ENOENT (no more), LMDB errors of its read transaction.
+ * @return 0, ENOENT (no more), EBADMSG (this exception is damaged: @p m,
+ *   @p reason and @p buf are not set, @p *cursor moves past it, so the
+ *   next call reads on), LMDB errors of its read transaction.
  * Thread context: any (it opens a short read transaction of its own).
  */
 int mfsq_exception_next(mfsq_queue *q, uint64_t *cursor, struct mfsq_msg *m, int *reason, void *buf,

@@ -248,7 +248,8 @@ static struct mfsq_centry *entry_new(mfsq_queue *q, uint32_t s, uint64_t sub_fir
 	if (!e)
 		return NULL;
 	e->sub_first = sub_first;
-	e->lo = e->hi = lo;
+	e->lo = lo;
+	e->hi = lo; /* not chained: hi is _Atomic, clang 14 refuses the chain */
 	e->next = q->shards[s].cache;
 	q->shards[s].cache = e;
 	return e;
@@ -427,15 +428,17 @@ int mfsq_cache_load(mfsq_queue *q, MDB_cursor *c, uint32_t s, uint64_t sub_first
 	for (rc = mdb_cursor_get(c, &key, &val, MDB_SET_KEY); !rc && pos < end;
 	     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT), pos++) {
 		struct mfsq_disk_msg h;
+		const unsigned char *data;
+		size_t len;
 
-		if (mfsq_be64_get(key.mv_data) != pos ||
+		/* a damaged record ends the entry: the reader meets it in the store */
+		if (key.mv_size != 8 || mfsq_be64_get(key.mv_data) != pos ||
+		    mfsq_msg_decode(&val, 0, &h, &data, &len) ||
 		    !admit(q, sizeof(struct mfsq_cmsg) + val.mv_size, 0, 0))
 			break;
 		if (!e && !(e = entry_new(q, s, sub_first, pos)))
 			break;
-		memcpy(&h, val.mv_data, sizeof(h));
-		if (entry_push(q, e, pos, &h, (char *)val.mv_data + sizeof(h),
-			       val.mv_size - sizeof(h)))
+		if (entry_push(q, e, pos, &h, data, len))
 			break;
 		loaded++;
 	}

@@ -525,7 +525,11 @@ static int find_time(mfsq_queue *q, MDB_txn *txn, uint32_t sh, uint64_t t, uint6
 		     rc = mdb_cursor_get(c, &key, &val, MDB_NEXT)) {
 			struct mfsq_disk_msg h;
 
-			memcpy(&h, val.mv_data, sizeof(h));
+			rc = mfsq_msg_decode(&val, 0, &h, NULL, NULL);
+			if (!rc && key.mv_size != 8)
+				rc = EBADMSG;
+			if (rc)
+				break;
 			if (h.dlv_us >= t) {
 				*out = mfsq_be64_get(key.mv_data);
 				mdb_cursor_close(c);

@@ -96,7 +96,11 @@ int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, 
 
 		if (f == seq) {
 			*first = f;
-			memcpy(id, val.mv_data, sizeof(*id));
+			rc = mfsq_index_id(&val, id);
+			if (rc) {
+				mdb_cursor_close(c);
+				return rc;
+			}
 			rc = mdb_cursor_get(c, &key, &val, MDB_NEXT);
 			if (!rc && key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
 			    mfsq_be32_get((unsigned char *)key.mv_data + 1) == s)
@@ -113,7 +117,7 @@ int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, 
 		if (key.mv_size == 13 && ((unsigned char *)key.mv_data)[0] == 'B' &&
 		    mfsq_be32_get((unsigned char *)key.mv_data + 1) == s) {
 			*first = mfsq_be64_get((unsigned char *)key.mv_data + 5);
-			memcpy(id, val.mv_data, sizeof(*id));
+			rc = mfsq_index_id(&val, id);
 		} else {
 			rc = MDB_NOTFOUND;
 		}
@@ -288,6 +292,47 @@ static int drop_one(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, uint64_t firs
 	return rc;
 }
 
+/* Whether index row @key is one of shard @s's. */
+static int index_of(const MDB_val *key, uint32_t s)
+{
+	const unsigned char *k = key->mv_data;
+
+	return key->mv_size == 13 && k[0] == 'B' && mfsq_be32_get(k + 1) == s;
+}
+
+/*
+ * The hard limit of shard @s: *cut gets the first seq of the oldest
+ * subshard to keep when the shard has more than retain_max, else 0. Walks
+ * the index back from the shard's last row, at most retain_max + 1 rows:
+ * the work is bounded by the configuration and by what is in the index,
+ * never by the stored nlive (a damaged one was 2^64 lookups).
+ */
+static int hard_limit_cut(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t *cut)
+{
+	unsigned char k[13];
+	MDB_val key = {sizeof(k), k}, val;
+	MDB_cursor *c;
+	uint64_t kept = 0, oldest = 0;
+	int rc;
+
+	*cut = 0;
+	rc = mdb_cursor_open(txn, q->meta, &c);
+	if (rc)
+		return rc;
+	index_key(k, s + 1, 0); /* nshards <= 1024: no wrap */
+	rc = mdb_cursor_get(c, &key, &val, MDB_SET_RANGE);
+	rc = mdb_cursor_get(c, &key, &val, rc == MDB_NOTFOUND ? MDB_LAST : MDB_PREV);
+	for (; !rc && index_of(&key, s); rc = mdb_cursor_get(c, &key, &val, MDB_PREV)) {
+		if (kept++ == q->cfg.retain_max) {
+			*cut = oldest;
+			break;
+		}
+		oldest = mfsq_be64_get((unsigned char *)key.mv_data + 5);
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 /*
  * Maintenance: keep a spare per shard, start a new subshard where enqueues in
  * callers' transactions overfilled the tail, drop passed subshards and
@@ -312,7 +357,6 @@ int mfsq_retention(mfsq_queue *q)
 	/* The hard limit first: where each shard's head must move to. */
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct mfsq_disk_shard st;
-		uint64_t first, id, next;
 
 		rc = mfsq_read_shard(q, w.txn, s, &st);
 		if (!rc)
@@ -323,18 +367,9 @@ int mfsq_retention(mfsq_queue *q)
 			rc = mfsq_subshard_spare(q, &w, s, &st);
 		if (!rc)
 			rc = mfsq_write_shard(q, w.txn, s, &st);
-		cut[s] = 0;
-		if (rc || st.nlive <= q->cfg.retain_max)
-			continue;
-		/* the first seq of the subshard that becomes the head */
-		uint64_t drop = st.nlive - q->cfg.retain_max;
-		uint64_t at = st.head_first;
-
-		while (!rc && drop--) {
-			rc = mfsq_subshard_locate(q, w.txn, s, at, &first, &id, &next);
-			at = next;
-		}
-		cut[s] = at;
+		/* the first seq of the subshard that becomes the head, or 0 */
+		if (!rc)
+			rc = hard_limit_cut(q, w.txn, s, &cut[s]);
 	}
 	if (!rc)
 		rc = min_positions(q, w.txn, minpos, cut);

@@ -207,10 +207,10 @@ static int damage_records(struct fz_in *in)
  * makes it read another tree or an older snapshot whose pages have been
  * reused, and LMDB does not bound what it reads then (an overflow run past
  * the end of the file: SIGBUS in mdb_dbi_open, found by this target). That
- * is LMDB's domain, not ours. Known bug S1 (README): LMDB also trusts the
- * page size kept in the free database's md_pad; a damaged one makes
- * mdb_env_open read past the end of the file before dbfs_open can look.
- * Skipped unless MFS_FUZZ_KNOWN=1.
+ * is LMDB's domain, not ours. LMDB also trusts the page size kept in the
+ * free database's md_pad (a damaged one made mdb_env_open read past the
+ * end of the file: S1, regress/store): dbfs_open checks both meta pages'
+ * page size and last page first (dbfs/metacheck.c).
  */
 static const struct {
 	unsigned off, len;
@@ -219,7 +219,7 @@ static const struct {
 	{16, 4}, /* mm_magic: checked */
 	{20, 4}, /* mm_version: checked */
 	{32, 8}, /* mm_mapsize */
-	{40, 4}, /* mm_dbs[FREE].md_pad = page size (S1) */
+	{40, 4}, /* mm_dbs[FREE].md_pad = page size: dbfs_open checks it */
 };
 #define NMETA (sizeof(meta_fields) / sizeof(meta_fields[0]))
 
@@ -246,8 +246,6 @@ static void damage_file(struct fz_in *in)
 			 * which byte of it, what to xor. */
 			unsigned page = fz_u8(in) % 2, f = fz_u8(in) % NMETA, at = fz_u8(in);
 			uint8_t x = fz_u8(in), b;
-			if (meta_fields[f].off == 40 && !fz_known())
-				continue; /* S1, see meta_fields */
 			off_t off = (off_t)(page * 4096 + meta_fields[f].off + at % meta_fields[f].len);
 			if (pread(fd, &b, 1, off) != 1)
 				continue;

@@ -4,13 +4,17 @@
  * would run one input. Lets the default suite, built with gcc and with the
  * sanitizers, run every target's corpus and regression inputs. A broken
  * property or a sanitizer report aborts: the file being run is printed
- * first.
+ * first. Each input has REPLAY_SECONDS: every one takes well under a
+ * second, so one that runs longer (a damaged count looped over, gigabytes
+ * allocated for a damaged size) is a bug, and SIGALRM fails the test at
+ * once instead of the suite's timeout.
  */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "fuzz.h"
 
@@ -20,6 +24,8 @@ __attribute__((weak)) int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	return 0;
 }
+
+#define REPLAY_SECONDS 10
 
 static int run_file(const char *path)
 {
@@ -31,7 +37,9 @@ static int run_file(const char *path)
 		return 1;
 	}
 	fprintf(stderr, "replay: %s (%zu bytes)\n", path, len);
+	alarm(REPLAY_SECONDS);
 	LLVMFuzzerTestOneInput(buf, len);
+	alarm(0);
 	free(buf);
 	return 0;
 }

@@ -200,6 +200,35 @@ START_TEST(test_reopen_and_lock)
 }
 END_TEST
 
+/* A store restored from a backup of data.mdb alone (mdb_copy): a
+ * read-only open makes the dbfs.lock it lacks, and holds it. */
+START_TEST(test_ro_open_without_lock)
+{
+	struct dbfs *ro, *other;
+	struct dbfs_options o;
+	char err[256], p[300];
+	mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
+	dbfs_close(fs);
+	fs = NULL;
+	snprintf(p, sizeof(p), "%s/dbfs.lock", dir);
+	ck_assert_int_eq(unlink(p), 0);
+	snprintf(p, sizeof(p), "%s/lock.mdb", dir);
+	unlink(p);
+	dbfs_options_init(&o);
+	o.read_only = true;
+	ck_assert_msg(dbfs_open(dir, &o, &ro, err, sizeof(err)) == 0, "%s", err);
+	snprintf(p, sizeof(p), "%s/dbfs.lock", dir);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	o.read_only = false;
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
+	dbfs_close(ro);
+	open_store();
+	uint64_t ino;
+	struct dbfs_inode in;
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "a", &ino, &in), 0);
+}
+END_TEST
+
 START_TEST(test_open_errors)
 {
 	struct dbfs *other;
@@ -251,6 +280,80 @@ START_TEST(test_open_errors)
 }
 END_TEST
 
+/* One byte of data.mdb xored with x (pread/pwrite). */
+static void xor_byte(const char *path, off_t off, unsigned char x)
+{
+	unsigned char b;
+	int fd = open(path, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &b, 1, off), 1);
+	b ^= x;
+	ck_assert_int_eq(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+/* LMDB trusts the meta pages' page size and last page; dbfs_open checks
+ * them first (metacheck.c). Meta page i is at i * 4096 (this machine's
+ * page size); its page size at byte 40, its last page at 136, its txnid at 144. */
+START_TEST(test_meta_pages)
+{
+	static const struct {
+		off_t off;
+		unsigned char x;
+		const char *why;
+	} cases[] = {
+	    {40 + 1, 0x01, "page size 4352"},	       /* meta 0: not a power of two */
+	    {40 + 1, 0x30, "is not a meta page"},      /* meta 0: 16384, page 1 is not there */
+	    {4096 + 40 + 1, 0x30, "disagree"},	       /* meta 1: 16384 */
+	    {4096 + 40 + 3, 0x80, "page size"},	       /* meta 1: 2^31 + 4096 */
+	    {16, 0xff, "magic"},			       /* meta 0 */
+	    {4096 + 20, 0x02, "format version 3"},     /* meta 1 */
+	    {4096 + 10, 0x08, "is not a meta page"},   /* meta 1: P_META cleared */
+	};
+	struct dbfs *other;
+	struct dbfs_options o;
+	char err[256], p[300];
+	dbfs_options_init(&o);
+	ck_assert_int_eq(getpagesize(), 4096);
+	mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
+	dbfs_close(fs);
+	fs = NULL;
+	snprintf(p, sizeof(p), "%s/data.mdb", dir);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		xor_byte(p, cases[i].off, cases[i].x);
+		err[0] = '\0';
+		ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EINVAL);
+		ck_assert_msg(strstr(err, "store is damaged") && strstr(err, cases[i].why),
+			      "case %zu: %s", i, err);
+		o.read_only = true; /* the same before a read-only open */
+		ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EINVAL);
+		o.read_only = false;
+		xor_byte(p, cases[i].off, cases[i].x);
+	}
+	/* the last page of the newer meta page beyond the end of the file */
+	struct stat st;
+	ck_assert_int_eq(stat(p, &st), 0);
+	int fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	uint64_t txn[2], last, saved;
+	ck_assert_int_eq(pread(fd, &txn[0], 8, 144), 8);
+	ck_assert_int_eq(pread(fd, &txn[1], 8, 4096 + 144), 8);
+	off_t at = (txn[1] > txn[0] ? 4096 : 0) + 136;
+	ck_assert_int_eq(pread(fd, &saved, 8, at), 8);
+	last = (uint64_t)st.st_size / 4096;
+	ck_assert_int_eq(pwrite(fd, &last, 8, at), 8);
+	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "store is damaged"));
+	ck_assert_ptr_nonnull(strstr(err, "names page"));
+	ck_assert_int_eq(pwrite(fd, &saved, 8, at), 8);
+	close(fd);
+	open_store();
+	uint64_t ino;
+	struct dbfs_inode in;
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "a", &ino, &in), 0);
+}
+END_TEST
+
 START_TEST(test_options)
 {
 	struct dbfs_options o;
@@ -264,10 +367,28 @@ START_TEST(test_options)
 			 -EINVAL);
 	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", "-1", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", "1Q", err, sizeof(err)), -EINVAL);
+	/* digits only: strtoull would skip the space and take the sign (2^64-1) */
+	ck_assert_int_eq(dbfs_option_parse(&o, "quota_bytes", " -1", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "quota_inodes", "+5", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "max_readers", " 64", err, sizeof(err)), -EINVAL);
+	ck_assert_uint_eq(o.quota_bytes, 8u << 20);
 	ck_assert_int_eq(dbfs_option_parse(&o, "map_size", "99999999999999999999", err,
 					   sizeof(err)), -EINVAL);
 	ck_assert_int_eq(dbfs_option_parse(&o, "bogus", "1", err, sizeof(err)), -ENOENT);
 	ck_assert_int_eq(dbfs_option_parse(&o, "attr_timeout", "nan", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "attr_timeout", "+.5", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "entry_timeout", " 1", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "entry_timeout", "-0", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&o, "entry_timeout", "0.5", err, sizeof(err)), 0);
+	/* a refused rw= leaves read_only as it was (it read an unset bool) */
+	ck_assert_int_eq(dbfs_option_parse(&o, "rw", "no", err, sizeof(err)), 0);
+	ck_assert(o.read_only);
+	err[0] = '\0';
+	ck_assert_int_eq(dbfs_option_parse(&o, "rw", "maybe", err, sizeof(err)), -EINVAL);
+	ck_assert_str_eq(err, "invalid value 'maybe' for option 'rw'");
+	ck_assert(o.read_only);
+	ck_assert_int_eq(dbfs_option_parse(&o, "rw", NULL, err, sizeof(err)), 0);
+	ck_assert(!o.read_only);
 }
 END_TEST
 
@@ -1378,7 +1499,9 @@ static Suite *core_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_reopen_and_lock);
+	tcase_add_test(tc, test_ro_open_without_lock);
 	tcase_add_test(tc, test_open_errors);
+	tcase_add_test(tc, test_meta_pages);
 	tcase_add_test(tc, test_refused_open_leaves_nothing);
 	tcase_add_test(tc, test_open_keeps_lock_of_store);
 	tcase_add_test(tc, test_options);

@@ -14,10 +14,20 @@ START_TEST(sizes)
 	ck_assert_uint_eq(v, 4096);
 	ck_assert_int_eq(mfs_parse_size("2g", &v), 0);
 	ck_assert_uint_eq(v, 2ull << 30);
+	/* strtoull skips spaces and takes a sign: " -1" was 2^64-1 */
 	static const char *const bad[] = {"", "-1", "1Q", "1KB", "K", "99999999999999999999",
-					  "20000000T"};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+					  "20000000T", " -1", " 12", "+5K", "\t1", "-0"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		ck_assert_msg(mfs_parse_size(bad[i], &v) == -EINVAL, "accepted %s", bad[i]);
+		ck_assert_msg(mfs_parse_uint(bad[i], UINT64_MAX, &v) == -EINVAL, "accepted %s",
+			      bad[i]);
+	}
+	ck_assert_int_eq(mfs_parse_uint("1024", 1024, &v), 0);
+	ck_assert_uint_eq(v, 1024);
+	ck_assert_int_eq(mfs_parse_uint("1025", 1024, &v), -EINVAL);
+	char err[128];
+	ck_assert_int_eq(mfs_conf_check("quota_bytes", " -1", err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(mfs_conf_check("bandwidth", "+5K", err, sizeof(err)), -EINVAL);
 }
 END_TEST
 

@@ -48,5 +48,6 @@ Suite *suite_rule(void);
 Suite *suite_wake(void);
 Suite *suite_acklog(void);
 Suite *suite_enqlog(void);
+Suite *suite_damage(void);
 
 #endif

@@ -12,6 +12,7 @@ static const struct {
     {"api", suite_api},	      {"delay", suite_delay},	{"cache", suite_cache},
     {"sizing", suite_sizing}, {"multi", suite_multi},	{"rule", suite_rule},
     {"wake", suite_wake},     {"acklog", suite_acklog}, {"enqlog", suite_enqlog},
+    {"damage", suite_damage},
 };
 
 int main(int argc, char **argv)
