@@ -74,7 +74,7 @@ static void publish_mounted(struct mfs_manager *mgr, struct mfs_dbfs *d, struct 
  */
 static void adopt_store_files(const struct mfs_caller *who, int store_fd, const char *name)
 {
-	static const char *const files[] = {"data.mdb", "lock.mdb", "dbfs.lock"};
+	static const char *const files[] = {"data.mdb", "lock.mdb", "dbfs.lock", "dbfs.durable"};
 	struct stat dir, st;
 
 	if (geteuid() != 0 || who->uid == 0 || fstat(store_fd, &dir) < 0 || dir.st_uid != who->uid)

@@ -174,7 +174,7 @@ static int make_store(const struct mfs_caller *who, struct mfs_held *h, char *er
  * failed may have left in it; a directory with anything else stays. */
 static void remove_new_store(struct mfs_held *h)
 {
-	static const char *const files[] = {"data.mdb", "lock.mdb", "dbfs.lock"};
+	static const char *const files[] = {"data.mdb", "lock.mdb", "dbfs.lock", "dbfs.durable"};
 
 	for (size_t i = 0; h->fd >= 0 && i < sizeof(files) / sizeof(files[0]); i++)
 		unlinkat(h->fd, files[i], 0);
