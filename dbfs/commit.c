@@ -96,9 +96,16 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			pthread_rwlock_unlock(&fs->map_lock);
 			continue; /* to may_retry */
 		}
+		uint64_t txnid = mdb_txn_id(txn);
 		failed = mdb_txn_commit(txn);
 		pthread_rwlock_unlock(&fs->map_lock);
 		if (!failed) {
+			/* Before any owner is told: an fsync after the reply
+			 * must find this commit among those to make durable. */
+			size_t bytes = 0;
+			for (int i = 0; i < n; i++)
+				bytes += ops[i]->bytes;
+			dbfs_durable_committed(fs, txnid, bytes);
 			fs->cnt.commits++;
 			if (n > 1)
 				fs->cnt.batched_ops += n;

@@ -36,7 +36,7 @@ static void open_store(void)
 	char err[256];
 	dbfs_options_init(&o);
 	o.create = true;
-	o.durability = DBFS_DURABLE_NONE;
+	o.durability = DBFS_DURABLE_NORMAL;
 	o.initial_map_size = 8 << 20;
 	int rc = dbfs_open(dir, &o, &fs, err, sizeof(err));
 	ck_assert_msg(rc == 0, "dbfs_open: %d %s", rc, err);
@@ -1236,10 +1236,10 @@ START_TEST(test_open_keeps_lock_of_store)
 	char err[256];
 	dbfs_options_init(&o);
 	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
-	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.lock,lock.mdb");
+	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.durable,dbfs.lock,lock.mdb");
 	dbfs_close(fs);
 	fs = NULL;
-	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.lock,lock.mdb");
+	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.durable,dbfs.lock,lock.mdb");
 	open_store();
 }
 END_TEST
