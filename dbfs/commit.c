@@ -96,10 +96,12 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			pthread_rwlock_unlock(&fs->map_lock);
 			continue; /* to may_retry */
 		}
-		uint64_t txnid = mdb_txn_id(txn);
 		failed = mdb_txn_commit(txn);
 		pthread_rwlock_unlock(&fs->map_lock);
 		if (!failed) {
+			MDB_envinfo info;
+			mdb_env_info(fs->env, &info); /* a commit that changed nothing keeps its id */
+			uint64_t txnid = info.me_last_txnid;
 			/* Before any owner is told: an fsync after the reply
 			 * must find this commit among those to make durable. */
 			size_t bytes = 0;

@@ -170,7 +170,7 @@ static int point_locked(struct dbfs *fs, bool leader)
 		writers_resume(fs);
 	if (rc)
 		return rc;
-	if (txnid == fs->dur_txn && fs->dur_pin) {
+	if (txnid == fs->dur_txn) {
 		mdb_txn_abort(pin); /* nothing committed since the last point */
 		return 0;
 	}
@@ -185,6 +185,10 @@ static int point_locked(struct dbfs *fs, bool leader)
 	if (fs->dur_pin)
 		mdb_txn_abort(fs->dur_pin);
 	fs->dur_pin = pin;
+	if (dbfs_durable_fault == DBFS_FAULT_NO_PIN) {
+		mdb_txn_abort(pin);
+		fs->dur_pin = NULL;
+	}
 	fs->dur_txn = txnid;
 	pthread_mutex_lock(&fs->dur_stat_lock);
 	fs->dur_bytes -= bytes0;
@@ -253,6 +257,8 @@ void dbfs_durable_committed(struct dbfs *fs, uint64_t txnid, size_t bytes)
 		fs->dur_txn = fs->last_txn = txnid;
 		return;
 	}
+	if (txnid <= fs->dur_txn)
+		return; /* the batch changed nothing */
 	pthread_mutex_lock(&fs->dur_stat_lock);
 	fs->last_txn = txnid;
 	if (!fs->dur_since_ns)
@@ -267,7 +273,10 @@ int dbfs_durable_point(struct dbfs *fs)
 		return 0;
 	if (fs->opt.durability == DBFS_DURABLE_FULL)
 		return 0; /* every commit was flushed before it was acknowledged */
-	uint64_t want = fs->last_txn;
+	/* The newest commit, also one made outside the group commit. */
+	MDB_envinfo info;
+	mdb_env_info(fs->env, &info);
+	uint64_t want = fs->last_txn > info.me_last_txnid ? fs->last_txn : info.me_last_txnid;
 	if (fs->dur_txn >= want)
 		return 0;
 	pthread_mutex_lock(&fs->dur_lock);

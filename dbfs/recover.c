@@ -8,6 +8,7 @@
 #include "dbfs/recover.h"
 
 const char *dbfs_boot_id_override;
+int dbfs_durable_fault;
 
 void dbfs_boot_id(char out[40])
 {
@@ -72,6 +73,8 @@ int dbfs_durable_recover(const char *dir, bool read_only, int *restored, char *e
 	char path[4200];
 	struct dbfs_drec r;
 	*restored = 0;
+	if (dbfs_durable_fault == DBFS_FAULT_NO_RECOVER)
+		return 0;
 	snprintf(path, sizeof(path), "%s/" DBFS_DREC_FILE, dir);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -107,7 +110,7 @@ int dbfs_durable_recover(const char *dir, bool read_only, int *restored, char *e
 		if (i == (r.txnid & 1))
 			same = same && !memcmp(m[i], r.meta, DBFS_LMDB_META_END);
 		else
-			same = same && dbfs_lmdb_meta_ok(m[i], t) && t < r.txnid;
+			same = same && dbfs_lmdb_meta_ok(m[i], t) && t <= r.txnid;
 	}
 	int rc = 0;
 	if (same) {

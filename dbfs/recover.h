@@ -35,5 +35,10 @@ bool dbfs_lmdb_meta_ok(const unsigned char *m, uint64_t txnid);
 void dbfs_boot_id(char out[40]);
 /* Tests: the boot_id to use instead of the kernel's (a simulated reboot). */
 extern const char *dbfs_boot_id_override;
+/* Tests only (tests/crash/fs/powerloss.c shows that it notices): break
+ * one half of the design. NO_PIN ends each durable point's read
+ * transaction at once; NO_RECOVER makes dbfs_durable_recover do nothing. */
+enum { DBFS_FAULT_NO_PIN = 1, DBFS_FAULT_NO_RECOVER = 2 };
+extern int dbfs_durable_fault;
 
 #endif
