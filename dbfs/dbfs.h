@@ -53,7 +53,9 @@ struct dbfs_options {
 	double attr_timeout;         /* seconds the kernel may cache attributes */
 	double entry_timeout;        /* seconds the kernel may cache names */
 	bool writeback_cache;        /* let the kernel buffer writes (default off: see README) */
-	bool writemap;               /* LMDB MDB_WRITEMAP where fallocate works (default on) */
+	bool writemap;               /* LMDB MDB_WRITEMAP where fallocate works (default on, see writemap_auto) */
+	bool writemap_auto;          /* writemap not given: on only where the store is in
+	                                memory (tmpfs); cleared by parsing writemap= */
 	double commit_interval;      /* seconds between durable points (normal mode; 5) */
 };
 

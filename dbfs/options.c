@@ -16,6 +16,7 @@ void dbfs_options_init(struct dbfs_options *o)
 	o->entry_timeout = 86400.0;
 	o->writeback_cache = false;
 	o->writemap = true;
+	o->writemap_auto = true;
 	o->commit_interval = 5.0;
 }
 
@@ -117,6 +118,7 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 		      o->commit_interval > 86400;
 	} else if (!strcmp(key, "writemap")) {
 		bad = parse_bool(v, &o->writemap);
+		o->writemap_auto = false;
 	} else if (!strcmp(key, "writeback_cache")) {
 		bad = parse_bool(v, &o->writeback_cache);
 	} else {

@@ -11,6 +11,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "dbfs/internal.h"
@@ -216,6 +218,21 @@ static uint64_t auto_map_size(const char *dir)
 	return total < lo ? lo : total > hi ? hi : total;
 }
 
+/*
+ * Where the store is on a disk, MDB_WRITEMAP costs more than it saves:
+ * pages dirtied through the map take longer to flush than written ones
+ * (ext4 on this machine's disk: 8 random 4 KiB pages, msync 4.7 ms and
+ * fdatasync 3.7 ms when dirtied through a shared map, 0.9 ms when written
+ * with pwrite), and every first store into a page after its write-back is
+ * a write-protect fault (a 4 KiB update committed in 100 us against 30).
+ * In memory (tmpfs) it saves the copy at commit and nothing is flushed.
+ */
+static bool in_memory(const char *dir)
+{
+	struct statfs sf;
+	return statfs(dir, &sf) == 0 && (sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC);
+}
+
 static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t map, char *err,
 		    size_t errlen)
 {
@@ -352,7 +369,8 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	 * system raises SIGBUS: only where fallocate lets us keep a reserve
 	 * (space.c). It also extends the file to the map size at open, so a
 	 * damaged store is first checked through a read-only open. */
-	if (o->writemap && !o->read_only && dbfs_space_supported(fs->lock_fd)) {
+	if (o->writemap && !o->read_only && dbfs_space_supported(fs->lock_fd) &&
+	    (!o->writemap_auto || in_memory(fs->dir))) {
 		if (exists) {
 			rc = open_env(fs, dir, MDB_NOTLS | MDB_RDONLY, map, err, errlen);
 			if (rc)
