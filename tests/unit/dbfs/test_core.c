@@ -6,6 +6,8 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -1554,6 +1556,33 @@ START_TEST(test_commit_interval_tick)
 }
 END_TEST
 
+/* Concurrent fsyncs share one durable point: eight callers, one flush. */
+static void *sync_thread(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)dbfs_sync(fs);
+}
+
+START_TEST(test_sync_shared)
+{
+	struct dbfs_counters c0, c1;
+	pthread_t th[8];
+	mk_committed("shared");
+	dbfs_counters(fs, &c0);
+	ck_assert_uint_gt(c0.unsynced_age_ms + 1, 0);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, sync_thread, NULL), 0);
+	for (int i = 0; i < 8; i++) {
+		void *rc;
+		pthread_join(th[i], &rc);
+		ck_assert_int_eq((intptr_t)rc, 0);
+	}
+	dbfs_counters(fs, &c1);
+	ck_assert_uint_eq(c1.flushes, c0.flushes + 1);
+	ck_assert_uint_eq(c1.unsynced_bytes, 0);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("dbfs-core");
@@ -1584,6 +1613,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_durable_point_after_reboot);
 	tcase_add_test(tc, test_upgrade_format_1);
 	tcase_add_test(tc, test_commit_interval_tick);
+	tcase_add_test(tc, test_sync_shared);
 	tcase_add_test(tc, test_errno_boundary);
 	tcase_add_test(tc, test_queue_error_in_batch);
 	tcase_add_loop_test(tc, test_fault_injection, 0,
