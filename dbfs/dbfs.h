@@ -90,17 +90,21 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * create), -ENOTDIR (`dir` is not a directory), -ENOMEM, -EBUSY (store in
  * use), -EINVAL (not a DBFS store, unknown format version, damaged or
  * truncated), -EACCES/-EPERM/-EROFS (no access to the directory or its
- * files), -ELOOP/-ENAMETOOLONG (from resolving `dir`), -ENOSPC (no room to
+ * files; -EROFS also for a read-only open of a store that lost power and
+ * needs its recovery, which writes), -ELOOP/-ENAMETOOLONG (from resolving `dir`), -ENOSPC (no room to
  * create or grow the environment), -EAGAIN (LMDB reader slots full), -EIO.
  * Thread context: any thread but one serving requests of this store, never
  * concurrently with dbfs_close of the same store. It may take disk time:
- * it commits the orphan reclaim, in as many transactions as it needs.
+ * after a reboot it restores the last durable point (dbfs/durable.c), it
+ * upgrades a format-1 store, commits the orphan reclaim, in as many
+ * transactions as it needs, and makes a durable point.
  */
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen);
 
-/* Reap what the kernel forgot, reclaim orphans, flush and close; frees
- * `fs` (NULL: nothing). No request of this store may be in flight and no
+/* Reap what the kernel forgot, reclaim orphans, make a last durable point
+ * (everything acknowledged survives a power loss after it returns) and
+ * close; frees `fs` (NULL: nothing). No request of this store may be in flight and no
  * other call on `fs` may run or follow; the session must be gone. May take
  * disk time (commits and a forced sync). */
 void dbfs_close(struct dbfs *fs);

@@ -27,6 +27,8 @@ static const char usage_text[] =
     "Usage: dbfs-fsck [-r|--repair] [-v|--verbose] [--allow-orphans] STORE\n"
     "Check every invariant of the DBFS store in directory STORE (see dbfs/format.h).\n"
     "The store must not be in use: its lock STORE/dbfs.lock is taken first.\n"
+    "A store that lost power is checked at its last durable point (STORE/dbfs.durable):\n"
+    "--repair restores it first; without --repair such a store is refused (exit 8).\n"
     "\n"
     "  -r, --repair     fix what can be fixed safely, in one transaction:\n"
     "                   recount nlink, nentries, directory parents, alloc, usage and\n"
