@@ -1076,6 +1076,7 @@ int main(int argc, char **argv)
 		flushes += evs[i].kind == EV_FLUSH_END;
 	printf("powerloss: mode=%s writemap=%d: %d operations, %zu events recorded, %d flushes\n",
 	       mode_full ? "full" : "normal", opts.writemap, nops_done, nevents, flushes);
+	fflush(stdout);
 
 	/* Crash points: every event in turn, round-robin, until enough
 	 * distinct states were checked. */
@@ -1094,7 +1095,10 @@ int main(int argc, char **argv)
 				if (!seen_add(fp ^ ((uint64_t)c << 1)))
 					continue;
 				int k;
-				states++;
+				if (++states % 10000 == 0) {
+					printf("powerloss: %d states checked...\n", states);
+					fflush(stdout);
+				}
 				if (check_state(&p, c, variant, &k)) {
 					failures++;
 					if (failures >= 5 && !brk)
