@@ -79,15 +79,13 @@ static int write_record(struct dbfs *fs, uint64_t txnid, const unsigned char *me
 {
 	struct dbfs_drec r;
 	unsigned char slot[DBFS_DREC_SLOT];
-	MDB_stat st;
 	memset(&r, 0, sizeof(r));
 	memcpy(r.magic, DBFS_DREC_MAGIC, 8);
 	r.version = 1;
 	r.flags = flags;
 	r.seq = ++fs->dur_seq;
 	r.txnid = txnid;
-	mdb_env_stat(fs->env, &st);
-	r.psize = st.ms_psize;
+	r.psize = fs->dur_psize;
 	dbfs_boot_id(r.boot);
 	if (meta)
 		memcpy(r.meta, meta, DBFS_DREC_META);
@@ -122,18 +120,19 @@ static void writers_resume(struct dbfs *fs)
 }
 
 /* Step 1 of a point: pin the newest snapshot and copy its meta page. The
- * caller holds the writer (leader role or paused writers). */
+ * caller holds the writer (leader role or paused writers). LMDB reads its
+ * meta pages through the map, which moves when it grows: the map lock. */
 static int pin_newest(struct dbfs *fs, MDB_txn **pin, uint64_t *txnid, unsigned char *meta)
 {
-	MDB_stat st;
+	pthread_rwlock_rdlock(&fs->map_lock);
 	int rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, pin);
+	pthread_rwlock_unlock(&fs->map_lock);
 	if (rc)
 		return rc;
 	*txnid = mdb_txn_id(*pin);
-	mdb_env_stat(fs->env, &st);
 	int fd;
 	mdb_env_get_fd(fs->env, &fd);
-	if (pread(fd, meta, DBFS_DREC_META, (off_t)(*txnid & 1) * st.ms_psize + 16) !=
+	if (pread(fd, meta, DBFS_DREC_META, (off_t)(*txnid & 1) * fs->dur_psize + 16) !=
 		    DBFS_DREC_META ||
 	    !dbfs_lmdb_meta_ok(meta, *txnid)) {
 		/* Not LMDB 0.9's meta layout: never record what we cannot
@@ -174,7 +173,10 @@ static int point_locked(struct dbfs *fs, bool leader)
 		mdb_txn_abort(pin); /* nothing committed since the last point */
 		return 0;
 	}
+	/* With MDB_WRITEMAP this msyncs the map: it must not move meanwhile. */
+	pthread_rwlock_rdlock(&fs->map_lock);
 	rc = mdb_env_sync(fs->env, 1);
+	pthread_rwlock_unlock(&fs->map_lock);
 	if (!rc)
 		rc = write_record(fs, txnid, meta, 0);
 	if (rc) {
@@ -210,6 +212,9 @@ int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen)
 		return -e;
 	}
 	fs->dur_seq = dbfs_drec_read(fs->dur_fd, &r) ? r.seq : 0;
+	MDB_stat st;
+	mdb_env_stat(fs->env, &st); /* no other thread yet: no map lock */
+	fs->dur_psize = st.ms_psize;
 	/* Whatever the record said, the store as opened becomes the durable
 	 * point now: its pages are flushed before the record names it (a new
 	 * file's first record: after its directory entry is on the disk). */
@@ -273,9 +278,12 @@ int dbfs_durable_point(struct dbfs *fs)
 		return 0;
 	if (fs->opt.durability == DBFS_DURABLE_FULL)
 		return 0; /* every commit was flushed before it was acknowledged */
-	/* The newest commit, also one made outside the group commit. */
+	/* The newest commit, also one made outside the group commit (LMDB
+	 * reads it from the map: under the map lock, see pin_newest). */
 	MDB_envinfo info;
+	pthread_rwlock_rdlock(&fs->map_lock);
 	mdb_env_info(fs->env, &info);
+	pthread_rwlock_unlock(&fs->map_lock);
 	uint64_t want = fs->last_txn > info.me_last_txnid ? fs->last_txn : info.me_last_txnid;
 	if (fs->dur_txn >= want)
 		return 0;

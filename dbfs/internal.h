@@ -131,6 +131,7 @@ struct dbfs {
 	pthread_mutex_t dur_lock, dur_stat_lock;
 	int dur_fd;                 /* dbfs.durable; -1: read-only store */
 	uint64_t dur_seq;           /* the last record's number */
+	unsigned dur_psize;         /* LMDB's page size */
 	MDB_txn *dur_pin;           /* read transaction on snapshot dur_txn */
 	_Atomic uint64_t dur_txn;   /* the newest durable transaction */
 	_Atomic uint64_t last_txn;  /* the newest committed one */

@@ -57,8 +57,12 @@ static uint64_t used_bytes(struct dbfs *fs, unsigned *psize)
 {
 	MDB_envinfo info;
 	MDB_stat st;
+	/* LMDB reads both from its meta page, in the map, which moves when it
+	 * grows; the callers hold no transaction (statfs calls it too). */
+	pthread_rwlock_rdlock(&fs->map_lock);
 	mdb_env_info(fs->env, &info);
 	mdb_env_stat(fs->env, &st);
+	pthread_rwlock_unlock(&fs->map_lock);
 	*psize = st.ms_psize;
 	return ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
 }
