@@ -138,6 +138,7 @@ struct dbfs {
 	int64_t dur_since_ns;       /* monotonic ns of the oldest commit not durable; 0: none */
 	uint64_t dur_bytes;         /* bytes of operations committed since dur_txn */
 	_Atomic uint64_t commit_interval_ms;
+	bool dur_trust;             /* no points: mode full, or the store is in memory */
 	uint32_t sb_version;        /* the superblock's format version as opened */
 };
 
@@ -171,8 +172,10 @@ int dbfs_durable_tick(struct dbfs *fs);
 /* A last point; ends the pin and closes dbfs.durable. */
 void dbfs_durable_stop(struct dbfs *fs);
 #define DBFS_TICK_NS 1000000000ll /* dbfs_tick's period, as dbfs.h asks */
-/* Tests: the monotonic clock of durable.c (ns). */
+/* Tests: the monotonic clock of durable.c (ns); treat a store in memory
+ * as on a disk (it makes durable points). */
 extern int64_t (*dbfs_durable_clock)(void);
+extern bool dbfs_durable_test_on_disk;
 /* For dbfs_counters: age of the oldest commit not durable, bytes since. */
 void dbfs_durable_state(struct dbfs *fs, uint64_t *age_ms, uint64_t *bytes);
 

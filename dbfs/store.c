@@ -369,6 +369,8 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	 * system raises SIGBUS: only where fallocate lets us keep a reserve
 	 * (space.c). It also extends the file to the map size at open, so a
 	 * damaged store is first checked through a read-only open. */
+	fs->dur_trust = o->durability == DBFS_DURABLE_FULL ||
+			(in_memory(fs->dir) && !dbfs_durable_test_on_disk);
 	if (o->writemap && !o->read_only && dbfs_space_supported(fs->lock_fd) &&
 	    (!o->writemap_auto || in_memory(fs->dir))) {
 		if (exists) {

@@ -1017,6 +1017,7 @@ int main(int argc, char **argv)
 	}
 	opts.durability = mode_full ? DBFS_DURABLE_FULL : DBFS_DURABLE_NORMAL;
 	opts.writemap_auto = false; /* as asked, wherever TMPDIR is */
+	dbfs_durable_test_on_disk = true; /* durable points even in /dev/shm */
 	fsck_bin = getenv("DBFS_FSCK");
 	if (!fsck_bin)
 		die("DBFS_FSCK must name dbfs-fsck");
