@@ -98,8 +98,17 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			continue; /* to may_retry */
 		}
 		failed = mdb_txn_commit(txn);
+		MDB_envinfo info; /* read from the map: before the map lock goes */
+		mdb_env_info(fs->env, &info); /* a commit that changed nothing keeps its id */
 		pthread_rwlock_unlock(&fs->map_lock);
 		if (!failed) {
+			uint64_t txnid = info.me_last_txnid;
+			/* Before any owner is told: an fsync after the reply
+			 * must find this commit among those to make durable. */
+			size_t bytes = 0;
+			for (int i = 0; i < n; i++)
+				bytes += ops[i]->bytes;
+			dbfs_durable_committed(fs, txnid, bytes);
 			fs->cnt.commits++;
 			if (n > 1)
 				fs->cnt.batched_ops += n;

@@ -13,4 +13,6 @@ void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c)
 	c->batched_ops = fs->cnt.batched_ops;
 	c->map_grows = fs->cnt.map_grows;
 	c->errors = fs->cnt.errors;
+	c->flushes = fs->cnt.flushes;
+	dbfs_durable_state(fs, &c->unsynced_age_ms, &c->unsynced_bytes);
 }

@@ -27,19 +27,18 @@
 struct fuse_lowlevel_ops;
 struct dbfs;
 
-/* Durability modes (see README "Durability"). */
+/* Durability modes (see README "Durability", dbfs/durable.c). A process
+ * crash (kill -9) loses no acknowledged operation in either mode. */
 enum dbfs_durability {
-	/* Every commit is flushed (data and meta pages). Acknowledged
-	 * metadata operations survive power loss. */
+	/* Every commit is flushed (LMDB's synced commits, two device flushes
+	 * each): every acknowledged operation survives a power loss. */
 	DBFS_DURABLE_FULL = 0,
-	/* Default. Data pages are flushed at each commit but not the meta
-	 * page (MDB_NOMETASYNC): a power loss may undo the last commit but
-	 * never leaves the store inconsistent. */
+	/* Default. Commits flush nothing; a durable point (two flushes)
+	 * every commit_interval, at fsync/fdatasync/O_SYNC writes, dbfs_sync
+	 * and close. After a power loss the store opens at the last durable
+	 * point: consistent, everything fsynced, at most commit_interval old.
+	 * ("none" is parsed as this mode: it no longer earns a place.) */
 	DBFS_DURABLE_NORMAL = 1,
-	/* Nothing is flushed until fsync/syncfs or the periodic flush of
-	 * dbfs_tick (MDB_NOSYNC). A process crash loses nothing; a power loss
-	 * may corrupt the store. For scratch data only. */
-	DBFS_DURABLE_NONE = 2,
 };
 
 struct dbfs_options {
@@ -54,7 +53,10 @@ struct dbfs_options {
 	double attr_timeout;         /* seconds the kernel may cache attributes */
 	double entry_timeout;        /* seconds the kernel may cache names */
 	bool writeback_cache;        /* let the kernel buffer writes (default off: see README) */
-	bool writemap;               /* LMDB MDB_WRITEMAP where fallocate works (default on) */
+	bool writemap;               /* LMDB MDB_WRITEMAP where fallocate works (default on, see writemap_auto) */
+	bool writemap_auto;          /* writemap not given: on only where the store is in
+	                                memory (tmpfs); cleared by parsing writemap= */
+	double commit_interval;      /* seconds between durable points (normal mode; 5) */
 };
 
 /* Fill `o` with the defaults documented in struct dbfs_options. Any thread;
@@ -63,7 +65,8 @@ void dbfs_options_init(struct dbfs_options *o);
 
 /*
  * Parse one mount-option style `key=value` (or bare `key`) into `o`.
- * Known keys: create, ro, durability=full|normal|none, max_readers=N,
+ * Known keys: create, ro, durability=full|normal|none, commit_interval=SECS,
+ * max_readers=N,
  * map_size=SIZE, quota_bytes=SIZE, quota_inodes=N, attr_timeout=SECS,
  * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE. SIZE accepts K, M,
  * G, T suffixes.
@@ -89,42 +92,54 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * create), -ENOTDIR (`dir` is not a directory), -ENOMEM, -EBUSY (store in
  * use), -EINVAL (not a DBFS store, unknown format version, damaged or
  * truncated), -EACCES/-EPERM/-EROFS (no access to the directory or its
- * files), -ELOOP/-ENAMETOOLONG (from resolving `dir`), -ENOSPC (no room to
+ * files; -EROFS also for a read-only open of a store that lost power and
+ * needs its recovery, which writes), -ELOOP/-ENAMETOOLONG (from resolving `dir`), -ENOSPC (no room to
  * create or grow the environment), -EAGAIN (LMDB reader slots full), -EIO.
  * Thread context: any thread but one serving requests of this store, never
  * concurrently with dbfs_close of the same store. It may take disk time:
- * it commits the orphan reclaim, in as many transactions as it needs.
+ * after a reboot it restores the last durable point (dbfs/durable.c), it
+ * upgrades a format-1 store, commits the orphan reclaim, in as many
+ * transactions as it needs, and makes a durable point.
  */
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen);
 
-/* Reap what the kernel forgot, reclaim orphans, flush and close; frees
- * `fs` (NULL: nothing). No request of this store may be in flight and no
+/* Reap what the kernel forgot, reclaim orphans, make a last durable point
+ * (everything acknowledged survives a power loss after it returns) and
+ * close; frees `fs` (NULL: nothing). No request of this store may be in flight and no
  * other call on `fs` may run or follow; the session must be gone. May take
  * disk time (commits and a forced sync). */
 void dbfs_close(struct dbfs *fs);
 
 /*
- * Make everything committed so far durable across power loss
- * (mdb_env_sync with force: one device flush). Read-only stores: 0 at
- * once.
+ * Make everything committed so far durable across power loss: a durable
+ * point (dbfs/durable.c: flush data.mdb, then record the point in
+ * dbfs.durable and flush that). Concurrent callers share one point; a
+ * caller whose commits are durable already returns at once, and so does
+ * every caller in mode full and on a read-only store. The cost is that of
+ * the pages changed since the last point, not of the store's size.
  * Errors: -EIO or -ENOSPC (the flush failed: data may be lost), or
  * another negative errno of fdatasync (or msync, with MDB_WRITEMAP).
  * Thread context: any thread, a request thread of this store included
- * (the fsync handlers call it); it takes no lock of libdbfs and
- * does not wait for the writer, only for the device.
+ * (the fsync handlers call it), but not from inside a write operation: it
+ * waits for the write transaction in progress to end (not for the ones
+ * queued), then for the device.
  */
 int dbfs_sync(struct dbfs *fs);
 
 /*
  * Housekeeping; call about once a second from any thread (not from inside a
  * request of this store): reclaims inodes the kernel forgot after their last
- * unlink, and in durability mode `none` flushes the store every 2 seconds.
- * libdbfs starts no thread of its own. Returns 0 or a negative errno of a
- * commit (-ENOSPC, -EIO ...) or of dbfs_sync; a failed reap is retried at
- * the next call.
+ * unlink, and makes a durable point when the oldest change that is not
+ * durable is commit_interval old. libdbfs starts no thread of its own.
+ * Returns 0 or a negative errno of a commit (-ENOSPC, -EIO ...) or of the
+ * flush; a failed reap or flush is retried at the next call.
  */
 int dbfs_tick(struct dbfs *fs);
+
+/* Change commit_interval live (seconds, > 0; others ignored). Any thread;
+ * no lock (an atomic). The next dbfs_tick uses it. */
+void dbfs_set_commit_interval(struct dbfs *fs, double secs);
 
 /* Change quotas live (0: none). Takes effect for the next operation. Any
  * thread; no lock (the quotas are atomics). */
@@ -175,8 +190,12 @@ struct dbfs_counters {
 	uint64_t batched_ops;  /* write operations that shared a commit */
 	uint64_t map_grows;
 	uint64_t errors;       /* requests answered with an error */
+	uint64_t flushes;      /* durable points made (each: two device flushes) */
+	uint64_t unsynced_age_ms; /* age of the oldest commit not durable yet; 0: none */
+	uint64_t unsynced_bytes;  /* data bytes written since the last durable point */
 };
-/* Copy the counters into `c`. Any thread; no lock, no system call. */
+/* Copy the counters into `c`. Any thread; no system call (it reads the
+ * monotonic clock and takes a short lock of the durable points). */
 void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c);
 
 /* The FUSE low-level operations; the session's userdata must be the

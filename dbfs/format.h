@@ -1,5 +1,6 @@
 /*
- * On-store layout of a DBFS (format version 1).
+ * On-store layout of a DBFS (format version 2; version 1 stores are upgraded
+ * in place when opened read-write, see dbfs/durable.c).
  *
  * A store is a directory holding one LMDB environment (data.mdb, lock.mdb)
  * and a lock file `dbfs.lock` (flock'ed exclusively by the process that has
@@ -85,12 +86,14 @@
 #ifndef DBFS_FORMAT_H
 #define DBFS_FORMAT_H
 
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 1u
+#define DBFS_FORMAT_VERSION 2u  /* 2: the store has dbfs.durable */
+#define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16
 #define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB: the largest block size */
 #define DBFS_PAGE_BLOCK(psize) ((psize) - 16u)         /* block size of new stores */
@@ -177,5 +180,71 @@ static inline bool dbfs_lock_is_current(int fd, const char *path)
 	return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev &&
 	       a.st_ino == b.st_ino;
 }
+
+
+/*
+ * dbfs.durable: which LMDB transaction is durable (dbfs/durable.c).
+ *
+ * In the default durability mode LMDB commits without flushing
+ * (MDB_NOSYNC), so the meta pages of data.mdb may reach the disk before the
+ * pages they point at. This file, written only after data.mdb was flushed,
+ * names the newest transaction whose pages are all on the disk, and keeps
+ * a copy of its LMDB meta page. After a reboot, dbfs_open writes that copy
+ * over both meta pages of data.mdb before LMDB reads them.
+ *
+ * Two slots of DBFS_DREC_SLOT bytes; record `seq` goes to slot seq & 1, so
+ * a torn write leaves the other slot whole. The valid record (magic, sum)
+ * with the larger seq rules:
+ *
+ *   slot +--------+---------+-------+-----+-------+-------+--------+
+ *        | magic  | version | flags | seq | txnid | psize | boot   |
+ *        | 8      | 4       | 4     | 8   | 8     | 4     | 40     |
+ *        +--------+---------+-------+-----+-------+-------+--------+
+ *        | meta: bytes [16, 16+DBFS_DREC_META) of LMDB meta page    |
+ *        |       txnid & 1 as committed (the page header excluded)  |
+ *        +----------------------------------------------------------+
+ *        | sum: FNV-1a 64 of everything above                       |
+ *        +----------------------------------------------------------+
+ *
+ * flags DBFS_DREC_TRUST_LMDB: every commit is flushed (durability=full),
+ * LMDB's own meta pages are right, nothing is restored. boot is the
+ * kernel's boot_id when written: a record of this boot means no power was
+ * lost since (the page cache held every write), so nothing is restored
+ * either. A store without this file (format 1, or a copy without it) is
+ * trusted as LMDB left it.
+ */
+#define DBFS_DREC_FILE  "dbfs.durable"
+#define DBFS_DREC_MAGIC "DBFSDUR1"
+#define DBFS_DREC_SLOT  512u
+#define DBFS_DREC_META  256u
+#define DBFS_DREC_TRUST_LMDB 1u
+
+struct dbfs_drec {
+	char magic[8];
+	uint32_t version;       /* 1 */
+	uint32_t flags;
+	uint64_t seq;
+	uint64_t txnid;
+	uint32_t psize;         /* LMDB page size of data.mdb */
+	char boot[40];          /* boot_id, NUL padded */
+	unsigned char meta[DBFS_DREC_META];
+	uint64_t sum;
+};
+
+static inline uint64_t dbfs_drec_sum(const struct dbfs_drec *r)
+{
+	const unsigned char *p = (const unsigned char *)r;
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < offsetof(struct dbfs_drec, sum); i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* LMDB 0.9's meta page (data format MDB_DATA_VERSION 1): after the 16-byte
+ * page header, MDB_meta ends with mm_last_pg and mm_txnid (8 bytes each)
+ * at these offsets within the part dbfs_drec.meta copies. */
+#define DBFS_LMDB_META_MAGIC 0xBEEFC0DEu
+#define DBFS_LMDB_META_TXNID 128u
+#define DBFS_LMDB_META_END   136u
 
 #endif

@@ -95,7 +95,6 @@ struct dbfs {
 	uint64_t *reap;
 	size_t nreap, capreap;
 	int64_t reap_since;         /* seconds (monotonic) the oldest queued one waits */
-	_Atomic int64_t last_sync;  /* seconds (monotonic) of the last env sync */
 
 	struct dbfs_lookups lookups; /* kernel lookup counts (lookups.c) */
 	int space_low;             /* the space reserve is gone (space.c) */
@@ -127,8 +126,23 @@ struct dbfs {
 	char io_reason[160];
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
-			errors;
+			errors, flushes;
 	} cnt;
+
+	/* Durable points (durable.c). dur_lock: one point at a time, held
+	 * across its flushes; dur_stat_lock (short): since and bytes. */
+	pthread_mutex_t dur_lock, dur_stat_lock;
+	int dur_fd;                 /* dbfs.durable; -1: read-only store */
+	uint64_t dur_seq;           /* the last record's number */
+	unsigned dur_psize;         /* LMDB's page size */
+	MDB_txn *dur_pin;           /* read transaction on snapshot dur_txn */
+	_Atomic uint64_t dur_txn;   /* the newest durable transaction */
+	_Atomic uint64_t last_txn;  /* the newest committed one */
+	int64_t dur_since_ns;       /* monotonic ns of the oldest commit not durable; 0: none */
+	uint64_t dur_bytes;         /* bytes of operations committed since dur_txn */
+	_Atomic uint64_t commit_interval_ms;
+	bool dur_trust;             /* no points: mode full, or the store is in memory */
+	uint32_t sb_version;        /* the superblock's format version as opened */
 };
 
 /* A write operation run by dbfs_write(); it must check everything that can
@@ -144,6 +158,30 @@ typedef int (*dbfs_write_fn)(struct dbfs *fs, MDB_txn *txn, void *arg);
 int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg);
 int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes);
 #define DBFS_BATCH_BYTES (1u << 20)
+/* ---- durable points (durable.c) ---- */
+/* After the store opened read-write: the store as it is becomes the first
+ * durable point (dbfs.durable made if missing). 0 or a negative errno. */
+int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen);
+/* The leader committed transaction txnid holding `bytes` of operations. */
+void dbfs_durable_committed(struct dbfs *fs, uint64_t txnid, size_t bytes);
+/* Make every commit so far durable (shared with concurrent callers). 0 or
+ * a store failure. Never from a thread that holds the writer. */
+int dbfs_durable_point(struct dbfs *fs);
+/* The same from the group commit's leader (between transactions); skips
+ * it when another point is in progress. */
+int dbfs_durable_point_leader(struct dbfs *fs);
+/* A point if the oldest change not durable is commit_interval old. */
+int dbfs_durable_tick(struct dbfs *fs);
+/* A last point; ends the pin and closes dbfs.durable. */
+void dbfs_durable_stop(struct dbfs *fs);
+#define DBFS_TICK_NS 1000000000ll /* dbfs_tick's period, as dbfs.h asks */
+/* Tests: the monotonic clock of durable.c (ns); treat a store in memory
+ * as on a disk (it makes durable points). */
+extern int64_t (*dbfs_durable_clock)(void);
+extern bool dbfs_durable_test_on_disk;
+/* For dbfs_counters: age of the oldest commit not durable, bytes since. */
+void dbfs_durable_state(struct dbfs *fs, uint64_t *age_ms, uint64_t *bytes);
+
 /* Grow the map if it is still `seen` bytes (takes the map lock; map.c). */
 int dbfs_grow_map(struct dbfs *fs, uint64_t seen);
 /* Restore the space reserve before a batch (leader only). */
@@ -307,6 +345,8 @@ int dbfs_format(struct dbfs *fs, MDB_txn *txn);
 /* The block size of a new store: one LMDB page less its header. */
 uint64_t dbfs_page_block(struct dbfs *fs);
 int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen);
+/* A write operation: rewrite the superblock as the current format. */
+int dbfs_super_upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg);
 int dbfs_alloc_ino(struct dbfs *fs, MDB_txn *txn, uint64_t *ino);
 int dbfs_usage_get(struct dbfs *fs, MDB_txn *txn, struct dbfs_usage_rec *u);
 int dbfs_usage_add(struct dbfs *fs, MDB_txn *txn, int64_t dbytes, int64_t dinodes);

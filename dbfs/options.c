@@ -16,6 +16,8 @@ void dbfs_options_init(struct dbfs_options *o)
 	o->entry_timeout = 86400.0;
 	o->writeback_cache = false;
 	o->writemap = true;
+	o->writemap_auto = true;
+	o->commit_interval = 5.0;
 }
 
 static int parse_u64(const char *v, uint64_t *out, int sizes)
@@ -93,7 +95,7 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 		else if (v && !strcmp(v, "normal"))
 			o->durability = DBFS_DURABLE_NORMAL;
 		else if (v && !strcmp(v, "none"))
-			o->durability = DBFS_DURABLE_NONE;
+			o->durability = DBFS_DURABLE_NORMAL; /* kept for old configurations */
 		else
 			bad = 1;
 	} else if (!strcmp(key, "max_readers")) {
@@ -114,8 +116,12 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 		bad = parse_secs(v, &o->attr_timeout);
 	} else if (!strcmp(key, "entry_timeout")) {
 		bad = parse_secs(v, &o->entry_timeout);
+	} else if (!strcmp(key, "commit_interval")) {
+		bad = parse_secs(v, &o->commit_interval) || o->commit_interval < 0.001 ||
+		      o->commit_interval > 86400;
 	} else if (!strcmp(key, "writemap")) {
 		bad = parse_bool(v, &o->writemap);
+		o->writemap_auto = false;
 	} else if (!strcmp(key, "writeback_cache")) {
 		bad = parse_bool(v, &o->writeback_cache);
 	} else {

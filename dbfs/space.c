@@ -20,7 +20,8 @@
  * so on a full disk the leader commits the reaps of deleted files before
  * the batch that needs their room (commit.c), and when the free list's
  * only room is the newest commit's, one small commit makes it usable
- * (make_freed_usable). statfs's f_bavail says what a write can get under
+ * (make_freed_usable), then a durable point releases what the previous
+ * one pinned (durable.c). statfs's f_bavail says what a write can get under
  * these rules (dbfs_space_writable): 0 exactly when writes get ENOSPC.
  */
 #include <errno.h>
@@ -56,8 +57,12 @@ static uint64_t used_bytes(struct dbfs *fs, unsigned *psize)
 {
 	MDB_envinfo info;
 	MDB_stat st;
+	/* LMDB reads both from its meta page, in the map, which moves when it
+	 * grows; the callers hold no transaction (statfs calls it too). */
+	pthread_rwlock_rdlock(&fs->map_lock);
 	mdb_env_info(fs->env, &info);
 	mdb_env_stat(fs->env, &st);
+	pthread_rwlock_unlock(&fs->map_lock);
 	*psize = st.ms_psize;
 	return ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
 }
@@ -281,6 +286,10 @@ void dbfs_space_refresh(struct dbfs *fs)
 	if (fs->space_full) {
 		uint64_t newest, free = free_bytes(fs, psize, &newest);
 		make_freed_usable(fs, free, newest);
+		/* Pages freed since the last durable point are not reused
+		 * before the next one (durable.c): on a full disk, make one
+		 * before every batch, so that the rule above still holds. */
+		dbfs_durable_point_leader(fs);
 		fs->space_low = too_low(free);
 	} else
 		fs->space_low = 0; /* no fallocate here: see dbfs_open */

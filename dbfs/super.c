@@ -89,11 +89,13 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
 		snprintf(err, errlen, "store was written on a machine of another byte order");
 		return -EINVAL;
 	}
-	if (sb.version != DBFS_FORMAT_VERSION) {
-		snprintf(err, errlen, "unsupported store format version %u (this build reads %u)",
-			 sb.version, DBFS_FORMAT_VERSION);
+	if (sb.version < DBFS_FORMAT_OLDEST || sb.version > DBFS_FORMAT_VERSION) {
+		snprintf(err, errlen,
+			 "unsupported store format version %u (this build reads %u to %u)",
+			 sb.version, DBFS_FORMAT_OLDEST, DBFS_FORMAT_VERSION);
 		return -EINVAL;
 	}
+	fs->sb_version = sb.version;
 	if (sb.block_size != DBFS_BLOCK_SIZE && sb.block_size != dbfs_page_block(fs)) {
 		snprintf(err, errlen, "unsupported block size %u", sb.block_size);
 		return -EINVAL;
@@ -105,6 +107,27 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
 		snprintf(err, errlen, "damaged store: root directory missing");
 		return -EINVAL;
 	}
+	return 0;
+}
+
+/* Format 1 -> 2: dbfs.durable exists now (dbfs_durable_start made it
+ * before this commit), so older builds, which would not read it, must
+ * refuse the store. The rest of the layout is the same. */
+int dbfs_super_upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	MDB_val v;
+	struct dbfs_super sb;
+	(void)arg;
+	int rc = dbfs_get(txn, fs->db_super, &key_sb, &v);
+	if (rc)
+		return rc;
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	sb.version = DBFS_FORMAT_VERSION;
+	v.mv_size = sizeof(sb);
+	v.mv_data = &sb;
+	if ((rc = dbfs_put(txn, fs->db_super, &key_sb, &v, 0)))
+		return rc;
+	fs->sb_version = sb.version;
 	return 0;
 }
 

@@ -115,8 +115,9 @@ int mfs_conf_check(const char *key, const char *value, char *err, size_t errlen)
 
 bool mfs_conf_live(const char *key)
 {
-	static const char *const live[] = {"quota_bytes", "quota_inodes", "max_concurrent", "iops",
-					    "bandwidth",   "mem"};
+	static const char *const live[] = {"quota_bytes", "quota_inodes", "max_concurrent",
+					    "iops",        "bandwidth",    "mem",
+					    "commit_interval"};
 	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
 		if (!strcmp(key, live[i]))
 			return true;

@@ -39,6 +39,7 @@ static void apply_live(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct
 		       const struct mfs_limits *lim)
 {
 	dbfs_set_quota(d->fs, o->quota_bytes, o->quota_inodes);
+	dbfs_set_commit_interval(d->fs, o->commit_interval);
 	mfs_loop_set_limits(d->sess, lim);
 	d->limits = *lim;
 	d->quota_bytes = o->quota_bytes;

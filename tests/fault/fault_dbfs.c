@@ -849,6 +849,11 @@ static void check_health(void)
 {
 	char why[160] = "";
 	uint64_t ino;
+	/* durability=full: a commit writes and flushes, so the injected error
+	 * meets the commit itself (with normal, a store in memory never
+	 * flushes and one on a disk meets it at its next durable point) */
+	bool was_full = full;
+	full = true;
 	copy_store(tmpl, work);
 	must_open(work);
 	if (dbfs_health(fs, why, sizeof(why)))
@@ -878,10 +883,20 @@ static void check_health(void)
 	must_open(work);
 	if (dbfs_health(fs, why, sizeof(why)) || REQ(mkdir(req, 1, "x", 0755)))
 		FAIL("health: a reopened store is still read-only");
-	/* a failed fsync too */
+	dbfs_close(fs);
+	fs = NULL;
+	/* a failed fsync too: durable points are flushes of a store on a
+	 * disk (one in memory makes none), so this half runs on /var/tmp */
+	full = false;
+	char disk[300];
+	snprintf(disk, sizeof(disk), "/var/tmp/mfs-fault-health-XXXXXX");
+	if (!mkdtemp(disk))
+		die("mkdtemp /var/tmp");
+	if (open_store(disk, true))
+		die("create a store in /var/tmp");
 	if (REQ(mkdir(req, 1, "z", 0755)))
 		FAIL("health: mkdir before the fsync");
-	fault_arm(FAULT_WRITE, 1, true, work);
+	fault_arm(FAULT_WRITE, 1, true, disk);
 	e = REQ(fsync(req, 1, 0, &fi0));
 	fault_disarm();
 	if (e != EIO || dbfs_health(fs, why, sizeof(why)) != -EIO || !strstr(why, "flush failed"))
@@ -890,6 +905,11 @@ static void check_health(void)
 		FAIL("health: mkdir after a failed fsync: %s, expected EROFS", strerror(e));
 	dbfs_close(fs);
 	fs = NULL;
+	char cmd[400];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", disk);
+	if (system(cmd))
+		fprintf(stderr, "cannot remove %s\n", disk);
+	full = was_full;
 	printf("health: EIO, then EROFS, reads go on, reopen is writable\n");
 }
 

@@ -74,8 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc && (!memchr(err, '\0', sizeof(err)) || !err[0]))
 		fz_fail("mfs_conf_parse refused without a reason");
 	if (!rc) {
-		if (o.durability != DBFS_DURABLE_FULL && o.durability != DBFS_DURABLE_NORMAL &&
-		    o.durability != DBFS_DURABLE_NONE)
+		if (o.durability != DBFS_DURABLE_FULL && o.durability != DBFS_DURABLE_NORMAL)
 			fz_fail("durability %d", (int)o.durability);
 		if (o.max_readers < 8 || o.max_readers > 65536)
 			fz_fail("max_readers %u", o.max_readers);

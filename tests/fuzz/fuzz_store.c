@@ -128,7 +128,7 @@ static void seed_store(void)
 	must(mkdir(work_dir, 0700) ? -errno : 0, "mkdir");
 	dbfs_options_init(&o);
 	o.create = true;
-	o.durability = DBFS_DURABLE_NONE;
+	o.durability = DBFS_DURABLE_NORMAL;
 	o.initial_map_size = 4 << 20;
 	must(dbfs_open(seed_dir, &o, &fs, err, sizeof(err)), err);
 	must(dbfs_write(fs, seed_fn, NULL), "populate");
@@ -460,7 +460,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	damage_file(&in);
 
 	dbfs_options_init(&o);
-	o.durability = DBFS_DURABLE_NONE;
+	o.durability = DBFS_DURABLE_NORMAL;
 	o.read_only = flags & 1;
 	o.writemap = !(flags & 2);
 	o.initial_map_size = 4 << 20;

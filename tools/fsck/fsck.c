@@ -21,11 +21,14 @@
 #include <unistd.h>
 
 #include "fsck.h"
+#include "dbfs/recover.h"
 
 static const char usage_text[] =
     "Usage: dbfs-fsck [-r|--repair] [-v|--verbose] [--allow-orphans] STORE\n"
     "Check every invariant of the DBFS store in directory STORE (see dbfs/format.h).\n"
     "The store must not be in use: its lock STORE/dbfs.lock is taken first.\n"
+    "A store that lost power is checked at its last durable point (STORE/dbfs.durable):\n"
+    "--repair restores it first; without --repair such a store is refused (exit 8).\n"
     "\n"
     "  -r, --repair     fix what can be fixed safely, in one transaction:\n"
     "                   recount nlink, nentries, directory parents, alloc, usage and\n"
@@ -220,9 +223,9 @@ static void read_super(struct fsck *f)
 		fsck_fatal("%s: not a DBFS store (bad magic)", f->store);
 	if (f->sb.byte_order != 0x0102030405060708ull)
 		fsck_fatal("%s: store written with another byte order", f->store);
-	if (f->sb.version != DBFS_FORMAT_VERSION)
-		fsck_fatal("%s: format version %u, this dbfs-fsck knows %u", f->store,
-			   f->sb.version, DBFS_FORMAT_VERSION);
+	if (f->sb.version < DBFS_FORMAT_OLDEST || f->sb.version > DBFS_FORMAT_VERSION)
+		fsck_fatal("%s: format version %u, this dbfs-fsck knows %u to %u", f->store,
+			   f->sb.version, DBFS_FORMAT_OLDEST, DBFS_FORMAT_VERSION);
 	MDB_stat st;
 	if (f->sb.block_size != DBFS_BLOCK_SIZE &&
 	    (mdb_env_stat(f->env, &st) || f->sb.block_size != DBFS_PAGE_BLOCK(st.ms_psize)))
@@ -264,7 +267,20 @@ static off_t store_size(const char *store)
 
 static void open_env(struct fsck *f, off_t size)
 {
-	int rc;
+	int rc, restored;
+	char err[512];
+
+	/* After a power loss, LMDB's newest meta page may name pages that
+	 * never reached the disk; the store is what dbfs.durable names
+	 * (dbfs/recover.h). Checking means restoring it first. */
+	rc = dbfs_durable_recover(f->store, !f->repair, &restored, err, sizeof(err));
+	if (rc == -EROFS)
+		fsck_fatal("%s: the store lost power: mount it once (or use --repair) so that it "
+			   "returns to its last durable point, then check it", f->store);
+	if (rc)
+		fsck_fatal("%s: %s", f->store, err);
+	if (restored)
+		fsck_note(f, "restored the last durable point after a power loss");
 
 	fsck_lmdb_check(mdb_env_create(&f->env), "mdb_env_create");
 	mdb_env_set_maxdbs(f->env, 64);

@@ -6,6 +6,8 @@
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <stdio.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "dbfs/internal.h"
+#include "dbfs/recover.h"
 
 static char dir[256];
 static struct dbfs *fs;
@@ -37,7 +40,7 @@ static void open_store(void)
 	char err[256];
 	dbfs_options_init(&o);
 	o.create = true;
-	o.durability = DBFS_DURABLE_NONE;
+	o.durability = DBFS_DURABLE_NORMAL;
 	o.initial_map_size = 8 << 20;
 	int rc = dbfs_open(dir, &o, &fs, err, sizeof(err));
 	ck_assert_msg(rc == 0, "dbfs_open: %d %s", rc, err);
@@ -1360,10 +1363,10 @@ START_TEST(test_open_keeps_lock_of_store)
 	char err[256];
 	dbfs_options_init(&o);
 	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
-	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.lock,lock.mdb");
+	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.durable,dbfs.lock,lock.mdb");
 	dbfs_close(fs);
 	fs = NULL;
-	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.lock,lock.mdb");
+	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.durable,dbfs.lock,lock.mdb");
 	open_store();
 }
 END_TEST
@@ -1492,6 +1495,251 @@ START_TEST(test_root_owner_is_maker)
 }
 END_TEST
 
+
+/* ---- durable points (dbfs/durable.c) ---- */
+
+struct mk_ctx {
+	const char *name;
+	uint64_t ino;
+};
+
+static int mk_fn(struct dbfs *f, MDB_txn *t, void *arg)
+{
+	struct mk_ctx *c = arg;
+	struct dbfs_inode in;
+	return dbfs_op_mknod(f, t, &cred, DBFS_ROOT_INO, c->name, S_IFREG | 0644, 0, NULL, &c->ino,
+			     &in);
+}
+
+/* Through the group commit, as the FUSE handlers do. */
+static void mk_committed(const char *name)
+{
+	struct mk_ctx c = {name, 0};
+	ck_assert_int_eq(dbfs_write(fs, mk_fn, &c), 0);
+}
+
+static void copy_file(const char *from_dir, const char *to_dir, const char *name)
+{
+	char a[400], b[400];
+	static char buf[1 << 16];
+	snprintf(a, sizeof(a), "%s/%s", from_dir, name);
+	snprintf(b, sizeof(b), "%s/%s", to_dir, name);
+	int in = open(a, O_RDONLY), out = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(in, 0);
+	ck_assert_int_ge(out, 0);
+	ssize_t n;
+	off_t off = 0;
+	while ((n = read(in, buf, sizeof(buf))) > 0) {
+		static const char zero[sizeof(buf)];
+		if (memcmp(buf, zero, (size_t)n))
+			ck_assert_int_eq(pwrite(out, buf, (size_t)n, off), n);
+		off += n;
+	}
+	ck_assert_int_eq(ftruncate(out, off), 0);
+	close(in);
+	close(out);
+}
+
+/* A copy of the store's files as the page cache holds them now, made
+ * while the store is open: what a disk would hold if every dirty page
+ * had been written back and then the power failed. */
+static void snapshot_store(const char *to)
+{
+	ck_assert_int_eq(mkdir(to, 0700), 0);
+	copy_file(dir, to, "data.mdb");
+	copy_file(dir, to, DBFS_DREC_FILE);
+}
+
+static int lookup_in(struct dbfs *f, const char *name)
+{
+	MDB_txn *t;
+	uint64_t ino;
+	struct dbfs_inode in;
+	ck_assert_int_eq(dbfs_read_begin(f, &t), 0);
+	int rc = dbfs_op_lookup(f, t, DBFS_ROOT_INO, name, &ino, &in);
+	dbfs_read_end(f, t);
+	return rc;
+}
+
+/* After a reboot the store opens at its last durable point; within one
+ * boot (a process crash) it keeps everything. Fails without the recovery
+ * (dbfs_durable_recover): the newest meta then names pages that LMDB has
+ * since reused or never flushed. */
+START_TEST(test_durable_point_after_reboot)
+{
+	struct dbfs_counters c0, c1;
+	dbfs_counters(fs, &c0);
+	mk_committed("synced");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	dbfs_counters(fs, &c1);
+	ck_assert_uint_eq(c1.flushes, c0.flushes + 1);
+	ck_assert_int_eq(dbfs_sync(fs), 0); /* nothing new: no flush */
+	dbfs_counters(fs, &c0);
+	ck_assert_uint_eq(c0.flushes, c1.flushes);
+	ck_assert_uint_eq(c0.unsynced_age_ms, 0);
+	for (int i = 0; i < 20; i++) {
+		char n[32];
+		snprintf(n, sizeof(n), "later%d", i);
+		mk_committed(n);
+	}
+	dbfs_counters(fs, &c1);
+	ck_assert_uint_eq(c1.flushes, c0.flushes); /* commits flush nothing */
+
+	char same[300], reboot[300];
+	snprintf(same, sizeof(same), "%s/same", dir);
+	snprintf(reboot, sizeof(reboot), "%s/reboot", dir);
+	snapshot_store(same);
+	snapshot_store(reboot);
+
+	struct dbfs *f;
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	ck_assert_int_eq(dbfs_open(same, &o, &f, err, sizeof(err)), 0);
+	ck_assert_int_eq(lookup_in(f, "synced"), 0);
+	ck_assert_int_eq(lookup_in(f, "later19"), 0);
+	dbfs_close(f);
+
+	dbfs_boot_id_override = "another-boot";
+	int rc = dbfs_open(reboot, &o, &f, err, sizeof(err));
+	dbfs_boot_id_override = NULL;
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert_int_eq(lookup_in(f, "synced"), 0);
+	ck_assert_int_eq(lookup_in(f, "later0"), -ENOENT);
+	dbfs_close(f);
+}
+END_TEST
+
+/* A store of format 1 (no dbfs.durable) opens and is upgraded in place;
+ * a read-only open leaves it as it is. */
+START_TEST(test_upgrade_format_1)
+{
+	mk_committed("kept");
+	dbfs_close(fs);
+	fs = NULL;
+	/* Make it a format-1 store, as the code before issue 16 left it. */
+	MDB_env *env;
+	MDB_txn *t;
+	MDB_dbi dbi;
+	MDB_val k = {2, (void *)"sb"}, v;
+	struct dbfs_super sb;
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 64);
+	mdb_env_set_mapsize(env, 8 << 20);
+	ck_assert_int_eq(mdb_env_open(env, dir, MDB_NOMETASYNC, 0600), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	ck_assert_uint_eq(sb.version, 2);
+	sb.version = 1;
+	v.mv_data = &sb;
+	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mdb_env_close(env);
+	char p[300];
+	snprintf(p, sizeof(p), "%s/" DBFS_DREC_FILE, dir);
+	ck_assert_int_eq(unlink(p), 0);
+
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	o.read_only = true;
+	ck_assert_int_eq(dbfs_open(dir, &o, &fs, err, sizeof(err)), 0);
+	ck_assert_uint_eq(fs->sb_version, 1);
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "kept", &(uint64_t){0}, &(struct dbfs_inode){0}),
+			 0);
+	dbfs_close(fs);
+	ck_assert_int_eq(access(p, F_OK), -1);
+
+	open_store();
+	ck_assert_uint_eq(fs->sb_version, 2);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "kept", &(uint64_t){0}, &(struct dbfs_inode){0}),
+			 0);
+	/* The upgraded store has a durable point: a reboot keeps it all. */
+	mk_committed("after");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	char reboot[300];
+	snprintf(reboot, sizeof(reboot), "%s/reboot", dir);
+	snapshot_store(reboot);
+	struct dbfs *f;
+	o.read_only = false;
+	dbfs_boot_id_override = "another-boot";
+	int rc = dbfs_open(reboot, &o, &f, err, sizeof(err));
+	dbfs_boot_id_override = NULL;
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert_int_eq(lookup_in(f, "kept"), 0);
+	ck_assert_int_eq(lookup_in(f, "after"), 0);
+	dbfs_close(f);
+}
+END_TEST
+
+/* commit_interval: dbfs_tick makes a point once the oldest change not
+ * durable is that old (the clock is the test's). */
+static int64_t test_ns;
+static int64_t test_clock(void)
+{
+	return test_ns;
+}
+
+START_TEST(test_commit_interval_tick)
+{
+	struct dbfs_counters c0, c1;
+	int64_t (*saved)(void) = dbfs_durable_clock;
+	dbfs_durable_clock = test_clock;
+	test_ns = 1000000000000ll;
+	dbfs_set_commit_interval(fs, 5);
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	dbfs_counters(fs, &c0);
+	mk_committed("x");
+	test_ns += 3000000000ll; /* 3 s: not yet (a tick's second early is 4 s) */
+	ck_assert_int_eq(dbfs_tick(fs), 0);
+	dbfs_counters(fs, &c1);
+	ck_assert_uint_eq(c1.flushes, c0.flushes);
+	ck_assert_uint_eq(c1.unsynced_age_ms, 3000);
+	test_ns += 1000000000ll;
+	ck_assert_int_eq(dbfs_tick(fs), 0);
+	dbfs_counters(fs, &c1);
+	ck_assert_uint_eq(c1.flushes, c0.flushes + 1);
+	ck_assert_uint_eq(c1.unsynced_age_ms, 0);
+	dbfs_set_commit_interval(fs, 60); /* live */
+	mk_committed("y");
+	test_ns += 30000000000ll;
+	ck_assert_int_eq(dbfs_tick(fs), 0);
+	dbfs_counters(fs, &c0);
+	ck_assert_uint_eq(c0.flushes, c1.flushes);
+	dbfs_durable_clock = saved;
+}
+END_TEST
+
+/* Concurrent fsyncs share one durable point: eight callers, one flush. */
+static void *sync_thread(void *arg)
+{
+	(void)arg;
+	return (void *)(intptr_t)dbfs_sync(fs);
+}
+
+START_TEST(test_sync_shared)
+{
+	struct dbfs_counters c0, c1;
+	pthread_t th[8];
+	mk_committed("shared");
+	dbfs_counters(fs, &c0);
+	ck_assert_uint_gt(c0.unsynced_age_ms + 1, 0);
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, sync_thread, NULL), 0);
+	for (int i = 0; i < 8; i++) {
+		void *rc;
+		pthread_join(th[i], &rc);
+		ck_assert_int_eq((intptr_t)rc, 0);
+	}
+	dbfs_counters(fs, &c1);
+	ck_assert_uint_eq(c1.flushes, c0.flushes + 1);
+	ck_assert_uint_eq(c1.unsynced_bytes, 0);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
 	Suite *s = suite_create("dbfs-core");
@@ -1521,6 +1769,10 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_quota);
 	tcase_add_test(tc, test_map_grows_commit);
 	tcase_add_test(tc, test_full_disk);
+	tcase_add_test(tc, test_durable_point_after_reboot);
+	tcase_add_test(tc, test_upgrade_format_1);
+	tcase_add_test(tc, test_commit_interval_tick);
+	tcase_add_test(tc, test_sync_shared);
 	tcase_add_test(tc, test_errno_boundary);
 	tcase_add_test(tc, test_root_owner_is_maker);
 	tcase_add_test(tc, test_queue_error_in_batch);

@@ -1,0 +1,44 @@
+/*
+ * The power-loss recovery of a store (dbfs/durable.c explains the design):
+ * before LMDB opens data.mdb after a reboot, the meta page that
+ * dbfs.durable recorded (format.h) is written over both of data.mdb's meta
+ * pages. Shared by libdbfs (dbfs_open) and dbfs-fsck (which links nothing
+ * else of libdbfs): it reads and writes only what format.h lays out.
+ */
+#ifndef DBFS_RECOVER_H
+#define DBFS_RECOVER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dbfs/format.h"
+
+/*
+ * Run the recovery of the store in `dir` if it needs one: its dbfs.durable
+ * record is of another boot and data.mdb's meta pages are not the
+ * recorded durable point. *restored is 1 when the meta pages were
+ * rewritten (and flushed). With read_only, a store that needs it is
+ * refused (-EROFS). The caller holds the store's lock (dbfs.lock) and has
+ * no LMDB environment open on it.
+ * Returns 0, or a negative errno with a reason in err: -EINVAL (the record
+ * names no LMDB meta page), -EROFS, or the errno of open/pwrite/fdatasync.
+ */
+int dbfs_durable_recover(const char *dir, bool read_only, int *restored, char *err,
+			 size_t errlen);
+
+/* The newest valid record of dbfs.durable open at fd: 1, or 0 if none. */
+int dbfs_drec_read(int fd, struct dbfs_drec *out);
+/* Is m (a meta page's bytes after its 16-byte header) an LMDB 0.9 meta
+ * of transaction txnid? */
+bool dbfs_lmdb_meta_ok(const unsigned char *m, uint64_t txnid);
+/* The kernel's boot_id (or dbfs_boot_id_override), NUL padded. */
+void dbfs_boot_id(char out[40]);
+/* Tests: the boot_id to use instead of the kernel's (a simulated reboot). */
+extern const char *dbfs_boot_id_override;
+/* Tests only (tests/crash/fs/powerloss.c shows that it notices): break
+ * one half of the design. NO_PIN ends each durable point's read
+ * transaction at once; NO_RECOVER makes dbfs_durable_recover do nothing. */
+enum { DBFS_FAULT_NO_PIN = 1, DBFS_FAULT_NO_RECOVER = 2 };
+extern int dbfs_durable_fault;
+
+#endif
