@@ -57,8 +57,8 @@ XP=$!
 PIDS="$PIDS $XP"
 bad=0
 good=0
-i=0
-while [ $i -lt 150 ]; do
+try=0
+while [ $try -lt 150 ]; do
 	uset mount "name=race,store=$T/u/s/race,mountpoint=$T/u/race/a/mp,create" && {
 		good=$((good + 1))
 		[ "$(mounts_at "$T/rootd2/mp")" != 0 ] && bad=$((bad + 1))
@@ -66,7 +66,7 @@ while [ $i -lt 150 ]; do
 	}
 	[ "$(mounts_at "$T/rootd2/mp")" != 0 ] && { bad=$((bad + 1)); umount -l "$T/rootd2/mp"; }
 	uset forget race
-	i=$((i + 1))
+	try=$((try + 1))
 done
 touch "$T/stop-exch"
 wait $XP
@@ -214,8 +214,8 @@ is_mounted "$T/rootd/mp" && ok "every verb refused on root's DBFS" || fail "root
 
 # 2 and 6. after SIGKILL: no re-mount through a swapped path, no stacked mounts
 uset mount "name=u2,store=$T/u/s/2,mountpoint=$T/u/y/mp,create" || fail "u2: $(uerr)"
-i=0
-while [ $i -lt 3 ]; do
+kills=0
+while [ $kills -lt 3 ]; do
 	kill -KILL $MPID
 	wait $MPID 2>/dev/null
 	"$MFS" -f -o "state=$T/state,allow_other,user_max_dbfs=3" "$M" >>"$T/mfs.log" 2>&1 &
@@ -224,7 +224,7 @@ while [ $i -lt 3 ]; do
 	wait_for 10 sh -c "getfattr -n user.mfs.status '$M' >/dev/null" || fail "no restart"
 	wait_for 20 sh -c "[ \"\$(getfattr --only-values -n user.mfs.list '$M' |
 		sed -n 's/^name=rootfs,state=\([a-z]*\).*/\1/p')\" = mounted ]" || fail "rootfs back"
-	i=$((i + 1))
+	kills=$((kills + 1))
 done
 [ "$(mounts_at "$T/rootd/mp")" = 1 ] && ok "6: one mount after 3 SIGKILLs and restarts" \
 	|| fail "6: $(mounts_at "$T/rootd/mp") mounts stacked at rootd/mp"
