@@ -1,4 +1,4 @@
-/* Who sent a control request, and what they may write (see caller.h). */
+/* Who sent a control request (see caller.h). */
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,20 +42,6 @@ void mfs_caller_from_req(void *reqp, struct mfs_caller *who)
 	who->ppid = parent_of(ctx->pid);
 	int n = fuse_req_getgroups(req, MFS_MAX_GROUPS, who->groups);
 	who->ngroups = n < 0 ? 0 : (n > MFS_MAX_GROUPS ? MFS_MAX_GROUPS : n);
-}
-
-int mfs_caller_may_write(const struct mfs_caller *who, uid_t uid, gid_t gid, mode_t mode)
-{
-	if (who->uid == 0)
-		return 1;
-	if (who->uid == uid)
-		return (mode & S_IWUSR) != 0;
-	bool in_group = who->gid == gid;
-	for (int i = 0; i < who->ngroups && !in_group; i++)
-		in_group = who->groups[i] == gid;
-	if (in_group)
-		return (mode & S_IWGRP) != 0;
-	return (mode & S_IWOTH) != 0;
 }
 
 int mfs_caller_of_uid(uid_t uid, struct mfs_caller *who)

@@ -1,7 +1,6 @@
 /*
- * Who sent a control request (uid, gid, groups, pid and parent pid), and
- * what that caller may write, as the kernel would decide it from the mode
- * bits. Any thread; nothing here blocks except reading /proc.
+ * Who sent a control request (uid, gid, groups, pid and parent pid). What
+ * the caller may do is checked by the kernel itself (as_caller.h).
  */
 #ifndef MFS_CALLER_H
 #define MFS_CALLER_H
@@ -32,8 +31,5 @@ void mfs_caller_from_req(void *req, struct mfs_caller *who);
  * groups. Returns 0, or -errno of the lookup. Any thread. */
 int mfs_caller_of_uid(uid_t uid, struct mfs_caller *who);
 
-/* May `who` write a file with this owner/group/mode (permission bits)?
- * 1 or 0; root always may. Pure: any thread. */
-int mfs_caller_may_write(const struct mfs_caller *who, uid_t uid, gid_t gid, mode_t mode);
 
 #endif

@@ -146,48 +146,54 @@ static void unescape_mountinfo(char *s)
 	*w = '\0';
 }
 
+/* One line of /proc/self/mountinfo, its fields unescaped:
+ * 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw */
+struct mountinfo {
+	unsigned long long id;
+	dev_t dev;
+	char point[PATH_MAX];
+	char type[64];
+	char source[PATH_MAX];
+};
+
+static bool parse_mountinfo(const char *line, struct mountinfo *m)
+{
+	unsigned maj, min;
+	const char *dash = strstr(line, " - ");
+
+	m->source[0] = '\0';
+	if (!dash || sscanf(line, "%llu %*u %u:%u %*s %4095s", &m->id, &maj, &min, m->point) != 4 ||
+	    sscanf(dash + 3, "%63s %4095s", m->type, m->source) < 1)
+		return false;
+	m->dev = makedev(maj, min);
+	unescape_mountinfo(m->point);
+	unescape_mountinfo(m->source);
+	return true;
+}
+
 int mfs_mount_lookup(const char *mnt, dev_t *dev, char *fstype, size_t fstypelen)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
+	struct mountinfo *m = malloc(sizeof(*m));
 	char *line = NULL;
 	size_t cap = 0;
-	int rc = -ENOENT;
+	int rc = f && m ? -ENOENT : -ENOMEM;
 
-	if (!f)
-		return -errno;
-	/* 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw */
-	while (getline(&line, &cap, f) > 0) {
-		unsigned maj, min;
-		char point[4096], type[256];
-		if (sscanf(line, "%*u %*u %u:%u %*s %4095s", &maj, &min, point) != 3)
-			continue;
-		char *dash = strstr(line, " - ");
-		if (!dash || sscanf(dash + 3, "%255s", type) != 1)
-			continue;
-		unescape_mountinfo(point);
-		if (strcmp(point, mnt))
+	while (f && m && getline(&line, &cap, f) > 0) {
+		if (!parse_mountinfo(line, m) || strcmp(m->point, mnt))
 			continue;
 		/* the last match is the top of the stack */
 		if (dev)
-			*dev = makedev(maj, min);
+			*dev = m->dev;
 		if (fstype)
-			snprintf(fstype, fstypelen, "%s", type);
+			snprintf(fstype, fstypelen, "%s", m->type);
 		rc = 0;
 	}
 	free(line);
-	fclose(f);
+	free(m);
+	if (f)
+		fclose(f);
 	return rc;
-}
-
-int mfs_is_mount_root(const char *path)
-{
-	struct statx stx;
-
-	if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &stx) < 0)
-		return -errno;
-	if (stx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)
-		return (stx.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
-	return mfs_mount_lookup(path, NULL, NULL, 0) == 0;
 }
 
 int mfs_conn_abort(unsigned conn)
@@ -245,24 +251,20 @@ int mfs_mount_probe(const char *path)
 static int type_of_mount(uint64_t id, char *type, size_t cap)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
+	struct mountinfo *m = malloc(sizeof(*m));
 	char *line = NULL;
 	size_t lcap = 0;
-	int rc = -ENOENT;
+	int rc = f && m ? -ENOENT : -ENOMEM;
 
-	if (!f)
-		return -errno;
-	while (rc && getline(&line, &lcap, f) > 0) {
-		unsigned long long mid;
-		char t[64];
-		char *dash = strstr(line, " - ");
-		if (sscanf(line, "%llu", &mid) == 1 && mid == id && dash &&
-		    sscanf(dash + 3, "%63s", t) == 1) {
-			snprintf(type, cap, "%s", t);
+	while (rc == -ENOENT && getline(&line, &lcap, f) > 0)
+		if (parse_mountinfo(line, m) && m->id == id) {
+			snprintf(type, cap, "%s", m->type);
 			rc = 0;
 		}
-	}
 	free(line);
-	fclose(f);
+	free(m);
+	if (f)
+		fclose(f);
 	return rc;
 }
 
@@ -340,46 +342,33 @@ int mfs_unmount_held(int dirfd, const char *name, uint64_t mnt_id, bool lazy)
 static int clean_source_pass(const char *source)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL, *point = malloc(PATH_MAX), *src = malloc(PATH_MAX);
+	struct mountinfo *m = malloc(sizeof(*m));
+	char *line = NULL;
 	size_t cap = 0;
 	int n = 0;
 
-	if (!f || !point || !src)
-		goto out;
-	/* 36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - fuse.dbfs dbfs:/s rw */
-	while (getline(&line, &cap, f) > 0) {
-		unsigned long long id;
-		char type[64];
-		if (sscanf(line, "%llu %*u %*u:%*u %*s %4095s", &id, point) != 2)
-			continue;
-		char *dash = strstr(line, " - ");
-		if (!dash || sscanf(dash + 3, "%63s %4095s", type, src) != 2 ||
-		    strncmp(type, "fuse", 4))
-			continue;
-		unescape_mountinfo(src);
-		unescape_mountinfo(point);
-		if (strcmp(src, source))
+	while (f && m && getline(&line, &cap, f) > 0) {
+		if (!parse_mountinfo(line, m) || strncmp(m->type, "fuse", 4) ||
+		    strcmp(m->source, source))
 			continue;
 		struct mfs_held h = MFS_HELD_INIT;
 		uint64_t now;
 		char path[PATH_MAX];
-		if (mfs_path_hold(point, (dev_t)-1, NULL, &h) == 0 && h.dirfd >= 0 &&
-		    mfs_mount_id_at(h.dirfd, h.name, &now, NULL) == 0 && now == id) {
+		if (mfs_path_hold(m->point, (dev_t)-1, NULL, &h) == 0 && h.dirfd >= 0 &&
+		    mfs_mount_id_at(h.dirfd, h.name, &now, NULL) == 0 && now == m->id) {
 			mfs_held_name_path(&h, path, sizeof(path));
 			if (mfs_mount_probe(path) == MFS_MP_DEAD &&
-			    mfs_unmount_held(h.dirfd, h.name, id, true) == 0) {
+			    mfs_unmount_held(h.dirfd, h.name, m->id, true) == 0) {
 				mfs_warn("%s: removed a stale mount of %s", h.path, source);
 				n++;
 			}
 		}
 		mfs_held_release(&h);
 	}
-out:
 	if (f)
 		fclose(f);
 	free(line);
-	free(point);
-	free(src);
+	free(m);
 	return n;
 }
 

@@ -51,14 +51,6 @@ int mfs_unmount_path(const char *mnt, bool lazy);
 int mfs_mount_lookup(const char *mnt, dev_t *dev, char *fstype, size_t fstypelen);
 
 /*
- * Is `path` the root of a mount? Uses statx(STATX_ATTR_MOUNT_ROOT), which
- * costs one lookup where scanning mountinfo costs O(mounts) in the kernel;
- * falls back to mfs_mount_lookup on kernels without it.
- * Returns 1, 0, or -errno of statx.
- */
-int mfs_is_mount_root(const char *path);
-
-/*
  * Abort FUSE connection `conn` through /sys/fs/fuse/connections/N/abort
  * (mounting fusectl there first if needed, root only). After it, every
  * request of the connection fails and its reads give ENODEV.
