@@ -1,6 +1,7 @@
 /*
  * Who sent a control request (uid, gid, groups, pid and parent pid). What
- * the caller may do is checked by the kernel itself (as_caller.h).
+ * the caller may do is checked by the kernel itself (as_caller.h). Any
+ * thread; nothing here blocks except reading /proc.
  */
 #ifndef MFS_CALLER_H
 #define MFS_CALLER_H
