@@ -6,8 +6,9 @@
  * once a second it runs libdbfs's housekeeping for every mounted DBFS.
  *
  * The control path, top to bottom: a file calls only files on rows below
- * its own (checked with nm -u on the objects; the loop reaches an executor
- * through the command's verb row, not by name):
+ * its own (checked by the test mfs-layering-control from the objects' symbols;
+ * the loop reaches an executor through the command's verb row, not by
+ * name):
  *   manager_fs.c                     the manager mount: hands commands in
  *   control.c       readable.c       this loop; the readable attributes' text
  *   startup.c       shutdown.c       registry load and re-mount; the stop
