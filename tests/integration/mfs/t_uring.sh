@@ -12,11 +12,18 @@
 
 param=/sys/module/fuse/parameters/enable_uring
 [ -w "$param" ] || { echo "SKIP: this kernel has no FUSE over io_uring ($param)"; exit 77; }
+# The setting is system-wide: this test runs alone in its suite
+# (is_parallel: false in meson.build), holds a lock that every other
+# checkout's copy of it takes too (runs of two checkouts, or CI beside a
+# developer's run, would otherwise put back each other's setting), and
+# puts the setting back as found on every exit path (INT, TERM and HUP
+# exit through lib.sh's trap, and so reach this one), first thing, before
+# the slower cleanup.
+lockdir=/run/lock
+[ -d "$lockdir" ] && [ -w "$lockdir" ] || lockdir=/tmp
+exec 9>>"$lockdir/mfs-fuse-enable_uring.lock"
+flock -w 90 9 || { echo "FAIL: another run held $lockdir/mfs-fuse-enable_uring.lock for 90 s" >&2; exit 1; }
 was=$(cat "$param")
-# The setting is system-wide: this test runs alone (is_parallel: false in
-# meson.build) and puts the setting back as found on every exit path (INT,
-# TERM and HUP exit through lib.sh's trap, and so reach this one), first
-# thing, before the slower cleanup.
 restore() { echo "$was" >"$param" 2>/dev/null; }
 trap '_rc=$?; restore; (exit $_rc); cleanup' EXIT
 
