@@ -171,29 +171,58 @@ static bool parse_mountinfo(const char *line, struct mountinfo *m)
 	return true;
 }
 
-int mfs_mount_lookup(const char *mnt, dev_t *dev, char *fstype, size_t fstypelen)
+/* Call fn(m, arg) for every line of /proc/self/mountinfo, in its order,
+ * until fn returns non-zero. Returns that value, 0 at the end, -ENOMEM, or
+ * -errno of fopen. */
+static int mountinfo_each(int (*fn)(const struct mountinfo *m, void *arg), void *arg)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	struct mountinfo *m = malloc(sizeof(*m));
 	char *line = NULL;
 	size_t cap = 0;
-	int rc = f && m ? -ENOENT : -ENOMEM;
+	int rc = f ? 0 : -errno;
 
-	while (f && m && getline(&line, &cap, f) > 0) {
-		if (!parse_mountinfo(line, m) || strcmp(m->point, mnt))
-			continue;
-		/* the last match is the top of the stack */
-		if (dev)
-			*dev = m->dev;
-		if (fstype)
-			snprintf(fstype, fstypelen, "%s", m->type);
-		rc = 0;
-	}
+	if (f && !m)
+		rc = -ENOMEM;
+	while (rc == 0 && getline(&line, &cap, f) > 0)
+		if (parse_mountinfo(line, m))
+			rc = fn(m, arg);
 	free(line);
 	free(m);
 	if (f)
 		fclose(f);
 	return rc;
+}
+
+struct lookup {
+	const char *point;
+	dev_t *dev;
+	char *fstype;
+	size_t fstypelen;
+	bool found;
+};
+
+static int lookup_one(const struct mountinfo *m, void *arg)
+{
+	struct lookup *l = arg;
+
+	if (strcmp(m->point, l->point))
+		return 0;
+	/* the last match is the top of the stack: go on */
+	if (l->dev)
+		*l->dev = m->dev;
+	if (l->fstype)
+		snprintf(l->fstype, l->fstypelen, "%s", m->type);
+	l->found = true;
+	return 0;
+}
+
+int mfs_mount_lookup(const char *mnt, dev_t *dev, char *fstype, size_t fstypelen)
+{
+	struct lookup l = {.point = mnt, .dev = dev, .fstype = fstype, .fstypelen = fstypelen};
+	int rc = mountinfo_each(lookup_one, &l);
+
+	return rc ? rc : l.found ? 0 : -ENOENT;
 }
 
 int mfs_conn_abort(unsigned conn)
@@ -247,25 +276,29 @@ int mfs_mount_probe(const char *path)
  * leftovers but something else going on. */
 #define MAX_STALE 64
 
+struct type_of {
+	uint64_t id;
+	char *type;
+	size_t cap;
+};
+
+static int type_of_one(const struct mountinfo *m, void *arg)
+{
+	struct type_of *t = arg;
+
+	if (m->id != t->id)
+		return 0;
+	snprintf(t->type, t->cap, "%s", m->type);
+	return 1;
+}
+
 /* The file system type of the mount with ID `id`, from mountinfo. */
 static int type_of_mount(uint64_t id, char *type, size_t cap)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	struct mountinfo *m = malloc(sizeof(*m));
-	char *line = NULL;
-	size_t lcap = 0;
-	int rc = f && m ? -ENOENT : -ENOMEM;
+	struct type_of t = {.id = id, .type = type, .cap = cap};
+	int rc = mountinfo_each(type_of_one, &t);
 
-	while (rc == -ENOENT && getline(&line, &lcap, f) > 0)
-		if (parse_mountinfo(line, m) && m->id == id) {
-			snprintf(type, cap, "%s", m->type);
-			rc = 0;
-		}
-	free(line);
-	free(m);
-	if (f)
-		fclose(f);
-	return rc;
+	return rc == 1 ? 0 : rc ? rc : -ENOENT;
 }
 
 int mfs_clean_stale_held(struct mfs_held *h)
@@ -338,38 +371,40 @@ int mfs_unmount_held(int dirfd, const char *name, uint64_t mnt_id, bool lazy)
 	return -errno;
 }
 
+struct clean_source {
+	const char *source;
+	int removed;
+};
+
+static int clean_source_one(const struct mountinfo *m, void *arg)
+{
+	struct clean_source *c = arg;
+	struct mfs_held h = MFS_HELD_INIT;
+	uint64_t now;
+	char path[PATH_MAX];
+
+	if (strncmp(m->type, "fuse", 4) || strcmp(m->source, c->source))
+		return 0;
+	if (mfs_path_hold(m->point, (dev_t)-1, NULL, &h) == 0 && h.dirfd >= 0 &&
+	    mfs_mount_id_at(h.dirfd, h.name, &now, NULL) == 0 && now == m->id) {
+		mfs_held_name_path(&h, path, sizeof(path));
+		if (mfs_mount_probe(path) == MFS_MP_DEAD &&
+		    mfs_unmount_held(h.dirfd, h.name, m->id, true) == 0) {
+			mfs_warn("%s: removed a stale mount of %s", h.path, c->source);
+			c->removed++;
+		}
+	}
+	mfs_held_release(&h);
+	return 0;
+}
+
 /* One pass over mountinfo: the top of a stack first hides the rest. */
 static int clean_source_pass(const char *source)
 {
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	struct mountinfo *m = malloc(sizeof(*m));
-	char *line = NULL;
-	size_t cap = 0;
-	int n = 0;
+	struct clean_source c = {.source = source};
 
-	while (f && m && getline(&line, &cap, f) > 0) {
-		if (!parse_mountinfo(line, m) || strncmp(m->type, "fuse", 4) ||
-		    strcmp(m->source, source))
-			continue;
-		struct mfs_held h = MFS_HELD_INIT;
-		uint64_t now;
-		char path[PATH_MAX];
-		if (mfs_path_hold(m->point, (dev_t)-1, NULL, &h) == 0 && h.dirfd >= 0 &&
-		    mfs_mount_id_at(h.dirfd, h.name, &now, NULL) == 0 && now == m->id) {
-			mfs_held_name_path(&h, path, sizeof(path));
-			if (mfs_mount_probe(path) == MFS_MP_DEAD &&
-			    mfs_unmount_held(h.dirfd, h.name, m->id, true) == 0) {
-				mfs_warn("%s: removed a stale mount of %s", h.path, source);
-				n++;
-			}
-		}
-		mfs_held_release(&h);
-	}
-	if (f)
-		fclose(f);
-	free(line);
-	free(m);
-	return n;
+	mountinfo_each(clean_source_one, &c);
+	return c.removed;
 }
 
 int mfs_clean_stale_source(const char *source)

@@ -46,7 +46,8 @@ int mfs_unmount_path(const char *mnt, bool lazy);
 /*
  * The mount at exactly `mnt` from /proc/self/mountinfo: its device (the
  * FUSE connection id is its minor number) and file system type.
- * Returns 0, -ENOENT when nothing is mounted there.
+ * Returns 0, -ENOENT when nothing is mounted there, -ENOMEM, or -errno of
+ * opening mountinfo.
  */
 int mfs_mount_lookup(const char *mnt, dev_t *dev, char *fstype, size_t fstypelen);
 
