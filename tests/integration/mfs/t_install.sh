@@ -13,7 +13,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 if [ -z "${MFS_INSTALL_NS:-}" ]; then
 	command -v unshare >/dev/null || { echo "SKIP: no unshare"; exit 77; }
-	MFS_INSTALL_NS=1 exec unshare -m --propagation private sh "$0" "$@"
+	MFS_INSTALL_NS=1
+	export MFS_INSTALL_NS
+	exec unshare -m --propagation private sh "$0" "$@"
 fi
 . "$(dirname "$0")/lib.sh"
 
@@ -95,7 +97,7 @@ if command -v man >/dev/null; then
 		[ -n "$w" ] && [ "$(readlink -f "$w")" = "$(readlink -f "$MAN8/$page.8")" ] &&
 			ok "man -w $page: $w" || fail "man -w $page: '$w'"
 	done
-	MANPAGER=cat man mfsctl 2>/dev/null | grep -q "control a running mfs manager" ||
+	MANPAGER="cat" man mfsctl 2>/dev/null | grep -q "control a running mfs manager" ||
 		fail "man mfsctl does not show the page"
 fi
 
