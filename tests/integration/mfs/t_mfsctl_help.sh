@@ -29,6 +29,13 @@ done
 ok "--help, -h and help for each of: $(echo $cmds)"
 ctl unmount --help | grep -q -- "-f, --force" && ok "unmount --help lists --force" ||
 	fail "unmount --help: $(ctl unmount --help)"
+# a command's own text, whichever way its help is asked for
+for form in "unmount --help" "-h unmount" "help unmount"; do
+	# shellcheck disable=SC2086
+	ctl $form | grep -q "busy (refused) unless --force" || fail "mfsctl $form lacks unmount's text"
+done
+ctl mount --help | grep -q "durability=full|normal|none" && ok "mount --help describes its options" ||
+	fail "mount --help: $(ctl mount --help)"
 ctl list --help | grep -q -- "-p, --parsable" && ok "command help lists the global options" ||
 	fail "list --help"
 ctl help frob >/dev/null 2>&1; [ $? = 2 ] && ok "help of an unknown command: exit 2" || fail "help frob"
