@@ -22,6 +22,8 @@ fi
 for p in meson python3 mount.fuse3; do
 	command -v $p >/dev/null || { echo "SKIP: no $p"; exit 77; }
 done
+grep -qw overlay /proc/filesystems || modprobe overlay 2>/dev/null ||
+	{ echo "SKIP: no overlayfs"; exit 77; }
 BUILD=$(cd "$(dirname "$MFS")/.." && pwd)
 [ -f "$BUILD/meson-private/install.dat" ] || { echo "SKIP: $BUILD is not a meson build dir"; exit 77; }
 opt() { # meson build option NAME
