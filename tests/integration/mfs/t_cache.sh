@@ -10,8 +10,8 @@ command -v fincore >/dev/null || { echo "skip: no fincore (util-linux)"; exit 77
 M=$T/mfs
 start_manager "$M" mem=48M
 mkdir -p "$T/ma" "$T/mb"
-xset mount "name=a,store=$T/sa,mountpoint=$T/ma,create,mem=8M" || fail "mount a"
-xset mount "name=b,store=$T/sb,mountpoint=$T/mb,create" || fail "mount b"
+xset mount "name=a,store=$T/sa,mountpoint=$T/ma,create,mem=8M" || fail "mount a: $(xget error)"
+xset mount "name=b,store=$T/sb,mountpoint=$T/mb,create" || fail "mount b: $(xget error)"
 stat_of() { xget "stats.$1" | sed -n "s/^$2=//p"; }
 resident() { # bytes of the files' pages in the kernel cache
 	fincore -b -n -o RES "$@" | awk '{ s += $1 } END { print s + 0 }'
@@ -62,7 +62,7 @@ wait_for 10 under "$T/mb/big" && ok "b trimmed to 4M after config" \
 
 # unmounting a gives b the whole budget share (48M) when its own limit goes
 xset config "name=b,mem=0" || fail "config b mem=0"
-xset unmount "name=a" || fail "unmount a"
+xset unmount "name=a" || fail "unmount a: $(cat "$T/xset.err") $(xget error)"
 [ "$(stat_of b cache_limit)" = 50331648 ] && ok "b's share grows to 48M with a unmounted" \
 	|| fail "b limit $(stat_of b cache_limit)"
 expect_refused EINVAL config "name=b,mem=lots" "mem"
