@@ -146,7 +146,8 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs
 		mfs_fd_path(p->mp.fd, target, sizeof(target));
 	else
 		snprintf(target, sizeof(target), "%s", p->mp.path);
-	const struct fuse_custom_io *io = mgr->uring ? mfs_uring_io(mgr->uring) : dbfs_fuse_io();
+	const struct fuse_custom_io *io = mgr->uring ? mfs_uring_io(mgr->uring)
+							 : mfs_loop_io(dbfs_fuse_io());
 	rc = mfs_mount_session(dbfs_fuse_ops(), io, fs, target, opts, 0, &se, err, errlen);
 	if (rc)
 		goto close_store;

@@ -24,7 +24,9 @@
  * read to their answer (they keep threads busy: a ring has one entry per
  * CPU and session, which bounds the overlap of its large writes); it stays
  * heavy HEAVY_NS after such a window. A client that waits for each request
- * never overlaps, however busy: it is never heavy. */
+ * never overlaps, however busy: it is never heavy (its next request may be
+ * read before the thread that sent the reply is done, yet after the reply:
+ * mfs_loop_io tells the loop when a reply was sent). */
 #define LOAD_WINDOW_NS 10000000ull
 #define HEAVY_NS 50000000ull
 
@@ -125,8 +127,14 @@ void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
 	if (loop->unfair) /* governor=off tells no heavy from light */
 		return;
 	s->win_reads++;
-	if (s->processing)
+	/* A reply sent wakes the client at once: its next request may be read
+	 * before the thread that sent the reply is done with the last one
+	 * (often so on a loaded machine, where that thread waits for a CPU).
+	 * That one was answered: no overlap. */
+	if (s->processing > __atomic_load_n(&s->answered, __ATOMIC_ACQUIRE)) {
 		s->win_overlap++;
+		s->st.overlapped++;
+	}
 	uint64_t len = now_ns - s->win_start;
 	if (len < LOAD_WINDOW_NS)
 		return;
@@ -280,12 +288,51 @@ void mfs_session_unreserve(struct mfs_session *s)
 	mfs_session_update_busy(s);
 }
 
+/* The request this thread processes, for mfs_loop_io's reply hook. */
+static __thread struct {
+	struct mfs_session *s;
+	uint64_t unique;
+	bool answered;
+} this_req;
+
+static const struct fuse_custom_io *io_inner;
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	ssize_t r = io_inner->writev(fd, iov, count, userdata);
+	const struct fuse_out_header *oh = count >= 1 ? iov[0].iov_base : NULL;
+
+	if (r >= 0 && this_req.s && !this_req.answered && iov[0].iov_len >= sizeof(*oh) &&
+	    oh->unique == this_req.unique) {
+		this_req.answered = true;
+		__atomic_add_fetch(&this_req.s->answered, 1, __ATOMIC_RELEASE);
+	}
+	return r;
+}
+
+const struct fuse_custom_io *mfs_loop_io(const struct fuse_custom_io *inner)
+{
+	static struct fuse_custom_io io;
+
+	if (!io_inner) {
+		io_inner = inner;
+		io = *inner;
+		io.writev = io_writev;
+	}
+	return io_inner == inner ? &io : inner;
+}
+
 void mfs_session_took(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns)
 {
+	const struct fuse_in_header *in = buf->mem;
+
 	mfs_session_charge(s, buf);
 	mfs_session_note_load(s, now_ns);
 	mfs_loop_note_light(s, now_ns);
 	s->processing++;
+	this_req.s = s;
+	this_req.unique = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->unique : 0;
+	this_req.answered = false;
 }
 
 int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint64_t now_ns,
@@ -311,6 +358,7 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 	} else {
 		mfs_session_reserve(s);
 		mfs_session_took(s, buf, now_ns);
+		this_req.s = NULL; /* a ring reply is committed after processing */
 		s->st.ring++;
 	}
 	pthread_mutex_unlock(&loop->lock);
@@ -329,6 +377,9 @@ void mfs_session_request_done(struct mfs_session *s, uint64_t t0_ns, uint64_t t1
 		}
 	}
 	s->processing--;
+	if (this_req.s == s && this_req.answered)
+		__atomic_sub_fetch(&s->answered, 1, __ATOMIC_RELAXED);
+	this_req.s = NULL;
 	mfs_session_unreserve(s);
 	if (s->held)
 		mfs_session_admit(s, t1_ns);

@@ -58,6 +58,7 @@ struct mfs_session_stats {
 	uint64_t yielded;       /* processed at idle priority for a light DBFS (governor.h) */
 	uint64_t starved;       /* times the starvation guard stopped its yielding */
 	uint64_t yield_waits;   /* times held back by the CPU share while yielding */
+	uint64_t overlapped;    /* requests read while another of its was unanswered */
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];
@@ -207,6 +208,18 @@ void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns);
 /* Change the governor's limits of `s`; takes effect at the next request.
  * No errors. Any thread; takes the loop's lock. */
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l);
+
+/*
+ * The custom I/O to give the sessions served by the loop: `inner` with its
+ * writev wrapped, so that the loop learns when a request's reply is sent
+ * (a request read after its session's last reply was sent does not overlap
+ * that one, though the thread that sent it may not be done: see
+ * LOAD_WINDOW_NS in loop.c). The same `inner` for every call (the process
+ * has one: DBFS's dbfs_fuse_io); another one is returned unwrapped. The
+ * thread that sets the process up, before any session.
+ */
+struct fuse_custom_io;
+const struct fuse_custom_io *mfs_loop_io(const struct fuse_custom_io *inner);
 
 /* A consistent copy of the counters of `s`. Any thread; takes the loop's
  * lock (briefly: fine under a caller's lock that no loop thread takes). */

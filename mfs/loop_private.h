@@ -36,7 +36,8 @@ struct mfs_session {
 	bool xarmed;     /* armed in the express set instead (struct mfs_loop) */
 	uint64_t heavy_until; /* heavy until then (ns): see mfs_session_note_load */
 	uint64_t unyield_until; /* starvation guard: no yielding until then (governor.h) */
-	unsigned processing;  /* requests read and not yet answered */
+	unsigned processing;  /* requests read and not yet done with (request_done) */
+	unsigned answered;    /* of those, whose reply was sent (atomic: mfs_loop_io) */
 	uint64_t win_start;   /* current load window: start (ns) */
 	unsigned win_reads;   /* requests read in it */
 	unsigned win_overlap; /* of which while another was being processed */

@@ -376,7 +376,7 @@ static void start_uring(struct mfs_manager *mgr, int mode)
 		if (fd >= 0)
 			close(fd);
 	}
-	int rc = mfs_uring_create(mgr->loop, dbfs_fuse_io(), &mgr->uring);
+	int rc = mfs_uring_create(mgr->loop, mfs_loop_io(dbfs_fuse_io()), &mgr->uring);
 	if (rc) {
 		mgr->uring = NULL;
 		if (mode == URING_ON)
