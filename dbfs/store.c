@@ -15,6 +15,7 @@
 #include <linux/magic.h>
 #include <unistd.h>
 
+#include "dbfs/guard.h"
 #include "dbfs/internal.h"
 #include "dbfs/recover.h"
 
@@ -304,8 +305,15 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	pthread_cond_init(&fs->wq_cond, NULL);
 	fs->wq_tail = &fs->wq_head;
 	pthread_mutex_init(&fs->reap_lock, NULL);
-	pthread_mutex_init(&fs->dur_lock, NULL);
+	/* Error-checking: the map guard unlocks it after a SIGBUS if, and only
+	 * if, the faulting thread holds it (guard.c). */
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&fs->dur_lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	pthread_mutex_init(&fs->dur_stat_lock, NULL);
+	dbfs_guard_install();
 	fs->dur_fd = -1;
 	fs->commit_interval_ms = 5000;
 	dbfs_set_commit_interval(fs, o->commit_interval);
@@ -484,11 +492,10 @@ fail_lookups:
 	return rc;
 }
 
-void dbfs_close(struct dbfs *fs)
+/* What closing does to the LMDB environment; under a guard (dbfs_close). */
+static void close_env(struct dbfs *fs)
 {
-	if (!fs)
-		return;
-	if (!fs->opt.read_only) {
+	if (!fs->opt.read_only && !atomic_load(&fs->map_lost)) {
 		/* The session is gone: the kernel holds no inode any more, and
 		 * it may have dropped its last forgets at unmount. */
 		dbfs_reap_now(fs);
@@ -496,8 +503,26 @@ void dbfs_close(struct dbfs *fs)
 	}
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
-	dbfs_durable_stop(fs); /* a last durable point */
+	dbfs_durable_stop(fs); /* a last durable point (none on a lost store) */
 	mdb_env_close(fs->env);
+}
+
+void dbfs_close(struct dbfs *fs)
+{
+	if (!fs)
+		return;
+	struct dbfs_guard g;
+	dbfs_guard_push(&g, fs);
+	if (sigsetjmp(g.jb, 0) == 0) {
+		close_env(fs);
+		dbfs_guard_pop(&g);
+	} else {
+		/* Its maps faulted on the way: the environment is left as it
+		 * is (never closed twice), with the descriptors LMDB holds. */
+		dbfs_guard_recovered(&g);
+		if (fs->dur_fd >= 0)
+			close(fs->dur_fd);
+	}
 	close(fs->lock_fd);
 	dbfs_lookups_destroy(&fs->lookups);
 	dbfs_cache_destroy(fs);
@@ -509,16 +534,27 @@ void dbfs_close(struct dbfs *fs)
 
 int dbfs_sync(struct dbfs *fs)
 {
-	return dbfs_errno(dbfs_durable_point(fs));
+	return dbfs_errno(dbfs_durable_point(fs)); /* under the request's guard */
 }
 
 int dbfs_tick(struct dbfs *fs)
 {
 	dbfs_cache_trim(fs);
-	if (fs->opt.read_only)
+	/* Once: the owner learns of a failed store (and logs its reason). */
+	if (atomic_load(&fs->io_failed) == 2 && !atomic_exchange(&fs->health_told, 1))
+		return -EIO;
+	if (fs->opt.read_only || atomic_load(&fs->map_lost))
 		return 0;
+	/* The manager's thread, outside any request: a guard of its own. */
+	struct dbfs_guard g;
+	dbfs_guard_push(&g, fs);
+	if (sigsetjmp(g.jb, 0)) {
+		dbfs_guard_recovered(&g);
+		return -EIO;
+	}
 	int rc = dbfs_reap_now(fs);
 	int drc = dbfs_durable_tick(fs);
+	dbfs_guard_pop(&g);
 	return dbfs_errno(rc ? rc : drc);
 }
 
