@@ -220,7 +220,7 @@ start_mfs() {
 
 # Samples: epoch time pid VmRSS VmHWM RssAnon fds threads mounted-DBFSs
 sampler() {
-	local e p rss hwm anon thr fds mnt
+	local e p rss hwm anon thr fds mnt rings
 	trap - EXIT INT TERM
 	while [ ! -e "$T/sampler.stop" ]; do
 		read -r e p <"$T/mfs.pid" 2>/dev/null || { sleep "$SAMPLE"; continue; }
@@ -231,8 +231,12 @@ sampler() {
 			fds=$(ls "/proc/$p/fd" 2>/dev/null | wc -l)
 			mnt=$(awk -v t="$T/" 'index($5, t) == 1 && $5 != t "mfs" && $0 ~ / - fuse/' \
 				/proc/self/mountinfo | wc -l)
+			# io_uring queue threads start once, when the kernel first
+			# offers the ring to a mount (enable_uring is system-wide:
+			# other tests on the host flip it), and stay
+			rings=$(cat "/proc/$p"/task/*/comm 2>/dev/null | grep -c '^mfs-ring')
 			[ -n "${thr:-}" ] && [ "$fds" -gt 0 ] &&
-				echo "$e $EPOCHREALTIME $p $rss $hwm $anon $fds $thr $mnt" >>"$T/samples"
+				echo "$e $EPOCHREALTIME $p $rss $hwm $anon $fds $thr $mnt $rings" >>"$T/samples"
 		fi
 		: >"$T/sampler.beat"
 		sleep "$SAMPLE"
