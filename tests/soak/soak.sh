@@ -623,6 +623,9 @@ restart_checks() {
 	done
 	rm -f "$T/dis/ALL"
 	for n in $NAMES; do [ "${WANT[$n]:-}" = mounted ] && start_workers "$n"; done
+	# (the loop's status is its last test's: a DBFS left unmounted last must
+	# not end the run as if the restart had failed)
+	return 0
 }
 
 # ---- the end -------------------------------------------------------------------
@@ -740,7 +743,7 @@ while [ "$(date +%s)" -lt "$DEADLINE" ]; do
 		inc unexpected_stops
 		MPID=""
 		for n in $NAMES; do stop_workers "$n"; done
-		restart_checks || break
+		restart_checks || { fail "mfs could not be started again (epoch $EPOCH)"; break; }
 		next_restart=$(($(date +%s) + RESTART_MIN + RANDOM % (RESTART_MAX - RESTART_MIN + 1)))
 		continue
 	fi
@@ -749,7 +752,7 @@ while [ "$(date +%s)" -lt "$DEADLINE" ]; do
 	now=$(date +%s)
 	[ "$now" -ge "$DEADLINE" ] && break
 	if [ "$now" -ge "$next_restart" ] && [ $((DEADLINE - now)) -gt 60 ]; then
-		act_restart || break
+		act_restart || { fail "mfs could not be started again (epoch $EPOCH)"; break; }
 		next_restart=$(($(date +%s) + RESTART_MIN + RANDOM % (RESTART_MAX - RESTART_MIN + 1)))
 		continue
 	fi
