@@ -189,9 +189,12 @@ static int precheck(struct dbfs *fs, bool create, char *err, size_t errlen)
 			snprintf(err, errlen, "not a DBFS store (missing tables)");
 			rc = -EINVAL;
 		}
-	} else if (rc) {
+	} else if (rc == MDB_INCOMPATIBLE || rc == MDB_INVALID || rc == MDB_CORRUPTED) {
 		snprintf(err, errlen, "store is damaged or not a DBFS store: %s", mdb_strerror(rc));
 		rc = -EINVAL;
+	} else if (rc) {
+		snprintf(err, errlen, "cannot read the store: %s", mdb_strerror(rc));
+		rc = dbfs_errno(rc);
 	} else {
 		rc = dbfs_errno(dbfs_super_check(fs, txn, err, errlen));
 	}
@@ -423,10 +426,20 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		goto fail_open;
 	}
 	MDB_val k = {2, (void *)"sb"}, v;
-	int fresh = mdb_get(txn, fs->db_super, &k, &v) == MDB_NOTFOUND;
+	/* A read that failed is no missing superblock: never "not a DBFS
+	 * store" (or a format) for an I/O error. */
+	MDB_stat st = {0};
+	int got = mdb_get(txn, fs->db_super, &k, &v);
+	if (got == MDB_NOTFOUND && o->create)
+		got = mdb_stat(txn, fs->db_inode, &st) ?: MDB_NOTFOUND;
+	if (got && got != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		snprintf(err, errlen, "cannot read the store: %s", mdb_strerror(got));
+		rc = dbfs_errno(got);
+		goto fail_open;
+	}
+	int fresh = got == MDB_NOTFOUND;
 	if (fresh && o->create) {
-		MDB_stat st;
-		mdb_stat(txn, fs->db_inode, &st);
 		if (st.ms_entries) {
 			mdb_txn_abort(txn);
 			snprintf(err, errlen, "not a DBFS store (no superblock but inodes)");

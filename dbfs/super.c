@@ -104,6 +104,10 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
 	fs->block_size = sb.block_size;
 	struct dbfs_inode root;
 	rc = dbfs_inode_get(fs, txn, DBFS_ROOT_INO, &root);
+	if (rc && !dbfs_is_refusal(rc)) {
+		snprintf(err, errlen, "cannot read the root directory: %s", mdb_strerror(rc));
+		return rc; /* a read error, not a damaged store */
+	}
 	if (rc || !S_ISDIR(root.mode)) {
 		snprintf(err, errlen, "damaged store: root directory missing");
 		return -EINVAL;
