@@ -39,6 +39,20 @@ static __thread unsigned nheld;
 
 static struct sigaction old_bus;
 
+/* Environments dbfs_close could not close (dbfs_guard_keep). */
+#define KEPT_MAX 64
+static MDB_env *kept[KEPT_MAX];
+static unsigned nkept;
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void dbfs_guard_keep(MDB_env *env)
+{
+	pthread_mutex_lock(&kept_lock);
+	if (nkept < KEPT_MAX)
+		kept[nkept++] = env;
+	pthread_mutex_unlock(&kept_lock);
+}
+
 static int map_of(struct dbfs *fs, uintptr_t a)
 {
 	for (int i = 0; i < 2; i++) {

@@ -46,6 +46,7 @@
 
 struct dbfs;
 typedef struct MDB_txn MDB_txn;
+typedef struct MDB_env MDB_env;
 
 struct dbfs_guard {
 	sigjmp_buf jb;
@@ -75,6 +76,11 @@ void dbfs_guard_maps(struct dbfs *fs);
 void dbfs_guard_read_taken(struct dbfs *fs, MDB_txn *txn);
 void dbfs_guard_read_txn(MDB_txn *txn);
 void dbfs_guard_read_given(MDB_txn *txn);
+
+/* dbfs_close after a fault on the way: the environment stays open for the
+ * process's life (closing it again could fault again), on a list, so that
+ * it is held, not lost. */
+void dbfs_guard_keep(MDB_env *env);
 
 /* commit.c, the leader after a fault: abort the write transaction it had
  * open (fs->wtxn) and give back its map lock. */

@@ -533,6 +533,7 @@ void dbfs_close(struct dbfs *fs)
 		/* Its maps faulted on the way: the environment is left as it
 		 * is (never closed twice), with the descriptors LMDB holds. */
 		dbfs_guard_recovered(&g);
+		dbfs_guard_keep(fs->env);
 		if (fs->dur_fd >= 0)
 			close(fs->dur_fd);
 	}

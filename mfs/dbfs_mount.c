@@ -13,6 +13,7 @@
 #include "conf.h"
 #include "as_caller.h"
 #include "dbfs_mount.h"
+#include "dbfs_unmount.h"
 #include "inbox.h"
 #include "log.h"
 #include "loop.h"
@@ -191,7 +192,7 @@ unpublish:
 	pthread_mutex_unlock(&mgr->lock);
 	mfs_unmount_held(p->mp.dirfd, p->mp.name, mnt_id, true);
 	mfs_uring_detach(ring);
-	fuse_session_destroy(se);
+	mfs_session_close(se); /* fuse_session_destroy alone keeps libfuse's copy of the path */
 close_store:
 	dbfs_close(fs);
 	return rc;

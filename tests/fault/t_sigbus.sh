@@ -26,6 +26,10 @@ eio() {
 
 chmod 755 "$T"
 M=$T/mfs
+# A SIGBUS inside mdb_txn_begin leaks the transaction LMDB was making (it
+# returns no handle to it: dbfs/guard.h); the sanitizer build is told so.
+echo "leak:mdb_txn_begin" >"$T/lsan.supp"
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$T/lsan.supp"
 start_manager "$M" "allow_other"
 mkdir -p "$T/u/mp1" "$T/u/mp2" "$T/u/s" "$T/rmp"
 chown -R $U:$U "$T/u"
@@ -56,7 +60,7 @@ wait_for 10 grep -q "^read_only=io-error" "$M/u1/status" &&
 	grep -q "^io_error=.*data.mdb.*truncated" "$M/u1/status" &&
 	ok "status: $(grep -E '^(read_only|io_error)=' "$M/u1/status" | tr '\n' ' ')" ||
 	fail "u1/status: $(cat "$M/u1/status")"
-grep -q "SIGBUS" "$T/mfs.log" && ok "the log says so" || fail "no SIGBUS line in the log"
+wait_for 10 grep -q "SIGBUS" "$T/mfs.log" && ok "the log says so" || fail "no SIGBUS line in the log"
 
 # 2. the others keep serving, reads and writes
 [ "$(cat "$T/rmp/f")" = root ] && cmp -s "$T/rmp/big" "$T/rmp/big" && echo more >"$T/rmp/g" &&
