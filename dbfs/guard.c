@@ -195,7 +195,7 @@ static void lost(struct dbfs *fs, int which, uintptr_t addr)
 	atomic_store(&fs->map_lost, 1);
 	if (atomic_compare_exchange_strong(&fs->io_failed, &healthy, 1)) {
 		snprintf(fs->io_reason, sizeof(fs->io_reason),
-			 "%s was truncated while mounted (SIGBUS at byte %llu of its map); "
+			 "%s was truncated under its map (SIGBUS at byte %llu of it); "
 			 "the store needs dbfs-fsck",
 			 file[which], (unsigned long long)(addr - lo));
 		atomic_store(&fs->io_failed, 2);

@@ -5,9 +5,13 @@
 # killed mfs and with it every other user's DBFS. Now: the request that
 # meets it gets EIO, that DBFS answers EIO from then on (status
 # read_only=io-error, with the reason), the others keep serving, and the
-# lost one unmounts and the manager stops cleanly.
-# Usage: t_sigbus.sh PATH-TO-mfs
+# lost one unmounts and the manager stops cleanly. A store cut while mfs
+# opens it (tests/fault/cut_shim.c, LD_PRELOADed: at dbfs_open's first
+# transaction) fails that mount with EIO, on the manager's own thread.
+# Usage: t_sigbus.sh PATH-TO-mfs PATH-TO-cut_shim.so
 . "$(dirname "$0")/../integration/mfs/lib.sh"
+SHIM=$2
+[ -f "$SHIM" ] || { echo "no shim $SHIM" >&2; exit 2; }
 
 command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; exit 77; }
 U=65534
@@ -30,8 +34,13 @@ M=$T/mfs
 # returns no handle to it: dbfs/guard.h); the sanitizer build is told so.
 echo "leak:mdb_txn_begin" >"$T/lsan.supp"
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$T/lsan.supp"
-start_manager "$M" "allow_other"
-mkdir -p "$T/u/mp1" "$T/u/mp2" "$T/u/s" "$T/rmp"
+export FAULT_DIR="$T/u/s"
+# under AddressSanitizer its runtime must come first in the preload list
+asan=$(ldd "$MFS" | awk '/libasan/ { print $3 }')
+printf '#!/bin/sh\nLD_PRELOAD="%s" exec "%s" "$@"\n' "${asan:+$asan }$SHIM" "$MFS" >"$T/mfs-shim"
+chmod +x "$T/mfs-shim"
+MFS=$T/mfs-shim start_manager "$M" "allow_other"
+mkdir -p "$T/u/mp1" "$T/u/mp2" "$T/u/mp3" "$T/u/s" "$T/rmp"
 chown -R $U:$U "$T/u"
 
 # the user's two DBFSs and root's one, with data on each
@@ -88,6 +97,25 @@ not_mounted "$T/u/mp1" && not_mounted "$T/u/mp2" && ok "the lost DBFSs unmount" 
 	fail "lost DBFSs still mounted"
 alive || fail "mfs died at unmount: $(tail -5 "$T/mfs.log")"
 [ "$(cat "$T/rmp/f")" = root ] || fail "root's DBFS after the unmounts"
+
+# 5. the store cut while mfs opens it, on the manager's thread
+uset mount "name=u3,store=$T/u/s/3,mountpoint=$T/u/mp3,create" &&
+	as_user sh -c "echo three >$T/u/mp3/f" && uset unmount u3 || fail "u3: $(uerr)"
+touch "$T/u/s/cut"
+if uset mount "name=u3"; then
+	fail "the mount of a store cut while it opened succeeded"
+else
+	case "$(uerr)" in
+	"EIO "*"changed size while it was opened"*) ok "refused: $(uerr | head -1)" ;;
+	*) fail "mount of the cut store: $(uerr)" ;;
+	esac
+fi
+[ -e "$T/u/s/cut" ] && fail "the shim did not cut the store"
+alive && ok "mfs survives a SIGBUS on its control thread" ||
+	{ fail "mfs died opening the cut store: $(tail -5 "$T/mfs.log")"; exit 1; }
+not_mounted "$T/u/mp3" || fail "the cut store got mounted"
+[ "$(cat "$T/rmp/f")" = root ] && echo after >"$T/rmp/i" && ok "root's DBFS still serves" ||
+	fail "root's DBFS after the cut open"
 xset unmount r || fail "unmount r"
 stop_pid "$MPID" && ok "clean stop" || fail "mfs exit status $? at stop: $(tail -5 "$T/mfs.log")"
 [ $FAILS = 0 ]
