@@ -205,6 +205,28 @@ state_of() { xget list | tr ',' '\n' | awk -v n="name=$1" '$0 == n { f = 1; next
 in_state() { [ "$(state_of "$1")" = "$2" ]; }
 stat_of() { xget "stats.$1" | sed -n "s/^$2=//p"; }
 
+# clean_unmount NAME: unmount a DBFS whose workloads were stopped. Another
+# program on the host may hold its mount a moment (stress-ng's io stressor
+# syncfs()es every mounted file system through an open descriptor): EBUSY
+# while only processes that are not ours hold it is retried for 20 s, and
+# noted. ERR holds the last refusal.
+clean_unmount() {
+	local n=$1 mp=$T/mnt/$1 i h p
+	for i in $(seq 40); do
+		xset unmount "$n" && { [ "$i" -gt 1 ] && log "note: unmount of $n took $i tries (held by: $h)"; return 0; }
+		xerr
+		case $ERR in EBUSY*) ;; *) return 1 ;; esac
+		h=$(holders "$mp")
+		# one of ours (the soak's own session; its workloads were stopped
+		# and waited for before) is a real failure
+		for p in $(echo "$h" | tr ';' '\n' | awk '{ print $1 }'); do
+			[ "$(ps -o sid= -p "$p" 2>/dev/null | tr -d ' ')" = "$(ps -o sid= -p $$ | tr -d ' ')" ] && return 1
+		done
+		sleep 0.5
+	done
+	return 1
+}
+
 # ---- mfs ---------------------------------------------------------------------
 
 start_mfs() {
@@ -493,7 +515,7 @@ act_cycle() {
 	case $how in
 	0) # clean unmount and mount by name
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
+		clean_unmount "$n" || { fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		not_mounted "$mp" && in_state "$n" unmounted && check || fail "$n: after unmount: $(state_of "$n")"
@@ -539,7 +561,7 @@ act_cycle() {
 		;;
 	4) # unmount and leave it so for a while (across a restart, maybe)
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
+		clean_unmount "$n" || { fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		not_mounted "$mp" && in_state "$n" unmounted && check || fail "$n: after unmount: $(state_of "$n")"
@@ -547,7 +569,7 @@ act_cycle() {
 		;;
 	2 | 3) # forget; mount again on the same store (2) or on a new one (3)
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
+		clean_unmount "$n" || { fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		# refused: forget a mounted DBFS is EBUSY (checked on s1)
