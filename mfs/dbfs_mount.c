@@ -13,7 +13,6 @@
 #include "conf.h"
 #include "as_caller.h"
 #include "dbfs_mount.h"
-#include "dbfs_unmount.h"
 #include "inbox.h"
 #include "log.h"
 #include "loop.h"
@@ -192,7 +191,10 @@ unpublish:
 	pthread_mutex_unlock(&mgr->lock);
 	mfs_unmount_held(p->mp.dirfd, p->mp.name, mnt_id, true);
 	mfs_uring_detach(ring);
-	mfs_session_close(se); /* fuse_session_destroy alone keeps libfuse's copy of the path */
+	/* fuse_session_unmount frees libfuse's copy of the mount point (and
+	 * unmounts nothing more: libfuse sees the connection is gone) */
+	fuse_session_unmount(se);
+	fuse_session_destroy(se);
 close_store:
 	dbfs_close(fs);
 	return rc;
