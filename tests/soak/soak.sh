@@ -227,6 +227,19 @@ clean_unmount() {
 	return 1
 }
 
+# user_unmount_u1: the user's unmount of u1, with clean_unmount's patience
+# for a moment's hold by another program on the host (the user's own
+# commands have all returned by then). ERR holds the last refusal.
+user_unmount_u1() {
+	local i
+	for i in $(seq 40); do
+		uset unmount u1 && { [ "$i" -gt 1 ] && log "note: user unmount of u1 took $i tries"; return 0; }
+		uerr
+		case $ERR in EBUSY*) sleep 0.5 ;; *) return 1 ;; esac
+	done
+	return 1
+}
+
 # ---- mfs ---------------------------------------------------------------------
 
 start_mfs() {
@@ -483,7 +496,7 @@ act_user() {
 		fail "user $U config of its own u1: $ERR"
 	fi
 	if [ $((RANDOM % 2)) = 0 ]; then
-		if uset unmount u1; then
+		if user_unmount_u1; then
 			inc unmounts
 			WANT[u1]=unmounted
 			not_mounted "$T/user/mp" && check || fail "u1 still mounted after unmount"
