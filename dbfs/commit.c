@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
+#include "dbfs/guard.h"
 #include "dbfs/internal.h"
 
 #define BATCH_MAX 64
@@ -71,6 +72,8 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 {
 	int tries = 0, failed, rc;
 	uint64_t seen;
+	if (atomic_load(&fs->map_lost))
+		return EIO; /* its maps faulted (guard.c): never read them again */
 	dbfs_space_refresh(fs);
 	do {
 		MDB_txn *txn;
@@ -82,6 +85,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			dbfs_health_check(fs, rc, "commit");
 			return rc;
 		}
+		fs->wtxn = txn; /* for the guard (guard.c) */
 		fs->txn_gen++;
 		failed = 0;
 		for (int i = 0; i < n && !failed; i++) {
@@ -93,11 +97,13 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 				failed = r;
 		}
 		if (failed) {
+			fs->wtxn = NULL;
 			mdb_txn_abort(txn);
 			pthread_rwlock_unlock(&fs->map_lock);
 			continue; /* to may_retry */
 		}
 		failed = mdb_txn_commit(txn);
+		fs->wtxn = NULL;
 		MDB_envinfo info; /* read from the map: before the map lock goes */
 		mdb_env_info(fs->env, &info); /* a commit that changed nothing keeps its id */
 		pthread_rwlock_unlock(&fs->map_lock);
@@ -121,6 +127,20 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 	return rc;
 }
 
+/* Take op out of the queue if no leader took it yet (wq_lock held). */
+static bool unqueue(struct dbfs *fs, struct dbfs_wop *op)
+{
+	for (struct dbfs_wop **p = &fs->wq_head; *p; p = &(*p)->next) {
+		if (*p == op) {
+			*p = op->next;
+			if (!*p)
+				fs->wq_tail = p;
+			return true;
+		}
+	}
+	return false;
+}
+
 static void lead(struct dbfs *fs, struct dbfs_wop **ops, int n)
 {
 	int rc = run_batch(fs, ops, n);
@@ -134,6 +154,26 @@ static void lead(struct dbfs *fs, struct dbfs_wop **ops, int n)
 		for (int i = 0; i < n; i++) /* all met the I/O error (health.c) */
 			ops[i]->rc = rc;
 	}
+}
+
+/* lead() the reap of its own (if any), then the batch; a SIGBUS in the
+ * store's maps (guard.c) ends them: every operation in the batch gets EIO. */
+static void lead_guarded(struct dbfs *fs, struct dbfs_wop **reap_first, struct dbfs_wop **ops,
+			 int n)
+{
+	struct dbfs_guard g;
+	dbfs_guard_push(&g, fs);
+	if (sigsetjmp(g.jb, 0)) {
+		dbfs_guard_end_write(fs);
+		dbfs_guard_recovered(&g);
+		for (int i = 0; i < n; i++)
+			ops[i]->rc = -EIO;
+		return;
+	}
+	if (reap_first)
+		lead(fs, reap_first, 1);
+	lead(fs, ops, n);
+	dbfs_guard_pop(&g);
 }
 
 int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg)
@@ -153,6 +193,10 @@ int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 	*fs->wq_tail = &op;
 	fs->wq_tail = &op.next;
 	while (!op.done) {
+		if (fs->wq_leader && atomic_load(&fs->map_lost) && unqueue(fs, &op)) {
+			op.rc = -EIO; /* the leader may be gone with the store (guard.c) */
+			break;
+		}
 		if (fs->wq_leader) {
 			pthread_cond_wait(&fs->wq_cond, &fs->wq_lock);
 			continue;
@@ -187,11 +231,9 @@ int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 		}
 		pthread_mutex_unlock(&fs->reap_lock);
 
-		if (reap.ino && fs->space_full)
-			lead(fs, &reap_first, 1);
-		else if (reap.ino)
+		if (reap.ino && !fs->space_full)
 			batch[n++] = &reap_op;
-		lead(fs, batch, n);
+		lead_guarded(fs, reap.ino && fs->space_full ? &reap_first : NULL, batch, n);
 		free(reap.ino); /* a failed reap leaves the inodes in the orphan table */
 		if (batch[n - 1] == &reap_op)
 			n--;

@@ -100,6 +100,10 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * after a reboot it restores the last durable point (dbfs/durable.c), it
  * upgrades a format-1 store, commits the orphan reclaim, in as many
  * transactions as it needs, and makes a durable point.
+ * The first open installs the process's SIGBUS handler (dbfs/guard.h): a
+ * SIGBUS in a store's maps becomes -EIO on that store; any other SIGBUS
+ * goes to the handler that was there before (or kills, as by default). An
+ * owner that installs its own SIGBUS handler later must chain to it.
  */
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen);
@@ -133,7 +137,9 @@ int dbfs_sync(struct dbfs *fs);
  * unlink, and makes a durable point when the oldest change that is not
  * durable is commit_interval old. libdbfs starts no thread of its own.
  * Returns 0 or a negative errno of a commit (-ENOSPC, -EIO ...) or of the
- * flush; a failed reap or flush is retried at the next call.
+ * flush; a failed reap or flush is retried at the next call. The first
+ * call after the store's health failed (dbfs_health) returns -EIO, once,
+ * so that the owner can log the reason.
  */
 int dbfs_tick(struct dbfs *fs);
 
@@ -244,6 +250,14 @@ const struct fuse_custom_io *dbfs_fuse_io(void);
  * A `len` shorter than a request header carries no write flags. No errors.
  */
 void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len);
+/*
+ * A transport that sends replies itself (not through dbfs_fuse_io's
+ * writev) calls this on the thread that processes the request once the
+ * request's reply is out or queued: a request cut short by a SIGBUS in the
+ * store's maps is then not answered a second time (guard.h). Any thread,
+ * any request; never fails.
+ */
+void dbfs_io_replied(void);
 
 /* The store's directory, as an absolute path resolved by dbfs_open. Valid
  * until dbfs_close; any thread. */
@@ -287,9 +301,11 @@ unsigned dbfs_request_cost(const void *req, size_t len);
  * The store's health. After an I/O error on a write of the store (a
  * commit or a flush failed with EIO) the operation that met it got -EIO
  * and the store is read-only until it is closed: every later write gets
- * -EROFS, reads go on. Returns 0 while healthy; -EIO after such an
- * error, with a one-line reason in `reason` (len 0: none). Any thread, no
- * lock, no system call.
+ * -EROFS, reads go on. After a SIGBUS in the store's maps (its data.mdb
+ * or lock.mdb was truncated under them, dbfs/guard.h) the request that
+ * met it and every later request of the store get -EIO, reads too.
+ * Returns 0 while healthy; -EIO after such an error, with a one-line
+ * reason in `reason` (len 0: none). Any thread, no lock, no system call.
  */
 int dbfs_health(struct dbfs *fs, char *reason, size_t len);
 

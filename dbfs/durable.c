@@ -279,6 +279,8 @@ int dbfs_durable_point(struct dbfs *fs)
 {
 	if (fs->opt.read_only || fs->dur_fd < 0)
 		return 0;
+	if (atomic_load(&fs->map_lost))
+		return EIO; /* its maps faulted (guard.c): nothing to make durable */
 	if (fs->dur_trust)
 		return 0; /* every commit was flushed before it was acknowledged */
 	/* The newest commit, also one made outside the group commit (LMDB

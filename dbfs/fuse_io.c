@@ -33,6 +33,24 @@
 
 /* write_flags of the request this thread read last. */
 static __thread uint32_t tls_write_flags;
+/* The request this thread processes was answered (for the map guard:
+ * after a SIGBUS, fuse_ops.c answers EIO unless a reply went out). */
+static __thread bool tls_replied;
+
+void dbfs_io_replied(void)
+{
+	tls_replied = true;
+}
+
+void dbfs_io_reply_reset(void)
+{
+	tls_replied = false;
+}
+
+bool dbfs_io_reply_sent(void)
+{
+	return tls_replied;
+}
 
 bool dbfs_io_write_kill(void)
 {
@@ -71,6 +89,11 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
 	struct dbfs *fs = userdata;
 	uint64_t init = fs->init_unique;
+
+	/* A reply (notifications have unique 0). */
+	if (count >= 1 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
+	    ((const struct fuse_out_header *)iov[0].iov_base)->unique)
+		tls_replied = true;
 
 	if (init && count >= 2 && iov[0].iov_len >= sizeof(struct fuse_out_header) &&
 	    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + sizeof(uint32_t)) {

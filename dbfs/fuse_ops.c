@@ -17,6 +17,7 @@
 #include <sys/xattr.h>
 #include <fuse_lowlevel.h>
 
+#include "dbfs/guard.h"
 #include "dbfs/internal.h"
 
 /* A read of up to 1 MiB over blocks of 4080 bytes, with zero runs (more
@@ -941,36 +942,132 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	free(buf);
 }
 
+/*
+ * The map guard around every request (guard.h): a SIGBUS in this store's
+ * maps while the handler runs comes back here; the request gets EIO unless
+ * its reply already went out, and every later request of the lost store
+ * gets EIO at once. Forgets are never answered, and are not refused: they
+ * only count down lookups.
+ */
+static bool guard_enter(fuse_req_t req, struct dbfs_guard *g)
+{
+	struct dbfs *fs = req_fs(req);
+	if (atomic_load(&fs->map_lost)) {
+		fs->cnt.errors++;
+		fuse_reply_err(req, EIO);
+		return false;
+	}
+	dbfs_io_reply_reset();
+	dbfs_guard_push(g, fs);
+	return true;
+}
+
+static void guard_fault(fuse_req_t req, struct dbfs_guard *g)
+{
+	dbfs_guard_recovered(g);
+	g->fs->cnt.errors++;
+	if (!dbfs_io_reply_sent())
+		fuse_reply_err(req, EIO);
+}
+
+#define GUARDED(op, params, args)                           \
+	static void g_##op params                           \
+	{                                                   \
+		struct dbfs_guard g;                        \
+		if (!guard_enter(req, &g))                  \
+			return;                             \
+		if (sigsetjmp(g.jb, 0)) {                   \
+			guard_fault(req, &g);               \
+			return;                             \
+		}                                           \
+		op_##op args;                               \
+		dbfs_guard_pop(&g);                         \
+	}
+#define GUARDED_NOREPLY(op, params, args)                   \
+	static void g_##op params                           \
+	{                                                   \
+		struct dbfs_guard g;                        \
+		dbfs_guard_push(&g, req_fs(req));           \
+		if (sigsetjmp(g.jb, 0)) {                   \
+			dbfs_guard_recovered(&g);           \
+			return;                             \
+		}                                           \
+		op_##op args;                               \
+		dbfs_guard_pop(&g);                         \
+	}
+
+typedef struct fuse_file_info ffi;
+GUARDED(lookup, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
+GUARDED_NOREPLY(forget, (fuse_req_t req, fuse_ino_t i, uint64_t n), (req, i, n))
+GUARDED_NOREPLY(forget_multi, (fuse_req_t req, size_t c, struct fuse_forget_data *f), (req, c, f))
+GUARDED(getattr, (fuse_req_t req, fuse_ino_t i, ffi *fi), (req, i, fi))
+GUARDED(setattr, (fuse_req_t req, fuse_ino_t i, struct stat *a, int s, ffi *fi),
+	(req, i, a, s, fi))
+GUARDED(readlink, (fuse_req_t req, fuse_ino_t i), (req, i))
+GUARDED(open, (fuse_req_t req, fuse_ino_t i, ffi *fi), (req, i, fi))
+GUARDED(opendir, (fuse_req_t req, fuse_ino_t i, ffi *fi), (req, i, fi))
+GUARDED(mknod, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t d),
+	(req, p, n, m, d))
+GUARDED(mkdir, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m), (req, p, n, m))
+GUARDED(symlink, (fuse_req_t req, const char *l, fuse_ino_t p, const char *n), (req, l, p, n))
+GUARDED(unlink, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
+GUARDED(rmdir, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
+GUARDED(rename,
+	(fuse_req_t req, fuse_ino_t p, const char *n, fuse_ino_t np, const char *nn, unsigned f),
+	(req, p, n, np, nn, f))
+GUARDED(link, (fuse_req_t req, fuse_ino_t i, fuse_ino_t np, const char *nn), (req, i, np, nn))
+GUARDED(read, (fuse_req_t req, fuse_ino_t i, size_t s, off_t o, ffi *fi), (req, i, s, o, fi))
+GUARDED(write, (fuse_req_t req, fuse_ino_t i, const char *b, size_t s, off_t o, ffi *fi),
+	(req, i, b, s, o, fi))
+GUARDED(fsync, (fuse_req_t req, fuse_ino_t i, int d, ffi *fi), (req, i, d, fi))
+GUARDED(readdir, (fuse_req_t req, fuse_ino_t i, size_t s, off_t o, ffi *fi), (req, i, s, o, fi))
+GUARDED(readdirplus, (fuse_req_t req, fuse_ino_t i, size_t s, off_t o, ffi *fi),
+	(req, i, s, o, fi))
+GUARDED(fsyncdir, (fuse_req_t req, fuse_ino_t i, int d, ffi *fi), (req, i, d, fi))
+GUARDED(statfs, (fuse_req_t req, fuse_ino_t i), (req, i))
+GUARDED(setxattr,
+	(fuse_req_t req, fuse_ino_t i, const char *n, const char *v, size_t s, int f),
+	(req, i, n, v, s, f))
+GUARDED(getxattr, (fuse_req_t req, fuse_ino_t i, const char *n, size_t s), (req, i, n, s))
+GUARDED(listxattr, (fuse_req_t req, fuse_ino_t i, size_t s), (req, i, s))
+GUARDED(removexattr, (fuse_req_t req, fuse_ino_t i, const char *n), (req, i, n))
+GUARDED(fallocate, (fuse_req_t req, fuse_ino_t i, int m, off_t o, off_t l, ffi *fi),
+	(req, i, m, o, l, fi))
+GUARDED(copy_file_range,
+	(fuse_req_t req, fuse_ino_t i, off_t o, ffi *fi, fuse_ino_t i2, off_t o2, ffi *fi2,
+	 size_t l, int f),
+	(req, i, o, fi, i2, o2, fi2, l, f))
+
 static const struct fuse_lowlevel_ops dbfs_ops = {
 	.init = op_init,
-	.lookup = op_lookup,
-	.forget = op_forget,
-	.forget_multi = op_forget_multi,
-	.getattr = op_getattr,
-	.setattr = op_setattr,
-	.readlink = op_readlink,
-	.open = op_open,
-	.opendir = op_opendir,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.symlink = op_symlink,
-	.unlink = op_unlink,
-	.rmdir = op_rmdir,
-	.rename = op_rename,
-	.link = op_link,
-	.read = op_read,
-	.write = op_write,
-	.fsync = op_fsync,
-	.readdir = op_readdir,
-	.readdirplus = op_readdirplus,
-	.fsyncdir = op_fsyncdir,
-	.statfs = op_statfs,
-	.setxattr = op_setxattr,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.removexattr = op_removexattr,
-	.fallocate = op_fallocate,
-	.copy_file_range = op_copy_file_range,
+	.lookup = g_lookup,
+	.forget = g_forget,
+	.forget_multi = g_forget_multi,
+	.getattr = g_getattr,
+	.setattr = g_setattr,
+	.readlink = g_readlink,
+	.open = g_open,
+	.opendir = g_opendir,
+	.mknod = g_mknod,
+	.mkdir = g_mkdir,
+	.symlink = g_symlink,
+	.unlink = g_unlink,
+	.rmdir = g_rmdir,
+	.rename = g_rename,
+	.link = g_link,
+	.read = g_read,
+	.write = g_write,
+	.fsync = g_fsync,
+	.readdir = g_readdir,
+	.readdirplus = g_readdirplus,
+	.fsyncdir = g_fsyncdir,
+	.statfs = g_statfs,
+	.setxattr = g_setxattr,
+	.getxattr = g_getxattr,
+	.listxattr = g_listxattr,
+	.removexattr = g_removexattr,
+	.fallocate = g_fallocate,
+	.copy_file_range = g_copy_file_range,
 };
 
 void dbfs_set_session(struct dbfs *fs, struct fuse_session *se)

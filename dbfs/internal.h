@@ -124,6 +124,13 @@ struct dbfs {
 	/* An I/O error on a write of the store made it read-only (health.c). */
 	_Atomic int io_failed;
 	char io_reason[160];
+	/* A SIGBUS in its maps: the store was truncated under them; nothing
+	 * reads them again (guard.c). Where data.mdb [0] and lock.mdb [1] are
+	 * mapped; the leader's open write transaction (commit.c). */
+	_Atomic int map_lost;
+	_Atomic int health_told;   /* dbfs_tick said the health failed */
+	_Atomic uintptr_t guard_lo[2], guard_hi[2];
+	MDB_txn *wtxn;
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
 			errors, flushes;
@@ -453,6 +460,10 @@ void dbfs_cache_forget(struct dbfs *fs, uint64_t ino);
 /* ---- the FUSE channel (fuse_io.c) ---- */
 /* Did the request this thread is processing carry FUSE_WRITE_KILL_SUIDGID? */
 bool dbfs_io_write_kill(void);
+/* The map guard's view of the reply (fuse_ops.c): forget any reply seen,
+ * and was one sent since (by this writev hook or dbfs_io_replied)? */
+void dbfs_io_reply_reset(void);
+bool dbfs_io_reply_sent(void);
 
 /* ---- xattrs (xattr.c) ---- */
 int dbfs_xattr_get(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name,

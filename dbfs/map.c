@@ -4,7 +4,9 @@
  * transaction active in this process).
  */
 #include <string.h>
+#include <time.h>
 
+#include "dbfs/guard.h"
 #include "dbfs/internal.h"
 
 /*
@@ -21,6 +23,7 @@ void dbfs_find_map(struct dbfs *fs)
 	MDB_envinfo info;
 	MDB_stat st;
 	fs->map_addr = NULL;
+	dbfs_guard_maps(fs);
 	mdb_env_info(fs->env, &info);
 	mdb_env_stat(fs->env, &st);
 	fs->map_size = info.me_mapsize;
@@ -36,10 +39,36 @@ void dbfs_find_map(struct dbfs *fs)
 	mdb_txn_abort(t);
 }
 
+/* The map lock for writing, unless the store is lost (guard.c): a thread
+ * cut short by a SIGBUS outside the read paths readtxn.c tracks may still
+ * hold it for reading, so wait in steps and give up then. */
+static int map_wrlock(struct dbfs *fs)
+{
+	struct timespec ts = {0, 0};
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	for (;;) {
+		if (atomic_load(&fs->map_lost))
+			return EIO;
+		ts.tv_nsec += 100 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_rwlock_clockwrlock(&fs->map_lock, CLOCK_MONOTONIC, &ts) == 0)
+			break;
+	}
+	if (atomic_load(&fs->map_lost)) {
+		pthread_rwlock_unlock(&fs->map_lock);
+		return EIO; /* its map stays as it is */
+	}
+	return 0;
+}
+
 int dbfs_grow_map(struct dbfs *fs, uint64_t seen)
 {
-	int rc = 0;
-	pthread_rwlock_wrlock(&fs->map_lock);
+	int rc = map_wrlock(fs);
+	if (rc)
+		return rc;
 	if (fs->map_size == seen) {
 		uint64_t next = seen < (8ull << 30) ? seen * 2 : seen + (8ull << 30);
 		rc = mdb_env_set_mapsize(fs->env, next);

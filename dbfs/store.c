@@ -15,6 +15,7 @@
 #include <linux/magic.h>
 #include <unistd.h>
 
+#include "dbfs/guard.h"
 #include "dbfs/internal.h"
 #include "dbfs/recover.h"
 
@@ -188,9 +189,12 @@ static int precheck(struct dbfs *fs, bool create, char *err, size_t errlen)
 			snprintf(err, errlen, "not a DBFS store (missing tables)");
 			rc = -EINVAL;
 		}
-	} else if (rc) {
+	} else if (rc == MDB_INCOMPATIBLE || rc == MDB_INVALID || rc == MDB_CORRUPTED) {
 		snprintf(err, errlen, "store is damaged or not a DBFS store: %s", mdb_strerror(rc));
 		rc = -EINVAL;
+	} else if (rc) {
+		snprintf(err, errlen, "cannot read the store: %s", mdb_strerror(rc));
+		rc = dbfs_errno(rc);
 	} else {
 		rc = dbfs_errno(dbfs_super_check(fs, txn, err, errlen));
 	}
@@ -261,6 +265,136 @@ static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t m
 	return rc > 0 ? -rc : -EINVAL;
 }
 
+/* The rest of dbfs_open once the environment is open: the size check, the
+ * tables, the superblock (a format when new), durable points, the format
+ * upgrade and the orphan reclaim. 0 or a negative errno with err set; the
+ * caller closes what it opened. Reads the maps: under a guard (dbfs_open). */
+static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err, size_t errlen)
+{
+	int rc;
+	if ((rc = check_size(fs, err, errlen)))
+		return rc;
+	MDB_envinfo info;
+	mdb_env_info(fs->env, &info);
+	fs->map_size = info.me_mapsize;
+
+	/* Open (or create) the named databases and check the superblock. */
+	MDB_txn *txn;
+	rc = mdb_txn_begin(fs->env, NULL, o->read_only ? MDB_RDONLY : 0, &txn);
+	if (rc) {
+		snprintf(err, errlen, "cannot begin transaction: %s", mdb_strerror(rc));
+		rc = dbfs_errno(rc);
+		return rc;
+	}
+	rc = open_dbis(fs, txn, o->read_only ? 0 : MDB_CREATE);
+	if (rc) {
+		mdb_txn_abort(txn);
+		if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE)
+			snprintf(err, errlen, "not a DBFS store (missing tables)");
+		else
+			snprintf(err, errlen, "cannot open tables: %s", mdb_strerror(rc));
+		rc = rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? -EINVAL : dbfs_errno(rc);
+		return rc;
+	}
+	MDB_val k = {2, (void *)"sb"}, v;
+	/* A read that failed is no missing superblock: never "not a DBFS
+	 * store" (or a format) for an I/O error. */
+	MDB_stat st = {0};
+	int got = mdb_get(txn, fs->db_super, &k, &v);
+	if (got == MDB_NOTFOUND && o->create)
+		got = mdb_stat(txn, fs->db_inode, &st) ?: MDB_NOTFOUND;
+	if (got && got != MDB_NOTFOUND) {
+		mdb_txn_abort(txn);
+		snprintf(err, errlen, "cannot read the store: %s", mdb_strerror(got));
+		rc = dbfs_errno(got);
+		return rc;
+	}
+	int fresh = got == MDB_NOTFOUND;
+	if (fresh && o->create) {
+		if (st.ms_entries) {
+			mdb_txn_abort(txn);
+			snprintf(err, errlen, "not a DBFS store (no superblock but inodes)");
+			rc = -EINVAL;
+			return rc;
+		}
+		rc = dbfs_format(fs, txn);
+		if (rc) {
+			mdb_txn_abort(txn);
+			snprintf(err, errlen, "cannot format store: %s", mdb_strerror(rc));
+			rc = dbfs_errno(rc);
+			return rc;
+		}
+	}
+	rc = dbfs_super_check(fs, txn, err, errlen);
+	if (rc) {
+		mdb_txn_abort(txn);
+		rc = dbfs_errno(rc);
+		return rc;
+	}
+	rc = mdb_txn_commit(txn);
+	if (rc) {
+		snprintf(err, errlen, "cannot commit: %s", mdb_strerror(rc));
+		rc = dbfs_errno(rc);
+		return rc;
+	}
+	dbfs_find_map(fs);
+
+	if (!o->read_only) {
+		if ((rc = dbfs_durable_start(fs, err, errlen)))
+			return rc;
+		if (fs->sb_version < DBFS_FORMAT_VERSION &&
+		    (rc = dbfs_errno(dbfs_write(fs, dbfs_super_upgrade_fn, NULL)))) {
+			snprintf(err, errlen, "cannot upgrade the store's format: %s", strerror(-rc));
+			return rc;
+		}
+		rc = reclaim(fs);
+		if (rc) {
+			rc = dbfs_errno(rc);
+			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
+			return rc;
+		}
+		if ((rc = dbfs_errno(dbfs_durable_point(fs)))) {
+			snprintf(err, errlen, "cannot flush the store: %s", strerror(-rc));
+			return rc;
+		}
+	}
+	return 0;
+}
+
+/*
+ * open_tables under a guard: the store's user may cut data.mdb or lock.mdb
+ * under the map while it is opened (on the manager's thread), and a SIGBUS
+ * there is an error of this open, not the end of the process (guard.h).
+ * After one, fs->env is NULL (the environment is kept, never closed:
+ * closing could fault again) and the result -EIO.
+ */
+static int open_guarded(struct dbfs *fs, const struct dbfs_options *o, char *err, size_t errlen)
+{
+	struct dbfs_guard g;
+	dbfs_guard_maps(fs);
+	dbfs_guard_push(&g, fs);
+	int rc;
+	if (sigsetjmp(g.jb, 0)) {
+		dbfs_guard_recovered(&g);
+		snprintf(err, errlen, "%s changed size while it was opened: %s", fs->dir,
+			 fs->io_reason);
+		rc = -EIO;
+	} else {
+		rc = open_tables(fs, o, err, errlen);
+		dbfs_guard_pop(&g);
+	}
+	/* lost also when the fault came inside a write of the open (the
+	 * group commit's own guard answered it) */
+	if (rc && atomic_load(&fs->map_lost)) {
+		dbfs_guard_keep(fs->env);
+		fs->env = NULL;
+		if (fs->dur_fd >= 0)
+			close(fs->dur_fd);
+		fs->dur_fd = -1;
+	}
+	return rc;
+}
+
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen)
 {
@@ -304,8 +438,15 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	pthread_cond_init(&fs->wq_cond, NULL);
 	fs->wq_tail = &fs->wq_head;
 	pthread_mutex_init(&fs->reap_lock, NULL);
-	pthread_mutex_init(&fs->dur_lock, NULL);
+	/* Error-checking: the map guard unlocks it after a SIGBUS if, and only
+	 * if, the faulting thread holds it (guard.c). */
+	pthread_mutexattr_t ma;
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&fs->dur_lock, &ma);
+	pthread_mutexattr_destroy(&ma);
 	pthread_mutex_init(&fs->dur_stat_lock, NULL);
+	dbfs_guard_install();
 	fs->dur_fd = -1;
 	fs->commit_interval_ms = 5000;
 	dbfs_set_commit_interval(fs, o->commit_interval);
@@ -390,82 +531,11 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	}
 	if ((rc = open_env(fs, dir, flags, map, err, errlen)))
 		goto fail_env;
-	if ((rc = check_size(fs, err, errlen)))
+	rc = open_guarded(fs, o, err, errlen);
+	if (rc && !fs->env)
+		goto fail_env; /* its maps faulted: the environment is kept */
+	if (rc)
 		goto fail_open;
-	MDB_envinfo info;
-	mdb_env_info(fs->env, &info);
-	fs->map_size = info.me_mapsize;
-
-	/* Open (or create) the named databases and check the superblock. */
-	MDB_txn *txn;
-	rc = mdb_txn_begin(fs->env, NULL, o->read_only ? MDB_RDONLY : 0, &txn);
-	if (rc) {
-		snprintf(err, errlen, "cannot begin transaction: %s", mdb_strerror(rc));
-		rc = dbfs_errno(rc);
-		goto fail_open;
-	}
-	rc = open_dbis(fs, txn, o->read_only ? 0 : MDB_CREATE);
-	if (rc) {
-		mdb_txn_abort(txn);
-		if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE)
-			snprintf(err, errlen, "not a DBFS store (missing tables)");
-		else
-			snprintf(err, errlen, "cannot open tables: %s", mdb_strerror(rc));
-		rc = rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE ? -EINVAL : dbfs_errno(rc);
-		goto fail_open;
-	}
-	MDB_val k = {2, (void *)"sb"}, v;
-	int fresh = mdb_get(txn, fs->db_super, &k, &v) == MDB_NOTFOUND;
-	if (fresh && o->create) {
-		MDB_stat st;
-		mdb_stat(txn, fs->db_inode, &st);
-		if (st.ms_entries) {
-			mdb_txn_abort(txn);
-			snprintf(err, errlen, "not a DBFS store (no superblock but inodes)");
-			rc = -EINVAL;
-			goto fail_open;
-		}
-		rc = dbfs_format(fs, txn);
-		if (rc) {
-			mdb_txn_abort(txn);
-			snprintf(err, errlen, "cannot format store: %s", mdb_strerror(rc));
-			rc = dbfs_errno(rc);
-			goto fail_open;
-		}
-	}
-	rc = dbfs_super_check(fs, txn, err, errlen);
-	if (rc) {
-		mdb_txn_abort(txn);
-		rc = dbfs_errno(rc);
-		goto fail_open;
-	}
-	rc = mdb_txn_commit(txn);
-	if (rc) {
-		snprintf(err, errlen, "cannot commit: %s", mdb_strerror(rc));
-		rc = dbfs_errno(rc);
-		goto fail_open;
-	}
-	dbfs_find_map(fs);
-
-	if (!o->read_only) {
-		if ((rc = dbfs_durable_start(fs, err, errlen)))
-			goto fail_open;
-		if (fs->sb_version < DBFS_FORMAT_VERSION &&
-		    (rc = dbfs_errno(dbfs_write(fs, dbfs_super_upgrade_fn, NULL)))) {
-			snprintf(err, errlen, "cannot upgrade the store's format: %s", strerror(-rc));
-			goto fail_open;
-		}
-		rc = reclaim(fs);
-		if (rc) {
-			rc = dbfs_errno(rc);
-			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
-			goto fail_open;
-		}
-		if ((rc = dbfs_errno(dbfs_durable_point(fs)))) {
-			snprintf(err, errlen, "cannot flush the store: %s", strerror(-rc));
-			goto fail_open;
-		}
-	}
 	*out = fs;
 	return 0;
 
@@ -484,11 +554,10 @@ fail_lookups:
 	return rc;
 }
 
-void dbfs_close(struct dbfs *fs)
+/* What closing does to the LMDB environment; under a guard (dbfs_close). */
+static void close_env(struct dbfs *fs)
 {
-	if (!fs)
-		return;
-	if (!fs->opt.read_only) {
+	if (!fs->opt.read_only && !atomic_load(&fs->map_lost)) {
 		/* The session is gone: the kernel holds no inode any more, and
 		 * it may have dropped its last forgets at unmount. */
 		dbfs_reap_now(fs);
@@ -496,8 +565,27 @@ void dbfs_close(struct dbfs *fs)
 	}
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
-	dbfs_durable_stop(fs); /* a last durable point */
+	dbfs_durable_stop(fs); /* a last durable point (none on a lost store) */
 	mdb_env_close(fs->env);
+}
+
+void dbfs_close(struct dbfs *fs)
+{
+	if (!fs)
+		return;
+	struct dbfs_guard g;
+	dbfs_guard_push(&g, fs);
+	if (sigsetjmp(g.jb, 0) == 0) {
+		close_env(fs);
+		dbfs_guard_pop(&g);
+	} else {
+		/* Its maps faulted on the way: the environment is left as it
+		 * is (never closed twice), with the descriptors LMDB holds. */
+		dbfs_guard_recovered(&g);
+		dbfs_guard_keep(fs->env);
+		if (fs->dur_fd >= 0)
+			close(fs->dur_fd);
+	}
 	close(fs->lock_fd);
 	dbfs_lookups_destroy(&fs->lookups);
 	dbfs_cache_destroy(fs);
@@ -509,16 +597,27 @@ void dbfs_close(struct dbfs *fs)
 
 int dbfs_sync(struct dbfs *fs)
 {
-	return dbfs_errno(dbfs_durable_point(fs));
+	return dbfs_errno(dbfs_durable_point(fs)); /* under the request's guard */
 }
 
 int dbfs_tick(struct dbfs *fs)
 {
 	dbfs_cache_trim(fs);
-	if (fs->opt.read_only)
+	/* Once: the owner learns of a failed store (and logs its reason). */
+	if (atomic_load(&fs->io_failed) == 2 && !atomic_exchange(&fs->health_told, 1))
+		return -EIO;
+	if (fs->opt.read_only || atomic_load(&fs->map_lost))
 		return 0;
+	/* The manager's thread, outside any request: a guard of its own. */
+	struct dbfs_guard g;
+	dbfs_guard_push(&g, fs);
+	if (sigsetjmp(g.jb, 0)) {
+		dbfs_guard_recovered(&g);
+		return -EIO;
+	}
 	int rc = dbfs_reap_now(fs);
 	int drc = dbfs_durable_tick(fs);
+	dbfs_guard_pop(&g);
 	return dbfs_errno(rc ? rc : drc);
 }
 

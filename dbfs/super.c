@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "dbfs/guard.h"
 #include "dbfs/internal.h"
 
 static MDB_val key_sb = {2, (void *)"sb"};
@@ -103,6 +104,10 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
 	fs->block_size = sb.block_size;
 	struct dbfs_inode root;
 	rc = dbfs_inode_get(fs, txn, DBFS_ROOT_INO, &root);
+	if (rc && !dbfs_is_refusal(rc)) {
+		snprintf(err, errlen, "cannot read the root directory: %s", mdb_strerror(rc));
+		return rc; /* a read error, not a damaged store */
+	}
 	if (rc || !S_ISDIR(root.mode)) {
 		snprintf(err, errlen, "damaged store: root directory missing");
 		return -EINVAL;
@@ -194,11 +199,21 @@ int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u)
 {
 	MDB_txn *txn;
 	struct dbfs_usage_rec r;
+	/* Status readers call it from outside any request of this DBFS. */
+	struct dbfs_guard g;
+	dbfs_guard_push(&g, fs);
+	if (sigsetjmp(g.jb, 0)) {
+		dbfs_guard_recovered(&g);
+		return -EIO;
+	}
 	int rc = dbfs_read_begin(fs, &txn);
-	if (rc)
+	if (rc) {
+		dbfs_guard_pop(&g);
 		return dbfs_errno(rc);
+	}
 	rc = dbfs_usage_get(fs, txn, &r);
 	dbfs_read_end(fs, txn);
+	dbfs_guard_pop(&g);
 	if (rc)
 		return dbfs_errno(rc);
 	u->bytes = r.bytes;

@@ -2,6 +2,7 @@
  * The control loop (see control.h): take the next job from the inbox, run
  * it, answer it; housekeeping on the tick; the stop at the end.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,7 +48,10 @@ static void tick_all(struct mfs_manager *mgr, bool trim_only)
 	pthread_mutex_unlock(&mgr->lock);
 	for (size_t i = 0; i < n; i++) {
 		int rc = trim_only ? dbfs_cache_trim(fs[i]) : dbfs_tick(fs[i]);
-		if (rc)
+		char why[200];
+		if (rc == -EIO && dbfs_health(fs[i], why, sizeof(why)))
+			mfs_warn("%s: read-only from now on: %s", dbfs_dir(fs[i]), why);
+		else if (rc)
 			mfs_warn("%s: housekeeping: %s", dbfs_dir(fs[i]), strerror(-rc));
 	}
 	free(fs);

@@ -32,6 +32,7 @@ struct mfs_registry {
 	MDB_env *env;
 	MDB_dbi dbi;
 	int lockfd;
+	char path[PATH_MAX + 32]; /* registry.mdb */
 };
 
 static int lmdb_errno(int rc)
@@ -49,6 +50,59 @@ static int lmdb_errno(int rc)
 	default:
 		return rc > 0 ? -rc : -EIO;
 	}
+}
+
+/* Open r->path as r->env and its database; an LMDB code. */
+static int open_env(struct mfs_registry *r)
+{
+	int rc = mdb_env_create(&r->env);
+	if (!rc)
+		rc = mdb_env_set_maxdbs(r->env, 4);
+	if (!rc)
+		rc = mdb_env_set_mapsize(r->env, 64u << 20);
+	if (!rc)
+		rc = mdb_env_open(r->env, r->path, MDB_NOSUBDIR | MDB_NOTLS, 0600);
+	MDB_txn *txn = NULL;
+	if (!rc)
+		rc = mdb_txn_begin(r->env, NULL, 0, &txn);
+	if (!rc)
+		rc = mdb_dbi_open(txn, "dbfs", MDB_CREATE, &r->dbi);
+	if (!rc) {
+		rc = mdb_txn_commit(txn);
+		txn = NULL;
+	}
+	if (rc) {
+		if (txn)
+			mdb_txn_abort(txn);
+		if (r->env)
+			mdb_env_close(r->env);
+		r->env = NULL;
+	}
+	return rc;
+}
+
+/*
+ * A transaction on the registry. After a failed write of a meta page LMDB
+ * refuses every later transaction of the environment (MDB_PANIC) until it
+ * is opened again: the write that failed was answered already, so open it
+ * again here, once, rather than refuse every later command of this mfs.
+ * What is on disk is the last commit that succeeded.
+ */
+static int begin(struct mfs_registry *r, unsigned flags, MDB_txn **txn)
+{
+	int rc = r->env ? mdb_txn_begin(r->env, NULL, flags, txn) : MDB_PANIC;
+	if (rc != MDB_PANIC)
+		return rc;
+	if (r->env)
+		mdb_env_close(r->env);
+	r->env = NULL;
+	rc = open_env(r);
+	if (rc) {
+		mfs_warn("registry %s: cannot open it again: %s", r->path, mdb_strerror(rc));
+		return rc;
+	}
+	mfs_warn("registry %s: opened again after a failed write", r->path);
+	return mdb_txn_begin(r->env, NULL, flags, txn);
 }
 
 int mfs_registry_open(const char *dir, struct mfs_registry **out, char *err, size_t errlen)
@@ -77,35 +131,16 @@ int mfs_registry_open(const char *dir, struct mfs_registry **out, char *err, siz
 		snprintf(err, errlen, "state directory %s is in use by another mfs", dir);
 		goto fail;
 	}
-	rc = mdb_env_create(&r->env);
-	if (!rc)
-		rc = mdb_env_set_maxdbs(r->env, 4);
-	if (!rc)
-		rc = mdb_env_set_mapsize(r->env, 64u << 20);
-	snprintf(path, sizeof(path), "%s/registry.mdb", dir);
-	if (!rc)
-		rc = mdb_env_open(r->env, path, MDB_NOSUBDIR | MDB_NOTLS, 0600);
-	MDB_txn *txn = NULL;
-	if (!rc)
-		rc = mdb_txn_begin(r->env, NULL, 0, &txn);
-	if (!rc)
-		rc = mdb_dbi_open(txn, "dbfs", MDB_CREATE, &r->dbi);
-	if (!rc) {
-		rc = mdb_txn_commit(txn);
-		txn = NULL;
-	}
+	snprintf(r->path, sizeof(r->path), "%s/registry.mdb", dir);
+	rc = open_env(r);
 	if (rc) {
-		if (txn)
-			mdb_txn_abort(txn);
-		snprintf(err, errlen, "registry %s: %s", path, mdb_strerror(rc));
+		snprintf(err, errlen, "registry %s: %s", r->path, mdb_strerror(rc));
 		rc = lmdb_errno(rc);
 		goto fail;
 	}
 	*out = r;
 	return 0;
 fail:
-	if (r->env)
-		mdb_env_close(r->env);
 	if (r->lockfd >= 0)
 		close(r->lockfd);
 	free(r);
@@ -116,7 +151,8 @@ void mfs_registry_close(struct mfs_registry *r)
 {
 	if (!r)
 		return;
-	mdb_env_close(r->env);
+	if (r->env)
+		mdb_env_close(r->env);
 	close(r->lockfd);
 	free(r);
 }
@@ -180,7 +216,7 @@ int mfs_registry_put(struct mfs_registry *r, const struct mfs_conf *c, uint32_t 
 
 	if (n < 0)
 		return n;
-	int rc = mdb_txn_begin(r->env, NULL, 0, &txn);
+	int rc = begin(r, 0, &txn);
 	if (rc)
 		return lmdb_errno(rc);
 	MDB_val k = {strlen(c->name), (void *)c->name}, v = {(size_t)n, buf};
@@ -195,7 +231,7 @@ int mfs_registry_put(struct mfs_registry *r, const struct mfs_conf *c, uint32_t 
 int mfs_registry_del(struct mfs_registry *r, const char *name)
 {
 	MDB_txn *txn;
-	int rc = mdb_txn_begin(r->env, NULL, 0, &txn);
+	int rc = begin(r, 0, &txn);
 
 	if (rc)
 		return lmdb_errno(rc);
@@ -214,7 +250,7 @@ int mfs_registry_load(struct mfs_registry *r,
 	MDB_txn *txn;
 	MDB_cursor *cur;
 	MDB_val k, v;
-	int rc = mdb_txn_begin(r->env, NULL, MDB_RDONLY, &txn);
+	int rc = begin(r, MDB_RDONLY, &txn);
 
 	if (rc)
 		return lmdb_errno(rc);

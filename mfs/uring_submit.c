@@ -12,6 +12,7 @@
 #include <liburing.h>
 #include <fuse_lowlevel.h>
 
+#include "dbfs/dbfs.h"
 #include "log.h"
 #include "uring_private.h"
 
@@ -73,6 +74,7 @@ void mfs_uring_commit_reply(struct uent *e, const struct fuse_out_header *oh,
 	e->h->ent.payload_sz = (uint32_t)len;
 	e->replied = true;
 	e->unique = 0;
+	dbfs_io_replied(); /* for the map guard (dbfs.h) */
 	if (!e->on_worker) /* a worker's entry is committed by its ring (work) */
 		mfs_uring_prep_cmd(e->q, e, URING_CMD_COMMIT_AND_FETCH);
 }

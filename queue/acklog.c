@@ -161,7 +161,7 @@ static int fold_slot(mfsq_queue *q, MDB_txn *txn, struct mfsq_ack_slot *sl)
 	if (rc)
 		return rc;
 	if (val.mv_size != vl)
-		return MDB_CORRUPTED;
+		return EBADMSG;
 	buf = malloc(vl);
 	if (!buf)
 		return ENOMEM;

@@ -115,7 +115,7 @@ static int src_from_store(struct dq *d, struct src *r)
 	key.mv_data = k;
 	rc = mdb_cursor_get(r->cur, &key, &val, MDB_SET_KEY);
 	if (rc)
-		return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
+		return rc == MDB_NOTFOUND ? EBADMSG : rc; /* missing from its subshard */
 	d->misses++;
 	rc = mfsq_msg_decode(&val, 0, &r->h, &r->data, &r->len);
 	if (rc)

@@ -121,9 +121,9 @@ static int read_pos(mfsq_queue *q, MDB_txn *txn, unsigned i, struct mfsq_disk_lo
 	if (rc)
 		return rc;
 	if (val.mv_size != sizeof(*pos))
-		return MDB_CORRUPTED;
+		return EBADMSG;
 	memcpy(pos, val.mv_data, sizeof(*pos));
-	return pos->off % 8 || pos->off >= MFSQ_LOG_BYTES ? MDB_CORRUPTED : 0;
+	return pos->off % 8 || pos->off >= MFSQ_LOG_BYTES ? EBADMSG : 0;
 }
 
 int mfsq_enqlog_mark(mfsq_queue *q, MDB_txn *txn, unsigned i, uint64_t next_lsn, uint64_t off)

@@ -237,7 +237,7 @@ void mfsq_rtxn_end(MDB_txn **spare, MDB_txn *txn);
 void mfsq_late_record(mfsq_queue *q, uint64_t late_us);
 uint64_t mfsq_late_pct(mfsq_queue *q, double p); /* @p in 0..1 */
 /* record.c: fixed-size meta records: the value at @key into @out, exactly
- * @size bytes; MDB_NOTFOUND, MDB_CORRUPTED (another size). The shard state
+ * @size bytes; MDB_NOTFOUND, EBADMSG (another size). The shard state
  * records through it. */
 int mfsq_record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, void *out, size_t size);
 void mfsq_shard_key(unsigned char k[5], uint32_t s);
@@ -261,7 +261,7 @@ void mfsq_wake(mfsq_queue *q);
 /* affinity.c: mfsq_shard_of() and mfsq_enqueuer_in_shard() (mfsq.h) */
 
 /* config.c: checks and the stored record ('C'); _get: MDB_NOTFOUND,
- * MDB_CORRUPTED (size); _load: as _get, MDB_VERSION_MISMATCH (checked
+ * EBADMSG (size); _load: as _get, MDB_VERSION_MISMATCH (checked
  * first), EBADMSG (a value out of mfsq_config_valid()'s ranges), else
  * q->cfg holds the stored configuration (unchanged on error); _store: a
  * new queue's (MDB_NOOVERWRITE). */

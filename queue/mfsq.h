@@ -22,10 +22,13 @@
  *   a message (a subshard's, a delay shard's or an exception's value)
  *   shorter than its header, or whose header has a priority above
  *   MFSQ_PRIO_MAX or flags no enqueue writes; a message or delay key of
- *   the wrong size; a subshard index row whose value is not an 8-byte id.
+ *   the wrong size; a subshard index row whose value is not an 8-byte id;
+ *   a meta record of the wrong size (the configuration, a shard's state, a
+ *   subscriber's positions, an enqueue log's position, or one out of its
+ *   range), a stored rule longer than MFSQ_RULE_MAX, and a message missing
+ *   from the subshard whose range holds it.
  *   Nothing is changed on the way (an own transaction is aborted); the
  *   same call meets the same record again: the store needs repair.
- *   (Fixed-size meta records of the wrong size give MDB_CORRUPTED.)
  * - EAGAIN always means "retry, nothing is broken": from mfsq_dequeue()
  *   with timeout 0, nothing there yet; from a call that joined the caller's
  *   transaction, abort that transaction and run it again (see
@@ -347,8 +350,8 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  *   MDB_DBS_FULL  mdb_env_set_maxdbs() too small;
  *   ENOSPC   the map is full;
  *   MDB_VERSION_MISMATCH  the queue was written by another format version;
- *   MDB_CORRUPTED         a queue record has the wrong size;
- *   EBADMSG  the stored configuration is damaged: a value outside the
+ *   EBADMSG  a queue record has the wrong size, or the stored
+ *            configuration is damaged: a value outside the
  *            ranges a new queue's must meet (nshards 1..1024,
  *            subshard_msgs, subshard_bytes, max_payload and bucket_us >= 1,
  *            retain_max >= 2); nothing was allocated for it;
@@ -443,10 +446,10 @@ uint64_t mfsq_enqueuer_in_shard(const mfsq_queue *q, uint32_t shard, uint64_t n)
  *   EACCES     @p txn is read-only;
  *   ENOENT, EEXIST  a shard record or subshard database the queue wrote is
  *              missing, or a key it appends is taken: the store is damaged;
- *   EBADMSG    a delayed message due for promotion or a subshard index row
- *              is damaged (see "Errors"): abort @p txn;
- *   negative   an LMDB code: MDB_CORRUPTED (a queue record of the wrong
- *              size), MDB_BAD_TXN (@p txn had failed before),
+ *   EBADMSG    a delayed message due for promotion, a subshard index row
+ *              or a queue record (its size) is damaged (see "Errors"):
+ *              abort @p txn;
+ *   negative   an LMDB code: MDB_BAD_TXN (@p txn had failed before),
  *              MDB_DBS_FULL or MDB_READERS_FULL (sharing a subshard's handle
  *              needs a short read transaction and a handle slot), MDB_PANIC.
  * Only EINVAL, EMSGSIZE and EAGAIN are the queue's verdict; every other
@@ -506,7 +509,8 @@ int mfsq_tick(mfsq_queue *q);
  * @return 0, or
  *   EINVAL   bad name or flags; the stored rule no longer parses;
  *   EBUSY    this durable subscriber is already open in this process;
- *   MDB_CORRUPTED  the stored rule is longer than MFSQ_RULE_MAX;
+ *   EBADMSG  the stored rule is longer than MFSQ_RULE_MAX, or this
+ *            subscriber's record has the wrong size (see "Errors");
  *   ENOMEM, ENOSPC, LMDB errors.
  * Thread context: any thread not holding a write transaction on the env.
  */
@@ -532,7 +536,7 @@ int mfsq_subscribe(mfsq_queue *q, const char *name, unsigned flags, mfsq_filter_
  *            longer than MFSQ_RULE_MAX (why says which, and where); with
  *            @p rule NULL, the stored rule no longer parses. Nothing is
  *            created or changed then.
- *   EBUSY, MDB_CORRUPTED, ENOMEM, ENOSPC, LMDB errors as mfsq_subscribe().
+ *   EBUSY, EBADMSG, ENOMEM, ENOSPC, LMDB errors as mfsq_subscribe().
  * Thread context: as mfsq_subscribe().
  */
 int mfsq_subscribe_rule(mfsq_queue *q, const char *name, unsigned flags, const char *rule,

@@ -5,6 +5,7 @@
  * struct mfsq_disk_shard): their key, reading and writing one. Calls no
  * other file of the library.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "internal.h"
@@ -23,7 +24,7 @@ int mfsq_record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, void *out, size_t s
 	if (rc)
 		return rc;
 	if (val.mv_size != size)
-		return MDB_CORRUPTED;
+		return EBADMSG; /* a damaged record (mfsq.h, Errors) */
 	memcpy(out, val.mv_data, size);
 	return 0;
 }

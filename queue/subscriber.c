@@ -78,7 +78,7 @@ static int sub_load(mfsq_sub *s, MDB_txn *txn, int *found)
 	if (rc)
 		return rc;
 	if (val.mv_size != sizeof(ds) + n * sizeof(uint64_t))
-		return MDB_CORRUPTED;
+		return EBADMSG;
 	memcpy(&ds, val.mv_data, sizeof(ds));
 	memcpy(s->acked, (char *)val.mv_data + sizeof(ds), n * sizeof(uint64_t));
 	s->lagging = !!(ds.flags & MFSQ_SUB_F_LAGGING);
@@ -126,7 +126,7 @@ static int rule_load(mfsq_sub *s, MDB_txn *txn, char *why, size_t whylen)
 	if (rc)
 		return rc == MDB_NOTFOUND ? 0 : rc;
 	if (val.mv_size > MFSQ_RULE_MAX)
-		return MDB_CORRUPTED;
+		return EBADMSG;
 	memcpy(text, val.mv_data, val.mv_size);
 	text[val.mv_size] = 0;
 	rc = mfsq_rule_compile(text, &s->rule, why, whylen);

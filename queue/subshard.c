@@ -220,7 +220,7 @@ static int min_positions(mfsq_queue *q, MDB_txn *txn, uint64_t *minpos, const ui
 		if (((char *)key.mv_data)[0] != 'U')
 			break;
 		if (val.mv_size != sizeof(ds) + n * sizeof(uint64_t)) {
-			rc = MDB_CORRUPTED;
+			rc = EBADMSG;
 			break;
 		}
 		memcpy(&ds, val.mv_data, sizeof(ds));

@@ -874,6 +874,9 @@ static void check_health(void)
 	/* the kernel forgets inodes: housekeeping keeps them for the next
 	 * open instead of failing every second */
 	ops->forget(fake_req(fs), ino, 100);
+	/* ... and says -EIO once, for the owner to log the reason */
+	if ((e = dbfs_tick(fs)) != -EIO)
+		FAIL("health: the first dbfs_tick after the error: %s, expected EIO", strerror(-e));
 	if ((e = dbfs_tick(fs)))
 		FAIL("health: dbfs_tick on the read-only store: %s", strerror(-e));
 	dbfs_close(fs);

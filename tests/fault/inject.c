@@ -9,6 +9,7 @@
 #include <execinfo.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <lmdb.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,7 +25,8 @@
 const char *const fault_kind_name[FAULT_KINDS] = {"lmdb", "alloc", "write"};
 
 static struct {
-	bool armed, persist, fired, paused;
+	bool armed, persist, fired, paused, owner_only;
+	pthread_t owner;
 	enum fault_kind kind;
 	long n, calls;
 	char dir[PATH_MAX];
@@ -40,7 +42,13 @@ void fault_arm(enum fault_kind kind, long n, bool persist, const char *dir)
 	f.fired = false;
 	snprintf(f.dir, sizeof(f.dir), "%s/", dir ? dir : "");
 	f.dirlen = strlen(f.dir);
+	f.owner = pthread_self();
 	f.armed = true;
+}
+
+void fault_owner_only(bool on)
+{
+	f.owner_only = on;
 }
 
 long fault_disarm(void)
@@ -62,6 +70,8 @@ bool fault_fired(void)
 static bool fail(enum fault_kind kind)
 {
 	if (!f.armed || f.paused || f.kind != kind)
+		return false;
+	if (f.owner_only && !pthread_equal(pthread_self(), f.owner))
 		return false;
 	f.calls++;
 	if (f.calls == f.n || (f.persist && f.calls > f.n)) {

@@ -13,7 +13,8 @@
  * a write to a file under the armed directory returns -1 with EIO.
  * Only libdbfs's own allocations are counted (LMDB's, inside liblmdb.so,
  * fail as LMDB calls: its ENOMEM is one of the codes injected there).
- * Not thread-safe: libdbfs starts no thread and the tests use one.
+ * Not thread-safe: one thread makes the counted calls at a time (the
+ * others wait for it, fault_batch.c, or are not counted, fault_owner_only).
  */
 #ifndef MFS_TESTS_FAULT_INJECT_H
 #define MFS_TESTS_FAULT_INJECT_H
@@ -33,6 +34,10 @@ long fault_disarm(void);
 void fault_pause(bool pause);
 /* Did the armed fault fire (so far)? */
 bool fault_fired(void);
+/* From now on only the calls of the thread that arms count and fail (a
+ * test that runs the manager's control steps while its FUSE workers serve
+ * the mounts, fault_control.c); the others pass through. */
+void fault_owner_only(bool on);
 
 /* The clock libdbfs sees (clock_gettime REALTIME, time) is fixed, so that
  * two runs of one operation leave equal trees. */

@@ -205,6 +205,41 @@ state_of() { xget list | tr ',' '\n' | awk -v n="name=$1" '$0 == n { f = 1; next
 in_state() { [ "$(state_of "$1")" = "$2" ]; }
 stat_of() { xget "stats.$1" | sed -n "s/^$2=//p"; }
 
+# clean_unmount NAME: unmount a DBFS whose workloads were stopped. Another
+# program on the host may hold its mount a moment (stress-ng's io stressor
+# syncfs()es every mounted file system through an open descriptor): EBUSY
+# while only processes that are not ours hold it is retried for 20 s, and
+# noted. ERR holds the last refusal.
+clean_unmount() {
+	local n=$1 mp=$T/mnt/$1 i h p
+	for i in $(seq 40); do
+		xset unmount "$n" && { [ "$i" -gt 1 ] && log "note: unmount of $n took $i tries (held by: $h)"; return 0; }
+		xerr
+		case $ERR in EBUSY*) ;; *) return 1 ;; esac
+		h=$(holders "$mp")
+		# one of ours (the soak's own session; its workloads were stopped
+		# and waited for before) is a real failure
+		for p in $(echo "$h" | tr ';' '\n' | awk '{ print $1 }'); do
+			[ "$(ps -o sid= -p "$p" 2>/dev/null | tr -d ' ')" = "$(ps -o sid= -p $$ | tr -d ' ')" ] && return 1
+		done
+		sleep 0.5
+	done
+	return 1
+}
+
+# user_unmount_u1: the user's unmount of u1, with clean_unmount's patience
+# for a moment's hold by another program on the host (the user's own
+# commands have all returned by then). ERR holds the last refusal.
+user_unmount_u1() {
+	local i
+	for i in $(seq 40); do
+		uset unmount u1 && { [ "$i" -gt 1 ] && log "note: user unmount of u1 took $i tries"; return 0; }
+		uerr
+		case $ERR in EBUSY*) sleep 0.5 ;; *) return 1 ;; esac
+	done
+	return 1
+}
+
 # ---- mfs ---------------------------------------------------------------------
 
 start_mfs() {
@@ -220,7 +255,7 @@ start_mfs() {
 
 # Samples: epoch time pid VmRSS VmHWM RssAnon fds threads mounted-DBFSs
 sampler() {
-	local e p rss hwm anon thr fds mnt
+	local e p rss hwm anon thr fds mnt rings
 	trap - EXIT INT TERM
 	while [ ! -e "$T/sampler.stop" ]; do
 		read -r e p <"$T/mfs.pid" 2>/dev/null || { sleep "$SAMPLE"; continue; }
@@ -231,8 +266,12 @@ sampler() {
 			fds=$(ls "/proc/$p/fd" 2>/dev/null | wc -l)
 			mnt=$(awk -v t="$T/" 'index($5, t) == 1 && $5 != t "mfs" && $0 ~ / - fuse/' \
 				/proc/self/mountinfo | wc -l)
+			# io_uring queue threads start once, when the kernel first
+			# offers the ring to a mount (enable_uring is system-wide:
+			# other tests on the host flip it), and stay
+			rings=$(cat "/proc/$p"/task/*/comm 2>/dev/null | grep -c '^mfs-ring')
 			[ -n "${thr:-}" ] && [ "$fds" -gt 0 ] &&
-				echo "$e $EPOCHREALTIME $p $rss $hwm $anon $fds $thr $mnt" >>"$T/samples"
+				echo "$e $EPOCHREALTIME $p $rss $hwm $anon $fds $thr $mnt $rings" >>"$T/samples"
 		fi
 		: >"$T/sampler.beat"
 		sleep "$SAMPLE"
@@ -457,7 +496,7 @@ act_user() {
 		fail "user $U config of its own u1: $ERR"
 	fi
 	if [ $((RANDOM % 2)) = 0 ]; then
-		if uset unmount u1; then
+		if user_unmount_u1; then
 			inc unmounts
 			WANT[u1]=unmounted
 			not_mounted "$T/user/mp" && check || fail "u1 still mounted after unmount"
@@ -489,7 +528,7 @@ act_cycle() {
 	case $how in
 	0) # clean unmount and mount by name
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
+		clean_unmount "$n" || { fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		not_mounted "$mp" && in_state "$n" unmounted && check || fail "$n: after unmount: $(state_of "$n")"
@@ -535,7 +574,7 @@ act_cycle() {
 		;;
 	4) # unmount and leave it so for a while (across a restart, maybe)
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
+		clean_unmount "$n" || { fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		not_mounted "$mp" && in_state "$n" unmounted && check || fail "$n: after unmount: $(state_of "$n")"
@@ -543,7 +582,7 @@ act_cycle() {
 		;;
 	2 | 3) # forget; mount again on the same store (2) or on a new one (3)
 		stop_workers "$n"
-		xset unmount "$n" || { xerr; fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
+		clean_unmount "$n" || { fail "unmount $n: $ERR; holders: $(holders "$mp")"; start_workers "$n"; return; }
 		inc unmounts
 		WANT[$n]=unmounted
 		# refused: forget a mounted DBFS is EBUSY (checked on s1)
@@ -619,6 +658,9 @@ restart_checks() {
 	done
 	rm -f "$T/dis/ALL"
 	for n in $NAMES; do [ "${WANT[$n]:-}" = mounted ] && start_workers "$n"; done
+	# (the loop's status is its last test's: a DBFS left unmounted last must
+	# not end the run as if the restart had failed)
+	return 0
 }
 
 # ---- the end -------------------------------------------------------------------
@@ -736,7 +778,7 @@ while [ "$(date +%s)" -lt "$DEADLINE" ]; do
 		inc unexpected_stops
 		MPID=""
 		for n in $NAMES; do stop_workers "$n"; done
-		restart_checks || break
+		restart_checks || { fail "mfs could not be started again (epoch $EPOCH)"; break; }
 		next_restart=$(($(date +%s) + RESTART_MIN + RANDOM % (RESTART_MAX - RESTART_MIN + 1)))
 		continue
 	fi
@@ -745,7 +787,7 @@ while [ "$(date +%s)" -lt "$DEADLINE" ]; do
 	now=$(date +%s)
 	[ "$now" -ge "$DEADLINE" ] && break
 	if [ "$now" -ge "$next_restart" ] && [ $((DEADLINE - now)) -gt 60 ]; then
-		act_restart || break
+		act_restart || { fail "mfs could not be started again (epoch $EPOCH)"; break; }
 		next_restart=$(($(date +%s) + RESTART_MIN + RANDOM % (RESTART_MAX - RESTART_MIN + 1)))
 		continue
 	fi

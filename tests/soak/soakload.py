@@ -392,17 +392,24 @@ def quarter_stats(rows):
 
 
 def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol):
-    """SAMPLES lines: epoch unixtime pid rss_kib hwm_kib anon_kib fds threads mounted.
-    Per epoch: drop the warm-up, compare the first and the last quarter of the
-    rest (medians; fds among samples with the same number of mounted DBFSs).
+    """SAMPLES lines: epoch unixtime pid rss_kib hwm_kib anon_kib fds threads mounted
+    [rings]. Per epoch: drop the warm-up, compare the first and the last quarter
+    of the rest (medians; fds among samples with the same number of mounted
+    DBFSs and the io_uring queues started or not; threads without the queues'
+    threads, which start once when the kernel first offers the ring).
     Prints one line per epoch; exit 1 if any epoch grew beyond the tolerance."""
     epochs = {}
     for line in open(samples):
         f = line.split()
-        if len(f) != 9:
+        if len(f) == 9:
+            f.append("0")
+        if len(f) != 10:
             continue
         e = int(f[0])
-        epochs.setdefault(e, []).append([float(f[1])] + [int(x) for x in f[2:]])
+        r = [float(f[1])] + [int(x) for x in f[2:]]
+        r[6] -= r[8]  # threads other than the ring threads
+        r[7] = (r[7], r[8] > 0)  # mounted DBFSs, rings started
+        epochs.setdefault(e, []).append(r)
     failed = 0
     for e in sorted(epochs):
         rows = epochs[e]
@@ -413,9 +420,10 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
         fds = [r[5] for r in rows]
         thr = [r[6] for r in rows]
         head = "epoch %d: %d samples over %.0f s, pid %d, peak VmRSS %d MiB, VmHWM %d MiB, " \
-               "RssAnon %d MiB, fds %d-%d, threads %d-%d" % (
+               "RssAnon %d MiB, fds %d-%d, threads %d-%d (+%d io_uring)" % (
                    e, len(rows), rows[-1][0] - t0, rows[0][1], peak_rss >> 10, peak_hwm >> 10,
-                   peak_anon >> 10, min(fds), max(fds), min(thr), max(thr))
+                   peak_anon >> 10, min(fds), max(fds), min(thr), max(thr),
+                   max(r[8] for r in rows))
         steady = [r for r in rows if r[0] - t0 >= warmup]
         if len(steady) < min_samples:
             print(head + "; too short to judge the trend")
@@ -437,7 +445,8 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
             f2 = quarter_stats([r[5] for r in last if r[7] == m])
             compared += 1
             if f2 > f1 + fd_tol:
-                verdict.append("fds grew %d -> %d with %d DBFSs mounted" % (f1, f2, m))
+                verdict.append("fds grew %d -> %d with %d DBFSs mounted%s" % (
+                    f1, f2, m[0], ", rings on" if m[1] else ""))
         if not compared:
             f1 = quarter_stats([r[5] for r in first])
             f2 = quarter_stats([r[5] for r in last])
@@ -487,12 +496,18 @@ def main():
         make_tree(sys.argv[2], random.Random(1))
         return
     KIND, root, T, NAME, seed = sys.argv[1:6]
-    DIR_ROOT = root
+    T = os.path.abspath(T)
+    # Every path below is relative to the DBFS's root, the working
+    # directory (of tar, rm and sqlite3 too): once the mount goes away (a
+    # forced unmount, a SIGKILL of mfs) the work fails on the dead mount
+    # instead of going on in the bare mount point, which must stay empty.
+    DIR_ROOT = "."
     rng = random.Random(int(seed))
-    DIR = os.path.join(root, "w-" + KIND)
+    DIR = "w-" + KIND
     OPS_FILE = os.path.join(T, "ops", "%s.%s.%d" % (NAME, KIND, os.getpid()))
     signal.signal(signal.SIGTERM, lambda s, f: (flush_ops(True), os._exit(0)))
     try:
+        os.chdir(root)
         if KIND == "durable":
             os.makedirs(DIR, exist_ok=True)
         else:

@@ -394,6 +394,121 @@ START_TEST(shard_nlive_huge)
 }
 END_TEST
 
+/* Replace (@len > 0) or delete (@len 0) the value of @key in queue "q"'s
+ * meta database, keeping a copy in @saved (its size in *@savedlen). */
+static void meta_set(const void *key, size_t klen, const void *val, size_t len,
+		     unsigned char *saved, size_t *savedlen)
+{
+	MDB_txn *txn;
+	MDB_dbi meta;
+	MDB_val k = {klen, (void *)key}, v;
+
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "q/m", 0, &meta), 0);
+	if (saved) {
+		ck_assert_int_eq(mdb_get(txn, meta, &k, &v), 0);
+		ck_assert_uint_le(v.mv_size, 4096);
+		memcpy(saved, v.mv_data, v.mv_size);
+		*savedlen = v.mv_size;
+	}
+	v.mv_size = len;
+	v.mv_data = (void *)val;
+	ck_assert_int_eq(mdb_put(txn, meta, &k, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+}
+
+/* Fixed-size meta records of the wrong size (a shard's state, a durable
+ * subscriber's positions) and a stored rule longer than MFSQ_RULE_MAX are
+ * damaged records like any other: EBADMSG (mfsq.h "Errors"), not LMDB's
+ * MDB_CORRUPTED; once put back, all is well. */
+START_TEST(wrong_size_meta)
+{
+	mfsq_queue *q = make_queue(2, 4);
+	unsigned char saved[4096], big[4096];
+	unsigned char sk[5] = {'S', 0, 0, 0, 1};
+	unsigned char uk[2] = {'U', 'd'}, rk[2] = {'R', 'd'};
+	size_t slen, ulen;
+	mfsq_sub *s;
+
+	ck_assert_int_eq(mfsq_subscribe_rule(q, "d", MFSQ_SUB_DURABLE, "priority >= 0", NULL, 0,
+					     &s), 0);
+	mfsq_unsubscribe(s);
+	ck_assert_int_eq(put_msg(q, NULL, 1, 1, NULL), 0);
+	mfsq_close(q);
+
+	/* the state of shard 1, one byte short, then one byte long */
+	meta_set(sk, sizeof(sk), "x", 1, saved, &slen);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), EBADMSG);
+	ck_assert_ptr_null(q);
+	memcpy(big, saved, slen);
+	meta_set(sk, sizeof(sk), big, slen + 1, NULL, NULL);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), EBADMSG);
+	meta_set(sk, sizeof(sk), saved, slen, NULL, NULL);
+
+	/* the durable subscriber's record */
+	meta_set(uk, sizeof(uk), "short", 5, saved, &ulen);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), EBADMSG);
+	mfsq_close(q);
+	meta_set(uk, sizeof(uk), saved, ulen, NULL, NULL);
+
+	/* its rule, longer than any rule may be */
+	memset(big, ' ', sizeof(big));
+	ck_assert_uint_gt(sizeof(big), MFSQ_RULE_MAX);
+	meta_set(rk, sizeof(rk), big, MFSQ_RULE_MAX + 1, saved, &slen);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), EBADMSG);
+	mfsq_close(q);
+	meta_set(rk, sizeof(rk), saved, slen, NULL, NULL);
+
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
+}
+END_TEST
+
+/* A message missing from the subshard whose range holds it: EBADMSG. */
+START_TEST(missing_message)
+{
+	mfsq_queue *q = make_queue(1, 8);
+	struct mfsq_msg out[4];
+	MDB_txn *txn;
+	MDB_dbi main_db, db;
+	MDB_cursor *c;
+	MDB_val k, v;
+	char name[128] = "";
+	mfsq_sub *s;
+	size_t n;
+
+	for (uint64_t i = 0; i < 3; i++)
+		ck_assert_int_eq(put_msg(q, NULL, 1, i, NULL), 0);
+	mfsq_close(q);
+	/* the first message of the first subshard of shard 0 */
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, NULL, 0, &main_db), 0);
+	ck_assert_int_eq(mdb_cursor_open(txn, main_db, &c), 0);
+	for (int r = mdb_cursor_get(c, &k, &v, MDB_FIRST); !r && !name[0];
+	     r = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size < sizeof(name) && k.mv_size > 4 && !memcmp(k.mv_data, "q/s/", 4))
+			memcpy(name, k.mv_data, k.mv_size);
+	mdb_cursor_close(c);
+	ck_assert(name[0]);
+	ck_assert_int_eq(mdb_dbi_open(txn, name, 0, &db), 0);
+	ck_assert_int_eq(mdb_cursor_open(txn, db, &c), 0);
+	ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_FIRST), 0);
+	ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
+	mdb_cursor_close(c);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, NULL, MFSQ_SUB_FROM_START, NULL, NULL, &s), 0);
+	ck_assert_int_eq(mfsq_dequeue(s, out, 4, &n, 0), EBADMSG);
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
+}
+END_TEST
+
 Suite *suite_damage(void)
 {
 	Suite *s = suite_create("damage");
@@ -409,6 +524,8 @@ Suite *suite_damage(void)
 	tcase_add_test(tc, empty_first_payload);
 	tcase_add_test(tc, stored_config);
 	tcase_add_test(tc, shard_nlive_huge);
+	tcase_add_test(tc, wrong_size_meta);
+	tcase_add_test(tc, missing_message);
 	suite_add_tcase(s, tc);
 	return s;
 }
