@@ -122,8 +122,9 @@ void dbfs_close(struct dbfs *fs);
  * caller whose commits are durable already returns at once, and so does
  * every caller in mode full and on a read-only store. The cost is that of
  * the pages changed since the last point, not of the store's size.
- * Errors: -EIO or -ENOSPC (the flush failed: data may be lost), or
- * another negative errno of fdatasync (or msync, with MDB_WRITEMAP).
+ * Errors: -EIO or -ENOSPC (the flush failed: data may be lost; after -EIO
+ * the store is read-only, dbfs_health), or another negative errno of
+ * fdatasync (or msync, with MDB_WRITEMAP).
  * Thread context: any thread, a request thread of this store included
  * (the fsync handlers call it), but not from inside a write operation: it
  * waits for the write transaction in progress to end (not for the ones

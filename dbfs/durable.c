@@ -295,6 +295,9 @@ int dbfs_durable_point(struct dbfs *fs)
 	pthread_mutex_lock(&fs->dur_lock);
 	int rc = fs->dur_txn >= want ? 0 : point_locked(fs, false);
 	pthread_mutex_unlock(&fs->dur_lock);
+	/* A failed flush, whoever asked (fsync, the sync verb, the tick,
+	 * close): pages may be gone, the store turns read-only (health.c). */
+	dbfs_health_check(fs, rc, "flush");
 	return rc;
 }
 

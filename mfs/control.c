@@ -1,8 +1,8 @@
 /*
  * The control loop (see control.h): take the next job from the inbox, run
- * it, answer it; housekeeping on the tick; the stop at the end.
+ * it, answer it; housekeeping on the tick, handed to the flushers; the stop
+ * at the end.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,28 +10,35 @@
 #include "answer.h"
 #include "control.h"
 #include "dbfs_unmount.h"
+#include "flusher.h"
 #include "inbox.h"
 #include "log.h"
 #include "loop.h"
 #include "shutdown.h"
 #include "startup.h"
 
-/* Run a command through its verb's row and answer it. */
+/* Run a command through its verb's row, answer it and free it (unless its
+ * executor handed it on: then whoever took it does). */
 static void run_cmd(struct mfs_manager *mgr, struct mfs_cmd *cmd)
 {
 	char err[512] = "";
 	int rc = cmd->verb->exec(mgr, cmd, err, sizeof(err));
 
+	if (rc == MFS_EXEC_LATER)
+		return;
 	if (rc && !err[0])
 		snprintf(err, sizeof(err), "%.120s", strerror(-rc));
 	mfs_answer_cmd(cmd, rc, err);
+	free(cmd);
 }
 
 /*
- * libdbfs's housekeeping (dbfs_tick, or only dbfs_cache_trim): about once a
- * second for every mounted DBFS, from this thread, never inside a request.
- * Only this thread closes a store, so the pointers stay valid outside the
- * lock.
+ * libdbfs's housekeeping, never inside a request: about once a second a
+ * dbfs_tick for every mounted DBFS, run by a flusher (flusher.h: its
+ * durable point waits for the disk, and this thread must not), or at once
+ * and here only the cache trim that a DBFS's callback asked for. Only this
+ * thread closes a store (after mfs_flusher_forget), so the pointers stay
+ * valid outside the lock.
  */
 static void tick_all(struct mfs_manager *mgr, bool trim_only)
 {
@@ -47,12 +54,13 @@ static void tick_all(struct mfs_manager *mgr, bool trim_only)
 			fs[n++] = d->fs;
 	pthread_mutex_unlock(&mgr->lock);
 	for (size_t i = 0; i < n; i++) {
-		int rc = trim_only ? dbfs_cache_trim(fs[i]) : dbfs_tick(fs[i]);
-		char why[200];
-		if (rc == -EIO && dbfs_health(fs[i], why, sizeof(why)))
-			mfs_warn("%s: read-only from now on: %s", dbfs_dir(fs[i]), why);
-		else if (rc)
-			mfs_warn("%s: housekeeping: %s", dbfs_dir(fs[i]), strerror(-rc));
+		if (!trim_only) {
+			mfs_flusher_tick(fs[i]);
+			continue;
+		}
+		int rc = dbfs_cache_trim(fs[i]);
+		if (rc)
+			mfs_warn("%s: cache trim: %s", dbfs_dir(fs[i]), strerror(-rc));
 	}
 	free(fs);
 }
@@ -62,6 +70,7 @@ int mfs_control_run(struct mfs_manager *mgr)
 	uint64_t next_tick = mfs_now_ns() + 1000000000u;
 	struct mfs_inbox_item it;
 
+	mfs_flusher_start();
 	for (mfs_inbox_next(next_tick, &it); it.kind != MFS_INBOX_STOP;
 	     mfs_inbox_next(next_tick, &it)) {
 		switch (it.kind) {
@@ -74,7 +83,6 @@ int mfs_control_run(struct mfs_manager *mgr)
 			break;
 		case MFS_INBOX_CMD:
 			run_cmd(mgr, it.cmd);
-			free(it.cmd);
 			break;
 		case MFS_INBOX_ENDED:
 			mfs_dbfs_gone(mgr, it.id);
@@ -86,6 +94,7 @@ int mfs_control_run(struct mfs_manager *mgr)
 			break;
 		}
 	}
-	mfs_shutdown(mgr);
+	mfs_shutdown(mgr); /* every DBFS unmounted: nothing posts any more */
+	mfs_flusher_stop();
 	return 0;
 }

@@ -9,6 +9,7 @@
 
 #include "cache_budget.h"
 #include "dbfs_unmount.h"
+#include "flusher.h"
 #include "inbox.h"
 #include "log.h"
 #include "loop.h"
@@ -89,6 +90,11 @@ void mfs_dbfs_finish(struct mfs_manager *mgr, struct mfs_dbfs *d, const char *re
 	snprintf(d->reason, sizeof(d->reason), "%s", reason);
 	mfs_cache_rebalance(mgr);
 	pthread_mutex_unlock(&mgr->lock);
+	/* No longer MOUNTED: nothing posts for it now. A flusher may be in its
+	 * tick, which reaches its session (the cache trim): wait for it, and
+	 * for the syncs queued, before anything goes. */
+	if (fs)
+		mfs_flusher_forget(fs);
 	mfs_uring_detach(ring); /* before the loop session and se go */
 	if (sess)
 		mfs_loop_remove(sess);

@@ -1,7 +1,7 @@
 /*
  * The executors of the control verbs (the exec column of verbs.h), one file
  * each: execute_mount.c, execute_unmount.c, execute_config.c,
- * execute_forget.c. Each checks the parsed command against the file system
+ * execute_forget.c, execute_sync.c. Each checks the parsed command against the file system
  * and the manager's state (validate.h) and only then changes anything; a
  * refused command changes nothing. Each returns 0 or -errno with a one-line
  * reason in err (left empty where strerror says it all). Control thread
@@ -36,5 +36,12 @@ int mfs_execute_config(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, 
 /* Drop an unmounted DBFS from the registry (its store is kept). Errors:
  * -ENOENT, -EPERM, -EBUSY (not unmounted), errors of mfs_registry_del. */
 int mfs_execute_forget(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen);
+
+/* Make everything a mounted DBFS acknowledged before the command durable
+ * across power loss (a durable point, dbfs_sync), then answer: the point is
+ * made by a flusher (flusher.h), so this returns MFS_EXEC_LATER at once
+ * and the flusher answers. Refusals: -ENOENT, -EPERM, -EINVAL (not
+ * mounted); the flusher's answer: 0, or -EIO/-ENOSPC (the flush failed). */
+int mfs_execute_sync(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen);
 
 #endif

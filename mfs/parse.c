@@ -166,7 +166,8 @@ int mfs_parse_config(const char *value, size_t len, struct mfs_cmd *cmd, char *e
 }
 
 /* Exactly one bare name: checked on the whole list, before the name. */
-int mfs_parse_forget(const char *value, size_t len, struct mfs_cmd *cmd, char *err, size_t errlen)
+static int one_name(const char *verb, const char *value, size_t len, struct mfs_cmd *cmd, char *err,
+		    size_t errlen)
 {
 	struct mfs_kvlist l;
 	int rc = parse_list(value, len, &l, err, errlen);
@@ -174,9 +175,19 @@ int mfs_parse_forget(const char *value, size_t len, struct mfs_cmd *cmd, char *e
 	if (rc)
 		return rc;
 	if (l.n != 1 || l.items[0].value)
-		rc = (snprintf(err, errlen, "forget takes exactly one DBFS name"), -EINVAL);
+		rc = (snprintf(err, errlen, "%s takes exactly one DBFS name", verb), -EINVAL);
 	else
 		rc = take_name(l.items[0].key, cmd, err, errlen);
 	mfs_kv_free(&l);
 	return rc;
+}
+
+int mfs_parse_forget(const char *value, size_t len, struct mfs_cmd *cmd, char *err, size_t errlen)
+{
+	return one_name("forget", value, len, cmd, err, errlen);
+}
+
+int mfs_parse_sync(const char *value, size_t len, struct mfs_cmd *cmd, char *err, size_t errlen)
+{
+	return one_name("sync", value, len, cmd, err, errlen);
 }

@@ -19,5 +19,7 @@ int mfs_parse_unmount(const char *value, size_t len, struct mfs_cmd *cmd, char *
 int mfs_parse_config(const char *value, size_t len, struct mfs_cmd *cmd, char *err, size_t errlen);
 /* N */
 int mfs_parse_forget(const char *value, size_t len, struct mfs_cmd *cmd, char *err, size_t errlen);
+/* N */
+int mfs_parse_sync(const char *value, size_t len, struct mfs_cmd *cmd, char *err, size_t errlen);
 
 #endif

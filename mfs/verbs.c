@@ -34,6 +34,12 @@ const struct mfs_verb mfs_verbs[] = {
 		.exec = mfs_execute_forget,
 		.usage = "setfattr -n user.mfs.forget -v NAME\n",
 	},
+	{
+		.name = "sync",
+		.parse = mfs_parse_sync,
+		.exec = mfs_execute_sync,
+		.usage = "setfattr -n user.mfs.sync -v NAME\n",
+	},
 };
 /* clang-format on */
 const size_t mfs_nverbs = sizeof(mfs_verbs) / sizeof(mfs_verbs[0]);

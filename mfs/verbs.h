@@ -42,11 +42,15 @@ struct mfs_verb {
 		     size_t errlen);
 	/* Check the command against the file system and the manager's state,
 	 * then carry it out; a refusal changes nothing. 0 or -errno with a
-	 * reason in err (may be left empty). Control thread only, mgr->lock not
-	 * held. */
+	 * reason in err (may be left empty), or MFS_EXEC_LATER: the command was
+	 * handed on, and its taker answers and frees it. Control thread only,
+	 * mgr->lock not held. */
 	int (*exec)(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen);
 	const char *usage; /* what reading the attribute returns */
 };
+
+/* exec's "handed on" result (see above): never an errno. */
+#define MFS_EXEC_LATER 1
 
 extern const struct mfs_verb mfs_verbs[];
 extern const size_t mfs_nverbs;

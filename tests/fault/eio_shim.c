@@ -4,10 +4,17 @@
  * fsync, fdatasync, and msync of a region mapped from such a file, which is
  * how LMDB with MDB_WRITEMAP commits) fails with EIO, as a failing disk
  * would. Files elsewhere are untouched.
+ *
+ * A slow disk, for tests/fault/t_slowflush.sh: while $FAULT_DIR/slow
+ * exists, a flush (fsync, fdatasync, msync) of such a file does not return;
+ * it creates $FAULT_DIR/stuck while it waits, so the test knows a flush is
+ * held, and goes on (removing stuck) once slow is gone, or after 120 s so
+ * that a broken test cannot hang the daemon for ever.
  */
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -48,6 +55,31 @@ static bool failing(void)
 		return false;
 	snprintf(p, sizeof(p), "%s/eio", dir);
 	return stat(p, &st) == 0;
+}
+
+static bool exists(const char *name)
+{
+	const char *dir = getenv("FAULT_DIR");
+	char p[PATH_MAX];
+	struct stat st;
+	if (!dir)
+		return false;
+	snprintf(p, sizeof(p), "%s/%s", dir, name);
+	return stat(p, &st) == 0;
+}
+
+static void hold_flush(void)
+{
+	char p[PATH_MAX];
+	if (!exists("slow"))
+		return;
+	snprintf(p, sizeof(p), "%s/stuck", getenv("FAULT_DIR"));
+	int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 12000 && exists("slow"); i++)
+		usleep(10000);
+	unlink(p);
 }
 
 static bool fail_fd(int fd)
@@ -109,6 +141,8 @@ int msync(void *addr, size_t len, int flags)
 		    (char *)addr < maps[i].addr + maps[i].len)
 			ours = true;
 	pthread_mutex_unlock(&maps_lock);
+	if (ours)
+		hold_flush();
 	if (ours && failing()) {
 		errno = EIO;
 		return -1;
@@ -143,11 +177,15 @@ ssize_t writev(int fd, const struct iovec *v, int n)
 int fsync(int fd)
 {
 	REAL(fsync);
+	if (under_dir(fd))
+		hold_flush();
 	return fail_fd(fd) ? -1 : real_fsync(fd);
 }
 
 int fdatasync(int fd)
 {
 	REAL(fdatasync);
+	if (under_dir(fd))
+		hold_flush();
 	return fail_fd(fd) ? -1 : real_fdatasync(fd);
 }

@@ -39,7 +39,7 @@ static int refused(const char *attr, const char *value, const char *reason)
 
 START_TEST(table)
 {
-	ck_assert_uint_eq(mfs_nverbs, 4);
+	ck_assert_uint_eq(mfs_nverbs, 5);
 	for (size_t i = 0; i < mfs_nverbs; i++) {
 		const struct mfs_verb *v = &mfs_verbs[i];
 		char attr[64];
@@ -146,6 +146,20 @@ START_TEST(forget)
 }
 END_TEST
 
+START_TEST(sync)
+{
+	struct mfs_cmd *cmd;
+
+	ck_assert_int_eq(run("user.mfs.sync", "a", &cmd), 0);
+	ck_assert_str_eq(cmd->name, "a");
+	free(cmd);
+	ck_assert_int_eq(refused("user.mfs.sync", "a,b", "sync takes exactly one DBFS name"), -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.sync", "name=a", "exactly one DBFS name"), -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.sync", "", "empty option"), -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.sync", "../a", "name"), -EINVAL);
+}
+END_TEST
+
 START_TEST(refusal_memory)
 {
 	struct mfs_caller shell1 = {.uid = 4242, .ppid = 100};
@@ -191,6 +205,7 @@ Suite *mfs_parse_suite(void)
 	tcase_add_test(tc, unmount);
 	tcase_add_test(tc, config);
 	tcase_add_test(tc, forget);
+	tcase_add_test(tc, sync);
 	tcase_add_test(tc, refusal_memory);
 	suite_add_tcase(s, tc);
 	return s;
