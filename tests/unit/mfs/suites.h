@@ -11,5 +11,6 @@ Suite *mfs_registry_suite(void);
 Suite *mfs_path_suite(void);
 Suite *mfs_loop_suite(void);
 Suite *mfs_parse_suite(void);
+Suite *mfs_feed_line_suite(void);
 
 #endif
