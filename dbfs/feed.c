@@ -966,28 +966,37 @@ static void fill_info(struct dbfs *fs, const char *name, const struct dbfs_feed_
 	info->lost = r->lost;
 	info->created_ns = r->created_ns;
 	info->active_ns = r->active_ns;
-	info->next_seq = r->acked;
-	uint64_t acked = 0, lost = 0;
-	if (mfsq_subscriber_get(f->q, name, &acked, &lost, NULL) == 0 && acked > info->next_seq)
-		info->next_seq = acked; /* moved by retention */
+	uint64_t pos = r->acked, fl = atomic_load(&f->floor);
+	bool open = false;
 	pthread_mutex_lock(&f->lock);
 	for (struct dbfs_feed_reader *rd = f->readers; rd; rd = rd->next_r)
 		if (!strcmp(rd->name, name)) {
-			info->open = true;
+			open = true;
 			info->gaps += rd->gaps;
 			info->lost += rd->lost;
+			if (rd->acked > pos)
+				pos = rd->acked;
 		}
 	pthread_mutex_unlock(&f->lock);
-	uint64_t fl = atomic_load(&f->floor);
-	if (info->next_seq < fl) { /* behind retention: lost, not yet told */
-		info->lost += fl - info->next_seq;
-		info->next_seq = fl;
+	info->open = open;
+	/* behind retention (moved up by the queue, or below the floor): lost,
+	 * not told yet (the reader's gap record will) */
+	uint64_t acked = 0;
+	if (!open && mfsq_subscriber_get(f->q, name, &acked, NULL, NULL) == 0 && acked > pos) {
+		info->lost += acked - pos;
+		pos = acked;
 	}
+	if (pos < fl) {
+		info->lost += fl - pos;
+		pos = fl;
+	}
+	info->next_seq = pos;
 	uint64_t last = atomic_load(&f->last_seq);
-	info->lag = last + 1 > info->next_seq ? last + 1 - info->next_seq : 0;
+	info->lag = last + 1 > pos ? last + 1 - pos : 0;
 }
 
-int dbfs_feed_sub_get(struct dbfs *fs, const char *sub, struct dbfs_feed_sub_info *info)
+static int sub_get(struct dbfs *fs, const char *sub, struct dbfs_feed_sub_info *info,
+		   uint64_t *row_acked)
 {
 	struct dbfs_feed_subrec r;
 	char spec[DBFS_FEED_SPEC_MAX + 1];
@@ -1004,7 +1013,14 @@ int dbfs_feed_sub_get(struct dbfs *fs, const char *sub, struct dbfs_feed_sub_inf
 	if (rc)
 		return dbfs_errno(rc);
 	fill_info(fs, sub, &r, spec, info);
+	if (row_acked)
+		*row_acked = r.acked;
 	return 0;
+}
+
+int dbfs_feed_sub_get(struct dbfs *fs, const char *sub, struct dbfs_feed_sub_info *info)
+{
+	return sub_get(fs, sub, info, NULL);
 }
 
 /* Names of every row (a copy: the callback runs with no transaction). */
@@ -1101,7 +1117,8 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 	r->fs = fs;
 	if (sub) {
 		struct dbfs_feed_sub_info info;
-		if ((rc = dbfs_feed_sub_get(fs, sub, &info)))
+		uint64_t row_acked;
+		if ((rc = sub_get(fs, sub, &info, &row_acked)))
 			goto fail;
 		if (info.open) {
 			rc = -EBUSY;
@@ -1113,10 +1130,9 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 			rc = rc == EBUSY ? -EBUSY : q_errno(rc);
 			goto fail;
 		}
-		r->next = mfsq_sub_position(r->s, FEED_SHARD);
-		if (info.next_seq > r->next) /* our row saw a later ack */
-			r->next = info.next_seq;
-		r->acked = r->next;
+		/* from the last ack this feed wrote: if the queue moved the
+		 * subscriber past it (retention), the jump is the gap record */
+		r->next = r->acked = row_acked;
 		if (start && (rc = seek_to(fs, r->s, start, &r->next, &r->min_ns, true)))
 			goto fail_sub;
 		struct row_ctx c = {.name = sub, .update = true};
