@@ -11,8 +11,9 @@
  *
  * Errors: as every dbfs function (dbfs.h): 0 or a negative errno, never an
  * LMDB or libmfsq code. The feed's own verdicts:
- *   -EOPNOTSUPP  the DBFS was opened with feed=off (or read-only with a
- *                store that has no feed yet): there is no feed to read;
+ *   -EOPNOTSUPP  the DBFS was opened with feed=off, or read-only: there is
+ *                no feed to read (its events stay in the store for the next
+ *                read-write open);
  *   -ESTALE      a position (sequence number or subscription) that names
  *                another store, or this store before it was re-created:
  *                the UUID given with it is not this store's

@@ -1,6 +1,7 @@
 /*
- * On-store layout of a DBFS (format version 2; version 1 stores are upgraded
- * in place when opened read-write, see dbfs/durable.c).
+ * On-store layout of a DBFS (format version 3; version 1 and 2 stores are
+ * upgraded in place when opened read-write, see dbfs/durable.c and
+ * dbfs/feed.c).
  *
  * A store is a directory holding one LMDB environment (data.mdb, lock.mdb)
  * and a lock file `dbfs.lock` (flock'ed exclusively by the process that has
@@ -17,6 +18,9 @@
  *   "data"    file contents in blocks of DBFS_BLOCK_SIZE
  *   "xattr"   extended attributes
  *   "orphan"  inodes with no links left that were still open
+ *   "ilink"   inode -> its names (parent, name): paths for the change feed
+ *   "feed"    the change feed's own records (dbfs/feed.c)
+ *   "feed/..." the change feed's queue (libmfsq queue "feed", queue/format.h)
  *
  * Integers in keys are big-endian so that memcmp order is numeric order and
  * all records of one inode or directory are adjacent. Integers in values are
@@ -78,6 +82,23 @@
  *   value: empty. An inode with nlink 0 is in this table until its
  *   records are deleted; dbfs_open deletes every inode listed here.
  *
+ * ilink (format 3): one row per directory entry, the reverse of dirent
+ *   key  +----------------+----------------+----------------------+
+ *        | ino   u64 BE   | parent u64 BE  | name (1..255 bytes)  |
+ *        +----------------+----------------+----------------------+
+ *   value: empty. Written with every dirent change (dir.c); an inode's
+ *   first row (lowest parent, then name) names it in feed events.
+ *
+ * feed (format 3): see dbfs/feed.c
+ *   key 'M'                         value struct dbfs_feed_meta (every batch
+ *                                   with events rewrites it)
+ *   key 'F'                         value u64: the retention floor, the first
+ *                                   seq retained (dbfs_tick raises it)
+ *   key 'I' | first seq u64 BE      value struct dbfs_feed_block: one row per
+ *                                   DBFS_FEED_BLOCK events (seq % 256 == 1)
+ *   key 'S' | name (1..40 bytes)    value struct dbfs_feed_subrec, then the
+ *                                   subscription's spec text (no NUL)
+ *
  * Accounting: an inode's `alloc` is the sum over its data records of the
  * value length rounded up to DBFS_ALLOC_UNIT; st_blocks = alloc / 512.
  * usage.bytes is the sum of alloc over all inodes, usage.inodes the number
@@ -92,7 +113,7 @@
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 2u  /* 2: the store has dbfs.durable */
+#define DBFS_FORMAT_VERSION 3u  /* 2: the store has dbfs.durable; 3: ilink, feed */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16
 #define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB: the largest block size */
@@ -115,6 +136,9 @@
 #define DBFS_DB_DATA    "data"
 #define DBFS_DB_XATTR   "xattr"
 #define DBFS_DB_ORPHAN  "orphan"
+#define DBFS_DB_ILINK   "ilink"
+#define DBFS_DB_FEED    "feed"
+#define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
 
 struct dbfs_super {
 	char magic[16];         /* DBFS_MAGIC, NUL padded */
@@ -145,6 +169,26 @@ struct dbfs_inode {
 	uint64_t nentries;      /* directories: number of entries */
 	uint64_t parent;        /* directories: the parent directory (root: itself) */
 	uint32_t flags;         /* reserved, 0 */
+	uint32_t pad;
+};
+
+struct dbfs_feed_meta {
+	uint64_t next_seq;      /* the next event's number (1 first) */
+	uint64_t bytes;         /* record bytes enqueued ever (running sum) */
+	uint64_t last_ns;       /* commit time of the newest event */
+};
+
+struct dbfs_feed_block {
+	uint64_t bytes_before;  /* dbfs_feed_meta.bytes before the block's first event */
+	uint64_t first_ns;      /* commit time of its first event */
+};
+
+struct dbfs_feed_subrec {
+	uint64_t created_ns, active_ns;
+	uint64_t gaps;          /* gap records given */
+	uint64_t lost;          /* events lost to retention */
+	uint64_t acked;         /* next seq not acknowledged (as dbfs last wrote it) */
+	uint32_t spec_len;
 	uint32_t pad;
 };
 

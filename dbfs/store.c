@@ -38,7 +38,16 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 		if (rc)
 			return rc;
 	}
-	return 0;
+	/* Format 3's tables: made when the store opens read-write (the
+	 * upgrade fills ilink); a read-only older store has none. */
+	int rc = mdb_dbi_open(txn, DBFS_DB_ILINK, flags, &fs->db_ilink);
+	if (!rc)
+		rc = mdb_dbi_open(txn, DBFS_DB_FEED, flags, &fs->db_feed);
+	if (rc == MDB_NOTFOUND && !(flags & MDB_CREATE)) {
+		fs->db_ilink = fs->db_feed = 0;
+		rc = 0;
+	}
+	return rc;
 }
 
 /* What dbfs_open made in the store's directory, to remove again when it
@@ -245,7 +254,7 @@ static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t m
 		return -ENOMEM;
 	}
 	mdb_env_set_mapsize(fs->env, map);
-	mdb_env_set_maxdbs(fs->env, 64);
+	mdb_env_set_maxdbs(fs->env, 64 + dbfs_feed_dbs_needed());
 	mdb_env_set_maxreaders(fs->env, fs->opt.max_readers ? fs->opt.max_readers : 512);
 	rc = mdb_env_open(fs->env, dir, flags, 0600);
 	if (!rc)
@@ -450,6 +459,11 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	if (!o->read_only) {
 		if ((rc = dbfs_durable_start(fs, err, errlen)))
 			goto fail_open;
+		/* ilink first: the version says it is complete */
+		if (fs->sb_version < 3 && (rc = dbfs_errno(dbfs_feed_upgrade(fs)))) {
+			snprintf(err, errlen, "cannot upgrade the store's format: %s", strerror(-rc));
+			goto fail_open;
+		}
 		if (fs->sb_version < DBFS_FORMAT_VERSION &&
 		    (rc = dbfs_errno(dbfs_write(fs, dbfs_super_upgrade_fn, NULL)))) {
 			snprintf(err, errlen, "cannot upgrade the store's format: %s", strerror(-rc));
@@ -461,15 +475,20 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
 			goto fail_open;
 		}
+		if ((rc = dbfs_feed_start(fs, err, errlen)))
+			goto fail_open;
 		if ((rc = dbfs_errno(dbfs_durable_point(fs)))) {
 			snprintf(err, errlen, "cannot flush the store: %s", strerror(-rc));
 			goto fail_open;
 		}
+	} else if ((rc = dbfs_feed_start(fs, err, errlen))) {
+		goto fail_open;
 	}
 	*out = fs;
 	return 0;
 
 fail_open:
+	dbfs_feed_stop(fs);
 	dbfs_durable_stop(fs);
 	mdb_env_close(fs->env);
 fail_env:
@@ -494,6 +513,7 @@ void dbfs_close(struct dbfs *fs)
 		dbfs_reap_now(fs);
 		reclaim(fs);
 	}
+	dbfs_feed_stop(fs);
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
 	dbfs_durable_stop(fs); /* a last durable point */
@@ -518,8 +538,9 @@ int dbfs_tick(struct dbfs *fs)
 	if (fs->opt.read_only)
 		return 0;
 	int rc = dbfs_reap_now(fs);
+	int frc = dbfs_feed_tick(fs);
 	int drc = dbfs_durable_tick(fs);
-	return dbfs_errno(rc ? rc : drc);
+	return dbfs_errno(rc ? rc : frc ? frc : drc);
 }
 
 const char *dbfs_dir(const struct dbfs *fs)
