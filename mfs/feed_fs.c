@@ -665,7 +665,7 @@ void mfs_feed_open(fuse_req_t req, fuse_ino_t ino, uint32_t id, enum mfs_feed_ki
 	if (!rc && acc != O_WRONLY) {
 		dbfs_feed_set_notify(fs, on_commit, NULL);
 		rc = dbfs_feed_open(fs, h->sub[0] ? h->sub : NULL,
-				    pos.start.from == DBFS_FEED_NOW && !h->sub[0] ? NULL : &pos.start,
+				    pos.start.from == DBFS_FEED_NOW || h->sub[0] ? NULL : &pos.start,
 				    &h->r);
 		if (rc == -ESTALE)
 			snprintf(err, sizeof(err),
