@@ -227,7 +227,7 @@ int mfs_feed_filter_key(struct mfs_feed_filter *f, const char *key, const char *
 
 int mfs_feed_filter_parse(const char *text, struct mfs_feed_filter *f, char *err, size_t errlen)
 {
-	struct mfs_kvlist l;
+	struct mfs_kvlist l = {0};
 	int rc;
 
 	memset(f, 0, sizeof(*f));
@@ -241,8 +241,7 @@ int mfs_feed_filter_parse(const char *text, struct mfs_feed_filter *f, char *err
 			rc = -EINVAL;
 		}
 	}
-	if (!rc || rc != -EINVAL)
-		mfs_kv_free(&l);
+	mfs_kv_free(&l); /* empty after a refusal of mfs_kv_parse */
 	return rc;
 }
 
