@@ -771,6 +771,8 @@ struct row_ctx {
 	bool del;      /* delete the row */
 	bool update;   /* add gaps/lost, set acked/active from rec */
 	mfsq_sub *ack_sub; /* with update: acknowledge up to rec.acked - 1 in the queue */
+	bool ack_name; /* with update: the same through the stored record only */
+	bool set_acked; /* with update: rec.acked replaces the row's (a replay) */
 };
 
 static int row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
@@ -802,9 +804,18 @@ static int row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 		if (rc)
 			return dbfs_queue_err(rc);
 	}
+	if (c->ack_name) {
+		rc = mfsq_subscriber_ack(fs->feed->q, txn, c->name, FEED_SHARD, c->rec.acked);
+		if (rc == ENOSPC)
+			return MDB_MAP_FULL;
+		if (rc == ENOENT) /* a row without its queue record: make it so */
+			rc = 0;
+		if (rc)
+			return dbfs_queue_err(rc);
+	}
 	old.gaps += c->rec.gaps;
 	old.lost += c->rec.lost;
-	if (c->rec.acked > old.acked)
+	if (c->rec.acked > old.acked || (c->set_acked && c->rec.acked))
 		old.acked = c->rec.acked;
 	old.active_ns = c->rec.active_ns;
 	return sub_row_put(fs, txn, c->name, &old, spec);
@@ -1135,8 +1146,10 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 		r->next = r->acked = row_acked;
 		if (start && (rc = seek_to(fs, r->s, start, &r->next, &r->min_ns, true)))
 			goto fail_sub;
-		struct row_ctx c = {.name = sub, .update = true};
+		struct row_ctx c = {.name = sub, .update = true, .set_acked = start != NULL};
 		c.rec.active_ns = now_ns();
+		if (start)
+			c.rec.acked = r->acked = r->next;
 		if ((rc = dbfs_errno(dbfs_write(fs, row_fn, &c))))
 			goto fail_sub;
 	} else {
@@ -1300,6 +1313,24 @@ int dbfs_feed_ack(struct dbfs_feed_reader *r, uint64_t seq)
 		r->gaps = r->lost = 0;
 	}
 	return rc;
+}
+
+int dbfs_feed_sub_ack(struct dbfs *fs, const char *sub, uint64_t seq)
+{
+	if (!fs->feed)
+		return -EOPNOTSUPP;
+	if (!sub_name_ok(sub))
+		return -EINVAL;
+	if (fs->opt.read_only)
+		return -EROFS;
+	if (seq > dbfs_feed_last_seq(fs))
+		return -ERANGE;
+	if (seq == 0)
+		return 0;
+	struct row_ctx c = {.name = sub, .update = true, .ack_name = true};
+	c.rec.active_ns = now_ns();
+	c.rec.acked = seq + 1;
+	return dbfs_errno(dbfs_write(fs, row_fn, &c));
 }
 
 uint64_t dbfs_feed_reader_next(const struct dbfs_feed_reader *r)

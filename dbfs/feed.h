@@ -337,6 +337,18 @@ bool dbfs_feed_ready(struct dbfs_feed_reader *r);
  */
 int dbfs_feed_ack(struct dbfs_feed_reader *r, uint64_t seq);
 
+/*
+ * Acknowledge every event of subscription `sub` up to and including `seq`
+ * without a reader of it (a consumer acking from another process, or
+ * after its reader died or the store restarted). A reader of it open
+ * meanwhile keeps reading where it is (it may be given acked events
+ * again: at-least-once); the next open resumes after `seq`. seq below the
+ * current ack: nothing. Errors: -ERANGE (seq beyond the newest event,
+ * dbfs_feed_last_seq), -ENOENT, -EINVAL, -EROFS, -EOPNOTSUPP, -ENOSPC,
+ * -EIO. Any thread not serving a request of this DBFS.
+ */
+int dbfs_feed_sub_ack(struct dbfs *fs, const char *sub, uint64_t seq);
+
 /* The next sequence number this reader will read (its position). */
 uint64_t dbfs_feed_reader_next(const struct dbfs_feed_reader *r);
 

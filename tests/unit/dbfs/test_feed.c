@@ -610,6 +610,24 @@ START_TEST(test_durable_resume)
 	ck_assert_uint_eq(seqs[5], 10);
 	ck_assert_int_eq(dbfs_feed_ack(r, 10), 0);
 	dbfs_feed_close(r);
+	struct dbfs_feed_start st0;
+	/* an ack without a reader (another process's), then a reopen */
+	ck_assert_int_eq(dbfs_feed_sub_ack(fs, "sub.1", 11), -ERANGE);
+	ck_assert_int_eq(dbfs_feed_sub_ack(fs, "nope", 3), -ENOENT);
+	st0 = (struct dbfs_feed_start){.from = DBFS_FEED_SEQ, .seq = 3};
+	r = rd_open("sub.1", &st0);
+	ck_assert_int_eq(dbfs_feed_ack(r, 3), -ERANGE); /* not given yet */
+	ck_assert_uint_eq(drain(r, seqs, NULL, 64), 8);
+	ck_assert_int_eq(dbfs_feed_ack(r, 3), 0);
+	ck_assert_int_eq(dbfs_feed_sub_ack(fs, "sub.1", 8), 0); /* while it is open */
+	dbfs_feed_close(r);
+	ck_assert_int_eq(dbfs_feed_sub_get(fs, "sub.1", &info), 0);
+	ck_assert_uint_eq(info.next_seq, 9);
+	reopen(NULL);
+	r = rd_open("sub.1", NULL);
+	ck_assert_uint_eq(drain(r, seqs, NULL, 64), 2);
+	ck_assert_uint_eq(seqs[0], 9);
+	dbfs_feed_close(r);
 
 	/* a replay moves it */
 	struct dbfs_feed_start st = {.from = DBFS_FEED_SEQ, .seq = 2};
