@@ -1017,6 +1017,98 @@ START_TEST(test_crash_no_lost_no_invented)
 }
 END_TEST
 
+/* Run dbfs-fsck (DBFS_FSCK) on the store with one option; its exit code. */
+static int run_fsck(const char *opt)
+{
+	const char *exe = getenv("DBFS_FSCK");
+	ck_assert_msg(exe != NULL, "DBFS_FSCK is not set");
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "'%s' %s '%s' >'%s.out' 2>&1", exe, opt ? opt : "", dir, dir);
+	int st = system(cmd);
+	ck_assert(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* dbfs-fsck checks ilink (and rebuilds it) and the feed's queue (reports). */
+START_TEST(test_fsck_feed)
+{
+	uint64_t d = mk(DBFS_ROOT_INO, "d", S_IFDIR | 0755);
+	for (int i = 0; i < 50; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "f%d", i);
+		mk(d, n, S_IFREG | 0644);
+	}
+	dbfs_close(fs);
+	fs = NULL;
+	ck_assert_int_eq(run_fsck(NULL), 0);
+
+	MDB_env *env;
+	MDB_txn *t;
+	MDB_dbi dbi;
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 256);
+	mdb_env_set_mapsize(env, 8 << 20);
+	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
+	/* an ilink row lost */
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_ILINK, 0, &dbi), 0);
+	MDB_cursor *c;
+	MDB_val k, v;
+	ck_assert_int_eq(mdb_cursor_open(t, dbi, &c), 0);
+	ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
+	ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
+	mdb_cursor_close(c);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mdb_env_close(env);
+	ck_assert_int_eq(run_fsck(NULL), 1);
+	ck_assert_int_eq(run_fsck("--repair"), 4);
+	ck_assert_int_eq(run_fsck(NULL), 0);
+
+	/* a message of the queue lost: reported, not repaired */
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 256);
+	mdb_env_set_mapsize(env, 8 << 20);
+	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	ck_assert_int_eq(mdb_cursor_open(t, 1 /* MAIN_DBI */, &c), 0);
+	char sub[64] = "";
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size > 7 && !memcmp(k.mv_data, "feed/s/", 7) && k.mv_size < sizeof(sub))
+			snprintf(sub, sizeof(sub), "%.*s", (int)k.mv_size, (char *)k.mv_data);
+	mdb_cursor_close(c);
+	ck_assert_str_ne(sub, "");
+	/* the subshard holding the messages is the first; the last is the spare */
+	ck_assert_int_eq(mdb_cursor_open(t, 1, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size > 7 && !memcmp(k.mv_data, "feed/s/", 7)) {
+			snprintf(sub, sizeof(sub), "%.*s", (int)k.mv_size, (char *)k.mv_data);
+			break;
+		}
+	mdb_cursor_close(c);
+	ck_assert_int_eq(mdb_dbi_open(t, sub, 0, &dbi), 0);
+	unsigned char kb[8];
+	dbfs_put_be64(kb, 10);
+	ck_assert_int_eq(mdb_del(t, dbi, &(MDB_val){8, kb}, NULL), 0);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mdb_env_close(env);
+	ck_assert_int_eq(run_fsck(NULL), 1);
+	ck_assert_int_eq(run_fsck("--repair"), 1);
+	char out[600], line[600];
+	snprintf(out, sizeof(out), "%s.out", dir);
+	FILE *fp = fopen(out, "r");
+	int seen = 0;
+	while (fp && fgets(line, sizeof(line), fp))
+		seen |= strstr(line, "queue feed") && strstr(line, "change feed");
+	if (fp)
+		fclose(fp);
+	ck_assert_msg(seen, "dbfs-fsck did not report the queue's damage");
+	unlink(out);
+	open_with(NULL); /* for teardown */
+}
+END_TEST
+
 static Suite *feed_suite(void)
 {
 	Suite *s = suite_create("feed");
@@ -1036,6 +1128,7 @@ static Suite *feed_suite(void)
 	tcase_add_test(tc, test_feed_off);
 	tcase_add_test(tc, test_upgrade_from_2);
 	tcase_add_test(tc, test_crash_no_lost_no_invented);
+	tcase_add_test(tc, test_fsck_feed);
 	suite_add_tcase(s, tc);
 	return s;
 }
