@@ -86,6 +86,8 @@ struct dbfs_feed {
 	_Atomic uint64_t last_seq, floor;
 	_Atomic uint64_t enqueued, trimmed, gaps, subs_expired;
 	uint64_t ticked_seq; /* next_seq when the queue's maintenance last ran */
+	uint64_t saved_seq;  /* next_seq of the last 'M' written (tick, close) */
+	struct dbfs_feed_meta pub; /* f->meta as of the last commit, under lock */
 	/* waiters, callback, open readers, limits */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -178,6 +180,15 @@ static int read_meta(struct dbfs *fs, MDB_txn *txn, struct dbfs_feed_meta *m, ui
 	else if (rc != MDB_NOTFOUND)
 		return rc;
 	return 0;
+}
+
+/* The totals as of the last commit, and the floor. */
+static void pub_meta(struct dbfs_feed *f, struct dbfs_feed_meta *m, uint64_t *floor)
+{
+	pthread_mutex_lock(&f->lock);
+	*m = f->pub;
+	pthread_mutex_unlock(&f->lock);
+	*floor = atomic_load(&f->floor);
 }
 
 /* ---- paths ---- */
@@ -451,9 +462,9 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	}
 	m.next_seq = f->seqs[n - 1] + 1;
 	m.last_ns = t;
-	MDB_val v = {sizeof(m), &m};
-	if ((rc = dbfs_put(txn, fs->db_feed, &key_meta, &v, 0)))
-		return rc;
+	/* the totals are written by dbfs_tick and close, not per batch (a
+	 * page of another table per commit); an open after a crash counts
+	 * what came after them from the queue itself (recount_tail) */
 	f->txmeta = m;
 	f->tx_n = n;
 	return 0;
@@ -475,6 +486,7 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 	f->npend = 0;
 	pthread_mutex_lock(&f->lock);
 	f->gen++;
+	f->pub = f->meta;
 	pthread_cond_broadcast(&f->cond);
 	void (*cb)(void *, uint64_t) = f->cb;
 	void *arg = f->cb_arg;
@@ -507,15 +519,138 @@ static int limits_ok(const struct dbfs_feed_limits *l)
 	return l->max_events || l->max_bytes || l->max_age_sec;
 }
 
+/*
+ * The totals ('M') are written now and then: add what the queue holds
+ * beyond them (after a crash, at most the last second's events), reading
+ * the messages themselves: the next seq, the bytes, the newest time.
+ */
+static int recount_tail(struct dbfs *fs, struct dbfs_feed *f)
+{
+	mfsq_sub *s;
+	int rc;
+	QCALL(fs, rc, mfsq_subscribe(f->q, NULL, 0, NULL, NULL, &s));
+	if (rc)
+		return q_errno(rc);
+	uint64_t end = mfsq_sub_position(s, FEED_SHARD);
+	if (end > f->meta.next_seq) {
+		QCALL(fs, rc, mfsq_seek_seq(s, FEED_SHARD, f->meta.next_seq));
+		if (rc == ENOENT) /* dropped meanwhile: from what is left */
+			QCALL(fs, rc, mfsq_seek_time(s, 0));
+		struct mfsq_msg m[READ_MAX];
+		size_t n;
+		while (!rc) {
+			QCALL(fs, rc, mfsq_dequeue(s, m, READ_MAX, &n, 0));
+			if (rc == MFSQ_LAGGED) {
+				rc = 0;
+				continue;
+			}
+			for (size_t i = 0; !rc && i < n; i++) {
+				struct dbfs_event ev;
+				if (m[i].seq < f->meta.next_seq)
+					continue;
+				f->meta.bytes += m[i].len;
+				if (!dbfs_ev_decode(m[i].data, m[i].len, &ev) &&
+				    ev.time_ns > f->meta.last_ns)
+					f->meta.last_ns = ev.time_ns;
+			}
+		}
+		if (rc == EAGAIN)
+			rc = 0;
+		f->meta.next_seq = end;
+	}
+	mfsq_unsubscribe(s);
+	return q_errno(rc);
+}
+
+/* Write the totals (a batch operation: f->meta is the leader's). */
+static int meta_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	(void)arg;
+	MDB_val v = {sizeof(fs->feed->meta), &fs->feed->meta};
+	return dbfs_put(txn, fs->db_feed, &key_meta, &v, 0);
+}
+
+static int save_meta(struct dbfs *fs)
+{
+	struct dbfs_feed *f = fs->feed;
+	uint64_t next = atomic_load(&f->last_seq) + 1;
+	if (next == f->saved_seq)
+		return 0;
+	int rc = dbfs_write(fs, meta_fn, NULL);
+	if (!rc)
+		f->saved_seq = next;
+	return rc;
+}
+
+/* 'X' in the feed table: ilink is stale (the store was open with
+ * feed=off, when dir.c does not keep it). */
+static MDB_val key_stale = {1, (void *)"X"};
+
+static int stale_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	MDB_val v = {0, NULL};
+	if (arg) /* mark */
+		return dbfs_put(txn, fs->db_feed, &key_stale, &v, 0);
+	int rc = dbfs_del(txn, fs->db_feed, &key_stale, NULL);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int empty_ilink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	(void)arg;
+	return mdb_drop(txn, fs->db_ilink, 0);
+}
+
+/* Is ilink marked stale? */
+static int ilink_stale(struct dbfs *fs, bool *stale)
+{
+	MDB_txn *txn;
+	MDB_val v;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (rc)
+		return rc;
+	rc = dbfs_get(txn, fs->db_feed, &key_stale, &v);
+	dbfs_read_end(fs, txn);
+	*stale = rc == 0;
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 {
 	struct dbfs_feed *f;
 	struct mfsq_config cfg;
+	bool stale = false;
 	int rc;
 
 	/* read-only: no feed (its queue keeps files of its own it would write) */
-	if (!fs->opt.feed || !fs->db_feed || fs->opt.read_only)
+	if (!fs->db_feed || fs->opt.read_only)
 		return 0;
+	if ((rc = ilink_stale(fs, &stale))) {
+		snprintf(err, errlen, "cannot read the change feed's table");
+		return dbfs_errno(rc);
+	}
+	if (!fs->opt.feed) {
+		/* ilink is not kept without the feed: say so in the store */
+		if (!stale && (rc = dbfs_errno(dbfs_write(fs, stale_fn, (void *)1)))) {
+			snprintf(err, errlen, "cannot write the change feed's table: %s",
+				 strerror(-rc));
+			return rc;
+		}
+		return 0;
+	}
+	if (stale) {
+		/* the store was used with feed=off: its names again, from dirent */
+		rc = dbfs_write(fs, empty_ilink_fn, NULL);
+		if (!rc)
+			rc = dbfs_feed_upgrade(fs);
+		if (!rc)
+			rc = dbfs_write(fs, stale_fn, NULL);
+		if ((rc = dbfs_errno(rc))) {
+			snprintf(err, errlen, "cannot rebuild the change feed's names: %s",
+				 strerror(-rc));
+			return rc;
+		}
+	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		snprintf(err, errlen, "out of memory");
@@ -559,6 +694,18 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot read the change feed's records");
 		return dbfs_errno(rc);
 	}
+	fs->feed = f;
+	if ((rc = recount_tail(fs, f))) {
+		fs->feed = NULL;
+		mfsq_close(f->q);
+		free(f);
+		snprintf(err, errlen, "cannot read the change feed's newest events: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	fs->feed = NULL;
+	f->pub = f->meta;
+	f->saved_seq = 0; /* the first tick writes it */
 	atomic_store(&f->last_seq, f->meta.next_seq - 1);
 	atomic_store(&f->floor, floor);
 	f->ticked_seq = 0; /* the first tick runs the queue's maintenance */
@@ -579,6 +726,8 @@ void dbfs_feed_stop(struct dbfs *fs)
 		return;
 	while (f->readers) /* the owner should have closed them */
 		dbfs_feed_close(f->readers);
+	if (!fs->opt.read_only)
+		save_meta(fs); /* a failure: the next open counts from the queue */
 	mfsq_close(f->q);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
@@ -1379,7 +1528,7 @@ int dbfs_feed_stats(struct dbfs *fs, struct dbfs_feed_stats *st)
 	int rc = dbfs_read_begin(fs, &txn);
 	if (rc)
 		return dbfs_errno(rc);
-	rc = read_meta(fs, txn, &m, &floor);
+	pub_meta(f, &m, &floor);
 	if (!rc) {
 		unsigned char kb[9];
 		MDB_val k, v;
@@ -1464,7 +1613,7 @@ static int floor_wanted(struct dbfs *fs, const struct dbfs_feed_limits *l, uint6
 	int rc = dbfs_read_begin(fs, &txn);
 	if (rc)
 		return rc;
-	rc = read_meta(fs, txn, &m, &floor);
+	pub_meta(fs->feed, &m, &floor);
 	*want = floor;
 	if (!rc && l->max_events && m.next_seq > l->max_events + 1 &&
 	    m.next_seq - l->max_events > *want)
@@ -1561,5 +1710,6 @@ int dbfs_feed_tick(struct dbfs *fs)
 			rc = dbfs_queue_err(qrc);
 	}
 	expire_subs(fs, l.sub_idle_sec);
-	return rc;
+	int mrc = save_meta(fs);
+	return rc ? rc : mrc;
 }

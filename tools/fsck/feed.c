@@ -91,7 +91,14 @@ void fsck_pass_feed(struct fsck *f)
 {
 	if (f->sb.version < 3)
 		return; /* dbfs upgrades it at its next read-write open */
-	check_ilink(f);
+	/* 'X' in the feed table: used with feed=off, ilink not kept (dbfs
+	 * rebuilds it when the feed is on again) */
+	MDB_dbi fdb;
+	MDB_val k = {1, "X"}, v;
+	bool stale = mdb_dbi_open(f->txn, DBFS_DB_FEED, 0, &fdb) == 0 &&
+		     mdb_get(f->txn, fdb, &k, &v) == 0;
+	if (!stale)
+		check_ilink(f);
 	uint64_t problems = 0;
 	int rc = mfsq_check(f->txn, DBFS_FEED_QUEUE, report, f, &problems);
 	if (rc == ENOENT)

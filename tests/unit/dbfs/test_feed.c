@@ -212,6 +212,8 @@ static size_t drain(struct dbfs_feed_reader *r, uint64_t *seqs, unsigned *ops, s
 	return total;
 }
 
+static int run_fsck(const char *opt);
+
 /* ---- tests ---- */
 
 START_TEST(test_record_codec)
@@ -826,15 +828,31 @@ START_TEST(test_feed_off)
 	struct dbfs_feed_stats st;
 	ck_assert_int_eq(dbfs_feed_stats(fs, &st), -EOPNOTSUPP);
 	ck_assert(!st.enabled);
-	mk(DBFS_ROOT_INO, "during", S_IFREG | 0644);
+	uint64_t dd = mk(DBFS_ROOT_INO, "during", S_IFDIR | 0755);
+	uint64_t df = mk(dd, "inner", S_IFREG | 0644);
+	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "before",
+					 .b = dd, .n2 = "moved"},
+			     NULL),
+			 0);
 	reopen(NULL);
 	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 1);
+	/* names made while the feed was off are known again (ilink rebuilt) */
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = df, .off = 0, .len = 1}, NULL), 0);
+	struct dbfs_feed_start o1 = {.from = DBFS_FEED_SEQ, .seq = 2};
+	r = rd_open(NULL, &o1);
+	struct dbfs_event e = one(r);
+	path_is(&e, "/during/inner");
+	dbfs_feed_close(r);
+	dbfs_close(fs);
+	fs = NULL;
+	ck_assert_int_eq(run_fsck(NULL), 0);
+	open_with(NULL);
 	mk(DBFS_ROOT_INO, "after", S_IFREG | 0644);
 	struct dbfs_feed_start o = {.from = DBFS_FEED_OLDEST};
 	r = rd_open(NULL, &o);
 	uint64_t seqs[8];
-	ck_assert_uint_eq(drain(r, seqs, NULL, 8), 2);
-	ck_assert_uint_eq(seqs[1], 2);
+	ck_assert_uint_eq(drain(r, seqs, NULL, 8), 3);
+	ck_assert_uint_eq(seqs[2], 3);
 	dbfs_feed_close(r);
 
 	/* a fresh store made with feed=off has no queue at all */
