@@ -516,7 +516,8 @@ unsigned dbfs_feed_dbs_needed(void)
 
 static int limits_ok(const struct dbfs_feed_limits *l)
 {
-	return l->max_events || l->max_bytes || l->max_age_sec;
+	return (l->max_events || l->max_bytes || l->max_age_sec) &&
+	       l->max_events <= DBFS_FEED_EVENTS_MAX && l->max_bytes <= DBFS_FEED_BYTES_MAX;
 }
 
 /*

@@ -203,10 +203,14 @@ struct dbfs_feed_limits {
  * is within each bound plus at most one block. Whatever subscriptions
  * hold: a subscription behind the retention point gets a gap record and
  * counts it (an abandoned one can never make the store run full).
- * -EINVAL (all four bounds 0 except sub_idle_sec: the feed would be
- * unbounded), -EOPNOTSUPP. Any thread.
+ * -EINVAL (max_events, max_bytes and max_age_sec all 0: the feed would be
+ * unbounded; max_events above DBFS_FEED_EVENTS_MAX, max_bytes above
+ * DBFS_FEED_BYTES_MAX), -EOPNOTSUPP. Any thread.
  */
 #define DBFS_FEED_BLOCK 256u
+/* Bounds the limits may have (the queue drops beyond them by itself). */
+#define DBFS_FEED_EVENTS_MAX 2000000u
+#define DBFS_FEED_BYTES_MAX  (1ull << 30)
 int dbfs_feed_set_limits(struct dbfs *fs, const struct dbfs_feed_limits *l);
 void dbfs_feed_get_limits(struct dbfs *fs, struct dbfs_feed_limits *l);
 

@@ -652,6 +652,15 @@ START_TEST(test_gap_and_retention)
 	struct dbfs_feed_limits l = {.max_events = 300};
 	ck_assert_int_eq(dbfs_feed_set_limits(fs, &l), 0);
 	ck_assert_int_eq(dbfs_feed_set_limits(fs, &(struct dbfs_feed_limits){0}), -EINVAL);
+	ck_assert_int_eq(dbfs_feed_set_limits(fs, &(struct dbfs_feed_limits){
+						      .max_events = DBFS_FEED_EVENTS_MAX + 1}),
+			 -EINVAL);
+	struct dbfs_options po;
+	dbfs_options_init(&po);
+	ck_assert_int_eq(dbfs_option_parse(&po, "feed_events", "2000001", NULL, 0), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&po, "feed_bytes", "2G", NULL, 0), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&po, "feed_age", "-1", NULL, 0), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&po, "feed_events", "0", NULL, 0), 0);
 	for (int i = 0; i < 1000; i++) {
 		char n[16];
 		snprintf(n, sizeof(n), "f%d", i);
