@@ -316,6 +316,7 @@ void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn)
 	f->txn = txn;
 	f->npend = 0;
 	f->alen = 0;
+	f->tx_n = 0;
 	dbfs_caller_current(&f->who);
 }
 
@@ -1410,6 +1411,9 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 		QCALL(r->fs, rc, mfsq_dequeue(r->s, r->msg, READ_MAX, &got, 0));
 		if (rc == 0) {
 			r->nmsg = got;
+			/* an ephemeral reader holds no retention behind what it read */
+			if (!r->name[0])
+				mfsq_ack(r->s, NULL, NULL);
 			continue;
 		}
 		if (rc == MFSQ_LAGGED)
@@ -1543,7 +1547,7 @@ int dbfs_feed_stats(struct dbfs *fs, struct dbfs_feed_stats *st)
 			memcpy(&b, v.mv_data, sizeof(b));
 			/* the block's bytes before the floor are counted: they
 			 * stay until their subshard goes */
-			st->bytes = m.bytes - b.bytes_before;
+			st->bytes = m.bytes > b.bytes_before ? m.bytes - b.bytes_before : 0;
 			st->oldest_ns = st->events ? b.first_ns : 0;
 		} else {
 			st->bytes = st->events ? m.bytes : 0;
@@ -1616,6 +1620,11 @@ static int floor_wanted(struct dbfs *fs, const struct dbfs_feed_limits *l, uint6
 		return rc;
 	pub_meta(fs->feed, &m, &floor);
 	*want = floor;
+	/* the store's file system is full: the feed gives back all but its
+	 * newest block (readers behind get a gap), before the file system's
+	 * users meet ENOSPC */
+	if (fs->space_low && m.next_seq > 1 && block_of(m.next_seq - 1) > *want)
+		*want = block_of(m.next_seq - 1);
 	if (!rc && l->max_events && m.next_seq > l->max_events + 1 &&
 	    m.next_seq - l->max_events > *want)
 		*want = m.next_seq - l->max_events;
@@ -1636,7 +1645,8 @@ static int floor_wanted(struct dbfs *fs, const struct dbfs_feed_limits *l, uint6
 				struct dbfs_feed_block b, nb;
 				uint64_t first = dbfs_get_be64((unsigned char *)k.mv_data + 1);
 				memcpy(&b, v.mv_data, sizeof(b));
-				bool over = l->max_bytes && m.bytes - b.bytes_before > l->max_bytes;
+				bool over = l->max_bytes && m.bytes > b.bytes_before &&
+					    m.bytes - b.bytes_before > l->max_bytes;
 				g = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 				bool have_next = !g && k.mv_size == 9 && ((char *)k.mv_data)[0] == 'I' &&
 						 v.mv_size == sizeof(nb);

@@ -200,7 +200,12 @@ struct dbfs_feed_limits {
 /*
  * Change the limits live; applied by the next dbfs_tick (the next second).
  * Retention is enforced per block of DBFS_FEED_BLOCK events: what is kept
- * is within each bound plus at most one block. Whatever subscriptions
+ * is within each bound plus at most one block (for bytes and age; exact
+ * for events). The space goes back to the store when the queue drops the
+ * subshard holding the oldest events: a subshard holds 32768 events, or
+ * more when a burst outruns the once-a-second maintenance. When the
+ * store's file system is full the feed gives back all but its newest
+ * block at the next tick. Whatever subscriptions
  * hold: a subscription behind the retention point gets a gap record and
  * counts it (an abandoned one can never make the store run full).
  * -EINVAL (max_events, max_bytes and max_age_sec all 0: the feed would be
