@@ -59,8 +59,8 @@ struct dbfs_options {
 	double commit_interval;      /* seconds between durable points (normal mode; 5) */
 	/* The change feed (dbfs/feed.h): on by default. */
 	bool feed;                   /* feed=on|off */
-	uint64_t feed_max_events;    /* feed_events=N: events kept at most (1000000) */
-	uint64_t feed_max_bytes;     /* feed_bytes=SIZE: record bytes kept at most (64M) */
+	uint64_t feed_max_events;    /* feed_events=N: events kept at most (1000000; <= 2000000) */
+	uint64_t feed_max_bytes;     /* feed_bytes=SIZE: record bytes kept at most (64M; <= 1G) */
 	uint64_t feed_max_age;       /* feed_age=SECS: events kept at most this long (7 days) */
 	uint64_t feed_sub_idle;      /* feed_sub_idle=SECS: idle durable subscriptions
 	                                are deleted after this (30 days; 0: never) */

@@ -45,13 +45,15 @@ void dbfs_ilink_key(unsigned char *kb, uint64_t ino, uint64_t dir, const char *n
 }
 
 /* The reverse row of entry dir/name -> ino: add or (del) remove it. A
- * missing row is not an error: it only names paths in feed events. */
+ * missing row is not an error: it only names paths in feed events. Kept
+ * only while the feed is on (feed=off marks the table stale and the next
+ * open with the feed rebuilds it, feed.c). */
 static int ilink_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t dir, const char *name,
 		     size_t len, bool del)
 {
 	unsigned char kb[16 + DBFS_NAME_MAX];
 	MDB_val k, v = {0, NULL};
-	if (!fs->db_ilink)
+	if (!fs->db_ilink || !fs->feed)
 		return 0;
 	dbfs_ilink_key(kb, ino, dir, name, len, &k);
 	if (!del)

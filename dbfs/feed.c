@@ -86,6 +86,8 @@ struct dbfs_feed {
 	_Atomic uint64_t last_seq, floor;
 	_Atomic uint64_t enqueued, trimmed, gaps, subs_expired;
 	uint64_t ticked_seq; /* next_seq when the queue's maintenance last ran */
+	uint64_t saved_seq;  /* next_seq of the last 'M' written (tick, close) */
+	struct dbfs_feed_meta pub; /* f->meta as of the last commit, under lock */
 	/* waiters, callback, open readers, limits */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -178,6 +180,15 @@ static int read_meta(struct dbfs *fs, MDB_txn *txn, struct dbfs_feed_meta *m, ui
 	else if (rc != MDB_NOTFOUND)
 		return rc;
 	return 0;
+}
+
+/* The totals as of the last commit, and the floor. */
+static void pub_meta(struct dbfs_feed *f, struct dbfs_feed_meta *m, uint64_t *floor)
+{
+	pthread_mutex_lock(&f->lock);
+	*m = f->pub;
+	pthread_mutex_unlock(&f->lock);
+	*floor = atomic_load(&f->floor);
 }
 
 /* ---- paths ---- */
@@ -305,6 +316,7 @@ void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn)
 	f->txn = txn;
 	f->npend = 0;
 	f->alen = 0;
+	f->tx_n = 0;
 	dbfs_caller_current(&f->who);
 }
 
@@ -451,9 +463,9 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	}
 	m.next_seq = f->seqs[n - 1] + 1;
 	m.last_ns = t;
-	MDB_val v = {sizeof(m), &m};
-	if ((rc = dbfs_put(txn, fs->db_feed, &key_meta, &v, 0)))
-		return rc;
+	/* the totals are written by dbfs_tick and close, not per batch (a
+	 * page of another table per commit); an open after a crash counts
+	 * what came after them from the queue itself (recount_tail) */
 	f->txmeta = m;
 	f->tx_n = n;
 	return 0;
@@ -475,6 +487,7 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 	f->npend = 0;
 	pthread_mutex_lock(&f->lock);
 	f->gen++;
+	f->pub = f->meta;
 	pthread_cond_broadcast(&f->cond);
 	void (*cb)(void *, uint64_t) = f->cb;
 	void *arg = f->cb_arg;
@@ -504,18 +517,142 @@ unsigned dbfs_feed_dbs_needed(void)
 
 static int limits_ok(const struct dbfs_feed_limits *l)
 {
-	return l->max_events || l->max_bytes || l->max_age_sec;
+	return (l->max_events || l->max_bytes || l->max_age_sec) &&
+	       l->max_events <= DBFS_FEED_EVENTS_MAX && l->max_bytes <= DBFS_FEED_BYTES_MAX;
+}
+
+/*
+ * The totals ('M') are written now and then: add what the queue holds
+ * beyond them (after a crash, at most the last second's events), reading
+ * the messages themselves: the next seq, the bytes, the newest time.
+ */
+static int recount_tail(struct dbfs *fs, struct dbfs_feed *f)
+{
+	mfsq_sub *s;
+	int rc;
+	QCALL(fs, rc, mfsq_subscribe(f->q, NULL, 0, NULL, NULL, &s));
+	if (rc)
+		return q_errno(rc);
+	uint64_t end = mfsq_sub_position(s, FEED_SHARD);
+	if (end > f->meta.next_seq) {
+		QCALL(fs, rc, mfsq_seek_seq(s, FEED_SHARD, f->meta.next_seq));
+		if (rc == ENOENT) /* dropped meanwhile: from what is left */
+			QCALL(fs, rc, mfsq_seek_time(s, 0));
+		struct mfsq_msg m[READ_MAX];
+		size_t n;
+		while (!rc) {
+			QCALL(fs, rc, mfsq_dequeue(s, m, READ_MAX, &n, 0));
+			if (rc == MFSQ_LAGGED) {
+				rc = 0;
+				continue;
+			}
+			for (size_t i = 0; !rc && i < n; i++) {
+				struct dbfs_event ev;
+				if (m[i].seq < f->meta.next_seq)
+					continue;
+				f->meta.bytes += m[i].len;
+				if (!dbfs_ev_decode(m[i].data, m[i].len, &ev) &&
+				    ev.time_ns > f->meta.last_ns)
+					f->meta.last_ns = ev.time_ns;
+			}
+		}
+		if (rc == EAGAIN)
+			rc = 0;
+		f->meta.next_seq = end;
+	}
+	mfsq_unsubscribe(s);
+	return q_errno(rc);
+}
+
+/* Write the totals (a batch operation: f->meta is the leader's). */
+static int meta_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	(void)arg;
+	MDB_val v = {sizeof(fs->feed->meta), &fs->feed->meta};
+	return dbfs_put(txn, fs->db_feed, &key_meta, &v, 0);
+}
+
+static int save_meta(struct dbfs *fs)
+{
+	struct dbfs_feed *f = fs->feed;
+	uint64_t next = atomic_load(&f->last_seq) + 1;
+	if (next == f->saved_seq)
+		return 0;
+	int rc = dbfs_write(fs, meta_fn, NULL);
+	if (!rc)
+		f->saved_seq = next;
+	return rc;
+}
+
+/* 'X' in the feed table: ilink is stale (the store was open with
+ * feed=off, when dir.c does not keep it). */
+static MDB_val key_stale = {1, (void *)"X"};
+
+static int stale_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	MDB_val v = {0, NULL};
+	if (arg) /* mark */
+		return dbfs_put(txn, fs->db_feed, &key_stale, &v, 0);
+	int rc = dbfs_del(txn, fs->db_feed, &key_stale, NULL);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+static int empty_ilink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	(void)arg;
+	return mdb_drop(txn, fs->db_ilink, 0);
+}
+
+/* Is ilink marked stale? */
+static int ilink_stale(struct dbfs *fs, bool *stale)
+{
+	MDB_txn *txn;
+	MDB_val v;
+	int rc = dbfs_read_begin(fs, &txn);
+	if (rc)
+		return rc;
+	rc = dbfs_get(txn, fs->db_feed, &key_stale, &v);
+	dbfs_read_end(fs, txn);
+	*stale = rc == 0;
+	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 {
 	struct dbfs_feed *f;
 	struct mfsq_config cfg;
+	bool stale = false;
 	int rc;
 
 	/* read-only: no feed (its queue keeps files of its own it would write) */
-	if (!fs->opt.feed || !fs->db_feed || fs->opt.read_only)
+	if (!fs->db_feed || fs->opt.read_only)
 		return 0;
+	if ((rc = ilink_stale(fs, &stale))) {
+		snprintf(err, errlen, "cannot read the change feed's table");
+		return dbfs_errno(rc);
+	}
+	if (!fs->opt.feed) {
+		/* ilink is not kept without the feed: say so in the store */
+		if (!stale && (rc = dbfs_errno(dbfs_write(fs, stale_fn, (void *)1)))) {
+			snprintf(err, errlen, "cannot write the change feed's table: %s",
+				 strerror(-rc));
+			return rc;
+		}
+		return 0;
+	}
+	if (stale) {
+		/* the store was used with feed=off: its names again, from dirent */
+		rc = dbfs_write(fs, empty_ilink_fn, NULL);
+		if (!rc)
+			rc = dbfs_feed_upgrade(fs);
+		if (!rc)
+			rc = dbfs_write(fs, stale_fn, NULL);
+		if ((rc = dbfs_errno(rc))) {
+			snprintf(err, errlen, "cannot rebuild the change feed's names: %s",
+				 strerror(-rc));
+			return rc;
+		}
+	}
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		snprintf(err, errlen, "out of memory");
@@ -559,6 +696,18 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot read the change feed's records");
 		return dbfs_errno(rc);
 	}
+	fs->feed = f;
+	if ((rc = recount_tail(fs, f))) {
+		fs->feed = NULL;
+		mfsq_close(f->q);
+		free(f);
+		snprintf(err, errlen, "cannot read the change feed's newest events: %s",
+			 strerror(-rc));
+		return rc;
+	}
+	fs->feed = NULL;
+	f->pub = f->meta;
+	f->saved_seq = 0; /* the first tick writes it */
 	atomic_store(&f->last_seq, f->meta.next_seq - 1);
 	atomic_store(&f->floor, floor);
 	f->ticked_seq = 0; /* the first tick runs the queue's maintenance */
@@ -579,6 +728,8 @@ void dbfs_feed_stop(struct dbfs *fs)
 		return;
 	while (f->readers) /* the owner should have closed them */
 		dbfs_feed_close(f->readers);
+	if (!fs->opt.read_only)
+		save_meta(fs); /* a failure: the next open counts from the queue */
 	mfsq_close(f->q);
 	pthread_mutex_destroy(&f->lock);
 	pthread_cond_destroy(&f->cond);
@@ -771,6 +922,8 @@ struct row_ctx {
 	bool del;      /* delete the row */
 	bool update;   /* add gaps/lost, set acked/active from rec */
 	mfsq_sub *ack_sub; /* with update: acknowledge up to rec.acked - 1 in the queue */
+	bool ack_name; /* with update: the same through the stored record only */
+	bool set_acked; /* with update: rec.acked replaces the row's (a replay) */
 };
 
 static int row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
@@ -802,9 +955,18 @@ static int row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 		if (rc)
 			return dbfs_queue_err(rc);
 	}
+	if (c->ack_name) {
+		rc = mfsq_subscriber_ack(fs->feed->q, txn, c->name, FEED_SHARD, c->rec.acked);
+		if (rc == ENOSPC)
+			return MDB_MAP_FULL;
+		if (rc == ENOENT) /* a row without its queue record: make it so */
+			rc = 0;
+		if (rc)
+			return dbfs_queue_err(rc);
+	}
 	old.gaps += c->rec.gaps;
 	old.lost += c->rec.lost;
-	if (c->rec.acked > old.acked)
+	if (c->rec.acked > old.acked || (c->set_acked && c->rec.acked))
 		old.acked = c->rec.acked;
 	old.active_ns = c->rec.active_ns;
 	return sub_row_put(fs, txn, c->name, &old, spec);
@@ -1135,8 +1297,10 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 		r->next = r->acked = row_acked;
 		if (start && (rc = seek_to(fs, r->s, start, &r->next, &r->min_ns, true)))
 			goto fail_sub;
-		struct row_ctx c = {.name = sub, .update = true};
+		struct row_ctx c = {.name = sub, .update = true, .set_acked = start != NULL};
 		c.rec.active_ns = now_ns();
+		if (start)
+			c.rec.acked = r->acked = r->next;
 		if ((rc = dbfs_errno(dbfs_write(fs, row_fn, &c))))
 			goto fail_sub;
 	} else {
@@ -1247,6 +1411,9 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 		QCALL(r->fs, rc, mfsq_dequeue(r->s, r->msg, READ_MAX, &got, 0));
 		if (rc == 0) {
 			r->nmsg = got;
+			/* an ephemeral reader holds no retention behind what it read */
+			if (!r->name[0])
+				mfsq_ack(r->s, NULL, NULL);
 			continue;
 		}
 		if (rc == MFSQ_LAGGED)
@@ -1302,6 +1469,24 @@ int dbfs_feed_ack(struct dbfs_feed_reader *r, uint64_t seq)
 	return rc;
 }
 
+int dbfs_feed_sub_ack(struct dbfs *fs, const char *sub, uint64_t seq)
+{
+	if (!fs->feed)
+		return -EOPNOTSUPP;
+	if (!sub_name_ok(sub))
+		return -EINVAL;
+	if (fs->opt.read_only)
+		return -EROFS;
+	if (seq > dbfs_feed_last_seq(fs))
+		return -ERANGE;
+	if (seq == 0)
+		return 0;
+	struct row_ctx c = {.name = sub, .update = true, .ack_name = true};
+	c.rec.active_ns = now_ns();
+	c.rec.acked = seq + 1;
+	return dbfs_errno(dbfs_write(fs, row_fn, &c));
+}
+
 uint64_t dbfs_feed_reader_next(const struct dbfs_feed_reader *r)
 {
 	return r->next;
@@ -1348,7 +1533,7 @@ int dbfs_feed_stats(struct dbfs *fs, struct dbfs_feed_stats *st)
 	int rc = dbfs_read_begin(fs, &txn);
 	if (rc)
 		return dbfs_errno(rc);
-	rc = read_meta(fs, txn, &m, &floor);
+	pub_meta(f, &m, &floor);
 	if (!rc) {
 		unsigned char kb[9];
 		MDB_val k, v;
@@ -1362,7 +1547,7 @@ int dbfs_feed_stats(struct dbfs *fs, struct dbfs_feed_stats *st)
 			memcpy(&b, v.mv_data, sizeof(b));
 			/* the block's bytes before the floor are counted: they
 			 * stay until their subshard goes */
-			st->bytes = m.bytes - b.bytes_before;
+			st->bytes = m.bytes > b.bytes_before ? m.bytes - b.bytes_before : 0;
 			st->oldest_ns = st->events ? b.first_ns : 0;
 		} else {
 			st->bytes = st->events ? m.bytes : 0;
@@ -1433,8 +1618,13 @@ static int floor_wanted(struct dbfs *fs, const struct dbfs_feed_limits *l, uint6
 	int rc = dbfs_read_begin(fs, &txn);
 	if (rc)
 		return rc;
-	rc = read_meta(fs, txn, &m, &floor);
+	pub_meta(fs->feed, &m, &floor);
 	*want = floor;
+	/* the store's file system is full: the feed gives back all but its
+	 * newest block (readers behind get a gap), before the file system's
+	 * users meet ENOSPC */
+	if (fs->space_low && m.next_seq > 1 && block_of(m.next_seq - 1) > *want)
+		*want = block_of(m.next_seq - 1);
 	if (!rc && l->max_events && m.next_seq > l->max_events + 1 &&
 	    m.next_seq - l->max_events > *want)
 		*want = m.next_seq - l->max_events;
@@ -1455,7 +1645,8 @@ static int floor_wanted(struct dbfs *fs, const struct dbfs_feed_limits *l, uint6
 				struct dbfs_feed_block b, nb;
 				uint64_t first = dbfs_get_be64((unsigned char *)k.mv_data + 1);
 				memcpy(&b, v.mv_data, sizeof(b));
-				bool over = l->max_bytes && m.bytes - b.bytes_before > l->max_bytes;
+				bool over = l->max_bytes && m.bytes > b.bytes_before &&
+					    m.bytes - b.bytes_before > l->max_bytes;
 				g = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 				bool have_next = !g && k.mv_size == 9 && ((char *)k.mv_data)[0] == 'I' &&
 						 v.mv_size == sizeof(nb);
@@ -1530,5 +1721,6 @@ int dbfs_feed_tick(struct dbfs *fs)
 			rc = dbfs_queue_err(qrc);
 	}
 	expire_subs(fs, l.sub_idle_sec);
-	return rc;
+	int mrc = save_meta(fs);
+	return rc ? rc : mrc;
 }

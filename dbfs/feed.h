@@ -200,13 +200,22 @@ struct dbfs_feed_limits {
 /*
  * Change the limits live; applied by the next dbfs_tick (the next second).
  * Retention is enforced per block of DBFS_FEED_BLOCK events: what is kept
- * is within each bound plus at most one block. Whatever subscriptions
+ * is within each bound plus at most one block (for bytes and age; exact
+ * for events). The space goes back to the store when the queue drops the
+ * subshard holding the oldest events: a subshard holds 32768 events, or
+ * more when a burst outruns the once-a-second maintenance. When the
+ * store's file system is full the feed gives back all but its newest
+ * block at the next tick. Whatever subscriptions
  * hold: a subscription behind the retention point gets a gap record and
  * counts it (an abandoned one can never make the store run full).
- * -EINVAL (all four bounds 0 except sub_idle_sec: the feed would be
- * unbounded), -EOPNOTSUPP. Any thread.
+ * -EINVAL (max_events, max_bytes and max_age_sec all 0: the feed would be
+ * unbounded; max_events above DBFS_FEED_EVENTS_MAX, max_bytes above
+ * DBFS_FEED_BYTES_MAX), -EOPNOTSUPP. Any thread.
  */
 #define DBFS_FEED_BLOCK 256u
+/* Bounds the limits may have (the queue drops beyond them by itself). */
+#define DBFS_FEED_EVENTS_MAX 2000000u
+#define DBFS_FEED_BYTES_MAX  (1ull << 30)
 int dbfs_feed_set_limits(struct dbfs *fs, const struct dbfs_feed_limits *l);
 void dbfs_feed_get_limits(struct dbfs *fs, struct dbfs_feed_limits *l);
 
@@ -336,6 +345,18 @@ bool dbfs_feed_ready(struct dbfs_feed_reader *r);
  * -ENOSPC, -EIO. Ephemeral readers: always 0. Same thread rule as read.
  */
 int dbfs_feed_ack(struct dbfs_feed_reader *r, uint64_t seq);
+
+/*
+ * Acknowledge every event of subscription `sub` up to and including `seq`
+ * without a reader of it (a consumer acking from another process, or
+ * after its reader died or the store restarted). A reader of it open
+ * meanwhile keeps reading where it is (it may be given acked events
+ * again: at-least-once); the next open resumes after `seq`. seq below the
+ * current ack: nothing. Errors: -ERANGE (seq beyond the newest event,
+ * dbfs_feed_last_seq), -ENOENT, -EINVAL, -EROFS, -EOPNOTSUPP, -ENOSPC,
+ * -EIO. Any thread not serving a request of this DBFS.
+ */
+int dbfs_feed_sub_ack(struct dbfs *fs, const char *sub, uint64_t seq);
 
 /* The next sequence number this reader will read (its position). */
 uint64_t dbfs_feed_reader_next(const struct dbfs_feed_reader *r);

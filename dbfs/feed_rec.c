@@ -138,7 +138,10 @@ int dbfs_ev_decode(const void *buf, size_t len, struct dbfs_event *ev)
 	p = get32(p, &plen);
 	p = get32(p, &nlen);
 	p = get32(p, &xlen);
-	p += 4; /* pad */
+	uint32_t pad;
+	p = get32(p, &pad);
+	if (pad) /* one encoding per event (fuzz_feedrec) */
+		return -EBADMSG;
 	/* 64-bit sum: three u32 cannot overflow it */
 	if ((uint64_t)plen + nlen + xlen != len - DBFS_EV_REC_FIXED)
 		return -EBADMSG;

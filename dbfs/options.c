@@ -130,9 +130,10 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 	} else if (!strcmp(key, "feed")) {
 		bad = parse_bool(v, &o->feed);
 	} else if (!strcmp(key, "feed_events")) {
-		bad = parse_u64(v, &o->feed_max_events, 0);
+		/* the queue's hard limit is 80 subshards of 32768 (feed.c) */
+		bad = parse_u64(v, &o->feed_max_events, 0) || o->feed_max_events > 2000000;
 	} else if (!strcmp(key, "feed_bytes")) {
-		bad = parse_u64(v, &o->feed_max_bytes, 1);
+		bad = parse_u64(v, &o->feed_max_bytes, 1) || o->feed_max_bytes > (1ull << 30);
 	} else if (!strcmp(key, "feed_age")) {
 		bad = parse_u64(v, &o->feed_max_age, 0);
 	} else if (!strcmp(key, "feed_sub_idle")) {

@@ -92,3 +92,41 @@ int mfsq_subscriber_get(mfsq_queue *q, const char *name, uint64_t *acked, uint64
 	mdb_txn_abort(txn);
 	return mfsq_lmdb_err(rc);
 }
+
+int mfsq_subscriber_ack(mfsq_queue *q, MDB_txn *txn, const char *name, uint32_t shard,
+			uint64_t next)
+{
+	uint32_t n = q->cfg.nshards;
+	unsigned char k[MFSQ_NAME_MAX + 1];
+	size_t nl = name ? strlen(name) : 0;
+	struct mfsq_disk_shard st;
+	MDB_val key = {nl + 1, k}, val;
+	int rc;
+
+	if (!txn || !nl || nl > MFSQ_NAME_MAX || shard >= n)
+		return EINVAL;
+	k[0] = 'U';
+	memcpy(k + 1, name, nl);
+	rc = mfsq_read_shard(q, txn, shard, &st);
+	if (rc)
+		return mfsq_lmdb_err(rc);
+	if (next > st.next_seq)
+		return ERANGE;
+	rc = mdb_get(txn, q->meta, &key, &val);
+	if (rc)
+		return mfsq_lmdb_err(rc);
+	size_t vl = sizeof(struct mfsq_disk_sub) + n * sizeof(uint64_t);
+	if (val.mv_size != vl)
+		return mfsq_lmdb_err(MDB_CORRUPTED);
+	uint64_t cur;
+	size_t at = sizeof(struct mfsq_disk_sub) + shard * sizeof(uint64_t);
+	memcpy(&cur, (char *)val.mv_data + at, sizeof(cur));
+	if (next <= cur)
+		return 0;
+	unsigned char buf[sizeof(struct mfsq_disk_sub) + 1024 * sizeof(uint64_t)];
+	memcpy(buf, val.mv_data, vl);
+	memcpy(buf + at, &next, sizeof(next));
+	val.mv_size = vl;
+	val.mv_data = buf;
+	return mfsq_lmdb_err(mdb_put(txn, q->meta, &key, &val, 0));
+}

@@ -720,6 +720,22 @@ uint64_t mfsq_sub_position(const mfsq_sub *s, uint32_t shard);
 int mfsq_subscriber_get(mfsq_queue *q, const char *name, uint64_t *acked, uint64_t *lost,
 			int *lagging);
 
+/**
+ * Acknowledge, in @p txn, durable subscriber @p name's messages of
+ * @p shard before @p next (its stored position is raised to @p next; a
+ * position already beyond is kept), whether the subscriber is open or not:
+ * for a consumer that acknowledges from another process or thread than the
+ * one reading. An open subscriber of this process keeps reading where it
+ * is; its own later acks never move the stored position back (they are
+ * raised to the store's), and a reopen resumes at @p next.
+ * @return 0, EINVAL (bad name, shard, txn NULL), ENOENT (no such
+ *   subscriber), ERANGE (@p next beyond the shard's next seq),
+ *   MDB_CORRUPTED, ENOSPC, LMDB errors (abort @p txn as for mfsq_enqueue()).
+ * Thread context: the thread owning @p txn.
+ */
+int mfsq_subscriber_ack(mfsq_queue *q, MDB_txn *txn, const char *name, uint32_t shard,
+			uint64_t next);
+
 /** A problem found by mfsq_check(): one line of text, "queue NAME: ...". */
 typedef void mfsq_check_report(void *arg, const char *problem);
 

@@ -212,6 +212,8 @@ static size_t drain(struct dbfs_feed_reader *r, uint64_t *seqs, unsigned *ops, s
 	return total;
 }
 
+static int run_fsck(const char *opt);
+
 /* ---- tests ---- */
 
 START_TEST(test_record_codec)
@@ -610,6 +612,24 @@ START_TEST(test_durable_resume)
 	ck_assert_uint_eq(seqs[5], 10);
 	ck_assert_int_eq(dbfs_feed_ack(r, 10), 0);
 	dbfs_feed_close(r);
+	struct dbfs_feed_start st0;
+	/* an ack without a reader (another process's), then a reopen */
+	ck_assert_int_eq(dbfs_feed_sub_ack(fs, "sub.1", 11), -ERANGE);
+	ck_assert_int_eq(dbfs_feed_sub_ack(fs, "nope", 3), -ENOENT);
+	st0 = (struct dbfs_feed_start){.from = DBFS_FEED_SEQ, .seq = 3};
+	r = rd_open("sub.1", &st0);
+	ck_assert_int_eq(dbfs_feed_ack(r, 3), -ERANGE); /* not given yet */
+	ck_assert_uint_eq(drain(r, seqs, NULL, 64), 8);
+	ck_assert_int_eq(dbfs_feed_ack(r, 3), 0);
+	ck_assert_int_eq(dbfs_feed_sub_ack(fs, "sub.1", 8), 0); /* while it is open */
+	dbfs_feed_close(r);
+	ck_assert_int_eq(dbfs_feed_sub_get(fs, "sub.1", &info), 0);
+	ck_assert_uint_eq(info.next_seq, 9);
+	reopen(NULL);
+	r = rd_open("sub.1", NULL);
+	ck_assert_uint_eq(drain(r, seqs, NULL, 64), 2);
+	ck_assert_uint_eq(seqs[0], 9);
+	dbfs_feed_close(r);
 
 	/* a replay moves it */
 	struct dbfs_feed_start st = {.from = DBFS_FEED_SEQ, .seq = 2};
@@ -632,6 +652,15 @@ START_TEST(test_gap_and_retention)
 	struct dbfs_feed_limits l = {.max_events = 300};
 	ck_assert_int_eq(dbfs_feed_set_limits(fs, &l), 0);
 	ck_assert_int_eq(dbfs_feed_set_limits(fs, &(struct dbfs_feed_limits){0}), -EINVAL);
+	ck_assert_int_eq(dbfs_feed_set_limits(fs, &(struct dbfs_feed_limits){
+						      .max_events = DBFS_FEED_EVENTS_MAX + 1}),
+			 -EINVAL);
+	struct dbfs_options po;
+	dbfs_options_init(&po);
+	ck_assert_int_eq(dbfs_option_parse(&po, "feed_events", "2000001", NULL, 0), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&po, "feed_bytes", "2G", NULL, 0), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&po, "feed_age", "-1", NULL, 0), -EINVAL);
+	ck_assert_int_eq(dbfs_option_parse(&po, "feed_events", "0", NULL, 0), 0);
 	for (int i = 0; i < 1000; i++) {
 		char n[16];
 		snprintf(n, sizeof(n), "f%d", i);
@@ -808,15 +837,31 @@ START_TEST(test_feed_off)
 	struct dbfs_feed_stats st;
 	ck_assert_int_eq(dbfs_feed_stats(fs, &st), -EOPNOTSUPP);
 	ck_assert(!st.enabled);
-	mk(DBFS_ROOT_INO, "during", S_IFREG | 0644);
+	uint64_t dd = mk(DBFS_ROOT_INO, "during", S_IFDIR | 0755);
+	uint64_t df = mk(dd, "inner", S_IFREG | 0644);
+	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "before",
+					 .b = dd, .n2 = "moved"},
+			     NULL),
+			 0);
 	reopen(NULL);
 	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 1);
+	/* names made while the feed was off are known again (ilink rebuilt) */
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = df, .off = 0, .len = 1}, NULL), 0);
+	struct dbfs_feed_start o1 = {.from = DBFS_FEED_SEQ, .seq = 2};
+	r = rd_open(NULL, &o1);
+	struct dbfs_event e = one(r);
+	path_is(&e, "/during/inner");
+	dbfs_feed_close(r);
+	dbfs_close(fs);
+	fs = NULL;
+	ck_assert_int_eq(run_fsck(NULL), 0);
+	open_with(NULL);
 	mk(DBFS_ROOT_INO, "after", S_IFREG | 0644);
 	struct dbfs_feed_start o = {.from = DBFS_FEED_OLDEST};
 	r = rd_open(NULL, &o);
 	uint64_t seqs[8];
-	ck_assert_uint_eq(drain(r, seqs, NULL, 8), 2);
-	ck_assert_uint_eq(seqs[1], 2);
+	ck_assert_uint_eq(drain(r, seqs, NULL, 8), 3);
+	ck_assert_uint_eq(seqs[2], 3);
 	dbfs_feed_close(r);
 
 	/* a fresh store made with feed=off has no queue at all */
@@ -999,6 +1044,98 @@ START_TEST(test_crash_no_lost_no_invented)
 }
 END_TEST
 
+/* Run dbfs-fsck (DBFS_FSCK) on the store with one option; its exit code. */
+static int run_fsck(const char *opt)
+{
+	const char *exe = getenv("DBFS_FSCK");
+	ck_assert_msg(exe != NULL, "DBFS_FSCK is not set");
+	char cmd[1200];
+	snprintf(cmd, sizeof(cmd), "'%s' %s '%s' >'%s.out' 2>&1", exe, opt ? opt : "", dir, dir);
+	int st = system(cmd);
+	ck_assert(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* dbfs-fsck checks ilink (and rebuilds it) and the feed's queue (reports). */
+START_TEST(test_fsck_feed)
+{
+	uint64_t d = mk(DBFS_ROOT_INO, "d", S_IFDIR | 0755);
+	for (int i = 0; i < 50; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "f%d", i);
+		mk(d, n, S_IFREG | 0644);
+	}
+	dbfs_close(fs);
+	fs = NULL;
+	ck_assert_int_eq(run_fsck(NULL), 0);
+
+	MDB_env *env;
+	MDB_txn *t;
+	MDB_dbi dbi;
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 256);
+	mdb_env_set_mapsize(env, 8 << 20);
+	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
+	/* an ilink row lost */
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_ILINK, 0, &dbi), 0);
+	MDB_cursor *c;
+	MDB_val k, v;
+	ck_assert_int_eq(mdb_cursor_open(t, dbi, &c), 0);
+	ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
+	ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
+	mdb_cursor_close(c);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mdb_env_close(env);
+	ck_assert_int_eq(run_fsck(NULL), 1);
+	ck_assert_int_eq(run_fsck("--repair"), 4);
+	ck_assert_int_eq(run_fsck(NULL), 0);
+
+	/* a message of the queue lost: reported, not repaired */
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 256);
+	mdb_env_set_mapsize(env, 8 << 20);
+	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	ck_assert_int_eq(mdb_cursor_open(t, 1 /* MAIN_DBI */, &c), 0);
+	char sub[64] = "";
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size > 7 && !memcmp(k.mv_data, "feed/s/", 7) && k.mv_size < sizeof(sub))
+			snprintf(sub, sizeof(sub), "%.*s", (int)k.mv_size, (char *)k.mv_data);
+	mdb_cursor_close(c);
+	ck_assert_str_ne(sub, "");
+	/* the subshard holding the messages is the first; the last is the spare */
+	ck_assert_int_eq(mdb_cursor_open(t, 1, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size > 7 && !memcmp(k.mv_data, "feed/s/", 7)) {
+			snprintf(sub, sizeof(sub), "%.*s", (int)k.mv_size, (char *)k.mv_data);
+			break;
+		}
+	mdb_cursor_close(c);
+	ck_assert_int_eq(mdb_dbi_open(t, sub, 0, &dbi), 0);
+	unsigned char kb[8];
+	dbfs_put_be64(kb, 10);
+	ck_assert_int_eq(mdb_del(t, dbi, &(MDB_val){8, kb}, NULL), 0);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mdb_env_close(env);
+	ck_assert_int_eq(run_fsck(NULL), 1);
+	ck_assert_int_eq(run_fsck("--repair"), 1);
+	char out[600], line[600];
+	snprintf(out, sizeof(out), "%s.out", dir);
+	FILE *fp = fopen(out, "r");
+	int seen = 0;
+	while (fp && fgets(line, sizeof(line), fp))
+		seen |= strstr(line, "queue feed") && strstr(line, "change feed");
+	if (fp)
+		fclose(fp);
+	ck_assert_msg(seen, "dbfs-fsck did not report the queue's damage");
+	unlink(out);
+	open_with(NULL); /* for teardown */
+}
+END_TEST
+
 static Suite *feed_suite(void)
 {
 	Suite *s = suite_create("feed");
@@ -1018,6 +1155,7 @@ static Suite *feed_suite(void)
 	tcase_add_test(tc, test_feed_off);
 	tcase_add_test(tc, test_upgrade_from_2);
 	tcase_add_test(tc, test_crash_no_lost_no_invented);
+	tcase_add_test(tc, test_fsck_feed);
 	suite_add_tcase(s, tc);
 	return s;
 }
