@@ -783,29 +783,6 @@ static int ack_value(const char *buf, size_t size, uint64_t *seq)
 	return 0;
 }
 
-/* Ack seq on a reader of the subscription with a temporary reader: read
- * up to seq (nothing is handed anywhere), ack, close. hub.lock held. */
-static int ack_without_reader(struct dbfs *fs, const char *sub, uint64_t seq)
-{
-	struct dbfs_feed_reader *r;
-	struct dbfs_event ev[BATCH];
-	uint64_t last = 0;
-	int rc = dbfs_feed_open(fs, sub, NULL, &r);
-
-	if (rc)
-		return rc;
-	while (last < seq) {
-		size_t n;
-		rc = dbfs_feed_read(r, ev, BATCH, &n, 0);
-		if (rc)
-			break;
-		last = ev[n - 1].op == DBFS_EV_GAP ? ev[n - 1].gap_next - 1 : ev[n - 1].seq;
-	}
-	rc = last >= seq ? dbfs_feed_ack(r, seq) : -ERANGE;
-	dbfs_feed_close(r);
-	return rc;
-}
-
 void mfs_feed_write(fuse_req_t req, const char *buf, size_t size, struct fuse_file_info *fi)
 {
 	struct handle *h = (struct handle *)(uintptr_t)fi->fh;
@@ -819,8 +796,9 @@ void mfs_feed_write(fuse_req_t req, const char *buf, size_t size, struct fuse_fi
 			h->acked = seq;
 		pthread_mutex_unlock(&h->lock);
 	} else if (!rc) {
-		/* write-only: through the open reader of the subscription, or
-		 * a reader of our own */
+		/* write-only: through the open reader of the subscription (it
+		 * then knows, for the acks of what its filters drop), else on the
+		 * stored position */
 		rc = -ENODEV;
 		pthread_mutex_lock(&hub.lock);
 		struct handle *o = hub.list;
@@ -833,12 +811,13 @@ void mfs_feed_write(fuse_req_t req, const char *buf, size_t size, struct fuse_fi
 				o->acked = seq;
 			pthread_mutex_unlock(&o->lock);
 		} else if (!h->closed && h->fs) {
-			rc = ack_without_reader(h->fs, h->sub, seq);
+			rc = dbfs_feed_sub_ack(h->fs, h->sub, seq);
 		}
 		pthread_mutex_unlock(&hub.lock);
 	}
 	if (rc == -ERANGE) {
-		refuse(req, h->sub, rc, "ack beyond the last event the subscription was given");
+		refuse(req, h->sub, rc,
+		       "ack beyond the events the subscription was given (or the feed's end)");
 		return;
 	}
 	if (rc) {
