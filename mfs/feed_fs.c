@@ -151,18 +151,22 @@ static size_t avail(const struct handle *h)
 }
 
 /* Read what the store has (never waiting) into h->out, filtered and
- * formatted, until something is there. h->lock held. */
-static void fill(struct handle *h)
+ * formatted, until `want` bytes are there (a read's size: one request
+ * carries as many events as it can) or the store has no more. h->lock
+ * held. */
+static void fill(struct handle *h, size_t want)
 {
 	struct dbfs_event ev[BATCH];
 
-	if (!h->r || h->error || avail(h) >= HIGH_WATER)
+	if (want > HIGH_WATER)
+		want = HIGH_WATER;
+	if (!h->r || h->error || avail(h) >= want)
 		return;
 	if (h->out_off == h->out.len) {
 		h->out_off = 0;
 		h->out.len = 0;
 	}
-	for (int round = 0; round < 64 && !avail(h); round++) {
+	for (int round = 0; round < 256 && avail(h) < want; round++) {
 		size_t n = 0;
 		int rc = dbfs_feed_read(h->r, ev, BATCH, &n, 0);
 		if (rc == -EAGAIN || rc == -ETIMEDOUT)
@@ -289,7 +293,7 @@ static void *waker(void *arg)
 		for (struct handle *h = hub.list; h; h = h->next) {
 			pthread_mutex_lock(&h->lock);
 			if (h->waits || h->ph) {
-				fill(h);
+				fill(h, h->waits ? h->waits->size : 1);
 				answer_waits(h, &answers);
 				if (h->ph && (avail(h) || h->closed || h->error)) {
 					if (nph < 64) {
@@ -718,7 +722,7 @@ void mfs_feed_read(fuse_req_t req, size_t size, struct fuse_file_info *fi)
 		err = EBADF; /* write-only */
 		goto answer;
 	}
-	fill(h);
+	fill(h, size);
 	if (avail(h)) {
 		data = take(h, size, &n);
 		if (!data)
@@ -835,7 +839,7 @@ void mfs_feed_poll(fuse_req_t req, struct fuse_file_info *fi, struct fuse_pollha
 
 	pthread_mutex_lock(&h->lock);
 	if (h->r)
-		fill(h);
+		fill(h, 1);
 	if (avail(h) || h->error || h->closed)
 		revents = POLLIN | POLLRDNORM;
 	if (h->sub[0])

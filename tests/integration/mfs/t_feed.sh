@@ -339,4 +339,11 @@ wait_for 20 xset unmount a || fail "12: unmount $(xget error)"
 wait_for 20 is_dead $CP && ok "12: unmount ends a follower" || fail "12: follower hangs"
 kill -KILL $CP 2>/dev/null
 wait $CP 2>/dev/null
+# 13. feed=off: no feed to read, no subscription
+mkdir -p "$T/d2"
+xset mount "name=b,store=$T/s2,mountpoint=$T/d2,create,feed=off" || fail "13: mount $(xget error)"
+: >"$T/d2/x"
+cat "$M/b/events" 2>"$T/off.err" >/dev/null && fail "13: events of feed=off readable"
+grep -q "not supported" "$T/off.err" && ok "13: feed=off: events EOPNOTSUPP" || fail "13: $(cat "$T/off.err")"
+expect_refused EOPNOTSUPP subscribe "name=b,sub=s" "feed=off"
 stop_pid $MPID || fail "exit"
