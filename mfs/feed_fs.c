@@ -20,7 +20,6 @@
 #include "log.h"
 #include "loop.h"
 
-#define HANDLE_MAGIC 0x46454544u /* "FEED" */
 #define BATCH 64
 /* Bytes of lines one handle buffers before it stops reading the store. */
 #define HIGH_WATER (256u << 10)
@@ -44,7 +43,6 @@ struct wait {
 };
 
 struct handle {
-	uint32_t magic;
 	pthread_mutex_t lock;
 	struct handle *prev, *next; /* hub.list; hub.lock */
 	struct dbfs *fs;
@@ -513,8 +511,7 @@ static void refuse(fuse_req_t req, const char *what, int rc, const char *reason)
 	fuse_reply_err(req, -rc);
 }
 
-bool mfs_feed_lookup(fuse_req_t req, uint32_t id, bool in_subs, const char *name,
-		     fuse_ino_t subs_ino)
+bool mfs_feed_lookup(fuse_req_t req, uint32_t id, bool in_subs, const char *name)
 {
 	struct mfs_manager *mgr = mgr_of(req);
 	char err[256] = "";
@@ -560,7 +557,6 @@ bool mfs_feed_lookup(fuse_req_t req, uint32_t id, bool in_subs, const char *name
 		}
 		kind = MFS_FEED_SUB;
 	}
-	(void)subs_ino;
 	ino = dyn_get(id, kind, name);
 	if (!ino) {
 		fuse_reply_err(req, ENOMEM);
@@ -634,7 +630,6 @@ void mfs_feed_open(fuse_req_t req, fuse_ino_t ino, uint32_t id, enum mfs_feed_ki
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h->magic = HANDLE_MAGIC;
 	pthread_mutex_init(&h->lock, NULL);
 	h->waits_tail = &h->waits;
 	if (kind == MFS_FEED_SUB) {
@@ -702,12 +697,6 @@ void mfs_feed_open(fuse_req_t req, fuse_ino_t ino, uint32_t id, enum mfs_feed_ki
 	fi->direct_io = 1;
 	fi->nonseekable = 1;
 	fuse_reply_open(req, fi);
-}
-
-bool mfs_feed_is_handle(const struct fuse_file_info *fi)
-{
-	const struct handle *h = (const struct handle *)(uintptr_t)fi->fh;
-	return h && h->magic == HANDLE_MAGIC;
 }
 
 void mfs_feed_read(fuse_req_t req, size_t size, struct fuse_file_info *fi)
@@ -878,7 +867,6 @@ void mfs_feed_release(fuse_req_t req, struct fuse_file_info *fi)
 		fuse_pollhandle_destroy(h->ph);
 	dbfs_feed_close(h->r);
 	mfs_buf_free(&h->out);
-	h->magic = 0;
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 	fuse_reply_err(req, 0);

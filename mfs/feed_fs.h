@@ -47,8 +47,7 @@ bool mfs_feed_may(struct mfs_manager *mgr, const struct mfs_dbfs *d, const struc
 /* Lookup of `name` in a DBFS folder (id) or its subscriptions dir: replies
  * (entry or error) when it is a feed name and returns true; false when it
  * is not one (nothing replied). */
-bool mfs_feed_lookup(fuse_req_t req, uint32_t id, bool in_subs, const char *name,
-		     fuse_ino_t subs_ino);
+bool mfs_feed_lookup(fuse_req_t req, uint32_t id, bool in_subs, const char *name);
 
 /* Attributes of a dynamic inode: 0 or -ENOENT. */
 int mfs_feed_stat_dyn(struct mfs_manager *mgr, fuse_ino_t ino, struct stat *st);
@@ -60,9 +59,6 @@ void mfs_feed_forget(fuse_ino_t ino, uint64_t n);
  * Replies. */
 void mfs_feed_open(fuse_req_t req, fuse_ino_t ino, uint32_t id, enum mfs_feed_kind kind,
 		   struct fuse_file_info *fi);
-
-/* Is this file handle a feed handle (fh of mfs_feed_open)? */
-bool mfs_feed_is_handle(const struct fuse_file_info *fi);
 
 /* read, write (acks), poll, release of a feed handle. Each replies. */
 void mfs_feed_read(fuse_req_t req, size_t size, struct fuse_file_info *fi);

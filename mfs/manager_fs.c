@@ -169,10 +169,10 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		return;
 	}
 	if (n.kind == 5) {
-		mfs_feed_lookup(req, n.id, true, name, parent);
+		mfs_feed_lookup(req, n.id, true, name);
 		return;
 	}
-	if (n.kind == 1 && mfs_feed_lookup(req, n.id, false, name, 0))
+	if (n.kind == 1 && mfs_feed_lookup(req, n.id, false, name))
 		return;
 	for (unsigned i = 0; n.kind == 0 && i < NROOT_FILES; i++)
 		if (!strcmp(name, root_files[i].name))
