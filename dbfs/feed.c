@@ -216,15 +216,16 @@ static int path_of(struct dbfs *fs, MDB_txn *txn, uint64_t ino, size_t *start, s
 		*len = 1;
 		return 0;
 	}
-	if (!fs->db_ilink)
-		return 0;
-	if ((rc = mdb_cursor_open(txn, fs->db_ilink, &c)))
+	if ((rc = mdb_cursor_open(txn, fs->db_inode, &c)))
 		return rc;
 	for (int depth = 0; ino != DBFS_ROOT_INO; depth++) {
 		unsigned char kb[8];
 		MDB_val k = {8, kb}, v;
 		dbfs_put_be64(kb, ino);
+		/* the inode's own record (8-byte key), then its name rows */
 		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		if (!rc && k.mv_size == 8 && dbfs_get_be64(k.mv_data) == ino)
+			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 		if (rc == MDB_NOTFOUND || (!rc && (k.mv_size <= 16 ||
 						   dbfs_get_be64(k.mv_data) != ino))) {
 			rc = 0;
@@ -597,10 +598,21 @@ static int stale_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* Delete every name row (keys longer than an inode's) of the inode table. */
 static int empty_ilink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
+	MDB_cursor *c;
+	MDB_val k, v;
 	(void)arg;
-	return mdb_drop(txn, fs->db_ilink, 0);
+	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size > 8 && (rc = dbfs_cursor_del(c)))
+			break;
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 /* Is ilink marked stale? */
@@ -775,7 +787,7 @@ static int upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 			       k.mv_size - 8, &ik);
 		memcpy(c->last, k.mv_data, k.mv_size);
 		c->last_len = k.mv_size;
-		if ((rc = dbfs_put(txn, fs->db_ilink, &ik, &iv, 0)))
+		if ((rc = dbfs_put(txn, fs->db_inode, &ik, &iv, 0)))
 			break;
 	}
 	mdb_cursor_close(cur);

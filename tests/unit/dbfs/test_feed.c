@@ -895,8 +895,15 @@ START_TEST(test_upgrade_from_2)
 	mdb_env_set_mapsize(env, 8 << 20);
 	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
 	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_ILINK, 0, &dbi), 0);
-	ck_assert_int_eq(mdb_drop(t, dbi, 1), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
+	MDB_cursor *c;
+	MDB_val ck, cv;
+	ck_assert_int_eq(mdb_cursor_open(t, dbi, &c), 0);
+	for (int rc = mdb_cursor_get(c, &ck, &cv, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &ck, &cv, MDB_NEXT))
+		if (ck.mv_size > 8)
+			ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
+	mdb_cursor_close(c);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_FEED, 0, &dbi), 0);
 	ck_assert_int_eq(mdb_drop(t, dbi, 1), 0);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
@@ -1078,11 +1085,13 @@ START_TEST(test_fsck_feed)
 	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
 	/* an ilink row lost */
 	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_ILINK, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
 	MDB_cursor *c;
 	MDB_val k, v;
 	ck_assert_int_eq(mdb_cursor_open(t, dbi, &c), 0);
 	ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
+	while (k.mv_size <= 8) /* the last name row */
+		ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_PREV), 0);
 	ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
 	mdb_cursor_close(c);
 	ck_assert_int_eq(mdb_txn_commit(t), 0);
