@@ -57,8 +57,9 @@ static void check_ilink(struct fsck *f)
 	}
 	if (!extra && !missing)
 		return;
-	fsck_problem(f, "ilink (names of inodes for the change feed): %llu rows name no entry, "
-			"%llu entries have no row",
+	fsck_problem(f,
+		     "ilink (names of inodes for the change feed): %llu rows name no entry, "
+		     "%llu entries have no row",
 		     (unsigned long long)extra, (unsigned long long)missing);
 	if (!f->fixing)
 		return;
@@ -92,8 +93,8 @@ void fsck_pass_feed(struct fsck *f)
 	 * rebuilds it when the feed is on again) */
 	MDB_dbi fdb;
 	MDB_val k = {1, "X"}, v;
-	bool stale = mdb_dbi_open(f->txn, DBFS_DB_FEED, 0, &fdb) == 0 &&
-		     mdb_get(f->txn, fdb, &k, &v) == 0;
+	bool stale =
+	    mdb_dbi_open(f->txn, DBFS_DB_FEED, 0, &fdb) == 0 && mdb_get(f->txn, fdb, &k, &v) == 0;
 	if (!stale)
 		check_ilink(f);
 	uint64_t problems = 0;
