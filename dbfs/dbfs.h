@@ -107,7 +107,9 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * Thread context: any thread but one serving requests of this store, never
  * concurrently with dbfs_close of the same store. It may take disk time:
  * after a reboot it restores the last durable point (dbfs/durable.c), it
- * upgrades a format-1 store, commits the orphan reclaim, in as many
+ * upgrades a format-1 or 2 store (format 3 adds the change feed's
+ * tables; the upgrade reads every directory entry once), rebuilds the
+ * feed's name table after a feed=off open, commits the orphan reclaim, in as many
  * transactions as it needs, and makes a durable point.
  */
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
@@ -139,8 +141,10 @@ int dbfs_sync(struct dbfs *fs);
 /*
  * Housekeeping; call about once a second from any thread (not from inside a
  * request of this store): reclaims inodes the kernel forgot after their last
- * unlink, and makes a durable point when the oldest change that is not
- * durable is commit_interval old. libdbfs starts no thread of its own.
+ * unlink, applies the change feed's retention and idle-subscription expiry
+ * and runs its queue's maintenance (dbfs/feed.h), and makes a durable point
+ * when the oldest change that is not durable is commit_interval old.
+ * libdbfs starts no thread of its own.
  * Returns 0 or a negative errno of a commit (-ENOSPC, -EIO ...) or of the
  * flush; a failed reap or flush is retried at the next call.
  */

@@ -1,6 +1,6 @@
 /* Directory entries: "dirent" for lookups by name (O(log n)), "dircook"
- * for readdir in cookie order (stable offsets), "ilink" from an inode to
- * its names (the change feed's paths, format.h). */
+ * for readdir in cookie order (stable offsets), and the inode's name rows
+ * in "inode" (ilink: the change feed's paths, format.h). */
 #include <errno.h>
 #include <string.h>
 
@@ -53,12 +53,12 @@ static int ilink_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t dir, 
 {
 	unsigned char kb[16 + DBFS_NAME_MAX];
 	MDB_val k, v = {0, NULL};
-	if (!fs->db_ilink || !fs->feed)
+	if (!fs->feed)
 		return 0;
 	dbfs_ilink_key(kb, ino, dir, name, len, &k);
 	if (!del)
-		return dbfs_put(txn, fs->db_ilink, &k, &v, 0);
-	int rc = dbfs_del(txn, fs->db_ilink, &k, NULL);
+		return dbfs_put(txn, fs->db_inode, &k, &v, 0);
+	int rc = dbfs_del(txn, fs->db_inode, &k, NULL);
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 

@@ -42,9 +42,10 @@
 #define FEED_SHARD    0
 #define FEED_ENQUEUER 1
 #define PATH_BUF      (64u << 10) /* longest path an event carries */
-#define READ_MAX      64          /* messages one read dequeues */
-#define REC_OVERHEAD  64          /* store bytes per record beyond its payload (key,
-				     header, node): for the space estimate */
+#define READ_MAX      64	  /* messages one read dequeues */
+#define REC_OVERHEAD                                                                               \
+	64 /* store bytes per record beyond its payload (key,                                      \
+	      header, node): for the space estimate */
 
 struct pend {
 	struct dbfs_event ev;
@@ -55,13 +56,13 @@ struct dbfs_feed_reader {
 	struct dbfs *fs;
 	mfsq_sub *s;
 	char name[DBFS_FEED_SUB_MAX + 1]; /* "" : ephemeral */
-	uint64_t next;      /* the next seq this reader expects */
-	uint64_t min_ns;    /* DBFS_FEED_TIME: skip events before it (0: none) */
-	uint64_t delivered; /* the last seq handed out (0: none) */
-	uint64_t acked;     /* next seq not acknowledged (durable) */
-	uint64_t gaps, lost; /* since open, not yet written to its row */
+	uint64_t next;			  /* the next seq this reader expects */
+	uint64_t min_ns;		  /* DBFS_FEED_TIME: skip events before it (0: none) */
+	uint64_t delivered;		  /* the last seq handed out (0: none) */
+	uint64_t acked;			  /* next seq not acknowledged (durable) */
+	uint64_t gaps, lost;		  /* since open, not yet written to its row */
 	struct mfsq_msg msg[READ_MAX];
-	size_t nmsg, imsg;   /* dequeued, not yet handed out: [imsg, nmsg) */
+	size_t nmsg, imsg; /* dequeued, not yet handed out: [imsg, nmsg) */
 	struct dbfs_feed_reader *next_r;
 };
 
@@ -85,8 +86,8 @@ struct dbfs_feed {
 	/* published */
 	_Atomic uint64_t last_seq, floor;
 	_Atomic uint64_t enqueued, trimmed, gaps, subs_expired;
-	uint64_t ticked_seq; /* next_seq when the queue's maintenance last ran */
-	uint64_t saved_seq;  /* next_seq of the last 'M' written (tick, close) */
+	uint64_t ticked_seq;	   /* next_seq when the queue's maintenance last ran */
+	uint64_t saved_seq;	   /* next_seq of the last 'M' written (tick, close) */
 	struct dbfs_feed_meta pub; /* f->meta as of the last commit, under lock */
 	/* waiters, callback, open readers, limits */
 	pthread_mutex_t lock;
@@ -123,16 +124,16 @@ void dbfs_caller_current(struct dbfs_caller *c)
 
 /* ---- queue calls from outside a write: under the map lock, growing it ---- */
 
-#define QCALL(fs, rc, expr)                                                                \
-	do {                                                                               \
-		for (int qtries_ = 0;; qtries_++) {                                        \
-			pthread_rwlock_rdlock(&(fs)->map_lock);                            \
-			uint64_t qseen_ = (fs)->map_size;                                  \
-			(rc) = (expr);                                                     \
-			pthread_rwlock_unlock(&(fs)->map_lock);                            \
-			if ((rc) != ENOSPC || qtries_ >= 3 || dbfs_grow_map((fs), qseen_)) \
-				break;                                                     \
-		}                                                                          \
+#define QCALL(fs, rc, expr)                                                                        \
+	do {                                                                                       \
+		for (int qtries_ = 0;; qtries_++) {                                                \
+			pthread_rwlock_rdlock(&(fs)->map_lock);                                    \
+			uint64_t qseen_ = (fs)->map_size;                                          \
+			(rc) = (expr);                                                             \
+			pthread_rwlock_unlock(&(fs)->map_lock);                                    \
+			if ((rc) != ENOSPC || qtries_ >= 3 || dbfs_grow_map((fs), qseen_))         \
+				break;                                                             \
+		}                                                                                  \
 	} while (0)
 
 /* A libmfsq result as a public errno. */
@@ -216,17 +217,18 @@ static int path_of(struct dbfs *fs, MDB_txn *txn, uint64_t ino, size_t *start, s
 		*len = 1;
 		return 0;
 	}
-	if (!fs->db_ilink)
-		return 0;
-	if ((rc = mdb_cursor_open(txn, fs->db_ilink, &c)))
+	if ((rc = mdb_cursor_open(txn, fs->db_inode, &c)))
 		return rc;
 	for (int depth = 0; ino != DBFS_ROOT_INO; depth++) {
 		unsigned char kb[8];
 		MDB_val k = {8, kb}, v;
 		dbfs_put_be64(kb, ino);
+		/* the inode's own record (8-byte key), then its name rows */
 		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (rc == MDB_NOTFOUND || (!rc && (k.mv_size <= 16 ||
-						   dbfs_get_be64(k.mv_data) != ino))) {
+		if (!rc && k.mv_size == 8 && dbfs_get_be64(k.mv_data) == ino)
+			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+		if (rc == MDB_NOTFOUND ||
+		    (!rc && (k.mv_size <= 16 || dbfs_get_be64(k.mv_data) != ino))) {
 			rc = 0;
 			at = PATH_BUF; /* no name: unlinked (or damaged) */
 			break;
@@ -436,8 +438,8 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	size_t at = 0;
 	for (size_t i = 0; i < n; i++) {
 		size_t len = dbfs_ev_encode(&f->pend[i].ev, f->rec + at);
-		f->msgs[i] = (struct mfsq_msg_in){.data = f->rec + at, .len = len,
-						  .enqueuer = FEED_ENQUEUER};
+		f->msgs[i] = (struct mfsq_msg_in){
+		    .data = f->rec + at, .len = len, .enqueuer = FEED_ENQUEUER};
 		at += len;
 	}
 	rc = mfsq_enqueue_batch(f->q, txn, f->msgs, n, f->seqs);
@@ -597,10 +599,21 @@ static int stale_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+/* Delete every name row (keys longer than an inode's) of the inode table. */
 static int empty_ilink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
+	MDB_cursor *c;
+	MDB_val k, v;
 	(void)arg;
-	return mdb_drop(txn, fs->db_ilink, 0);
+	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size > 8 && (rc = dbfs_cursor_del(c)))
+			break;
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 /* Is ilink marked stale? */
@@ -662,15 +675,16 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 					   fs->opt.feed_max_age, fs->opt.feed_sub_idle};
 	if (!limits_ok(&f->lim)) {
 		free(f);
-		snprintf(err, errlen, "feed_events, feed_bytes and feed_age cannot all be 0 "
-				      "(the feed would be unbounded)");
+		snprintf(err, errlen,
+			 "feed_events, feed_bytes and feed_age cannot all be 0 "
+			 "(the feed would be unbounded)");
 		return -EINVAL;
 	}
 	feed_config(&cfg);
 	for (int tries = 0;; tries++) {
 		uint64_t seen = fs->map_size;
-		rc = mfsq_open(fs->env, DBFS_FEED_QUEUE, &cfg,
-			       fs->opt.read_only ? 0 : MFSQ_CREATE, &f->q);
+		rc = mfsq_open(fs->env, DBFS_FEED_QUEUE, &cfg, fs->opt.read_only ? 0 : MFSQ_CREATE,
+			       &f->q);
 		if (rc != ENOSPC || tries >= 3 || dbfs_grow_map(fs, seen))
 			break;
 	}
@@ -761,7 +775,8 @@ static int upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	k.mv_data = c->last;
 	rc = c->last_len ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)
 			 : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-	if (!rc && c->last_len && k.mv_size == c->last_len && !memcmp(k.mv_data, c->last, k.mv_size))
+	if (!rc && c->last_len && k.mv_size == c->last_len &&
+	    !memcmp(k.mv_data, c->last, k.mv_size))
 		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
 	int n = 0;
 	for (; !rc && n < 20000; n++, rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
@@ -775,7 +790,7 @@ static int upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 			       k.mv_size - 8, &ik);
 		memcpy(c->last, k.mv_data, k.mv_size);
 		c->last_len = k.mv_size;
-		if ((rc = dbfs_put(txn, fs->db_ilink, &ik, &iv, 0)))
+		if ((rc = dbfs_put(txn, fs->db_inode, &ik, &iv, 0)))
 			break;
 	}
 	mdb_cursor_close(cur);
@@ -878,8 +893,8 @@ static void sub_key(unsigned char *kb, const char *name, MDB_val *k)
 }
 
 /* Read a row: rec and (spec, up to DBFS_FEED_SPEC_MAX + 1 with NUL) */
-static int sub_row_get(struct dbfs *fs, MDB_txn *txn, const char *name,
-		       struct dbfs_feed_subrec *r, char *spec)
+static int sub_row_get(struct dbfs *fs, MDB_txn *txn, const char *name, struct dbfs_feed_subrec *r,
+		       char *spec)
 {
 	unsigned char kb[1 + DBFS_FEED_SUB_MAX];
 	MDB_val k, v;
@@ -918,12 +933,12 @@ struct row_ctx {
 	const char *name;
 	struct dbfs_feed_subrec rec;
 	const char *spec;
-	bool create;   /* refuse an existing row (-EEXIST) */
-	bool del;      /* delete the row */
-	bool update;   /* add gaps/lost, set acked/active from rec */
+	bool create;	   /* refuse an existing row (-EEXIST) */
+	bool del;	   /* delete the row */
+	bool update;	   /* add gaps/lost, set acked/active from rec */
 	mfsq_sub *ack_sub; /* with update: acknowledge up to rec.acked - 1 in the queue */
-	bool ack_name; /* with update: the same through the stored record only */
-	bool set_acked; /* with update: rec.acked replaces the row's (a replay) */
+	bool ack_name;	   /* with update: the same through the stored record only */
+	bool set_acked;	   /* with update: rec.acked replaces the row's (a replay) */
 };
 
 static int row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
@@ -995,8 +1010,8 @@ static int check_start(struct dbfs *fs, const struct dbfs_feed_start *st)
 
 /* Move `s` to `st`; *next gets the reader's expected seq, *min_ns the
  * time filter. */
-static int seek_to(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *st,
-		   uint64_t *next, uint64_t *min_ns, bool durable)
+static int seek_to(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *st, uint64_t *next,
+		   uint64_t *min_ns, bool durable)
 {
 	int rc = 0;
 	*min_ns = 0;
@@ -1024,9 +1039,9 @@ static int seek_to(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *s
 		break;
 	case DBFS_FEED_TIME:
 		/* the queue's times are its own commit's, a little after ours */
-		QCALL(fs, rc, mfsq_seek_time(s, st->time_ns / 1000 > 1000000
-							 ? st->time_ns / 1000 - 1000000
-							 : 0));
+		QCALL(fs, rc,
+		      mfsq_seek_time(s, st->time_ns / 1000 > 1000000 ? st->time_ns / 1000 - 1000000
+								     : 0));
 		*min_ns = st->time_ns;
 		break;
 	}
@@ -1082,7 +1097,9 @@ int dbfs_feed_sub_create(struct dbfs *fs, const char *sub, const struct dbfs_fee
 		return rc;
 	uint64_t t = now_ns();
 	struct row_ctx c = {.name = sub, .spec = spec, .create = true};
-	c.rec = (struct dbfs_feed_subrec){.created_ns = t, .active_ns = t, .acked = next,
+	c.rec = (struct dbfs_feed_subrec){.created_ns = t,
+					  .active_ns = t,
+					  .acked = next,
 					  .spec_len = spec ? (uint32_t)strlen(spec) : 0};
 	return dbfs_errno(dbfs_write(fs, row_fn, &c));
 }
@@ -1230,8 +1247,8 @@ static int sub_names(struct dbfs *fs, char (**names)[DBFS_FEED_SUB_MAX + 1], siz
 	return 0;
 }
 
-int dbfs_feed_sub_list(struct dbfs *fs,
-		       int (*cb)(void *arg, const struct dbfs_feed_sub_info *info), void *arg)
+int dbfs_feed_sub_list(struct dbfs *fs, int (*cb)(void *arg, const struct dbfs_feed_sub_info *info),
+		       void *arg)
 {
 	char(*names)[DBFS_FEED_SUB_MAX + 1];
 	size_t n;
@@ -1339,8 +1356,8 @@ static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t
 			continue;
 		}
 		if (m->seq > r->next) {
-			ev[k] = (struct dbfs_event){.seq = r->next, .op = DBFS_EV_GAP,
-						    .gap_next = m->seq, .path = ""};
+			ev[k] = (struct dbfs_event){
+			    .seq = r->next, .op = DBFS_EV_GAP, .gap_next = m->seq, .path = ""};
 			ev[k].time_ns = now_ns();
 			r->gaps++;
 			r->lost += m->seq - r->next;
@@ -1648,17 +1665,19 @@ static int floor_wanted(struct dbfs *fs, const struct dbfs_feed_limits *l, uint6
 				bool over = l->max_bytes && m.bytes > b.bytes_before &&
 					    m.bytes - b.bytes_before > l->max_bytes;
 				g = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-				bool have_next = !g && k.mv_size == 9 && ((char *)k.mv_data)[0] == 'I' &&
+				bool have_next = !g && k.mv_size == 9 &&
+						 ((char *)k.mv_data)[0] == 'I' &&
 						 v.mv_size == sizeof(nb);
-				uint64_t next_first = have_next
-							      ? dbfs_get_be64((unsigned char *)k.mv_data + 1)
-							      : m.next_seq;
+				uint64_t next_first =
+				    have_next ? dbfs_get_be64((unsigned char *)k.mv_data + 1)
+					      : m.next_seq;
 				uint64_t next_ns = m.last_ns;
 				if (have_next) {
 					memcpy(&nb, v.mv_data, sizeof(nb));
 					next_ns = nb.first_ns;
 				}
-				bool old = cutoff && next_ns < cutoff && (have_next || m.last_ns < cutoff);
+				bool old =
+				    cutoff && next_ns < cutoff && (have_next || m.last_ns < cutoff);
 				if (!over && !old)
 					break;
 				if (next_first > *want)

@@ -6,14 +6,22 @@
 #include "dbfs/feed.h"
 
 static const char *const op_names[] = {
-	[DBFS_EV_CREATE] = "create",	 [DBFS_EV_MKDIR] = "mkdir",
-	[DBFS_EV_MKNOD] = "mknod",	 [DBFS_EV_SYMLINK] = "symlink",
-	[DBFS_EV_LINK] = "link",	 [DBFS_EV_UNLINK] = "unlink",
-	[DBFS_EV_RMDIR] = "rmdir",	 [DBFS_EV_RENAME] = "rename",
-	[DBFS_EV_WRITE] = "write",	 [DBFS_EV_TRUNCATE] = "truncate",
-	[DBFS_EV_FALLOCATE] = "fallocate", [DBFS_EV_PUNCH] = "punch",
-	[DBFS_EV_SETATTR] = "setattr",	 [DBFS_EV_SETXATTR] = "setxattr",
-	[DBFS_EV_REMOVEXATTR] = "removexattr", [DBFS_EV_GAP] = "gap",
+    [DBFS_EV_CREATE] = "create",
+    [DBFS_EV_MKDIR] = "mkdir",
+    [DBFS_EV_MKNOD] = "mknod",
+    [DBFS_EV_SYMLINK] = "symlink",
+    [DBFS_EV_LINK] = "link",
+    [DBFS_EV_UNLINK] = "unlink",
+    [DBFS_EV_RMDIR] = "rmdir",
+    [DBFS_EV_RENAME] = "rename",
+    [DBFS_EV_WRITE] = "write",
+    [DBFS_EV_TRUNCATE] = "truncate",
+    [DBFS_EV_FALLOCATE] = "fallocate",
+    [DBFS_EV_PUNCH] = "punch",
+    [DBFS_EV_SETATTR] = "setattr",
+    [DBFS_EV_SETXATTR] = "setxattr",
+    [DBFS_EV_REMOVEXATTR] = "removexattr",
+    [DBFS_EV_GAP] = "gap",
 };
 
 const char *dbfs_ev_op_name(unsigned op)

@@ -18,7 +18,6 @@
  *   "data"    file contents in blocks of DBFS_BLOCK_SIZE
  *   "xattr"   extended attributes
  *   "orphan"  inodes with no links left that were still open
- *   "ilink"   inode -> its names (parent, name): paths for the change feed
  *   "feed"    the change feed's own records (dbfs/feed.c)
  *   "feed/..." the change feed's queue (libmfsq queue "feed", queue/format.h)
  *
@@ -37,6 +36,16 @@
  *        +----------------+
  *   value struct dbfs_inode, followed for symlinks by the target bytes
  *   (no NUL).
+ *   Format 3 also keeps an inode's names here, right after its record
+ *   (ilink: the reverse of dirent, for the change feed's paths):
+ *   key  +----------------+----------------+----------------------+
+ *        | ino   u64 BE   | parent u64 BE  | name (1..255 bytes)  |
+ *        +----------------+----------------+----------------------+
+ *   value: empty. One row per directory entry, written with every dirent
+ *   change (dir.c) while the feed is on; an inode's first row (lowest
+ *   parent, then name) names it in feed events. In the same table as the
+ *   inode so that the row shares the leaf page the operation dirties
+ *   anyway (a table of its own cost a page per commit).
  *
  * dirent:
  *   key  +----------------+----------------------+
@@ -82,16 +91,13 @@
  *   value: empty. An inode with nlink 0 is in this table until its
  *   records are deleted; dbfs_open deletes every inode listed here.
  *
- * ilink (format 3): one row per directory entry, the reverse of dirent
- *   key  +----------------+----------------+----------------------+
- *        | ino   u64 BE   | parent u64 BE  | name (1..255 bytes)  |
- *        +----------------+----------------+----------------------+
- *   value: empty. Written with every dirent change (dir.c); an inode's
- *   first row (lowest parent, then name) names it in feed events.
- *
  * feed (format 3): see dbfs/feed.c
- *   key 'M'                         value struct dbfs_feed_meta (every batch
- *                                   with events rewrites it)
+ *   key 'M'                         value struct dbfs_feed_meta (dbfs_tick and
+ *                                   close rewrite it; an open counts the
+ *                                   queue's events beyond it)
+ *   key 'X'                         empty: ilink is stale (opened with
+ *                                   feed=off); the next open with the feed
+ *                                   rebuilds it
  *   key 'F'                         value u64: the retention floor, the first
  *                                   seq retained (dbfs_tick raises it)
  *   key 'I' | first seq u64 BE      value struct dbfs_feed_block: one row per
@@ -113,7 +119,7 @@
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 3u  /* 2: the store has dbfs.durable; 3: ilink, feed */
+#define DBFS_FORMAT_VERSION 3u  /* 2: the store has dbfs.durable; 3: ilink rows, feed */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16
 #define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB: the largest block size */
@@ -136,7 +142,6 @@
 #define DBFS_DB_DATA    "data"
 #define DBFS_DB_XATTR   "xattr"
 #define DBFS_DB_ORPHAN  "orphan"
-#define DBFS_DB_ILINK   "ilink"
 #define DBFS_DB_FEED    "feed"
 #define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
 

@@ -65,7 +65,7 @@ struct dbfs {
 	char *dir;
 	MDB_env *env;
 	MDB_dbi db_super, db_inode, db_dirent, db_dircook, db_data, db_xattr, db_orphan;
-	MDB_dbi db_ilink, db_feed;   /* format 3; 0 in a read-only older store */
+	MDB_dbi db_feed;             /* format 3; 0 in a read-only older store */
 	struct dbfs_feed *feed;      /* the change feed (feed.c); NULL: feed=off */
 	uint8_t uuid[16];            /* the superblock's */
 	int lock_fd;
@@ -398,7 +398,7 @@ typedef int (*dbfs_dir_cb)(void *arg, uint64_t cookie, uint64_t ino, uint32_t ty
 int dbfs_dir_iter(struct dbfs *fs, MDB_txn *txn, uint64_t dir, uint64_t from, dbfs_dir_cb cb,
 		  void *arg);
 int dbfs_name_check(const char *name, size_t len);
-/* Key of the ilink row ino <- dir/name into kb (16 + len bytes). */
+/* Key of the name row ino <- dir/name (in "inode") into kb (16 + len bytes). */
 void dbfs_ilink_key(unsigned char *kb, uint64_t ino, uint64_t dir, const char *name, size_t len,
 		    MDB_val *k);
 

@@ -38,13 +38,11 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 		if (rc)
 			return rc;
 	}
-	/* Format 3's tables: made when the store opens read-write (the
-	 * upgrade fills ilink); a read-only older store has none. */
-	int rc = mdb_dbi_open(txn, DBFS_DB_ILINK, flags, &fs->db_ilink);
-	if (!rc)
-		rc = mdb_dbi_open(txn, DBFS_DB_FEED, flags, &fs->db_feed);
+	/* Format 3's table: made when the store opens read-write; a
+	 * read-only older store has none. */
+	int rc = mdb_dbi_open(txn, DBFS_DB_FEED, flags, &fs->db_feed);
 	if (rc == MDB_NOTFOUND && !(flags & MDB_CREATE)) {
-		fs->db_ilink = fs->db_feed = 0;
+		fs->db_feed = 0;
 		rc = 0;
 	}
 	return rc;

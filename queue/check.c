@@ -255,8 +255,9 @@ int mfsq_check(MDB_txn *txn, const char *name, mfsq_check_report *report, void *
 				memcpy(&a, (char *)v.mv_data + sizeof(struct mfsq_disk_sub) + 8 * s,
 				       8);
 				if (next[s] && a > next[s])
-					bad(&c, "subscriber %.*s: shard %u position %llu is beyond "
-						"the next seq %llu",
+					bad(&c,
+					    "subscriber %.*s: shard %u position %llu is beyond "
+					    "the next seq %llu",
 					    nl, kk + 1, s, (unsigned long long)a,
 					    (unsigned long long)next[s]);
 			}

@@ -1,6 +1,6 @@
 /*
- * The change feed's tables (format 3, dbfs/format.h): ilink, the reverse
- * of dirent (one row per valid entry, nothing else), and the queue "feed"
+ * The change feed's tables (format 3, dbfs/format.h): ilink, the name rows
+ * in the inode table (one per valid entry, nothing else), and the queue "feed"
  * (libmfsq's own check, mfsq_check). --repair rebuilds ilink from the
  * entries as the other passes left them; a damaged queue is reported, not
  * repaired (its events would be guesses): a mount reads what is readable.
@@ -32,23 +32,15 @@ static bool row_valid(struct fsck *f, const MDB_val *k)
 
 static void check_ilink(struct fsck *f)
 {
-	MDB_dbi dbi;
-	int rc = mdb_dbi_open(f->txn, DBFS_DB_ILINK, 0, &dbi);
-	if (rc == MDB_NOTFOUND) {
-		fsck_problem(f, "format %u store has no table '%s'", f->sb.version, DBFS_DB_ILINK);
-		if (!f->fixing)
-			return;
-		fsck_lmdb_check(mdb_dbi_open(f->txn, DBFS_DB_ILINK, MDB_CREATE, &dbi), "ilink");
-	} else {
-		fsck_lmdb_check(rc, "opening ilink");
-	}
+	MDB_dbi dbi = f->dbi_inode; /* name rows: keys longer than an inode's */
+	int rc;
 	uint64_t extra = 0, missing = 0;
 	MDB_cursor *c;
 	MDB_val k, v;
 	fsck_lmdb_check(mdb_cursor_open(f->txn, dbi, &c), "ilink cursor");
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-		if (!row_valid(f, &k) || v.mv_size)
+		if (k.mv_size > 8 && (!row_valid(f, &k) || v.mv_size))
 			extra++;
 	mdb_cursor_close(c);
 	for (size_t i = 0; i < f->ndirents; i++) {
@@ -65,12 +57,18 @@ static void check_ilink(struct fsck *f)
 	}
 	if (!extra && !missing)
 		return;
-	fsck_problem(f, "ilink (names of inodes for the change feed): %llu rows name no entry, "
-			"%llu entries have no row",
+	fsck_problem(f,
+		     "ilink (names of inodes for the change feed): %llu rows name no entry, "
+		     "%llu entries have no row",
 		     (unsigned long long)extra, (unsigned long long)missing);
 	if (!f->fixing)
 		return;
-	fsck_lmdb_check(mdb_drop(f->txn, dbi, 0), "emptying ilink");
+	fsck_lmdb_check(mdb_cursor_open(f->txn, dbi, &c), "ilink cursor");
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size > 8)
+			fsck_lmdb_check(mdb_cursor_del(c, 0), "emptying ilink");
+	mdb_cursor_close(c);
 	for (size_t i = 0; i < f->ndirents; i++) {
 		struct fsck_dirent *d = &f->dirents[i];
 		unsigned char kb[16 + DBFS_NAME_MAX];
@@ -95,8 +93,8 @@ void fsck_pass_feed(struct fsck *f)
 	 * rebuilds it when the feed is on again) */
 	MDB_dbi fdb;
 	MDB_val k = {1, "X"}, v;
-	bool stale = mdb_dbi_open(f->txn, DBFS_DB_FEED, 0, &fdb) == 0 &&
-		     mdb_get(f->txn, fdb, &k, &v) == 0;
+	bool stale =
+	    mdb_dbi_open(f->txn, DBFS_DB_FEED, 0, &fdb) == 0 && mdb_get(f->txn, fdb, &k, &v) == 0;
 	if (!stale)
 		check_ilink(f);
 	uint64_t problems = 0;

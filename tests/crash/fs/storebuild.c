@@ -130,10 +130,9 @@ static void env_open(struct sb *s, const char *dir, unsigned dbflags)
 	ok(mdb_dbi_open(s->txn, DBFS_DB_DATA, dbflags, &s->data), "data");
 	ok(mdb_dbi_open(s->txn, DBFS_DB_XATTR, dbflags, &s->xattr), "xattr");
 	ok(mdb_dbi_open(s->txn, DBFS_DB_ORPHAN, dbflags, &s->orphan), "orphan");
-	ok(mdb_dbi_open(s->txn, DBFS_DB_ILINK, dbflags, &s->ilink), "ilink");
 }
 
-/* The ilink row of parent/name -> ino (format.h). */
+/* The name row of parent/name -> ino in the inode table (format.h). */
 static size_t ilink_key(unsigned char *k, uint64_t ino, uint64_t parent, const char *name)
 {
 	size_t n = sb_key2(k, ino, parent), len = strlen(name);
@@ -216,7 +215,7 @@ void sb_link(struct sb *s, uint64_t parent, const char *name, uint64_t ino)
 	memcpy(cv + 12, name, len);
 	sb_put(s, s->dircook, k, sb_key2(k, parent, dv.cookie), cv, 12 + len);
 	unsigned char ik[16 + DBFS_NAME_MAX];
-	sb_put(s, s->ilink, ik, ilink_key(ik, ino, parent, name), "", 0);
+	sb_put(s, s->inode, ik, ilink_key(ik, ino, parent, name), "", 0);
 	if (ino != parent)
 		sb_put_inode(s, ino, &rec);
 	sb_put_inode(s, parent, &dir);
@@ -235,7 +234,7 @@ void sb_unlink(struct sb *s, uint64_t parent, const char *name)
 	sb_del(s, s->dirent, k, sb_key_name(k, parent, name));
 	sb_del(s, s->dircook, k, sb_key2(k, parent, dv.cookie));
 	unsigned char ik[16 + DBFS_NAME_MAX];
-	sb_del(s, s->ilink, ik, ilink_key(ik, dv.ino, parent, name));
+	sb_del(s, s->inode, ik, ilink_key(ik, dv.ino, parent, name));
 	dir.nentries--;
 	if (S_ISDIR(rec.mode))
 		dir.nlink--;

@@ -15,7 +15,7 @@
 struct sb {
 	MDB_env *env;
 	MDB_txn *txn;
-	MDB_dbi super, inode, dirent, dircook, data, xattr, orphan, ilink;
+	MDB_dbi super, inode, dirent, dircook, data, xattr, orphan;
 };
 
 /* Create an empty store (root only) in existing directory `dir`, and keep a

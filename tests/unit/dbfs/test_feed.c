@@ -44,7 +44,8 @@ static void open_with(const char *opts)
 	if (opts) {
 		char buf[256];
 		snprintf(buf, sizeof(buf), "%s", opts);
-		for (char *save, *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+		for (char *save, *kv = strtok_r(buf, ",", &save); kv;
+		     kv = strtok_r(NULL, ",", &save)) {
 			char *eq = strchr(kv, '=');
 			if (eq)
 				*eq++ = 0;
@@ -118,7 +119,8 @@ static int op_fn(struct dbfs *f, MDB_txn *txn, void *arg)
 		return dbfs_op_write(f, txn, o->ino, o->off, data, o->len, 0);
 	case WRITE2: { /* two writes in one transaction: one event */
 		int rc = dbfs_op_write(f, txn, o->ino, o->off, data, o->len, 0);
-		return rc ? rc : dbfs_op_write(f, txn, o->ino, o->off + 2 * o->len, data, o->len, 0);
+		return rc ? rc
+			  : dbfs_op_write(f, txn, o->ino, o->off + 2 * o->len, data, o->len, 0);
 	}
 	case SETATTR: {
 		struct stat st = {0};
@@ -147,8 +149,8 @@ static int run(struct op o, uint64_t *ino)
 static uint64_t mk(uint64_t parent, const char *name, uint32_t mode)
 {
 	uint64_t ino;
-	ck_assert_int_eq(run((struct op){.kind = MKNOD, .a = parent, .n1 = name, .mode = mode}, &ino),
-			 0);
+	ck_assert_int_eq(
+	    run((struct op){.kind = MKNOD, .a = parent, .n1 = name, .mode = mode}, &ino), 0);
 	return ino;
 }
 
@@ -193,8 +195,8 @@ static struct dbfs_event one(struct dbfs_feed_reader *r)
 static void path_is(const struct dbfs_event *e, const char *p)
 {
 	ck_assert_uint_eq(e->path_len, strlen(p));
-	ck_assert_msg(!memcmp(e->path, p, e->path_len), "path %.*s, expected %s",
-		      (int)e->path_len, e->path, p);
+	ck_assert_msg(!memcmp(e->path, p, e->path_len), "path %.*s, expected %s", (int)e->path_len,
+		      e->path, p);
 }
 
 /* Read everything there is now, up to `max` events into a copy (seq, op). */
@@ -219,10 +221,21 @@ static int run_fsck(const char *opt);
 START_TEST(test_record_codec)
 {
 	char path[300], np[300];
-	struct dbfs_event e = {.op = DBFS_EV_RENAME, .flags = 3, .ino = 7, .parent = 1,
-			       .new_parent = 9, .time_ns = 123456789, .uid = 1, .gid = 2, .pid = 3,
-			       .mode = S_IFREG | 0644, .size = 99, .off = 5, .len = 6,
-			       .attr_mask = 8, .nlink = 2};
+	struct dbfs_event e = {.op = DBFS_EV_RENAME,
+			       .flags = 3,
+			       .ino = 7,
+			       .parent = 1,
+			       .new_parent = 9,
+			       .time_ns = 123456789,
+			       .uid = 1,
+			       .gid = 2,
+			       .pid = 3,
+			       .mode = S_IFREG | 0644,
+			       .size = 99,
+			       .off = 5,
+			       .len = 6,
+			       .attr_mask = 8,
+			       .nlink = 2};
 	/* every byte value but NUL and '/' in a name */
 	size_t k = 0;
 	path[k++] = '/';
@@ -262,8 +275,8 @@ START_TEST(test_record_codec)
 	buf[DBFS_EV_REC_FIXED] = 'x'; /* a path not from the root */
 	ck_assert_int_eq(dbfs_ev_decode(buf, len, &d), -EBADMSG);
 	for (unsigned op = 1; op <= DBFS_EV_OP_MAX; op++)
-		ck_assert_uint_eq(dbfs_ev_op_parse(dbfs_ev_op_name(op), strlen(dbfs_ev_op_name(op))),
-				  op);
+		ck_assert_uint_eq(
+		    dbfs_ev_op_parse(dbfs_ev_op_name(op), strlen(dbfs_ev_op_name(op))), op);
 	ck_assert_ptr_null(dbfs_ev_op_name(0));
 	ck_assert_str_eq(dbfs_ev_op_name(DBFS_EV_REMOVEXATTR), "removexattr");
 }
@@ -322,22 +335,24 @@ START_TEST(test_each_op_its_event)
 	path_is(&e, "/d/f");
 
 	/* two writes in one transaction: one event spanning both */
-	ck_assert_int_eq(run((struct op){.kind = WRITE2, .ino = f, .off = 200, .len = 50}, NULL), 0);
+	ck_assert_int_eq(run((struct op){.kind = WRITE2, .ino = f, .off = 200, .len = 50}, NULL),
+			 0);
 	e = one(r);
 	ck_assert_uint_eq(e.op, DBFS_EV_WRITE);
 	ck_assert_uint_eq(e.off, 200);
 	ck_assert_uint_eq(e.len, 150);
 	ck_assert_uint_eq(e.size, 350);
 
-	ck_assert_int_eq(run((struct op){.kind = SETATTR, .ino = f, .off = 20,
-					 .flags = DBFS_SET_SIZE},
-			     NULL),
-			 0);
+	ck_assert_int_eq(
+	    run((struct op){.kind = SETATTR, .ino = f, .off = 20, .flags = DBFS_SET_SIZE}, NULL),
+	    0);
 	e = one(r);
 	ck_assert_uint_eq(e.op, DBFS_EV_TRUNCATE);
 	ck_assert_uint_eq(e.size, 20);
 
-	ck_assert_int_eq(run((struct op){.kind = SETATTR, .ino = f, .mode = 0600,
+	ck_assert_int_eq(run((struct op){.kind = SETATTR,
+					 .ino = f,
+					 .mode = 0600,
 					 .flags = DBFS_SET_MODE | DBFS_SET_MTIME_NOW},
 			     NULL),
 			 0);
@@ -346,13 +361,17 @@ START_TEST(test_each_op_its_event)
 	ck_assert_uint_eq(e.attr_mask, DBFS_SET_MODE | DBFS_SET_MTIME_NOW);
 	ck_assert_uint_eq(e.mode, S_IFREG | 0600);
 
-	ck_assert_int_eq(run((struct op){.kind = FALLOC, .ino = f, .off = 0, .len = 4096}, NULL), 0);
+	ck_assert_int_eq(run((struct op){.kind = FALLOC, .ino = f, .off = 0, .len = 4096}, NULL),
+			 0);
 	e = one(r);
 	ck_assert_uint_eq(e.op, DBFS_EV_FALLOCATE);
 	ck_assert_uint_eq(e.len, 4096);
 	ck_assert_uint_eq(e.size, 4096);
 
-	ck_assert_int_eq(run((struct op){.kind = FALLOC, .ino = f, .off = 0, .len = 100,
+	ck_assert_int_eq(run((struct op){.kind = FALLOC,
+					 .ino = f,
+					 .off = 0,
+					 .len = 100,
 					 .flags = FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE},
 			     NULL),
 			 0);
@@ -372,9 +391,8 @@ START_TEST(test_each_op_its_event)
 	ck_assert_uint_eq(e.op, DBFS_EV_REMOVEXATTR);
 	ck_assert_str_eq(e.xattr, "user.k");
 
-	ck_assert_int_eq(run((struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "hard"},
-			     NULL),
-			 0);
+	ck_assert_int_eq(
+	    run((struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "hard"}, NULL), 0);
 	e = one(r);
 	ck_assert_uint_eq(e.op, DBFS_EV_LINK);
 	ck_assert_uint_eq(e.nlink, 2);
@@ -385,9 +403,8 @@ START_TEST(test_each_op_its_event)
 	/* rename: one record, both paths, across directories */
 	uint64_t d2 = mk(DBFS_ROOT_INO, "e", S_IFDIR | 0755);
 	one(r);
-	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = d, .n1 = "f", .b = d2, .n2 = "g"},
-			     NULL),
-			 0);
+	ck_assert_int_eq(
+	    run((struct op){.kind = RENAME, .a = d, .n1 = "f", .b = d2, .n2 = "g"}, NULL), 0);
 	e = one(r);
 	ck_assert_uint_eq(e.op, DBFS_EV_RENAME);
 	ck_assert_uint_eq(e.ino, f);
@@ -398,10 +415,12 @@ START_TEST(test_each_op_its_event)
 	ck_assert_uint_eq(e.flags, 0);
 
 	/* a directory renamed: the paths below it follow */
-	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "e",
-					 .b = DBFS_ROOT_INO, .n2 = "E"},
-			     NULL),
-			 0);
+	ck_assert_int_eq(
+	    run(
+		(struct op){
+		    .kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "e", .b = DBFS_ROOT_INO, .n2 = "E"},
+		NULL),
+	    0);
 	e = one(r);
 	ck_assert_str_eq(e.new_path, "/E");
 	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = f, .off = 0, .len = 1}, NULL), 0);
@@ -413,16 +432,23 @@ START_TEST(test_each_op_its_event)
 	/* replace and exchange */
 	mk(DBFS_ROOT_INO, "x", S_IFREG | 0644);
 	one(r);
-	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "x",
-					 .b = DBFS_ROOT_INO, .n2 = "hard"},
+	ck_assert_int_eq(run((struct op){.kind = RENAME,
+					 .a = DBFS_ROOT_INO,
+					 .n1 = "x",
+					 .b = DBFS_ROOT_INO,
+					 .n2 = "hard"},
 			     NULL),
 			 0);
 	e = one(r);
 	ck_assert_uint_eq(e.flags, DBFS_EVF_REPLACED);
 	mk(DBFS_ROOT_INO, "y", S_IFREG | 0644);
 	one(r);
-	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "y",
-					 .b = DBFS_ROOT_INO, .n2 = "hard", .flags = RENAME_EXCHANGE},
+	ck_assert_int_eq(run((struct op){.kind = RENAME,
+					 .a = DBFS_ROOT_INO,
+					 .n1 = "y",
+					 .b = DBFS_ROOT_INO,
+					 .n2 = "hard",
+					 .flags = RENAME_EXCHANGE},
 			     NULL),
 			 0);
 	e = one(r);
@@ -432,10 +458,12 @@ START_TEST(test_each_op_its_event)
 
 	/* a refused operation yields nothing; a rename onto itself neither */
 	ck_assert_int_eq(run((struct op){.kind = UNLINK, .a = d, .n1 = "nope"}, NULL), -ENOENT);
-	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "y",
-					 .b = DBFS_ROOT_INO, .n2 = "y"},
-			     NULL),
-			 0);
+	ck_assert_int_eq(
+	    run(
+		(struct op){
+		    .kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "y", .b = DBFS_ROOT_INO, .n2 = "y"},
+		NULL),
+	    0);
 	size_t n;
 	struct dbfs_event ev[2];
 	ck_assert_int_eq(dbfs_feed_read(r, ev, 2, &n, 0), -EAGAIN);
@@ -652,9 +680,10 @@ START_TEST(test_gap_and_retention)
 	struct dbfs_feed_limits l = {.max_events = 300};
 	ck_assert_int_eq(dbfs_feed_set_limits(fs, &l), 0);
 	ck_assert_int_eq(dbfs_feed_set_limits(fs, &(struct dbfs_feed_limits){0}), -EINVAL);
-	ck_assert_int_eq(dbfs_feed_set_limits(fs, &(struct dbfs_feed_limits){
-						      .max_events = DBFS_FEED_EVENTS_MAX + 1}),
-			 -EINVAL);
+	ck_assert_int_eq(
+	    dbfs_feed_set_limits(
+		fs, &(struct dbfs_feed_limits){.max_events = DBFS_FEED_EVENTS_MAX + 1}),
+	    -EINVAL);
 	struct dbfs_options po;
 	dbfs_options_init(&po);
 	ck_assert_int_eq(dbfs_option_parse(&po, "feed_events", "2000001", NULL, 0), -EINVAL);
@@ -839,10 +868,12 @@ START_TEST(test_feed_off)
 	ck_assert(!st.enabled);
 	uint64_t dd = mk(DBFS_ROOT_INO, "during", S_IFDIR | 0755);
 	uint64_t df = mk(dd, "inner", S_IFREG | 0644);
-	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "before",
-					 .b = dd, .n2 = "moved"},
-			     NULL),
-			 0);
+	ck_assert_int_eq(
+	    run(
+		(struct op){
+		    .kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "before", .b = dd, .n2 = "moved"},
+		NULL),
+	    0);
 	reopen(NULL);
 	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 1);
 	/* names made while the feed was off are known again (ilink rebuilt) */
@@ -895,8 +926,15 @@ START_TEST(test_upgrade_from_2)
 	mdb_env_set_mapsize(env, 8 << 20);
 	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
 	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_ILINK, 0, &dbi), 0);
-	ck_assert_int_eq(mdb_drop(t, dbi, 1), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
+	MDB_cursor *c;
+	MDB_val ck, cv;
+	ck_assert_int_eq(mdb_cursor_open(t, dbi, &c), 0);
+	for (int rc = mdb_cursor_get(c, &ck, &cv, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &ck, &cv, MDB_NEXT))
+		if (ck.mv_size > 8)
+			ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
+	mdb_cursor_close(c);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_FEED, 0, &dbi), 0);
 	ck_assert_int_eq(mdb_drop(t, dbi, 1), 0);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
@@ -946,8 +984,8 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int collect_root(void *arg, uint64_t cookie, uint64_t ino, uint32_t type,
-			const char *name, size_t len)
+static int collect_root(void *arg, uint64_t cookie, uint64_t ino, uint32_t type, const char *name,
+			size_t len)
 {
 	(void)cookie, (void)ino, (void)type;
 	char ***v = arg;
@@ -1015,9 +1053,9 @@ START_TEST(test_crash_no_lost_no_invented)
 		last = expect - 1;
 		MDB_txn *t;
 		ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
-		ck_assert_int_eq(dbfs_dir_iter(fs, t, DBFS_ROOT_INO, DBFS_COOKIE_FIRST, collect_root,
-					       &names),
-				 0);
+		ck_assert_int_eq(
+		    dbfs_dir_iter(fs, t, DBFS_ROOT_INO, DBFS_COOKIE_FIRST, collect_root, &names),
+		    0);
 		dbfs_read_end(fs, t);
 		size_t nn = 0;
 		while (names[nn])
@@ -1078,11 +1116,13 @@ START_TEST(test_fsck_feed)
 	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
 	/* an ilink row lost */
 	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_ILINK, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
 	MDB_cursor *c;
 	MDB_val k, v;
 	ck_assert_int_eq(mdb_cursor_open(t, dbi, &c), 0);
 	ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
+	while (k.mv_size <= 8) /* the last name row */
+		ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_PREV), 0);
 	ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
 	mdb_cursor_close(c);
 	ck_assert_int_eq(mdb_txn_commit(t), 0);
