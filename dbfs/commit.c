@@ -13,7 +13,9 @@
  * something (an LMDB error), the whole batch is aborted and every operation
  * is run again alone, so one failure never leaks into another's commit.
  * MDB_MAP_FULL aborts, grows the map and retries; so does a queue error
- * EAGAIN from an operation (a bounded number of times).
+ * EAGAIN from an operation (a bounded number of times), or from the
+ * enqueue of the batch's change-feed events (feed.c), which runs in the
+ * batch's transaction after its operations.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -30,6 +32,7 @@ struct dbfs_wop {
 	dbfs_write_fn fn;
 	void *arg;
 	size_t bytes;
+	struct dbfs_caller who; /* for its change feed event */
 	int rc;
 	int done;
 };
@@ -88,7 +91,9 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 		fs->wtxn = txn; /* for the guard (guard.c) */
 		fs->txn_gen++;
 		failed = 0;
+		dbfs_feed_batch_begin(fs, txn);
 		for (int i = 0; i < n && !failed; i++) {
+			dbfs_feed_batch_op(fs, &ops[i]->who);
 			int r = ops[i]->fn(fs, txn, ops[i]->arg);
 			ops[i]->rc = r;
 			/* A refusal changed nothing; a store failure or a queue
@@ -96,6 +101,8 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			if (r && !dbfs_is_refusal(r))
 				failed = r;
 		}
+		if (!failed) /* the events, in the same transaction (feed.c) */
+			failed = dbfs_feed_batch_end(fs, txn);
 		if (failed) {
 			fs->wtxn = NULL;
 			mdb_txn_abort(txn);
@@ -115,6 +122,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			for (int i = 0; i < n; i++)
 				bytes += ops[i]->bytes;
 			dbfs_durable_committed(fs, txnid, bytes);
+			dbfs_feed_batch_committed(fs);
 			fs->cnt.commits++;
 			if (n > 1)
 				fs->cnt.batched_ops += n;
@@ -184,6 +192,8 @@ int dbfs_write(struct dbfs *fs, dbfs_write_fn fn, void *arg)
 int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 {
 	struct dbfs_wop op = {.fn = fn, .arg = arg, .bytes = bytes};
+	if (fs->feed)
+		dbfs_caller_current(&op.who);
 
 	if (fs->opt.read_only)
 		return -EROFS;

@@ -57,6 +57,13 @@ struct dbfs_options {
 	bool writemap_auto;          /* writemap not given: on only where the store is in
 	                                memory (tmpfs); cleared by parsing writemap= */
 	double commit_interval;      /* seconds between durable points (normal mode; 5) */
+	/* The change feed (dbfs/feed.h): on by default. */
+	bool feed;                   /* feed=on|off */
+	uint64_t feed_max_events;    /* feed_events=N: events kept at most (1000000; <= 2000000) */
+	uint64_t feed_max_bytes;     /* feed_bytes=SIZE: record bytes kept at most (64M; <= 1G) */
+	uint64_t feed_max_age;       /* feed_age=SECS: events kept at most this long (7 days) */
+	uint64_t feed_sub_idle;      /* feed_sub_idle=SECS: idle durable subscriptions
+	                                are deleted after this (30 days; 0: never) */
 };
 
 /* Fill `o` with the defaults documented in struct dbfs_options. Any thread;
@@ -68,8 +75,10 @@ void dbfs_options_init(struct dbfs_options *o);
  * Known keys: create, ro, durability=full|normal|none, commit_interval=SECS,
  * max_readers=N,
  * map_size=SIZE, quota_bytes=SIZE, quota_inodes=N, attr_timeout=SECS,
- * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE. SIZE accepts K, M,
- * G, T suffixes.
+ * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE, feed=on|off,
+ * feed_events=N, feed_bytes=SIZE, feed_age=SECS, feed_sub_idle=SECS (the
+ * change feed, dbfs/feed.h; 0 for one of feed_events/bytes/age: no bound
+ * by it, but not all three). SIZE accepts K, M, G, T suffixes.
  * Returns 0, -ENOENT for an unknown key (so a caller may try its own keys),
  * or -EINVAL for a malformed value (reason in err). Any thread; touches
  * nothing but `o` and `err`.
@@ -98,7 +107,9 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * Thread context: any thread but one serving requests of this store, never
  * concurrently with dbfs_close of the same store. It may take disk time:
  * after a reboot it restores the last durable point (dbfs/durable.c), it
- * upgrades a format-1 store, commits the orphan reclaim, in as many
+ * upgrades a format-1 or 2 store (format 3 adds the change feed's
+ * tables; the upgrade reads every directory entry once), rebuilds the
+ * feed's name table after a feed=off open, commits the orphan reclaim, in as many
  * transactions as it needs, and makes a durable point.
  * The first open installs the process's SIGBUS handler (dbfs/guard.h): a
  * SIGBUS in a store's maps becomes -EIO on that store; any other SIGBUS
@@ -135,8 +146,10 @@ int dbfs_sync(struct dbfs *fs);
 /*
  * Housekeeping; call about once a second from any thread (not from inside a
  * request of this store): reclaims inodes the kernel forgot after their last
- * unlink, and makes a durable point when the oldest change that is not
- * durable is commit_interval old. libdbfs starts no thread of its own.
+ * unlink, applies the change feed's retention and idle-subscription expiry
+ * and runs its queue's maintenance (dbfs/feed.h), and makes a durable point
+ * when the oldest change that is not durable is commit_interval old.
+ * libdbfs starts no thread of its own.
  * Returns 0 or a negative errno of a commit (-ENOSPC, -EIO ...) or of the
  * flush; a failed reap or flush is retried at the next call. The first
  * call after the store's health failed (dbfs_health) returns -EIO, once,

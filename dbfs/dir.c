@@ -1,5 +1,6 @@
 /* Directory entries: "dirent" for lookups by name (O(log n)), "dircook"
- * for readdir in cookie order (stable offsets). */
+ * for readdir in cookie order (stable offsets), and the inode's name rows
+ * in "inode" (ilink: the change feed's paths, format.h). */
 #include <errno.h>
 #include <string.h>
 
@@ -31,6 +32,34 @@ static void cookie_key(unsigned char *kb, uint64_t dir, uint64_t cookie, MDB_val
 	dbfs_put_be64(kb + 8, cookie);
 	k->mv_size = 16;
 	k->mv_data = kb;
+}
+
+void dbfs_ilink_key(unsigned char *kb, uint64_t ino, uint64_t dir, const char *name, size_t len,
+		    MDB_val *k)
+{
+	dbfs_put_be64(kb, ino);
+	dbfs_put_be64(kb + 8, dir);
+	memcpy(kb + 16, name, len);
+	k->mv_size = 16 + len;
+	k->mv_data = kb;
+}
+
+/* The reverse row of entry dir/name -> ino: add or (del) remove it. A
+ * missing row is not an error: it only names paths in feed events. Kept
+ * only while the feed is on (feed=off marks the table stale and the next
+ * open with the feed rebuilds it, feed.c). */
+static int ilink_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t dir, const char *name,
+		     size_t len, bool del)
+{
+	unsigned char kb[16 + DBFS_NAME_MAX];
+	MDB_val k, v = {0, NULL};
+	if (!fs->feed)
+		return 0;
+	dbfs_ilink_key(kb, ino, dir, name, len, &k);
+	if (!del)
+		return dbfs_put(txn, fs->db_inode, &k, &v, 0);
+	int rc = dbfs_del(txn, fs->db_inode, &k, NULL);
+	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 int dbfs_dir_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
@@ -83,6 +112,8 @@ int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode 
 {
 	struct dbfs_dirent_val dv = {.ino = ino, .cookie = din->next_cookie++, .type = type};
 	int rc = put_entry(fs, txn, dir, name, len, &dv, MDB_NOOVERWRITE, true);
+	if (!rc)
+		rc = ilink_set(fs, txn, ino, dir, name, len, false);
 	if (rc)
 		return rc;
 	din->nentries++;
@@ -95,7 +126,12 @@ int dbfs_dir_replace(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *na
 	struct dbfs_dirent_val dv = *old;
 	dv.ino = ino;
 	dv.type = type;
-	return put_entry(fs, txn, dir, name, len, &dv, 0, false);
+	int rc = put_entry(fs, txn, dir, name, len, &dv, 0, false);
+	if (!rc)
+		rc = ilink_set(fs, txn, old->ino, dir, name, len, true);
+	if (!rc)
+		rc = ilink_set(fs, txn, ino, dir, name, len, false);
+	return rc;
 }
 
 int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
@@ -110,6 +146,8 @@ int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_ino
 	unsigned char ck[16];
 	cookie_key(ck, dir, dv->cookie, &k);
 	rc = dbfs_del(txn, fs->db_dircook, &k, NULL);
+	if (!rc)
+		rc = ilink_set(fs, txn, dv->ino, dir, name, len, true);
 	if (rc)
 		return rc;
 	if (din->nentries)

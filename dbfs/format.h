@@ -1,6 +1,7 @@
 /*
- * On-store layout of a DBFS (format version 2; version 1 stores are upgraded
- * in place when opened read-write, see dbfs/durable.c).
+ * On-store layout of a DBFS (format version 3; version 1 and 2 stores are
+ * upgraded in place when opened read-write, see dbfs/durable.c and
+ * dbfs/feed.c).
  *
  * A store is a directory holding one LMDB environment (data.mdb, lock.mdb)
  * and a lock file `dbfs.lock` (flock'ed exclusively by the process that has
@@ -17,6 +18,8 @@
  *   "data"    file contents in blocks of DBFS_BLOCK_SIZE
  *   "xattr"   extended attributes
  *   "orphan"  inodes with no links left that were still open
+ *   "feed"    the change feed's own records (dbfs/feed.c)
+ *   "feed/..." the change feed's queue (libmfsq queue "feed", queue/format.h)
  *
  * Integers in keys are big-endian so that memcmp order is numeric order and
  * all records of one inode or directory are adjacent. Integers in values are
@@ -33,6 +36,16 @@
  *        +----------------+
  *   value struct dbfs_inode, followed for symlinks by the target bytes
  *   (no NUL).
+ *   Format 3 also keeps an inode's names here, right after its record
+ *   (ilink: the reverse of dirent, for the change feed's paths):
+ *   key  +----------------+----------------+----------------------+
+ *        | ino   u64 BE   | parent u64 BE  | name (1..255 bytes)  |
+ *        +----------------+----------------+----------------------+
+ *   value: empty. One row per directory entry, written with every dirent
+ *   change (dir.c) while the feed is on; an inode's first row (lowest
+ *   parent, then name) names it in feed events. In the same table as the
+ *   inode so that the row shares the leaf page the operation dirties
+ *   anyway (a table of its own cost a page per commit).
  *
  * dirent:
  *   key  +----------------+----------------------+
@@ -78,6 +91,20 @@
  *   value: empty. An inode with nlink 0 is in this table until its
  *   records are deleted; dbfs_open deletes every inode listed here.
  *
+ * feed (format 3): see dbfs/feed.c
+ *   key 'M'                         value struct dbfs_feed_meta (dbfs_tick and
+ *                                   close rewrite it; an open counts the
+ *                                   queue's events beyond it)
+ *   key 'X'                         empty: ilink is stale (opened with
+ *                                   feed=off); the next open with the feed
+ *                                   rebuilds it
+ *   key 'F'                         value u64: the retention floor, the first
+ *                                   seq retained (dbfs_tick raises it)
+ *   key 'I' | first seq u64 BE      value struct dbfs_feed_block: one row per
+ *                                   DBFS_FEED_BLOCK events (seq % 256 == 1)
+ *   key 'S' | name (1..40 bytes)    value struct dbfs_feed_subrec, then the
+ *                                   subscription's spec text (no NUL)
+ *
  * Accounting: an inode's `alloc` is the sum over its data records of the
  * value length rounded up to DBFS_ALLOC_UNIT; st_blocks = alloc / 512.
  * usage.bytes is the sum of alloc over all inodes, usage.inodes the number
@@ -92,7 +119,7 @@
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 2u  /* 2: the store has dbfs.durable */
+#define DBFS_FORMAT_VERSION 3u  /* 2: the store has dbfs.durable; 3: ilink rows, feed */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16
 #define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB: the largest block size */
@@ -115,6 +142,8 @@
 #define DBFS_DB_DATA    "data"
 #define DBFS_DB_XATTR   "xattr"
 #define DBFS_DB_ORPHAN  "orphan"
+#define DBFS_DB_FEED    "feed"
+#define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
 
 struct dbfs_super {
 	char magic[16];         /* DBFS_MAGIC, NUL padded */
@@ -145,6 +174,26 @@ struct dbfs_inode {
 	uint64_t nentries;      /* directories: number of entries */
 	uint64_t parent;        /* directories: the parent directory (root: itself) */
 	uint32_t flags;         /* reserved, 0 */
+	uint32_t pad;
+};
+
+struct dbfs_feed_meta {
+	uint64_t next_seq;      /* the next event's number (1 first) */
+	uint64_t bytes;         /* record bytes enqueued ever (running sum) */
+	uint64_t last_ns;       /* commit time of the newest event */
+};
+
+struct dbfs_feed_block {
+	uint64_t bytes_before;  /* dbfs_feed_meta.bytes before the block's first event */
+	uint64_t first_ns;      /* commit time of its first event */
+};
+
+struct dbfs_feed_subrec {
+	uint64_t created_ns, active_ns;
+	uint64_t gaps;          /* gap records given */
+	uint64_t lost;          /* events lost to retention */
+	uint64_t acked;         /* next seq not acknowledged (as dbfs last wrote it) */
+	uint32_t spec_len;
 	uint32_t pad;
 };
 

@@ -63,8 +63,13 @@ void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len)
 	const char *arg = (const char *)buf + sizeof(*h);
 
 	tls_write_flags = 0;
-	if (len < sizeof(*h))
+	if (len < sizeof(*h)) {
+		dbfs_tls_caller_set = 0;
 		return;
+	}
+	/* the caller named in the change feed's events (feed.c) */
+	dbfs_tls_caller = (struct dbfs_caller){h->uid, h->gid, h->pid};
+	dbfs_tls_caller_set = 1;
 	size_t arglen = len - sizeof(*h);
 	if (h->opcode == FUSE_WRITE && arglen >= sizeof(struct fuse_write_in)) {
 		tls_write_flags = ((const struct fuse_write_in *)arg)->write_flags;

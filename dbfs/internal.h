@@ -65,6 +65,9 @@ struct dbfs {
 	char *dir;
 	MDB_env *env;
 	MDB_dbi db_super, db_inode, db_dirent, db_dircook, db_data, db_xattr, db_orphan;
+	MDB_dbi db_feed;             /* format 3; 0 in a read-only older store */
+	struct dbfs_feed *feed;      /* the change feed (feed.c); NULL: feed=off */
+	uint8_t uuid[16];            /* the superblock's */
 	int lock_fd;
 	struct dbfs_options opt;
 	uint64_t block_size;       /* of file data, from the superblock (data.c) */
@@ -402,6 +405,9 @@ typedef int (*dbfs_dir_cb)(void *arg, uint64_t cookie, uint64_t ino, uint32_t ty
 int dbfs_dir_iter(struct dbfs *fs, MDB_txn *txn, uint64_t dir, uint64_t from, dbfs_dir_cb cb,
 		  void *arg);
 int dbfs_name_check(const char *name, size_t len);
+/* Key of the name row ino <- dir/name (in "inode") into kb (16 + len bytes). */
+void dbfs_ilink_key(unsigned char *kb, uint64_t ino, uint64_t dir, const char *name, size_t len,
+		    MDB_val *k);
 
 /* ---- file data (data.c) ---- */
 int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
@@ -494,6 +500,55 @@ int dbfs_acl_inherit_mode(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint32
  * computed by dbfs_acl_inherit_mode). */
 int dbfs_acl_inherit(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint64_t ino,
 		     uint32_t mode);
+
+/* ---- the change feed (feed.c; public side dbfs/feed.h) ---- */
+/* Who asked for an operation: the FUSE request's header (fuse_io.c keeps
+ * it per thread), else the thread's fsuid/fsgid and pid 0. */
+struct dbfs_caller {
+	uint32_t uid, gid, pid;
+};
+void dbfs_caller_current(struct dbfs_caller *c);
+extern __thread struct dbfs_caller dbfs_tls_caller;
+extern __thread int dbfs_tls_caller_set;
+/* dbfs_open: after the tables are open and the format upgraded, before
+ * the first operation. feed=off or read-only without a queue: fs->feed
+ * stays NULL. 0 or a negative errno with the reason in err. */
+int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen);
+void dbfs_feed_stop(struct dbfs *fs);
+/* Named databases the feed's queue may hold open (for mdb_env_set_maxdbs). */
+unsigned dbfs_feed_dbs_needed(void);
+/* Format 2 -> 3: fill ilink from dirent, in as many commits as it takes. */
+int dbfs_feed_upgrade(struct dbfs *fs);
+/* The group commit's leader, around every batch (commit.c): begin resets
+ * what the batch noted; op names the caller of the operation about to
+ * run; end enqueues the batch's events in its transaction (0, a store
+ * failure, or a queue error); committed publishes them and wakes readers. */
+void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn);
+void dbfs_feed_batch_op(struct dbfs *fs, const struct dbfs_caller *who);
+int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn);
+void dbfs_feed_batch_committed(struct dbfs *fs);
+/* An operation changed the store: what its event says (ops.c). Inside a
+ * batch's transaction only (else nothing is noted): write operations run
+ * directly in a transaction of their own (tests, housekeeping) have no
+ * event. `in` is the inode after the change. name/new_name NUL-free,
+ * not terminated. 0 or a store failure (reading ilink). */
+struct dbfs_ev_note {
+	unsigned op, flags;
+	uint64_t ino;
+	const struct dbfs_inode *in;
+	uint64_t parent;        /* 0: the path is the inode's own (ilink) */
+	const char *name;
+	size_t name_len;
+	uint64_t new_parent;    /* rename, link: the new name's directory */
+	const char *new_name;
+	size_t new_name_len;
+	uint64_t off, len;
+	uint32_t attr_mask;
+	const char *xattr;
+};
+int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n);
+/* dbfs_tick: retention, idle subscriptions, the queue's maintenance. */
+int dbfs_feed_tick(struct dbfs *fs);
 
 /* ---- core operations (ops.c) ---- */
 struct dbfs_cred {

@@ -11,10 +11,29 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "dbfs/feed.h"
 #include "dbfs/internal.h"
 
 #define DBFS_LINK_MAX 65000u
 #define COPY_MAX      (64u << 20)
+
+/* The change's event for the feed (feed.c), when the feed is on: after the
+ * operation's last check, so that only a store failure (which aborts the
+ * batch and what it noted) can follow. */
+static int note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)
+{
+	return fs->feed ? dbfs_feed_note(fs, txn, n) : 0;
+}
+
+static unsigned mknod_op(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return DBFS_EV_CREATE;
+	case S_IFDIR: return DBFS_EV_MKDIR;
+	case S_IFLNK: return DBFS_EV_SYMLINK;
+	default: return DBFS_EV_MKNOD;
+	}
+}
 
 static int get_dir(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in)
 {
@@ -151,7 +170,11 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 	dbfs_touch(&pin, 0, 1, 1);
 	if ((rc = dbfs_inode_put(fs, txn, parent, &pin)))
 		return rc;
-	return dbfs_usage_add(fs, txn, 0, 1);
+	if ((rc = dbfs_usage_add(fs, txn, 0, 1)))
+		return rc;
+	return note(fs, txn, &(struct dbfs_ev_note){.op = mknod_op(mode), .ino = *ino, .in = in,
+						     .parent = parent, .name = name,
+						     .name_len = len});
 }
 
 int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
@@ -176,6 +199,13 @@ int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
 	if ((rc = get_dir(fs, txn, parent, &pin)))
 		return rc;
 	if ((rc = name_free(fs, txn, parent, name, len)))
+		return rc;
+	/* noted before the new name exists: path is the name it had */
+	struct dbfs_inode after = *in;
+	after.nlink++;
+	if ((rc = note(fs, txn, &(struct dbfs_ev_note){.op = DBFS_EV_LINK, .ino = ino, .in = &after,
+							.new_parent = parent, .new_name = name,
+							.new_name_len = len})))
 		return rc;
 
 	if ((rc = dbfs_dir_add(fs, txn, parent, &pin, name, len, ino, in->mode & S_IFMT)))
@@ -225,6 +255,10 @@ int dbfs_op_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *n
 	if ((rc = dbfs_inode_put(fs, txn, parent, &pin)))
 		return rc;
 	if ((rc = dbfs_inode_put(fs, txn, dv.ino, &cin)))
+		return rc;
+	if ((rc = note(fs, txn, &(struct dbfs_ev_note){.op = dir ? DBFS_EV_RMDIR : DBFS_EV_UNLINK,
+							.ino = dv.ino, .in = &cin, .parent = parent,
+							.name = name, .name_len = len})))
 		return rc;
 	return cin.nlink ? 0 : dbfs_inode_unlinked(fs, txn, dv.ino);
 }
@@ -365,7 +399,14 @@ int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t op, const char *on, u
 		if ((rc = dbfs_inode_put(fs, txn, np, npin)))
 			return rc;
 	}
-	return 0;
+	/* the parents' paths did not change: the moved entry is not above them */
+	unsigned evf = (flags & RENAME_EXCHANGE) ? DBFS_EVF_EXCHANGE
+			: dst_exists		  ? DBFS_EVF_REPLACED
+						  : 0;
+	return note(fs, txn, &(struct dbfs_ev_note){.op = DBFS_EV_RENAME, .flags = evf,
+						     .ino = sdv.ino, .in = &sin, .parent = op,
+						     .name = on, .name_len = olen, .new_parent = np,
+						     .new_name = nn, .new_name_len = nlen});
 }
 
 /* Clear what a write, truncate or chown takes away (DBFS_SET_KILL_*). */
@@ -450,7 +491,14 @@ int dbfs_op_setattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct st
 	set_time(&in->mtime_sec, &in->mtime_nsec,
 		 chosen_time(set, DBFS_SET_MTIME_NOW, DBFS_SET_MTIME, &now, &st->st_mtim));
 	set_time(&in->ctime_sec, &in->ctime_nsec, set & DBFS_SET_CTIME ? &st->st_ctim : &now);
-	return dbfs_inode_put(fs, txn, ino, in);
+	if ((rc = dbfs_inode_put(fs, txn, ino, in)))
+		return rc;
+	/* DBFS_SET_* are FUSE_SET_ATTR_*'s bits; the kill bits are ours */
+	unsigned mask = set & ~(DBFS_SET_KILL_SUIDGID | DBFS_SET_KILL_CAPS);
+	bool trunc = (set & DBFS_SET_SIZE) && !(set & (DBFS_SET_MODE | DBFS_SET_UID | DBFS_SET_GID));
+	return note(fs, txn, &(struct dbfs_ev_note){.op = trunc ? DBFS_EV_TRUNCATE : DBFS_EV_SETATTR,
+						     .ino = ino, .in = in,
+						     .attr_mask = trunc ? 0 : mask});
 }
 
 /* Read the regular file `ino`: -EISDIR for a directory, `other` for any
@@ -489,7 +537,10 @@ int dbfs_op_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, con
 	    (rc = dbfs_data_write(fs, txn, ino, &in, off, buf, len)))
 		return rc;
 	dbfs_touch(&in, 0, 1, 1);
-	return dbfs_inode_put(fs, txn, ino, &in);
+	if ((rc = dbfs_inode_put(fs, txn, ino, &in)))
+		return rc;
+	return note(fs, txn, &(struct dbfs_ev_note){.op = DBFS_EV_WRITE, .ino = ino, .in = &in,
+						     .off = off, .len = len});
 }
 
 int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uint64_t off,
@@ -526,7 +577,12 @@ int dbfs_op_fallocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int mode, uin
 	if (rc)
 		return rc;
 	dbfs_touch(&in, 0, 1, 1);
-	return dbfs_inode_put(fs, txn, ino, &in);
+	if ((rc = dbfs_inode_put(fs, txn, ino, &in)))
+		return rc;
+	return note(fs, txn, &(struct dbfs_ev_note){
+				     .op = (mode & FALLOC_FL_PUNCH_HOLE) ? DBFS_EV_PUNCH
+									: DBFS_EV_FALLOCATE,
+				     .ino = ino, .in = &in, .off = off, .len = len});
 }
 
 int dbfs_op_free_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, uint64_t end,
@@ -620,7 +676,10 @@ int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *na
 	if (rc)
 		return rc;
 	dbfs_touch(&in, 0, 0, 1);
-	return dbfs_inode_put(fs, txn, ino, &in);
+	if ((rc = dbfs_inode_put(fs, txn, ino, &in)))
+		return rc;
+	return note(fs, txn, &(struct dbfs_ev_note){.op = DBFS_EV_SETXATTR, .ino = ino, .in = &in,
+						     .xattr = name});
 }
 
 int dbfs_op_removexattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *name)
@@ -632,7 +691,10 @@ int dbfs_op_removexattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char 
 	if ((rc = dbfs_xattr_remove(fs, txn, ino, name)))
 		return rc;
 	dbfs_touch(&in, 0, 0, 1);
-	return dbfs_inode_put(fs, txn, ino, &in);
+	if ((rc = dbfs_inode_put(fs, txn, ino, &in)))
+		return rc;
+	return note(fs, txn, &(struct dbfs_ev_note){.op = DBFS_EV_REMOVEXATTR, .ino = ino,
+						     .in = &in, .xattr = name});
 }
 
 static __thread unsigned char copybuf[DBFS_BLOCK_SIZE];
@@ -693,7 +755,12 @@ int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t 
 		*copied += at;
 	}
 	dbfs_touch(&dst, 0, 1, 1);
-	return dbfs_inode_put(fs, txn, ino_out, &dst);
+	if ((rc = dbfs_inode_put(fs, txn, ino_out, &dst)))
+		return rc;
+	if (!*copied)
+		return 0;
+	return note(fs, txn, &(struct dbfs_ev_note){.op = DBFS_EV_WRITE, .ino = ino_out,
+						     .in = &dst, .off = off_out, .len = *copied});
 }
 
 int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino)

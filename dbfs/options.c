@@ -18,6 +18,11 @@ void dbfs_options_init(struct dbfs_options *o)
 	o->writemap = true;
 	o->writemap_auto = true;
 	o->commit_interval = 5.0;
+	o->feed = true;
+	o->feed_max_events = 1000000;
+	o->feed_max_bytes = 64ull << 20;
+	o->feed_max_age = 7 * 86400;
+	o->feed_sub_idle = 30 * 86400;
 }
 
 static int parse_u64(const char *v, uint64_t *out, int sizes)
@@ -122,6 +127,17 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 	} else if (!strcmp(key, "writemap")) {
 		bad = parse_bool(v, &o->writemap);
 		o->writemap_auto = false;
+	} else if (!strcmp(key, "feed")) {
+		bad = parse_bool(v, &o->feed);
+	} else if (!strcmp(key, "feed_events")) {
+		/* the queue's hard limit is 80 subshards of 32768 (feed.c) */
+		bad = parse_u64(v, &o->feed_max_events, 0) || o->feed_max_events > 2000000;
+	} else if (!strcmp(key, "feed_bytes")) {
+		bad = parse_u64(v, &o->feed_max_bytes, 1) || o->feed_max_bytes > (1ull << 30);
+	} else if (!strcmp(key, "feed_age")) {
+		bad = parse_u64(v, &o->feed_max_age, 0);
+	} else if (!strcmp(key, "feed_sub_idle")) {
+		bad = parse_u64(v, &o->feed_sub_idle, 0);
 	} else if (!strcmp(key, "writeback_cache")) {
 		bad = parse_bool(v, &o->writeback_cache);
 	} else {

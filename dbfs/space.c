@@ -79,23 +79,36 @@ static uint64_t tree_pages(MDB_txn *t, MDB_dbi dbi)
  * Pages in LMDB's free list, counted without reading it: every page up to
  * the last one is either a meta page, a page of a B-tree (the free list's
  * own, the main database's, or a named database's) or in the free list.
- * Needs the newest snapshot (mdb_env_info describes the newest commit) and
- * no named database this file does not know of; returns -1 otherwise.
+ * A named database's page counts are its record in the main database
+ * (LMDB's MDB_db: pad u32, flags u16, depth u16, then branch, leaf and
+ * overflow page counts, entries and root, 8 bytes each), so the queue's
+ * tables (the change feed) are counted like DBFS's own. Needs the newest
+ * snapshot (mdb_env_info describes the newest commit) and a main database
+ * that holds only named databases; returns -1 otherwise.
  */
+#define LMDB_DB_RECORD 48u
 int64_t dbfs_free_pages_counted(struct dbfs *fs, MDB_txn *t)
 {
-	const MDB_dbi dbs[] = {FREE_DBI, MAIN_DBI, fs->db_super, fs->db_inode, fs->db_dirent,
-			       fs->db_dircook, fs->db_data, fs->db_xattr, fs->db_orphan};
-	const size_t ndbs = sizeof(dbs) / sizeof(dbs[0]);
 	MDB_envinfo info;
-	MDB_stat maindb;
-	uint64_t used = NUM_METAS;
+	MDB_cursor *c;
+	MDB_val k, v;
+	uint64_t used = NUM_METAS + tree_pages(t, FREE_DBI) + tree_pages(t, MAIN_DBI);
+	int rc;
 
 	if (mdb_env_info(fs->env, &info) || info.me_last_txnid != mdb_txn_id(t) ||
-	    mdb_stat(t, MAIN_DBI, &maindb) || maindb.ms_entries != ndbs - 2)
+	    mdb_cursor_open(t, MAIN_DBI, &c))
 		return -1;
-	for (size_t i = 0; i < ndbs; i++)
-		used += tree_pages(t, dbs[i]);
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		uint64_t pg[3];
+		if (v.mv_size != LMDB_DB_RECORD)
+			break;
+		memcpy(pg, (char *)v.mv_data + 8, sizeof(pg));
+		used += pg[0] + pg[1] + pg[2];
+	}
+	mdb_cursor_close(c);
+	if (rc != MDB_NOTFOUND)
+		return -1;
 	return used <= info.me_last_pgno + 1 ? (int64_t)(info.me_last_pgno + 1 - used) : -1;
 }
 

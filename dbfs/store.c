@@ -39,7 +39,14 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 		if (rc)
 			return rc;
 	}
-	return 0;
+	/* Format 3's table: made when the store opens read-write; a
+	 * read-only older store has none. */
+	int rc = mdb_dbi_open(txn, DBFS_DB_FEED, flags, &fs->db_feed);
+	if (rc == MDB_NOTFOUND && !(flags & MDB_CREATE)) {
+		fs->db_feed = 0;
+		rc = 0;
+	}
+	return rc;
 }
 
 /* What dbfs_open made in the store's directory, to remove again when it
@@ -249,7 +256,7 @@ static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t m
 		return -ENOMEM;
 	}
 	mdb_env_set_mapsize(fs->env, map);
-	mdb_env_set_maxdbs(fs->env, 64);
+	mdb_env_set_maxdbs(fs->env, 64 + dbfs_feed_dbs_needed());
 	mdb_env_set_maxreaders(fs->env, fs->opt.max_readers ? fs->opt.max_readers : 512);
 	rc = mdb_env_open(fs->env, dir, flags, 0600);
 	if (!rc)
@@ -342,6 +349,11 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 	if (!o->read_only) {
 		if ((rc = dbfs_durable_start(fs, err, errlen)))
 			return rc;
+		/* ilink first: the version says it is complete */
+		if (fs->sb_version < 3 && (rc = dbfs_errno(dbfs_feed_upgrade(fs)))) {
+			snprintf(err, errlen, "cannot upgrade the store's format: %s", strerror(-rc));
+			return rc;
+		}
 		if (fs->sb_version < DBFS_FORMAT_VERSION &&
 		    (rc = dbfs_errno(dbfs_write(fs, dbfs_super_upgrade_fn, NULL)))) {
 			snprintf(err, errlen, "cannot upgrade the store's format: %s", strerror(-rc));
@@ -353,10 +365,14 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
 			return rc;
 		}
+		if ((rc = dbfs_feed_start(fs, err, errlen)))
+			return rc;
 		if ((rc = dbfs_errno(dbfs_durable_point(fs)))) {
 			snprintf(err, errlen, "cannot flush the store: %s", strerror(-rc));
 			return rc;
 		}
+	} else if ((rc = dbfs_feed_start(fs, err, errlen))) {
+		return rc;
 	}
 	return 0;
 }
@@ -540,6 +556,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	return 0;
 
 fail_open:
+	dbfs_feed_stop(fs);
 	dbfs_durable_stop(fs);
 	mdb_env_close(fs->env);
 fail_env:
@@ -563,6 +580,7 @@ static void close_env(struct dbfs *fs)
 		dbfs_reap_now(fs);
 		reclaim(fs);
 	}
+	dbfs_feed_stop(fs);
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
 	dbfs_durable_stop(fs); /* a last durable point (none on a lost store) */
@@ -616,9 +634,10 @@ int dbfs_tick(struct dbfs *fs)
 		return -EIO;
 	}
 	int rc = dbfs_reap_now(fs);
+	int frc = dbfs_feed_tick(fs);
 	int drc = dbfs_durable_tick(fs);
 	dbfs_guard_pop(&g);
-	return dbfs_errno(rc ? rc : drc);
+	return dbfs_errno(rc ? rc : frc ? frc : drc);
 }
 
 const char *dbfs_dir(const struct dbfs *fs)

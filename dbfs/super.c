@@ -97,6 +97,7 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
 		return -EINVAL;
 	}
 	fs->sb_version = sb.version;
+	memcpy(fs->uuid, sb.uuid, sizeof(fs->uuid));
 	if (sb.block_size != DBFS_BLOCK_SIZE && sb.block_size != dbfs_page_block(fs)) {
 		snprintf(err, errlen, "unsupported block size %u", sb.block_size);
 		return -EINVAL;
@@ -117,7 +118,8 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
 
 /* Format 1 -> 2: dbfs.durable exists now (dbfs_durable_start made it
  * before this commit), so older builds, which would not read it, must
- * refuse the store. The rest of the layout is the same. */
+ * refuse the store. 2 -> 3: ilink is filled (dbfs_feed_upgrade, before
+ * this commit) and "feed" exists; older builds would not keep them. */
 int dbfs_super_upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	MDB_val v;

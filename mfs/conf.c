@@ -86,6 +86,19 @@ bad:
 	return -EINVAL;
 }
 
+/* Options of mfs itself: feed_access=owner|all (who may read the feed;
+ * read from the options text where it is checked, feed_fs.c). -ENOENT
+ * when key is none of them. */
+static int mfs_key(const char *key, const char *value, char *err, size_t errlen)
+{
+	if (strcmp(key, "feed_access"))
+		return -ENOENT;
+	if (value && (!strcmp(value, "owner") || !strcmp(value, "all")))
+		return 0;
+	snprintf(err, errlen, "feed_access is owner or all");
+	return -EINVAL;
+}
+
 static bool reserved_key(const char *key)
 {
 	return !strcmp(key, "name") || !strcmp(key, "store") || !strcmp(key, "mountpoint") ||
@@ -101,7 +114,10 @@ int mfs_conf_check(const char *key, const char *value, char *err, size_t errlen)
 		snprintf(err, errlen, "'%s' is not an option here", key);
 		return -EINVAL;
 	}
-	int rc = governor_key(key, value, &lim, err, errlen);
+	int rc = mfs_key(key, value, err, errlen);
+	if (rc != -ENOENT)
+		return rc;
+	rc = governor_key(key, value, &lim, err, errlen);
 	if (rc != -ENOENT)
 		return rc;
 	dbfs_options_init(&o);
@@ -117,7 +133,8 @@ bool mfs_conf_live(const char *key)
 {
 	static const char *const live[] = {"quota_bytes", "quota_inodes", "max_concurrent",
 					    "iops",        "bandwidth",    "mem",
-					    "commit_interval"};
+					    "commit_interval", "feed_access", "feed_events",
+					    "feed_bytes", "feed_age", "feed_sub_idle"};
 	for (size_t i = 0; i < sizeof(live) / sizeof(live[0]); i++)
 		if (!strcmp(key, live[i]))
 			return true;
@@ -138,6 +155,9 @@ int mfs_conf_parse(const char *opts, struct dbfs_options *o, struct mfs_limits *
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < l.n && !rc; i++) {
+		rc = mfs_key(l.items[i].key, l.items[i].value, err, errlen);
+		if (rc != -ENOENT)
+			continue;
 		rc = governor_key(l.items[i].key, l.items[i].value, lim, err, errlen);
 		if (rc != -ENOENT)
 			continue;

@@ -7,6 +7,9 @@
  *   max_concurrent=N   requests of this DBFS in flight at once (0: no cap)
  *   iops=N             requests per second (0: unlimited)
  *   bandwidth=SIZE     read+write bytes per second (0: unlimited)
+ * and mfs's own:
+ *   feed_access=owner|all  who may read the change feed and subscribe
+ *                      (owner: the DBFS's owner, who started mfs, root)
  * Pure functions: any thread, no locks.
  */
 #ifndef MFS_CONF_H

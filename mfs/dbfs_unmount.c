@@ -9,6 +9,7 @@
 
 #include "cache_budget.h"
 #include "dbfs_unmount.h"
+#include "feed_fs.h"
 #include "flusher.h"
 #include "inbox.h"
 #include "log.h"
@@ -100,8 +101,10 @@ void mfs_dbfs_finish(struct mfs_manager *mgr, struct mfs_dbfs *d, const char *re
 		mfs_loop_remove(sess);
 	if (se)
 		mfs_session_close(se);
-	if (fs)
+	if (fs) {
+		mfs_feed_detach(fs); /* its feed readers, before the store goes */
 		dbfs_close(fs);
+	}
 	if (held) { /* the store was open through store_fd: closed after it */
 		close(mp_dirfd);
 		close(store_fd);

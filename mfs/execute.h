@@ -1,7 +1,8 @@
 /*
  * The executors of the control verbs (the exec column of verbs.h), one file
  * each: execute_mount.c, execute_unmount.c, execute_config.c,
- * execute_forget.c, execute_sync.c. Each checks the parsed command against the file system
+ * execute_forget.c, execute_sync.c, execute_subscribe.c (subscribe and
+ * unsubscribe). Each checks the parsed command against the file system
  * and the manager's state (validate.h) and only then changes anything; a
  * refused command changes nothing. Each returns 0 or -errno with a one-line
  * reason in err (left empty where strerror says it all). Control thread
@@ -43,5 +44,17 @@ int mfs_execute_forget(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, 
  * and the flusher answers. Refusals: -ENOENT, -EPERM, -EINVAL (not
  * mounted); the flusher's answer: 0, or -EIO/-ENOSPC (the flush failed). */
 int mfs_execute_sync(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen);
+
+/* Create the durable subscription cmd->sub of DBFS cmd->name, starting at
+ * cmd->pos (now when not given), with the filters in cmd->opts. Errors:
+ * those of mfs_check_feed (-ENOENT, -EACCES, -EINVAL, -EOPNOTSUPP), -EEXIST,
+ * -ESTALE (a position of another store), -ERANGE (beyond the feed's end),
+ * -EROFS, -ENOSPC, -EIO. */
+int mfs_execute_subscribe(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen);
+
+/* Delete it. Errors: those of mfs_check_feed, -ENOENT (no such
+ * subscription), -EBUSY (a reader has it open), -EROFS, -EIO. */
+int mfs_execute_unsubscribe(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err,
+			    size_t errlen);
 
 #endif

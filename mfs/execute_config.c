@@ -6,6 +6,7 @@
 
 #include "cache_budget.h"
 #include "conf.h"
+#include "dbfs/feed.h"
 #include "execute.h"
 #include "kv.h"
 #include "log.h"
@@ -40,6 +41,11 @@ static void apply_live(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct
 {
 	dbfs_set_quota(d->fs, o->quota_bytes, o->quota_inodes);
 	dbfs_set_commit_interval(d->fs, o->commit_interval);
+	struct dbfs_feed_limits fl = {o->feed_max_events, o->feed_max_bytes, o->feed_max_age,
+				      o->feed_sub_idle};
+	int rc = dbfs_feed_enabled(d->fs) ? dbfs_feed_set_limits(d->fs, &fl) : 0;
+	if (rc)
+		mfs_warn("%s: feed limits not applied: %s", d->conf.name, strerror(-rc));
 	mfs_loop_set_limits(d->sess, lim);
 	d->limits = *lim;
 	d->quota_bytes = o->quota_bytes;

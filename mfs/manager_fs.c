@@ -1,6 +1,7 @@
 /* The manager mount's FUSE operations (see manager_fs.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <fuse_lowlevel.h>
 
 #include "answer.h"
+#include "feed_fs.h"
 #include "buf.h"
 #include "inbox.h"
 #include "log.h"
@@ -20,7 +22,21 @@
 #include "verbs.h"
 
 #define ROOT_INO 1
-#define DIR_INO(id) (16 + 4 * (fuse_ino_t)(id))
+/* Each DBFS folder owns 8 inodes: itself, its 3 status files, events,
+ * events.json, subscriptions/ and one spare. */
+#define DIR_STRIDE 8
+#define DIR_INO(id) (16 + DIR_STRIDE * (fuse_ino_t)(id))
+#define FEED_SLOT 4 /* events, events.json, subscriptions at 4, 5, 6 */
+
+/* The feed's names in a DBFS folder, by slot - FEED_SLOT. */
+static const char *const feed_names[] = {"events", "events.json", "subscriptions"};
+#define NFEED_NAMES 3
+
+/* Is ino a feed file (its handle is feed_fs.c's)? */
+static bool feed_ino(fuse_ino_t ino)
+{
+	return ino >= MFS_FEED_DYN_INO || (ino >= 16 && (ino - 16) % DIR_STRIDE >= FEED_SLOT);
+}
 
 static struct mfs_manager *mgr_of(fuse_req_t req)
 {
@@ -40,12 +56,16 @@ static const struct {
 #define NROOT_FILES (sizeof(root_files) / sizeof(root_files[0]))
 #define ROOT_FILE_INO(i) (2 + (fuse_ino_t)(i))
 
-/* What an inode is: the root, a DBFS folder, one of its files, a root file. */
+/* What an inode is: the root, a DBFS folder, one of its files, a root file,
+ * a feed node (feed_fs.h: events, events.json, subscriptions/, and the
+ * dynamic inodes of events@... and subscription files). */
 struct node {
-	int kind; /* 0 root, 1 folder, 2 file, 3 root file */
+	int kind; /* 0 root, 1 folder, 2 file, 3 root file, 4 feed file, 5 subscriptions
+		     dir, 6 dynamic feed file */
 	uint32_t id;
 	enum mfs_file file;
 	unsigned root_file;
+	enum mfs_feed_kind feed;
 };
 
 static int decode(fuse_ino_t ino, struct node *n)
@@ -61,8 +81,19 @@ static int decode(fuse_ino_t ino, struct node *n)
 	}
 	if (ino < 16)
 		return -ENOENT;
-	n->id = (uint32_t)((ino - 16) / 4);
-	unsigned k = (unsigned)((ino - 16) % 4);
+	if (ino >= MFS_FEED_DYN_INO) {
+		n->kind = 6;
+		return 0;
+	}
+	n->id = (uint32_t)((ino - 16) / DIR_STRIDE);
+	unsigned k = (unsigned)((ino - 16) % DIR_STRIDE);
+	if (k >= FEED_SLOT + NFEED_NAMES)
+		return -ENOENT;
+	if (k >= FEED_SLOT) {
+		n->feed = (enum mfs_feed_kind)(k - FEED_SLOT); /* EVENTS, EVENTS_JSON, SUBS_DIR */
+		n->kind = n->feed == MFS_FEED_SUBS_DIR ? 5 : 4;
+		return 0;
+	}
 	n->kind = k ? 2 : 1;
 	n->file = k ? (enum mfs_file)(k - 1) : MFS_FILE_STATUS;
 	return 0;
@@ -76,6 +107,8 @@ static int stat_node(struct mfs_manager *mgr, fuse_ino_t ino, struct stat *st)
 	memset(st, 0, sizeof(*st));
 	if (decode(ino, &n))
 		return -ENOENT;
+	if (n.kind == 6)
+		return mfs_feed_stat_dyn(mgr, ino, st);
 	st->st_ino = ino;
 	st->st_atime = st->st_mtime = st->st_ctime = (time_t)mgr->started_at;
 	if (n.kind == 0 || n.kind == 3) {
@@ -96,6 +129,12 @@ static int stat_node(struct mfs_manager *mgr, fuse_ino_t ino, struct stat *st)
 		if (n.kind == 1) {
 			st->st_mode = S_IFDIR | 0555;
 			st->st_nlink = 2;
+		} else if (n.kind == 5) {
+			st->st_mode = S_IFDIR | 0500;
+			st->st_nlink = 2;
+		} else if (n.kind == 4) {
+			st->st_mode = S_IFREG | 0400;
+			st->st_nlink = 1;
 		} else {
 			st->st_mode = S_IFREG | 0444;
 			st->st_nlink = 1;
@@ -125,10 +164,16 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct node n = {0};
 	fuse_ino_t ino = 0;
 
-	if (decode(parent, &n) || n.kind >= 2) {
+	if (decode(parent, &n) || (n.kind >= 2 && n.kind != 5)) {
 		fuse_reply_err(req, n.kind >= 2 ? ENOTDIR : ENOENT);
 		return;
 	}
+	if (n.kind == 5) {
+		mfs_feed_lookup(req, n.id, true, name);
+		return;
+	}
+	if (n.kind == 1 && mfs_feed_lookup(req, n.id, false, name))
+		return;
 	for (unsigned i = 0; n.kind == 0 && i < NROOT_FILES; i++)
 		if (!strcmp(name, root_files[i].name))
 			ino = ROOT_FILE_INO(i);
@@ -142,6 +187,9 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		for (int f = 0; f < MFS_NFILES; f++)
 			if (!strcmp(name, mfs_readable_files[f].name))
 				ino = parent + 1 + (fuse_ino_t)f;
+		for (int f = 0; f < NFEED_NAMES; f++)
+			if (!strcmp(name, feed_names[f]))
+				ino = parent + FEED_SLOT + (fuse_ino_t)f;
 	}
 	if (!ino) {
 		fuse_reply_err(req, ENOENT);
@@ -164,6 +212,15 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
+	struct stat st;
+
+	/* `echo SEQ > subscriptions/SUB` opens with O_TRUNC: a size of 0 on a
+	 * feed file changes nothing */
+	if (ino >= MFS_FEED_DYN_INO && !(to_set & ~(FUSE_SET_ATTR_SIZE)) && attr->st_size == 0 &&
+	    !stat_node(mgr_of(req), ino, &st)) {
+		fuse_reply_attr(req, &st, 0);
+		return;
+	}
 	fuse_reply_err(req, EROFS);
 }
 
@@ -203,13 +260,27 @@ static void reply_copy(fuse_req_t req, const char *p, size_t n)
 	free(copy);
 }
 
+/* Entries of subscriptions/: their inode numbers are only hints (the
+ * kernel looks a name up before use). */
+struct sub_ctx {
+	fuse_req_t req;
+	struct mfs_buf *buf;
+	fuse_ino_t dir;
+};
+
+static void add_sub(void *arg, const char *name)
+{
+	struct sub_ctx *c = arg;
+	add_entry(c->req, c->buf, name, c->dir, S_IFREG);
+}
+
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mfs_manager *mgr = mgr_of(req);
 	struct listing *l = calloc(1, sizeof(*l));
 	struct node n;
 
-	if (!l || decode(ino, &n) || n.kind >= 2) {
+	if (!l || decode(ino, &n) || (n.kind >= 2 && n.kind != 5)) {
 		free(l);
 		fuse_reply_err(req, l ? ENOTDIR : ENOMEM);
 		return;
@@ -223,10 +294,29 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		for (struct mfs_dbfs *d = mgr->list; d; d = d->next)
 			add_entry(req, &l->buf, d->conf.name, DIR_INO(d->id), S_IFDIR);
 		pthread_mutex_unlock(&mgr->lock);
+	} else if (n.kind == 5) {
+		struct sub_ctx c = {req, &l->buf, ino};
+		struct mfs_caller who;
+		bool may;
+		mfs_caller_from_req(req, &who);
+		pthread_mutex_lock(&mgr->lock);
+		struct mfs_dbfs *d = mfs_find_id(mgr, n.id);
+		may = d && mfs_feed_may(mgr, d, &who);
+		pthread_mutex_unlock(&mgr->lock);
+		int rc = may ? mfs_feed_list_subs(mgr, n.id, add_sub, &c) : d ? -EACCES : -ENOENT;
+		if (rc) {
+			mfs_buf_free(&l->buf);
+			free(l);
+			fuse_reply_err(req, -rc);
+			return;
+		}
 	} else {
 		for (int f = 0; f < MFS_NFILES; f++)
 			add_entry(req, &l->buf, mfs_readable_files[f].name, ino + 1 + (fuse_ino_t)f,
 				  S_IFREG);
+		for (int f = 0; f < NFEED_NAMES; f++)
+			add_entry(req, &l->buf, feed_names[f], ino + FEED_SLOT + (fuse_ino_t)f,
+				  f == 2 ? S_IFDIR : S_IFREG);
 	}
 	if (l->buf.oom) {
 		mfs_buf_free(&l->buf);
@@ -276,8 +366,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct node n;
 	struct mfs_buf *b;
 
-	if (decode(ino, &n) || n.kind < 2) {
+	if (decode(ino, &n) || n.kind < 2 || n.kind == 5) {
 		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if (n.kind == 4 || n.kind == 6) {
+		mfs_feed_open(req, ino, n.id, n.feed, fi);
 		return;
 	}
 	if ((fi->flags & O_ACCMODE) != O_RDONLY) {
@@ -313,6 +407,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct mfs_buf *b = (struct mfs_buf *)(uintptr_t)fi->fh;
 
+	if (feed_ino(ino)) {
+		mfs_feed_read(req, size, fi);
+		return;
+	}
 	if (off < 0 || (size_t)off >= b->len) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -321,10 +419,50 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	reply_copy(req, b->p + off, n < size ? n : size);
 }
 
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	if (feed_ino(ino))
+		mfs_feed_write(req, buf, size, fi);
+	else
+		fuse_reply_err(req, EBADF);
+}
+
+static void op_poll(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi,
+		    struct fuse_pollhandle *ph)
+{
+	if (feed_ino(ino)) {
+		mfs_feed_poll(req, fi, ph);
+		return;
+	}
+	if (ph) /* a snapshot is always readable: never notified */
+		fuse_pollhandle_destroy(ph);
+	fuse_reply_poll(req, POLLIN | POLLRDNORM);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	if (ino >= MFS_FEED_DYN_INO)
+		mfs_feed_forget(ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		if (forgets[i].ino >= MFS_FEED_DYN_INO)
+			mfs_feed_forget(forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct mfs_buf *b = (struct mfs_buf *)(uintptr_t)fi->fh;
 
+	if (feed_ino(ino)) {
+		mfs_feed_release(req, fi);
+		return;
+	}
 	mfs_buf_free(b);
 	free(b);
 	fuse_reply_err(req, 0);
@@ -512,6 +650,10 @@ static const struct fuse_lowlevel_ops ops = {
 	.open = op_open,
 	.read = op_read,
 	.release = op_release,
+	.write = op_write,
+	.poll = op_poll,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
 	.setxattr = op_setxattr,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,

@@ -21,5 +21,11 @@ int mfs_parse_config(const char *value, size_t len, struct mfs_cmd *cmd, char *e
 int mfs_parse_forget(const char *value, size_t len, struct mfs_cmd *cmd, char *err, size_t errlen);
 /* N */
 int mfs_parse_sync(const char *value, size_t len, struct mfs_cmd *cmd, char *err, size_t errlen);
+/* subscribe: name=N,sub=S[,from=POS|since=TIME][,filter=...]; unsubscribe:
+ * name=N,sub=S (parse_feed.c; positions and filters: feed_spec.h). */
+int mfs_parse_subscribe(const char *value, size_t len, struct mfs_cmd *cmd, char *err,
+			size_t errlen);
+int mfs_parse_unsubscribe(const char *value, size_t len, struct mfs_cmd *cmd, char *err,
+			  size_t errlen);
 
 #endif

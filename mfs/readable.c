@@ -8,6 +8,9 @@
 
 #include "answer.h"
 #include "loop.h"
+#include "dbfs/feed.h"
+#include "feed_line.h"
+#include "feed_spec.h"
 #include "readable.h"
 #include "uring.h"
 #include "verbs.h"
@@ -38,6 +41,49 @@ static void text_config(struct mfs_dbfs *d, struct mfs_buf *b)
 {
 	mfs_buf_printf(b, "options=%s\nwant=%s\n", d->conf.opts,
 		       d->conf.want_mounted ? "mounted" : "unmounted");
+}
+
+static int sub_line(void *arg, const struct dbfs_feed_sub_info *i)
+{
+	char t[MFS_FEED_TIME_MAX];
+	mfs_feed_time_format(i->active_ns, t);
+	mfs_buf_printf(arg, "feed_sub.%s=next=%llu,lag=%llu,gaps=%llu,lost=%llu,active=%s%s\n",
+		       i->name, (unsigned long long)i->next_seq, (unsigned long long)i->lag,
+		       (unsigned long long)i->gaps, (unsigned long long)i->lost, t,
+		       i->open ? ",open" : "");
+	return 0;
+}
+
+/* The change feed's lines of stats (dbfs/feed.h): its space apart from the
+ * file system's, its positions and its durable subscriptions. */
+static void text_feed(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	struct dbfs_feed_stats f;
+	char uuid[33], t[MFS_FEED_TIME_MAX];
+
+	if (d->state != MFS_MOUNTED || !d->fs)
+		return;
+	int rc = dbfs_feed_stats(d->fs, &f);
+	mfs_feed_uuid_text(f.uuid, uuid);
+	mfs_buf_printf(b, "feed=%s\nfeed_uuid=%s\n", f.enabled ? "on" : "off", uuid);
+	if (rc)
+		return;
+	mfs_feed_time_format(f.oldest_ns, t);
+	mfs_buf_printf(b,
+		       "feed_first_seq=%llu\nfeed_next_seq=%llu\nfeed_events=%llu\nfeed_bytes=%llu\n"
+		       "feed_oldest=%s\nfeed_enqueued=%llu\nfeed_trimmed=%llu\nfeed_gaps=%llu\n"
+		       "feed_subs=%llu\nfeed_subs_expired=%llu\nfeed_max_events=%llu\n"
+		       "feed_max_bytes=%llu\nfeed_max_age=%llu\nfeed_sub_idle=%llu\n",
+		       (unsigned long long)f.first_seq, (unsigned long long)f.next_seq,
+		       (unsigned long long)f.events, (unsigned long long)f.bytes,
+		       f.oldest_ns ? t : "-", (unsigned long long)f.enqueued,
+		       (unsigned long long)f.trimmed, (unsigned long long)f.gaps,
+		       (unsigned long long)f.subs, (unsigned long long)f.subs_expired,
+		       (unsigned long long)f.limits.max_events,
+		       (unsigned long long)f.limits.max_bytes,
+		       (unsigned long long)f.limits.max_age_sec,
+		       (unsigned long long)f.limits.sub_idle_sec);
+	dbfs_feed_sub_list(d->fs, sub_line, b);
 }
 
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
@@ -84,6 +130,7 @@ static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	    (unsigned long long)cb, (unsigned long long)cl, (unsigned long long)ct,
 	    (unsigned long long)c.flushes, (unsigned long long)c.unsynced_age_ms,
 	    (unsigned long long)c.unsynced_bytes);
+	text_feed(d, b);
 }
 
 static void text_list(struct mfs_manager *mgr, struct mfs_buf *b)

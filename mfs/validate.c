@@ -10,6 +10,8 @@
 #include <sys/sysmacros.h>
 
 #include "as_caller.h"
+#include "dbfs/feed.h"
+#include "feed_fs.h"
 #include "mount.h"
 #include "path.h"
 #include "validate.h"
@@ -39,6 +41,33 @@ int mfs_check_owned(struct mfs_manager *mgr, const struct mfs_caller *who, const
 		return -ENOENT;
 	}
 	return mfs_check_control(mgr, who, *d, err, errlen);
+}
+
+int mfs_check_feed(struct mfs_manager *mgr, const struct mfs_caller *who, const char *name,
+		   struct mfs_dbfs **d, char *err, size_t errlen)
+{
+	*d = mfs_find(mgr, name);
+	if (!*d) {
+		snprintf(err, errlen, "no DBFS named %.120s", name);
+		return -ENOENT;
+	}
+	if (!mfs_feed_may(mgr, *d, who)) {
+		snprintf(err, errlen,
+			 "the feed of %.120s is for its owner (uid %u) and root; "
+			 "its option feed_access=all opens it",
+			 name, (unsigned)(*d)->conf.owner);
+		return -EACCES;
+	}
+	if ((*d)->state != MFS_MOUNTED || !(*d)->fs) {
+		snprintf(err, errlen, "DBFS %.120s is %s, not mounted", name,
+			 mfs_state_name((*d)->state));
+		return -EINVAL;
+	}
+	if (!dbfs_feed_enabled((*d)->fs)) {
+		snprintf(err, errlen, "DBFS %.120s is mounted with feed=off", name);
+		return -EOPNOTSUPP;
+	}
+	return 0;
 }
 
 bool mfs_held_dir_empty(int fd)

@@ -26,6 +26,13 @@ int mfs_check_control(struct mfs_manager *mgr, const struct mfs_caller *who,
 int mfs_check_owned(struct mfs_manager *mgr, const struct mfs_caller *who, const char *name,
 		    struct mfs_dbfs **d, char *err, size_t errlen);
 
+/* The mounted DBFS called `name` whose change feed `who` may read and
+ * subscribe to (root, who started mfs, its owner, anyone with its option
+ * feed_access=all), in *d. -ENOENT, -EACCES, -EINVAL (not mounted),
+ * -EOPNOTSUPP (mounted with feed=off). mgr->lock held. */
+int mfs_check_feed(struct mfs_manager *mgr, const struct mfs_caller *who, const char *name,
+		   struct mfs_dbfs **d, char *err, size_t errlen);
+
 /*
  * The paths of a mount, resolved once as the caller and held (path.h):
  * every later step (stale mounts, emptiness, mount, open, unmount) acts on

@@ -40,6 +40,20 @@ const struct mfs_verb mfs_verbs[] = {
 		.exec = mfs_execute_sync,
 		.usage = "setfattr -n user.mfs.sync -v NAME\n",
 	},
+	{
+		.name = "subscribe",
+		.parse = mfs_parse_subscribe,
+		.exec = mfs_execute_subscribe,
+		.usage = "setfattr -n user.mfs.subscribe -v "
+			 "name=N,sub=S[,from=POS|since=TIME][,path=P][,glob=G][,ops=A+B]"
+			 "[,types=T+U][,exclude=P][,exclude_pid=PID]\n",
+	},
+	{
+		.name = "unsubscribe",
+		.parse = mfs_parse_unsubscribe,
+		.exec = mfs_execute_unsubscribe,
+		.usage = "setfattr -n user.mfs.unsubscribe -v name=N,sub=S\n",
+	},
 };
 /* clang-format on */
 const size_t mfs_nverbs = sizeof(mfs_verbs) / sizeof(mfs_verbs[0]);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "caller.h"
+#include "feed_spec.h"
 #include "manager.h"
 
 struct mfs_verb;
@@ -31,6 +32,11 @@ struct mfs_cmd {
 	/* mount: the DBFS options given; config: the settings to change;
 	 * canonical `key=value,...` text */
 	char opts[MFS_OPTS_MAX];
+	/* subscribe, unsubscribe: the subscription; subscribe: where it starts
+	 * (from= or since=; DBFS_FEED_NOW when neither) and, in opts, its
+	 * filters as canonical `key=value,...` text */
+	char sub[DBFS_FEED_SUB_MAX + 1];
+	struct mfs_feed_pos pos;
 	void *req;                 /* fuse_req_t to answer, or NULL */
 };
 

@@ -28,6 +28,11 @@
  *   | 'U' | name (1..48 bytes)  |   ->   | struct mfsq_disk_sub | acked[nshards] u64 |
  *   +-----+---------------------+        +---------------------------------+
  *
+ *   retention floor of a shard (floor.c, mfsq_retain_floor()), absent if none
+ *   +-----+-----------+         +-----------------------+
+ *   | 'K' | shard u32 |     ->  | first seq kept u64    |
+ *   +-----+-----------+         +-----------------------+
+ *
  *   rule of a durable subscriber (mfsq_subscribe_rule()), absent if none;
  *   parsed again when the subscriber is opened
  *   +-----+---------------------+        +-------------------------------------+

@@ -242,6 +242,8 @@ uint64_t mfsq_late_pct(mfsq_queue *q, double p); /* @p in 0..1 */
 int mfsq_record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, void *out, size_t size);
 void mfsq_shard_key(unsigned char k[5], uint32_t s);
 int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
+/* floor.c: the retention floor of shard s (0: none) */
+int mfsq_floor_get(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t *floor);
 int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);
 /* msgrec.c: the one decoder of message records (format.h). _decode: the
  * value @val (a subshard's or a delay shard's; an exception's with @skip

@@ -688,6 +688,79 @@ void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st);
  *  code, errno value or LMDB code. Thread context: any. */
 const char *mfsq_strerror(int rc);
 
+
+/* ---- retention floor, positions, consistency check (floor.c, check.c) ---- */
+
+/**
+ * Set the retention floor of @p shard to @p seq, in @p txn (it commits or
+ * aborts with it): retention (maintenance, mfsq_tick()) then keeps every
+ * subshard holding a message at or after @p seq even with no subscriber,
+ * drops those wholly before it whatever the subscribers hold, and moves a
+ * durable subscriber still before it up to it, marked lagging (its lost
+ * count grows). For an application whose own bounds decide what is kept
+ * (a change feed replayed from a sequence number). 0 removes the floor
+ * (the default behaviour returns). Messages below the floor that share a
+ * subshard with kept ones stay readable until that subshard goes: the
+ * application skips them itself.
+ * @return 0, EINVAL (q or txn NULL, shard out of range), ENOSPC, LMDB errors
+ *   (as mfsq_enqueue() inside a caller's transaction: abort it).
+ * Thread context: the thread owning @p txn.
+ */
+int mfsq_retain_floor(mfsq_queue *q, MDB_txn *txn, uint32_t shard, uint64_t seq);
+
+/** The next sequence number subscriber @p s will read in @p shard (0 for a
+ *  bad shard). Thread context: the thread that uses @p s. */
+uint64_t mfsq_sub_position(const mfsq_sub *s, uint32_t shard);
+
+/**
+ * Read durable subscriber @p name's stored record: @p acked (NULL, or
+ * nshards entries) the next unacknowledged seq per shard, @p lost the
+ * messages it lost to retention, @p lagging whether it is marked lagging.
+ * Positions of an open subscriber of an MDB_NOSYNC environment may be
+ * ahead in the ack log. @return 0, EINVAL (bad name), ENOENT (no such
+ * subscriber), MDB_CORRUPTED (a record of the wrong size), LMDB errors of
+ * its read transaction. Thread context: any.
+ */
+int mfsq_subscriber_get(mfsq_queue *q, const char *name, uint64_t *acked, uint64_t *lost,
+			int *lagging);
+
+/**
+ * Acknowledge, in @p txn, durable subscriber @p name's messages of
+ * @p shard before @p next (its stored position is raised to @p next; a
+ * position already beyond is kept), whether the subscriber is open or not:
+ * for a consumer that acknowledges from another process or thread than the
+ * one reading. An open subscriber of this process keeps reading where it
+ * is; its own later acks never move the stored position back (they are
+ * raised to the store's), and a reopen resumes at @p next.
+ * @return 0, EINVAL (bad name, shard, txn NULL), ENOENT (no such
+ *   subscriber), ERANGE (@p next beyond the shard's next seq),
+ *   MDB_CORRUPTED, ENOSPC, LMDB errors (abort @p txn as for mfsq_enqueue()).
+ * Thread context: the thread owning @p txn.
+ */
+int mfsq_subscriber_ack(mfsq_queue *q, MDB_txn *txn, const char *name, uint32_t shard,
+			uint64_t next);
+
+/** A problem found by mfsq_check(): one line of text, "queue NAME: ...". */
+typedef void mfsq_check_report(void *arg, const char *problem);
+
+/**
+ * Check the tables of queue @p name in @p txn (read-only is enough; the
+ * queue need not be open): the configuration record, every shard's state
+ * against its subshard index (count, oldest and newest subshard, ids in
+ * order), every subshard's table (present; 8-byte keys in its range,
+ * dense and in order; message headers an enqueue writes; the newest
+ * message just below the next seq), and every durable subscriber's record
+ * (size, positions not beyond the stream). Each problem goes to
+ * @p report (may be NULL) and is counted in @p problems (may be NULL).
+ * @return 0 when the check ran (problems or not), EINVAL (bad arguments),
+ *   ENOENT (no such queue), ENOMEM, LMDB errors (MDB_DBS_FULL: the
+ *   environment's maxdbs is too small to open the subshards).
+ * Thread context: the thread owning @p txn; it opens named databases with
+ * mdb_dbi_open(): not concurrently with other openers of the environment.
+ */
+int mfsq_check(MDB_txn *txn, const char *name, mfsq_check_report *report, void *arg,
+	       uint64_t *problems);
+
 /* ---- memory: process-wide cache budget and pressure (pressure.c) ---- */
 
 enum mfsq_pressure_mode {

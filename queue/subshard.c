@@ -371,8 +371,23 @@ int mfsq_retention(mfsq_queue *q)
 		if (!rc)
 			rc = hard_limit_cut(q, w.txn, s, &cut[s]);
 	}
+	/* a floor (floor.c) moves the cut up to it and keeps what is above */
+	for (uint32_t s = 0; !rc && s < n; s++) {
+		uint64_t fl;
+
+		rc = mfsq_floor_get(q, w.txn, s, &fl);
+		if (!rc && fl > cut[s])
+			cut[s] = fl;
+	}
 	if (!rc)
 		rc = min_positions(q, w.txn, minpos, cut);
+	for (uint32_t s = 0; !rc && s < n; s++) {
+		uint64_t fl;
+
+		rc = mfsq_floor_get(q, w.txn, s, &fl);
+		if (!rc && fl && fl < minpos[s])
+			minpos[s] = fl;
+	}
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct mfsq_disk_shard st;
 		uint64_t first, id, next;

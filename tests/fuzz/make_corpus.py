@@ -138,6 +138,26 @@ queue = {
     'rule-rec': b'\0' + sets(2, 5, b'prio in (') + bytes([END]),
 }
 
+T0 = b'2025-12-02T01:35:00.123456789Z'
+KEYS = b' parent=1 type=file mode=0644 size=12 uid=1000 gid=100 pid=4321'
+feedline = {
+    'text-create': b'\0' + b'42 ' + T0 + b' create 7 /a/b' + KEYS + b'\n',
+    'text-rename': b'\0' + b'43 ' + T0 + b' rename 7 /a\\040b /c/\\377 parent=1 new_parent=9'
+                   + KEYS[9:] + b'\n',
+    'text-setattr': b'\0' + b'44 ' + T0 + b' setattr 7 /a' + KEYS + b' attr=mode,size,0x1000',
+    'text-xattr': b'\0' + b'45 ' + T0 + b' setxattr 7 /a' + KEYS + b' xattr=user.\\012x',
+    'text-gap': b'\0' + b'46 ' + T0 + b' gap 0 - next=100\n',
+    'text-later': b'\0' + b'47 2025-12-02T01:35:00Z write 7 - future=1 size=3',
+    'json-create': b'\1' + b'{"seq":42,"time":"' + T0 + b'","time_ns":1764639300123456789,'
+                   b'"op":"create","ino":7,"path":"/a/b","parent":1,"type":"file","mode":"0644",'
+                   b'"size":12,"uid":1000,"gid":100,"pid":4321}\n',
+    'json-b64': b'\1' + b'{"seq":43,"time_ns":1,"op":"rename","ino":7,"path":"/x\xef\xbf\xbd",'
+                b'"path_b64":"L3j/","new_path":"/\\u00e9\\ud83d\\ude00","new_parent":2}',
+    'json-attr': b'\1' + b'{"seq":44,"time":"2025-12-02","op":"setattr","attr":["mode","ctime"],'
+                 b'"x":{"y":[true,null,-1.5e3]}}',
+    'json-gap': b'\1' + b'{"seq":46,"time_ns":5,"op":"gap","next":100}',
+}
+
 
 def write(target, inputs):
     d = os.path.join(HERE, 'corpus', target)
@@ -147,5 +167,6 @@ def write(target, inputs):
             f.write(data)
 
 
-for t, i in (('control', control), ('conf', conf), ('store', store), ('queue', queue)):
+for t, i in (('control', control), ('conf', conf), ('store', store), ('queue', queue),
+             ('feedline', feedline)):
     write(t, i)

@@ -22,6 +22,9 @@ static void check_inodes(struct fsck *f)
 	fsck_lmdb_check(mdb_cursor_open(f->txn, f->dbi_inode, &c), "cursor on inode");
 	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == 0;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size > 16 && k.mv_size <= 16 + DBFS_NAME_MAX && f->sb.version >= 3 &&
+		    dbfs_get_be64(k.mv_data) != 0)
+			continue; /* a name row (ilink, format 3): feed.c checks them */
 		if (k.mv_size != 8 || dbfs_get_be64(k.mv_data) == 0) {
 			fsck_problem(f, "inode table: malformed key (%zu bytes)", k.mv_size);
 			if (f->fixing)

@@ -283,7 +283,7 @@ static void open_env(struct fsck *f, off_t size)
 		fsck_note(f, "restored the last durable point after a power loss");
 
 	fsck_lmdb_check(mdb_env_create(&f->env), "mdb_env_create");
-	mdb_env_set_maxdbs(f->env, 64);
+	mdb_env_set_maxdbs(f->env, 256); /* the feed's queue has ~85 */
 	mdb_env_set_maxreaders(f->env, 16);
 	/* Room for the repair's copy-on-write pages beyond the file's size. */
 	if (f->repair)
@@ -294,7 +294,7 @@ static void open_env(struct fsck *f, off_t size)
 		 * come; LMDB's own reader table is not needed. */
 		mdb_env_close(f->env);
 		fsck_lmdb_check(mdb_env_create(&f->env), "mdb_env_create");
-		mdb_env_set_maxdbs(f->env, 64);
+		mdb_env_set_maxdbs(f->env, 256); /* the feed's queue has ~85 */
 		rc = mdb_env_open(f->env, f->store, MDB_RDONLY | MDB_NOLOCK, 0644);
 	}
 	if (rc)
@@ -316,6 +316,7 @@ static void run_passes(struct fsck *f)
 	if (fsck_pass_tree(f))
 		fsck_load(f);
 	fsck_pass_counts(f);
+	fsck_pass_feed(f);
 }
 
 static int check_only(struct fsck *f)

@@ -88,6 +88,8 @@ void fsck_mark_reachable(struct fsck *f);
 bool fsck_pass_records(struct fsck *f);
 bool fsck_pass_tree(struct fsck *f);
 bool fsck_pass_counts(struct fsck *f);
+/* feed.c: ilink (rebuilt by --repair) and the change feed's queue. */
+void fsck_pass_feed(struct fsck *f);
 
 /* repair.c: writes inside f->txn; any LMDB failure is fatal (exit 8, nothing
  * committed). */

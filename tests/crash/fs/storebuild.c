@@ -119,7 +119,7 @@ void sb_put_super(struct sb *s, const struct dbfs_super *sup)
 static void env_open(struct sb *s, const char *dir, unsigned dbflags)
 {
 	ok(mdb_env_create(&s->env), "env_create");
-	mdb_env_set_maxdbs(s->env, 16);
+	mdb_env_set_maxdbs(s->env, 256);
 	mdb_env_set_mapsize(s->env, 64u << 20);
 	ok(mdb_env_open(s->env, dir, 0, 0644), "env_open");
 	ok(mdb_txn_begin(s->env, NULL, 0, &s->txn), "txn_begin");
@@ -130,6 +130,14 @@ static void env_open(struct sb *s, const char *dir, unsigned dbflags)
 	ok(mdb_dbi_open(s->txn, DBFS_DB_DATA, dbflags, &s->data), "data");
 	ok(mdb_dbi_open(s->txn, DBFS_DB_XATTR, dbflags, &s->xattr), "xattr");
 	ok(mdb_dbi_open(s->txn, DBFS_DB_ORPHAN, dbflags, &s->orphan), "orphan");
+}
+
+/* The name row of parent/name -> ino in the inode table (format.h). */
+static size_t ilink_key(unsigned char *k, uint64_t ino, uint64_t parent, const char *name)
+{
+	size_t n = sb_key2(k, ino, parent), len = strlen(name);
+	memcpy(k + n, name, len);
+	return n + len;
 }
 
 void sb_open(struct sb *s, const char *dir)
@@ -206,6 +214,8 @@ void sb_link(struct sb *s, uint64_t parent, const char *name, uint64_t ino)
 	memcpy(cv + 8, &dv.type, 4);
 	memcpy(cv + 12, name, len);
 	sb_put(s, s->dircook, k, sb_key2(k, parent, dv.cookie), cv, 12 + len);
+	unsigned char ik[16 + DBFS_NAME_MAX];
+	sb_put(s, s->inode, ik, ilink_key(ik, ino, parent, name), "", 0);
 	if (ino != parent)
 		sb_put_inode(s, ino, &rec);
 	sb_put_inode(s, parent, &dir);
@@ -223,6 +233,8 @@ void sb_unlink(struct sb *s, uint64_t parent, const char *name)
 	ok(sb_get_inode(s, dv.ino, &rec), "inode");
 	sb_del(s, s->dirent, k, sb_key_name(k, parent, name));
 	sb_del(s, s->dircook, k, sb_key2(k, parent, dv.cookie));
+	unsigned char ik[16 + DBFS_NAME_MAX];
+	sb_del(s, s->inode, ik, ilink_key(ik, dv.ino, parent, name));
 	dir.nentries--;
 	if (S_ISDIR(rec.mode))
 		dir.nlink--;

@@ -23,6 +23,8 @@
 #include "dbfs/recover.h"
 
 static char dir[256];
+/* What an open store's directory holds: LMDB's, DBFS's, the feed queue's. */
+#define STORE_FILES "data.mdb,dbfs.durable,dbfs.lock,lock.mdb,mfsq-feed.acks,mfsq-feed.log0"
 static struct dbfs *fs;
 static const struct dbfs_cred cred = {1000, 1000, 022};
 
@@ -621,8 +623,9 @@ START_TEST(test_data)
 END_TEST
 
 /* statfs counts LMDB's free pages from the B-trees' sizes instead of
- * reading the free list: the two must agree, and an unknown named
- * database must turn the count off. */
+ * reading the free list: the two must agree, also with a named database
+ * DBFS does not know; a plain record in the main database turns the
+ * count off. */
 START_TEST(test_free_pages_counted)
 {
 	static unsigned char buf[100000];
@@ -646,6 +649,17 @@ START_TEST(test_free_pages_counted)
 	MDB_dbi extra;
 	t = txn_begin();
 	ck_assert_int_eq(mdb_dbi_open(t, "extra", MDB_CREATE, &extra), 0);
+	txn_end(t, 0);
+	/* a named database of its own (the change feed's queue has many) is
+	 * counted from its record in the main database */
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	ck_assert_int_eq(dbfs_free_pages_counted(fs, t), (int64_t)dbfs_free_pages_listed(t));
+	dbfs_read_end(fs, t);
+	/* a plain record in the main database turns the count off */
+	t = txn_begin();
+	ck_assert_int_eq(mdb_put(t, 1 /* MAIN_DBI */, &(MDB_val){5, "plain"},
+				 &(MDB_val){3, "abc"}, 0),
+			 0);
 	txn_end(t, 0);
 	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
 	ck_assert_int_eq(dbfs_free_pages_counted(fs, t), -1);
@@ -1363,10 +1377,10 @@ START_TEST(test_open_keeps_lock_of_store)
 	char err[256];
 	dbfs_options_init(&o);
 	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
-	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.durable,dbfs.lock,lock.mdb");
+	ck_assert_str_eq(listing(dir), STORE_FILES);
 	dbfs_close(fs);
 	fs = NULL;
-	ck_assert_str_eq(listing(dir), "data.mdb,dbfs.durable,dbfs.lock,lock.mdb");
+	ck_assert_str_eq(listing(dir), STORE_FILES);
 	open_store();
 }
 END_TEST
@@ -1631,7 +1645,7 @@ START_TEST(test_upgrade_format_1)
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
 	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
 	memcpy(&sb, v.mv_data, sizeof(sb));
-	ck_assert_uint_eq(sb.version, 2);
+	ck_assert_uint_eq(sb.version, DBFS_FORMAT_VERSION);
 	sb.version = 1;
 	v.mv_data = &sb;
 	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
@@ -1653,7 +1667,7 @@ START_TEST(test_upgrade_format_1)
 	ck_assert_int_eq(access(p, F_OK), -1);
 
 	open_store();
-	ck_assert_uint_eq(fs->sb_version, 2);
+	ck_assert_uint_eq(fs->sb_version, DBFS_FORMAT_VERSION);
 	ck_assert_int_eq(access(p, F_OK), 0);
 	ck_assert_int_eq(lookup(DBFS_ROOT_INO, "kept", &(uint64_t){0}, &(struct dbfs_inode){0}),
 			 0);

@@ -12,5 +12,7 @@ Suite *mfs_path_suite(void);
 Suite *mfs_loop_suite(void);
 Suite *mfs_overlap_suite(void);
 Suite *mfs_parse_suite(void);
+Suite *mfs_feed_line_suite(void);
+Suite *mfs_feed_spec_suite(void);
 
 #endif

@@ -39,7 +39,7 @@ static int refused(const char *attr, const char *value, const char *reason)
 
 START_TEST(table)
 {
-	ck_assert_uint_eq(mfs_nverbs, 5);
+	ck_assert_uint_eq(mfs_nverbs, 7);
 	for (size_t i = 0; i < mfs_nverbs; i++) {
 		const struct mfs_verb *v = &mfs_verbs[i];
 		char attr[64];
@@ -53,6 +53,63 @@ START_TEST(table)
 	ck_assert_ptr_null(mfs_verb_find("user.mfs.list"));
 	ck_assert_ptr_null(mfs_verb_find("user.mfs.mountx"));
 	ck_assert_ptr_null(mfs_verb_find("trusted.mfs.mount"));
+}
+END_TEST
+
+START_TEST(subscribe)
+{
+	struct mfs_cmd *cmd;
+
+	ck_assert_int_eq(run("user.mfs.subscribe",
+			     "name=a,sub=s1,from=42,path=/src/,ops=create+write,exclude_pid=7", &cmd),
+			 0);
+	ck_assert_str_eq(cmd->name, "a");
+	ck_assert_str_eq(cmd->sub, "s1");
+	ck_assert_int_eq(cmd->pos.start.from, DBFS_FEED_SEQ);
+	ck_assert_uint_eq(cmd->pos.start.seq, 42);
+	ck_assert_ptr_null(cmd->pos.start.uuid);
+	ck_assert_str_eq(cmd->opts, "path=/src/,ops=create+write,exclude_pid=7");
+	free(cmd);
+	ck_assert_int_eq(run("user.mfs.subscribe",
+			     "name=a,sub=x.y-z_1,from=00112233445566778899aabbccddeeff:5", &cmd),
+			 0);
+	ck_assert_ptr_eq(cmd->pos.start.uuid, cmd->pos.uuid);
+	ck_assert_uint_eq(cmd->pos.uuid[15], 0xff);
+	free(cmd);
+	ck_assert_int_eq(run("user.mfs.subscribe", "name=a,sub=t,since=2026-01-01T00:00:00Z", &cmd),
+			 0);
+	ck_assert_int_eq(cmd->pos.start.from, DBFS_FEED_TIME);
+	ck_assert_uint_eq(cmd->pos.start.time_ns, 1767225600000000000ull);
+	free(cmd);
+	ck_assert_int_eq(run("user.mfs.subscribe", "name=a,sub=t", &cmd), 0);
+	ck_assert_int_eq(cmd->pos.start.from, DBFS_FEED_NOW);
+	free(cmd);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "sub=t", "missing key 'name'"), -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a", "missing key 'sub'"), -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=a/b", "sub must be"), -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=a.json", "sub must be"),
+			 -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=t,from=1,since=-1h", "not both"),
+			 -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=t,since=5", "since needs a time"),
+			 -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=t,from=x", "bad position"),
+			 -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=t,from=12:5", "bad store UUID"),
+			 -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=t,ops=create+eat", "unknown name"),
+			 -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=t,path=src", "starting with '/'"),
+			 -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=t,colour=red", "unknown key"),
+			 -EINVAL);
+	ck_assert_int_eq(refused("user.mfs.subscribe", "name=a,sub=t,exclude_pid=0", "process id"),
+			 -EINVAL);
+	ck_assert_int_eq(run("user.mfs.unsubscribe", "name=a,sub=t", &cmd), 0);
+	ck_assert_str_eq(cmd->sub, "t");
+	free(cmd);
+	ck_assert_int_eq(refused("user.mfs.unsubscribe", "name=a,sub=t,from=1", "unknown key"),
+			 -EINVAL);
 }
 END_TEST
 
@@ -206,6 +263,7 @@ Suite *mfs_parse_suite(void)
 	tcase_add_test(tc, config);
 	tcase_add_test(tc, forget);
 	tcase_add_test(tc, sync);
+	tcase_add_test(tc, subscribe);
 	tcase_add_test(tc, refusal_memory);
 	suite_add_tcase(s, tc);
 	return s;
