@@ -14,11 +14,14 @@
  *   startup.c       shutdown.c       registry load and re-mount; the stop
  *   verbs.c                          the verb table: parser and executor columns
  *   execute_mount.c execute_unmount.c execute_config.c execute_forget.c
- *   execute_sync.c                   a durable point, through the flushers
- *   parse.c         validate.c       the values; checks against fs and state
+ *   execute_sync.c  execute_subscribe.c  a durable point; feed subscriptions
+ *   parse.c parse_feed.c validate.c  the values; checks against fs and state
  *   dbfs_mount.c    dbfs_unmount.c   one DBFS up / down
  *   flusher.c                        housekeeping and durable points, off this thread
  *   inbox.c                          the control thread's job queue
+ *   feed_fs.c                        the manager mount's feed files
+ *   feed_spec.c                      feed positions and filters
+ *   feed_line.c                      the feed's line formats
  *   answer.c cache_budget.c manager.c caller.c
  *                                    replies and user.mfs.error; cache
  *                                    shares; the DBFS list; who asks
