@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define TIMEOUT 86400.0
-#define MAX_IO (1u << 20)
+#define MAX_IO	(1u << 20)
 
 struct node {
 	uint64_t parent;
@@ -132,8 +132,8 @@ static void op_init(void *ud, struct fuse_conn_info *conn)
 {
 	(void)ud;
 	static const unsigned caps[] = {
-		FUSE_CAP_READDIRPLUS,     FUSE_CAP_PARALLEL_DIROPS,    FUSE_CAP_ASYNC_DIO,
-		FUSE_CAP_NO_OPEN_SUPPORT, FUSE_CAP_NO_OPENDIR_SUPPORT, FUSE_CAP_SPLICE_WRITE,
+	    FUSE_CAP_READDIRPLUS,     FUSE_CAP_PARALLEL_DIROPS,	   FUSE_CAP_ASYNC_DIO,
+	    FUSE_CAP_NO_OPEN_SUPPORT, FUSE_CAP_NO_OPENDIR_SUPPORT, FUSE_CAP_SPLICE_WRITE,
 	};
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
 		if (conn->capable & caps[i])
@@ -285,7 +285,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	pthread_mutex_lock(&lock);
 	uint64_t fsize = nodes[ino].size;
 	pthread_mutex_unlock(&lock);
-	size_t n = (uint64_t)off >= fsize ? 0 : fsize - (uint64_t)off < size ? fsize - (uint64_t)off : size;
+	size_t n = (uint64_t)off >= fsize	  ? 0
+		   : fsize - (uint64_t)off < size ? fsize - (uint64_t)off
+						  : size;
 	fuse_reply_buf(req, zeros, n > MAX_IO ? MAX_IO : n);
 }
 
@@ -311,10 +313,10 @@ static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 /* Plain readdir, for rm -rf of what the benchmark made: every live child
  * of ino, offsets are inode numbers (stable while it runs). */
-static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi)
+/* A listing of `ino` from `off`, with attributes (READDIRPLUS, which
+ * op_init asks for, as DBFS does) when `plus`. */
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
-	(void)fi;
 	char *buf = malloc(size);
 	size_t used = 0;
 	if (!buf) {
@@ -325,9 +327,13 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	for (uint64_t i = (uint64_t)off + 2; i < nnodes; i++) {
 		if (!nodes[i].name || nodes[i].parent != ino)
 			continue;
-		struct stat st = {.st_ino = i, .st_mode = nodes[i].mode};
-		size_t l = fuse_add_direntry(req, buf + used, size - used, nodes[i].name, &st,
-					     (off_t)i - 1);
+		struct fuse_entry_param e = {
+		    .ino = i, .attr_timeout = TIMEOUT, .entry_timeout = TIMEOUT};
+		fill(i, &e.attr);
+		size_t l = plus ? fuse_add_direntry_plus(req, buf + used, size - used,
+							 nodes[i].name, &e, (off_t)i - 1)
+				: fuse_add_direntry(req, buf + used, size - used, nodes[i].name,
+						    &e.attr, (off_t)i - 1);
 		if (used + l > size)
 			break;
 		used += l;
@@ -337,33 +343,53 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, 1);
+}
+
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	(void)ino;
-	struct statvfs sv = {.f_bsize = 4096, .f_frsize = 4096, .f_blocks = 1u << 24,
-			     .f_bfree = 1u << 24, .f_bavail = 1u << 24, .f_files = 1u << 24,
-			     .f_ffree = 1u << 24, .f_namemax = 255};
+	struct statvfs sv = {.f_bsize = 4096,
+			     .f_frsize = 4096,
+			     .f_blocks = 1u << 24,
+			     .f_bfree = 1u << 24,
+			     .f_bavail = 1u << 24,
+			     .f_files = 1u << 24,
+			     .f_ffree = 1u << 24,
+			     .f_namemax = 255};
 	fuse_reply_statfs(req, &sv);
 }
 
 static const struct fuse_lowlevel_ops ops = {
-	.init = op_init,
-	.lookup = op_lookup,
-	.forget = op_forget,
-	.forget_multi = op_forget_multi,
-	.getattr = op_getattr,
-	.setattr = op_setattr,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	.unlink = op_unlink,
-	.rmdir = op_rmdir,
-	.open = op_open,
-	.opendir = op_open,
-	.read = op_read,
-	.write = op_write,
-	.fsync = op_fsync,
-	.readdir = op_readdir,
-	.statfs = op_statfs,
+    .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .setattr = op_setattr,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .open = op_open,
+    .opendir = op_open,
+    .read = op_read,
+    .write = op_write,
+    .fsync = op_fsync,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .statfs = op_statfs,
 };
 
 int main(int argc, char **argv)
@@ -383,7 +409,7 @@ int main(int argc, char **argv)
 	if (!buckets)
 		return 1;
 	pthread_mutex_lock(&lock);
-	add(0, "", 0); /* inode 0: unused */
+	add(0, "", 0);		     /* inode 0: unused */
 	add(0, "/", S_IFDIR | 0755); /* inode 1: the root */
 	pthread_mutex_unlock(&lock);
 
