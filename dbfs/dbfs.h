@@ -95,8 +95,9 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * unlinked but still open when the store was last closed (orphans).
  * On failure `*out` is untouched and `err` says why, and the directory is
  * as it was: a directory without data.mdb and no create is refused before
- * anything is made, and the dbfs.lock, data.mdb and lock.mdb this call
- * made are removed when it refuses or fails later.
+ * anything is made, and the dbfs.lock, data.mdb, lock.mdb, dbfs.durable
+ * and change-feed files this call made are removed when it refuses or fails
+ * later.
  * Errors: -ENOENT (`dir` or a component missing, or no store and no
  * create), -ENOTDIR (`dir` is not a directory), -ENOMEM, -EBUSY (store in
  * use), -EINVAL (not a DBFS store, unknown format version, damaged or
@@ -116,6 +117,14 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  * goes to the handler that was there before (or kills, as by default). An
  * owner that installs its own SIGBUS handler later must chain to it.
  */
+/*
+ * Is `name` the name of a file that a store's directory holds for the store
+ * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, the change feed's queue
+ * files mfsq-feed.*)? For owners that remove a store they just made, or
+ * give its files to a user. Any thread.
+ */
+bool dbfs_is_store_file(const char *name);
+
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen);
 

@@ -1717,7 +1717,8 @@ int dbfs_feed_tick(struct dbfs *fs)
 	struct dbfs_feed_limits l;
 	uint64_t want;
 	int rc;
-	if (!f || fs->opt.read_only)
+	/* nothing to trim on a store that went read-only after an I/O error */
+	if (!f || fs->opt.read_only || atomic_load(&fs->io_failed))
 		return 0;
 	dbfs_feed_get_limits(fs, &l);
 	rc = floor_wanted(fs, &l, &want);

@@ -144,6 +144,8 @@
 #define DBFS_DB_ORPHAN  "orphan"
 #define DBFS_DB_FEED    "feed"
 #define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
+/* the queue's own files beside data.mdb (its ack and enqueue logs) */
+#define DBFS_FEED_FILES "mfsq-" DBFS_FEED_QUEUE "."
 
 struct dbfs_super {
 	char magic[16];         /* DBFS_MAGIC, NUL padded */

@@ -3,6 +3,7 @@
  * named databases, format, orphan reclaim), its periodic housekeeping and
  * sync, and closing it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -76,6 +77,26 @@ static void unmake(struct dbfs *fs, unsigned made)
 		snprintf(path, sizeof(path), "%s/%s", fs->dir, files[i].name);
 		unlink(path);
 	}
+	/* a store this call made: the feed's queue files are its too */
+	DIR *d = made & MADE_DATA ? opendir(fs->dir) : NULL;
+	for (struct dirent *e; d && (e = readdir(d));) {
+		if (strncmp(e->d_name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", fs->dir, e->d_name);
+		unlink(path);
+	}
+	if (d)
+		closedir(d);
+}
+
+bool dbfs_is_store_file(const char *name)
+{
+	static const char *const names[] = {"data.mdb", "lock.mdb", "dbfs.lock", DBFS_DREC_FILE};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return !strncmp(name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) && !strchr(name, '/');
 }
 
 /* Open and lock dbfs.lock, creating it if missing (MADE_LOCK in *made),

@@ -1,4 +1,5 @@
 /* Bringing one DBFS up (see dbfs_mount.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -74,26 +75,36 @@ static void publish_mounted(struct mfs_manager *mgr, struct mfs_dbfs *d, struct 
  */
 static void adopt_store_files(const struct mfs_caller *who, int store_fd, const char *name)
 {
-	static const char *const files[] = {"data.mdb", "lock.mdb", "dbfs.lock", "dbfs.durable"};
 	struct stat dir, st;
 
 	if (geteuid() != 0 || who->uid == 0 || fstat(store_fd, &dir) < 0 || dir.st_uid != who->uid)
 		return;
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		int fd = openat(store_fd, files[i], O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	int dfd = openat(store_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* its own offset */
+	DIR *list = dfd >= 0 ? fdopendir(dfd) : NULL;
+	if (!list) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	for (struct dirent *e; (e = readdir(list));) {
+		const char *file = e->d_name;
+		if (!dbfs_is_store_file(file))
+			continue;
+		int fd = openat(store_fd, file, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 		if (fd < 0)
 			continue;
 		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
 		    st.st_uid == 0) {
 			if (fchownat(fd, "", who->uid, who->gid, AT_EMPTY_PATH) < 0)
-				mfs_warn("%s: cannot give %s to uid %u: %s", name, files[i],
+				mfs_warn("%s: cannot give %s to uid %u: %s", name, file,
 					 (unsigned)who->uid, strerror(errno));
 			else
-				mfs_info("%s: %s now belongs to its owner, uid %u", name, files[i],
+				mfs_info("%s: %s now belongs to its owner, uid %u", name, file,
 					 (unsigned)who->uid);
 		}
 		close(fd);
 	}
+	closedir(list);
 }
 
 /* Open the held store directory as `who`: the kernel checks the caller's
@@ -106,7 +117,8 @@ static int open_store(const struct mfs_caller *who, int store_fd, const struct d
 	int rc = mfs_as_begin(who, &as);
 
 	if (rc) {
-		snprintf(err, errlen, "cannot act as uid %u: %s", (unsigned)who->uid, strerror(-rc));
+		snprintf(err, errlen, "cannot act as uid %u: %s", (unsigned)who->uid,
+			 strerror(-rc));
 		return rc;
 	}
 	mfs_fd_path(store_fd, dir, sizeof(dir));
@@ -146,8 +158,8 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs
 		mfs_fd_path(p->mp.fd, target, sizeof(target));
 	else
 		snprintf(target, sizeof(target), "%s", p->mp.path);
-	const struct fuse_custom_io *io = mgr->uring ? mfs_uring_io(mgr->uring)
-							 : mfs_loop_io(dbfs_fuse_io());
+	const struct fuse_custom_io *io =
+	    mgr->uring ? mfs_uring_io(mgr->uring) : mfs_loop_io(dbfs_fuse_io());
 	rc = mfs_mount_session(dbfs_fuse_ops(), io, fs, target, opts, 0, &se, err, errlen);
 	if (rc)
 		goto close_store;

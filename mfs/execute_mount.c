@@ -3,6 +3,7 @@
  * it, claim the name, bring the DBFS up, register it; undo the claim when
  * bringing it up fails.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,8 @@ static int settle_options(struct mfs_conf *conf, const struct mfs_cmd *cmd, bool
 			rc = mfs_conf_set(conf->opts, sizeof(conf->opts), l.items[i].key,
 					  l.items[i].value);
 		if (rc) {
-			snprintf(err, errlen, "%s", rc == -ENOMEM ? "out of memory" : "options too long");
+			snprintf(err, errlen, "%s",
+				 rc == -ENOMEM ? "out of memory" : "options too long");
 			rc = rc == -ENOMEM ? -ENOMEM : -EINVAL;
 		}
 		mfs_kv_free(&l);
@@ -84,8 +86,8 @@ static int settle_options(struct mfs_conf *conf, const struct mfs_cmd *cmd, bool
 
 /* The owner's per-user limits (user_limits.h) allow conf for d (NULL: a new
  * DBFS)? Takes mgr->lock. */
-static int check_user_limits(struct mfs_manager *mgr, const struct mfs_conf *conf, const struct mfs_dbfs *d, char *err,
-			     size_t errlen)
+static int check_user_limits(struct mfs_manager *mgr, const struct mfs_conf *conf,
+			     const struct mfs_dbfs *d, char *err, size_t errlen)
 {
 	struct dbfs_options o;
 	struct mfs_limits lim;
@@ -174,10 +176,16 @@ static int make_store(const struct mfs_caller *who, struct mfs_held *h, char *er
  * failed may have left in it; a directory with anything else stays. */
 static void remove_new_store(struct mfs_held *h)
 {
-	static const char *const files[] = {"data.mdb", "lock.mdb", "dbfs.lock", "dbfs.durable"};
+	int fd = h->fd >= 0 ? openat(h->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
 
-	for (size_t i = 0; h->fd >= 0 && i < sizeof(files) / sizeof(files[0]); i++)
-		unlinkat(h->fd, files[i], 0);
+	if (!dir && fd >= 0)
+		close(fd);
+	for (struct dirent *e; dir && (e = readdir(dir));)
+		if (dbfs_is_store_file(e->d_name))
+			unlinkat(h->fd, e->d_name, 0);
+	if (dir)
+		closedir(dir);
 	if (unlinkat(h->dirfd, h->name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		mfs_warn("cannot remove the new store %s: %s", h->path, strerror(errno));
 }
