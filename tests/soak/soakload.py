@@ -448,9 +448,13 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
                 verdict.append("fds grew %d -> %d with %d DBFSs mounted%s" % (
                     f1, f2, m[0], ", rings on" if m[1] else ""))
         if not compared:
+            # no state (mounted DBFSs, rings) in both quarters: compare the
+            # quarters only when the rings did not start within them (their
+            # fds, and one per DBFS mounted since, are no growth)
             f1 = quarter_stats([r[5] for r in first])
             f2 = quarter_stats([r[5] for r in last])
-            if f2 > f1 + fd_tol * 3:
+            rings_started = len(set(r[7][1] for r in first + last)) > 1
+            if f2 > f1 + fd_tol * 3 and not rings_started:
                 verdict.append("fds grew %d -> %d" % (f1, f2))
         trend = "RssAnon %d -> %d KiB, threads %d -> %d" % (a1, a2, t1, t2)
         if verdict:
