@@ -680,8 +680,11 @@ int mfsq_cache_has(mfsq_queue *q, uint32_t shard, uint64_t seq);
 
 /** Statistics snapshot into @p st; never fails (the store's part, live
  *  subshards and pending delayed messages, stays 0 if its read transaction
- *  cannot begin). Thread context: any (it opens a short read transaction
- *  and holds queue locks for a moment). */
+ *  cannot begin). The counters are read one by one, not as one snapshot:
+ *  while delayed messages are being promoted, delayed_pending (read from
+ *  the store) may already miss messages that delayed_promoted does not
+ *  count yet. Thread context: any (it opens a short read transaction and
+ *  holds queue locks for a moment). */
 void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st);
 
 /** Text for any code a queue function returns (see "Errors"): an MFSQ_
