@@ -578,6 +578,8 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 
 fail_open:
 	dbfs_feed_stop(fs);
+	while (fs->rpool_n) /* the open's own reads (the feed's start) */
+		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
 	dbfs_durable_stop(fs);
 	mdb_env_close(fs->env);
 fail_env:
