@@ -19,6 +19,9 @@ mkdir "$MNT/t/late" "$OUT/src/late"
 printf 'written last\n' >"$MNT/t/late/file"
 printf 'written last\n' >"$OUT/src/late/file"
 touch -d '2015-05-05 05:05:05' "$MNT/t/late/file" "$OUT/src/late/file" "$MNT/t/late" "$OUT/src/late"
+# The directories changed above were changed at two moments, once in each
+# tree: a second may have begun in between. Their times are set alike.
+touch -d '2015-05-05 05:05:05' "$MNT/t" "$OUT/src" "$MNT/t/x" "$OUT/src/x" "$MNT/t/a/b" "$OUT/src/a/b"
 tree_manifest "$MNT/t" >"$T/before"
 mfs_crash
 if [ -n "${DBFS_FSCK:-}" ]; then
