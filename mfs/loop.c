@@ -302,7 +302,7 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	ssize_t r = io_inner->writev(fd, iov, count, userdata);
 	const struct fuse_out_header *oh = count >= 1 ? iov[0].iov_base : NULL;
 
-	if (r >= 0 && this_req.s && !this_req.answered && iov[0].iov_len >= sizeof(*oh) &&
+	if (r >= 0 && oh && this_req.s && !this_req.answered && iov[0].iov_len >= sizeof(*oh) &&
 	    oh->unique == this_req.unique) {
 		this_req.answered = true;
 		__atomic_add_fetch(&this_req.s->answered, 1, __ATOMIC_RELEASE);
