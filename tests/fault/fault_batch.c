@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "dbfs/internal.h"
+#include "harness.h"
 #include "inject.h"
 
 extern char **environ;
@@ -51,27 +52,9 @@ static uint64_t f_ino; /* the template's /f */
 		failures++;                                                                        \
 	} while (0)
 
-static void die(const char *what)
-{
-	perror(what);
-	exit(2);
-}
-
 static int fsck(const char *d)
 {
-	posix_spawn_file_actions_t fa;
-	const char *argv[] = {fsck_path, "--allow-orphans", d, NULL};
-	pid_t pid;
-	int st;
-	posix_spawn_file_actions_init(&fa);
-	if (!getenv("FAULT_VERBOSE"))
-		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	if (posix_spawn(&pid, fsck_path, &fa, NULL, (char **)argv, environ))
-		die(fsck_path);
-	posix_spawn_file_actions_destroy(&fa);
-	if (waitpid(pid, &st, 0) < 0)
-		die("waitpid");
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	return fault_fsck(fsck_path, d);
 }
 
 static void rm_rf(const char *d)
@@ -98,7 +81,7 @@ static void copy_store(const char *from, const char *to)
 	char a[600], b[600];
 	rm_rf(to);
 	if (!dd || mkdir(to, 0755))
-		die("copy_store");
+		fault_die("copy_store");
 	while ((e = readdir(dd))) {
 		struct stat st;
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
@@ -107,12 +90,12 @@ static void copy_store(const char *from, const char *to)
 		snprintf(b, sizeof(b), "%s/%s", to, e->d_name);
 		int in = open(a, O_RDONLY), out = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (in < 0 || out < 0 || fstat(in, &st))
-			die(a);
+			fault_die(a);
 		for (off_t off = 0; off < st.st_size;) {
 			ssize_t n =
 			    copy_file_range(in, &off, out, NULL, (size_t)(st.st_size - off), 0);
 			if (n <= 0)
-				die("copy_file_range");
+				fault_die("copy_file_range");
 		}
 		close(in);
 		close(out);
@@ -226,18 +209,18 @@ static long run(int kind, long n, bool persist)
 	uint64_t batched0 = fs->cnt.batched_ops;
 	go = in_leader = false;
 	if (pthread_create(&h, NULL, holder, NULL))
-		die("pthread_create");
+		fault_die("pthread_create");
 	pthread_mutex_lock(&lk);
 	while (!in_leader)
 		pthread_cond_wait(&cv, &lk);
 	pthread_mutex_unlock(&lk);
 	for (int i = 0; i < NOPS; i++)
 		if (pthread_create(&w[i], NULL, writer, (void *)(intptr_t)i))
-			die("pthread_create");
+			fault_die("pthread_create");
 	/* every writer queued behind the leader (a bounded wait: 60 s) */
 	for (int t = 0; queued() < NOPS; t++) {
 		if (t > 60000)
-			die("the writers did not queue");
+			fault_die("the writers did not queue");
 		usleep(1000);
 	}
 	if (kind >= 0)
@@ -277,7 +260,7 @@ static void check(const char *what)
 	}
 	must_open(work, false);
 	if (dbfs_read_begin(fs, &t))
-		die("read_begin");
+		fault_die("read_begin");
 	bool has[NOPS];
 	has[OP_MKDIR] = dbfs_op_lookup(fs, t, DBFS_ROOT_INO, "d0", &ino, &in) == 0;
 	has[OP_CREATE] = dbfs_op_lookup(fs, t, DBFS_ROOT_INO, "f1", &ino, &in) == 0;
@@ -339,11 +322,11 @@ int main(int argc, char **argv)
 	const char *tmp = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
 	snprintf(base, sizeof(base), "%s/mfs-fault-batch-XXXXXX", tmp);
 	if (!mkdtemp(base))
-		die("mkdtemp");
+		fault_die("mkdtemp");
 	snprintf(tmpl, sizeof(tmpl), "%s/template", base);
 	snprintf(work, sizeof(work), "%s/work", base);
 	if (mkdir(tmpl, 0755))
-		die("mkdir");
+		fault_die("mkdir");
 	/* the template: an empty /f and a /gone to unlink */
 	must_open(tmpl, true);
 	struct dbfs_inode in;
@@ -355,7 +338,7 @@ int main(int argc, char **argv)
 	    dbfs_op_mknod(fs, txn, &root, DBFS_ROOT_INO, "gone", S_IFREG | 0644, 0, NULL, &gone,
 			  &in) ||
 	    mdb_txn_commit(txn))
-		die("template");
+		fault_die("template");
 	dbfs_close(fs);
 	fs = NULL;
 

@@ -38,6 +38,7 @@
 
 #include "dbfs/dbfs.h"
 #include "inbox.h"
+#include "harness.h"
 #include "inject.h"
 #include "log.h"
 #include "loop.h"
@@ -61,27 +62,9 @@ static long points, points_kind[FAULT_KINDS], save_failed, refused;
 		failures++;                                                                        \
 	} while (0)
 
-static void die(const char *what)
-{
-	perror(what);
-	exit(2);
-}
-
 static int fsck(const char *d)
 {
-	posix_spawn_file_actions_t fa;
-	const char *argv[] = {fsck_path, "--allow-orphans", d, NULL};
-	pid_t pid;
-	int st;
-	posix_spawn_file_actions_init(&fa);
-	if (!getenv("FAULT_VERBOSE"))
-		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-	if (posix_spawn(&pid, fsck_path, &fa, NULL, (char **)argv, environ))
-		die(fsck_path);
-	posix_spawn_file_actions_destroy(&fa);
-	if (waitpid(pid, &st, 0) < 0)
-		die("waitpid");
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	return fault_fsck(fsck_path, d);
 }
 
 static void rm_rf(const char *d)
@@ -110,7 +93,7 @@ static void copy_store(const char *from, const char *to)
 	struct dirent *e;
 	char a[700], b[700];
 	if (!dd || mkdir(to, 0755))
-		die("copy_store");
+		fault_die("copy_store");
 	while ((e = readdir(dd))) {
 		struct stat st;
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
@@ -119,12 +102,12 @@ static void copy_store(const char *from, const char *to)
 		snprintf(b, sizeof(b), "%s/%s", to, e->d_name);
 		int in = open(a, O_RDONLY), out = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (in < 0 || out < 0 || fstat(in, &st))
-			die(a);
+			fault_die(a);
 		for (off_t off = 0; off < st.st_size;) {
 			ssize_t n =
 			    copy_file_range(in, &off, out, NULL, (size_t)(st.st_size - off), 0);
 			if (n <= 0)
-				die("copy_file_range");
+				fault_die("copy_file_range");
 		}
 		close(in);
 		close(out);
@@ -137,7 +120,7 @@ static int nfds(void)
 	DIR *d = opendir("/proc/self/fd");
 	int n = 0;
 	if (!d)
-		die("/proc/self/fd");
+		fault_die("/proc/self/fd");
 	while (readdir(d))
 		n++;
 	closedir(d);
@@ -150,7 +133,7 @@ static bool mounted_at(const char *path)
 	char line[8192], a[4096];
 	bool found = false;
 	if (!f)
-		die("mountinfo");
+		fault_die("mountinfo");
 	while (!found && fgets(line, sizeof(line), f))
 		if (sscanf(line, "%*s %*s %*s %*s %4095s", a) == 1 && !strcmp(a, path))
 			found = true;
@@ -213,7 +196,7 @@ static int command(const char *attr, const char *value, char *err, size_t errlen
 	err[0] = 0;
 	cmd.verb = mfs_verb_find(attr);
 	if (!cmd.verb)
-		die(attr);
+		fault_die(attr);
 	cmd.who.uid = 0;
 	cmd.who.gid = 0;
 	cmd.who.pid = getpid();
@@ -244,7 +227,7 @@ static void start_manager(void)
 	snprintf(mgr.mountpoint, sizeof(mgr.mountpoint), "%s/no-manager-mount", base);
 	mfs_inbox_init(&mgr);
 	if (mfs_loop_create(2, &mgr.loop))
-		die("mfs_loop_create");
+		fault_die("mfs_loop_create");
 	(void)err;
 }
 
@@ -282,7 +265,7 @@ static long run(enum step s, int kind, long n, bool persist, struct outcome *o, 
 	memset(o, 0, sizeof(*o));
 	rm_rf(run_dir);
 	if (mkdir(run_dir, 0755) || mkdir(mp, 0755))
-		die("mkdir");
+		fault_die("mkdir");
 	if (s != MOUNT_CREATE)
 		copy_store(tmpl, store);
 	open_registry();
@@ -400,7 +383,7 @@ int main(int argc, char **argv)
 	const char *tmp = access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
 	snprintf(base, sizeof(base), "%s/mfs-fault-ctl-XXXXXX", tmp);
 	if (!mkdtemp(base))
-		die("mkdtemp");
+		fault_die("mkdtemp");
 	snprintf(tmpl, sizeof(tmpl), "%s/template", base);
 	snprintf(run_dir, sizeof(run_dir), "%s/run", base);
 	snprintf(store, sizeof(store), "%s/store", run_dir);
@@ -414,14 +397,14 @@ int main(int argc, char **argv)
 	dbfs_options_init(&o);
 	o.create = true;
 	if (mkdir(tmpl, 0755) || dbfs_open(tmpl, &o, &fs, err, sizeof(err)))
-		die("template");
+		fault_die("template");
 	dbfs_close(fs);
 	start_manager();
 	{ /* /f, through a mount */
 		char v[1200];
 		rm_rf(run_dir);
 		if (mkdir(run_dir, 0755) || mkdir(mp, 0755))
-			die("mkdir");
+			fault_die("mkdir");
 		copy_store(tmpl, store);
 		open_registry();
 		snprintf(v, sizeof(v), "name=a,store=%s,mountpoint=%s", store, mp);
@@ -429,7 +412,7 @@ int main(int argc, char **argv)
 		snprintf(v, sizeof(v), "%s/f", mp);
 		int fd = open(v, O_CREAT | O_WRONLY, 0644);
 		if (fd < 0 || write(fd, "data\n", 5) != 5 || close(fd))
-			die("template /f");
+			fault_die("template /f");
 		must("user.mfs.unmount", "a");
 		must("user.mfs.forget", "a");
 		mfs_registry_close(mgr.reg);
