@@ -475,6 +475,21 @@ int mfsq_enqueue_batch(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m,
 		       uint64_t *seqs);
 
 /**
+ * Tell the queue that the caller's write transaction @p txnid (its
+ * mdb_txn_id(), taken before mdb_txn_commit()) committed, after it
+ * enqueued into it with mfsq_enqueue() or mfsq_enqueue_batch(). Optional:
+ * a caller that says so after each such commit lets the next transaction
+ * of the environment skip reading the shard records back (a lone writer
+ * such as a file system's outbox: one table lookup less per commit).
+ * The queue trusts what it remembers only in the transaction whose id is
+ * @p txnid + 1, so any commit in between, by this process or another,
+ * makes it read the store again. Never call it for a transaction that
+ * aborted or did not enqueue (LMDB hands an aborted transaction's id to
+ * the next one). @p q NULL: nothing. Thread context: any.
+ */
+void mfsq_txn_committed(mfsq_queue *q, uint64_t txnid);
+
+/**
  * Wake subscribers waiting in mfsq_dequeue() in this process, e.g. after the
  * caller committed a transaction it passed to mfsq_enqueue(). Waiters also
  * poll the store, so without it they wake after at most the poll interval.
