@@ -83,6 +83,7 @@ struct dbfs_feed {
 	char path[PATH_BUF];
 	struct dbfs_feed_meta meta, txmeta; /* committed / in the batch */
 	size_t tx_n;
+	uint64_t tx_id; /* the batch's mdb_txn_id, for mfsq_txn_committed */
 	/* published */
 	_Atomic uint64_t last_seq, floor;
 	_Atomic uint64_t enqueued, trimmed, gaps, subs_expired;
@@ -470,6 +471,7 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	 * what came after them from the queue itself (recount_tail) */
 	f->txmeta = m;
 	f->tx_n = n;
+	f->tx_id = mdb_txn_id(txn);
 	return 0;
 }
 
@@ -483,6 +485,7 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 	}
 	f->meta = f->txmeta;
 	f->txn = NULL;
+	mfsq_txn_committed(f->q, f->tx_id); /* the next batch need not read the shard back */
 	atomic_store(&f->last_seq, f->meta.next_seq - 1);
 	atomic_fetch_add(&f->enqueued, f->tx_n);
 	f->tx_n = 0;
