@@ -160,6 +160,12 @@ extern "C" {
 
 /* mfsq_open() flags */
 #define MFSQ_CREATE 0x1 /**< create the queue if it does not exist */
+/** Keep no enqueue log (mfsq_enqueue(), MDB_NOSYNC environments): an
+ *  enqueue with txn NULL then always commits before it returns. For a queue
+ *  whose messages go in with the caller's transactions (a file system's
+ *  outbox): the log's ring is 1 MiB of mapped memory and a file per open
+ *  queue, used by nothing there. A dead process's log is still replayed. */
+#define MFSQ_NO_LOG 0x2
 
 /* mfsq_subscribe() flags */
 #define MFSQ_SUB_DURABLE    0x1 /**< named, position survives restarts */
@@ -341,7 +347,7 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  * @param name 1..MFSQ_NAME_MAX bytes, no '/'.
  * @param cfg configuration used when the queue is created; ignored (the
  *        stored one is used) when it exists. NULL: defaults.
- * @param flags MFSQ_CREATE or 0.
+ * @param flags MFSQ_CREATE, MFSQ_NO_LOG or both, or 0.
  * @param out receives the queue.
  * @return 0, or
  *   EINVAL   bad name or configuration;
