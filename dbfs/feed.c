@@ -686,8 +686,10 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 	feed_config(&cfg);
 	for (int tries = 0;; tries++) {
 		uint64_t seen = fs->map_size;
-		rc = mfsq_open(fs->env, DBFS_FEED_QUEUE, &cfg, fs->opt.read_only ? 0 : MFSQ_CREATE,
-			       &f->q);
+		/* every enqueue is in a batch's transaction: no enqueue log
+		 * (its 1 MiB ring would be most of an idle DBFS's memory) */
+		rc = mfsq_open(fs->env, DBFS_FEED_QUEUE, &cfg,
+			       MFSQ_NO_LOG | (fs->opt.read_only ? 0 : MFSQ_CREATE), &f->q);
 		if (rc != ENOSPC || tries >= 3 || dbfs_grow_map(fs, seen))
 			break;
 	}
