@@ -335,6 +335,41 @@ as_user $PY "$T/drain.py" "$E/events@1" | head -1 | grep -q "^[0-9]" \
 	&& ok "11: feed_access=all opens it" || fail "11: still refused"
 xset config "name=a,feed_access=owner" || fail "11: config back"
 
+# 11b. a follower that writes into the DBFS it follows: exclude_pid drops
+# its own events (and mfsctl watch --since finds the others by time)
+xset config "name=a,feed_events=1000000" || fail "11b: config $(xget error)"
+from=$(next_seq)
+$PY - "$D" "$T/pidfile" <<'PYEOF' &
+import os, sys, time
+d, pf = sys.argv[1], sys.argv[2]
+open(pf + ".tmp", "w").write("%d\n" % os.getpid())
+os.rename(pf + ".tmp", pf)
+end = time.monotonic() + 20
+while not os.path.exists(pf + ".go") and time.monotonic() < end:
+    time.sleep(0.02)
+os.close(os.open(d + "/own.txt", os.O_CREAT | os.O_WRONLY, 0o644))
+PYEOF
+FP=$!
+wait_for 20 test -s "$T/pidfile" || fail "11b: no pid"
+xset subscribe "name=a,sub=notme,from=$from,exclude_pid=$(cat "$T/pidfile")" \
+	|| fail "11b: subscribe $(xget error)"
+: >"$T/pidfile.go"
+wait $FP
+: >"$D/other.txt"
+got=$(drain "$E/subscriptions/notme" | cut -d' ' -f3,5 | tr '\n' ';')
+all=$(drain "$E/events@$from" | cut -d' ' -f3,5 | tr '\n' ';')
+[ "$got" = "create /other.txt;" ] && [ "$all" = "create /own.txt;create /other.txt;" ] \
+	&& ok "11b: exclude_pid drops the follower's own events" || fail "11b: got $got of $all"
+xset unsubscribe "name=a,sub=notme" || fail "11b: unsubscribe"
+if [ -f "$MFSCTL" ]; then
+	# from the commit time of own.txt's event: earlier ones are behind
+	# retention (section 10), a gap record
+	t11=$(drain "$E/events@$from" | head -1 | cut -d' ' -f2)
+	timeout 5 sh "$MFSCTL" -m "$M" watch a --since "$t11" --filter path=/other.txt >"$T/w4" 2>/dev/null
+	[ "$(cut -d' ' -f3,5 "$T/w4")" = "create /other.txt" ] && ok "11b: mfsctl watch --since" \
+		|| fail "11b: watch --since: $(cat "$T/w4")"
+fi
+
 # 12. unmount ends the followers: a blocked cat sees end of file
 cat "$E/events" >/dev/null 2>&1 &
 CP=$!
