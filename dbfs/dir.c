@@ -56,6 +56,14 @@ static int ilink_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t dir, 
 	if (!fs->feed)
 		return 0;
 	dbfs_ilink_key(kb, ino, dir, name, len, &k);
+	if (!del && ino > fs->ilink_top) {
+		/* a new inode's first name: most likely the table's last key
+		 * (LMDB checks it; a shorter descent, no search) */
+		fs->ilink_top = ino;
+		int rc = dbfs_put(txn, fs->db_inode, &k, &v, MDB_APPEND);
+		if (rc != MDB_KEYEXIST)
+			return rc;
+	}
 	if (!del)
 		return dbfs_put(txn, fs->db_inode, &k, &v, 0);
 	int rc = dbfs_del(txn, fs->db_inode, &k, NULL);

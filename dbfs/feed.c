@@ -83,6 +83,7 @@ struct dbfs_feed {
 	char path[PATH_BUF];
 	struct dbfs_feed_meta meta, txmeta; /* committed / in the batch */
 	size_t tx_n;
+	uint64_t tx_id; /* the batch's mdb_txn_id, for mfsq_txn_committed */
 	/* published */
 	_Atomic uint64_t last_seq, floor;
 	_Atomic uint64_t enqueued, trimmed, gaps, subs_expired;
@@ -470,6 +471,7 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	 * what came after them from the queue itself (recount_tail) */
 	f->txmeta = m;
 	f->tx_n = n;
+	f->tx_id = mdb_txn_id(txn);
 	return 0;
 }
 
@@ -483,6 +485,7 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 	}
 	f->meta = f->txmeta;
 	f->txn = NULL;
+	mfsq_txn_committed(f->q, f->tx_id); /* the next batch need not read the shard back */
 	atomic_store(&f->last_seq, f->meta.next_seq - 1);
 	atomic_fetch_add(&f->enqueued, f->tx_n);
 	f->tx_n = 0;
@@ -683,8 +686,10 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 	feed_config(&cfg);
 	for (int tries = 0;; tries++) {
 		uint64_t seen = fs->map_size;
-		rc = mfsq_open(fs->env, DBFS_FEED_QUEUE, &cfg, fs->opt.read_only ? 0 : MFSQ_CREATE,
-			       &f->q);
+		/* every enqueue is in a batch's transaction: no enqueue log
+		 * (its 1 MiB ring would be most of an idle DBFS's memory) */
+		rc = mfsq_open(fs->env, DBFS_FEED_QUEUE, &cfg,
+			       MFSQ_NO_LOG | (fs->opt.read_only ? 0 : MFSQ_CREATE), &f->q);
 		if (rc != ENOSPC || tries >= 3 || dbfs_grow_map(fs, seen))
 			break;
 	}

@@ -67,6 +67,8 @@ struct dbfs {
 	MDB_dbi db_super, db_inode, db_dirent, db_dircook, db_data, db_xattr, db_orphan;
 	MDB_dbi db_feed;             /* format 3; 0 in a read-only older store */
 	struct dbfs_feed *feed;      /* the change feed (feed.c); NULL: feed=off */
+	uint64_t ilink_top;          /* highest inode given an ilink row by this process
+	                                (dir.c; write transactions only) */
 	uint8_t uuid[16];            /* the superblock's */
 	int lock_fd;
 	struct dbfs_options opt;

@@ -4,7 +4,8 @@
  * memory-only messages (buffered.c, or spilled to the store under
  * pressure), and which transaction writes the messages (put.c): the
  * caller's, or a group commit of the queue's own (groupcommit.c), which in
- * a relaxed environment the enqueue log may stand in for (enqlog.c).
+ * a relaxed environment the enqueue log may stand in for (enqlog.c); and
+ * the caller's word that its transaction committed (mfsq_txn_committed()).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -14,6 +15,10 @@
 
 static int enqueue_stored(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, size_t n,
 			  uint64_t *seqs);
+
+/* Batches up to these sizes keep their working arrays on the stack. */
+#define SMALL_SHARDS 8
+#define SMALL_MSGS   16
 
 /* Memory-only messages go to the rings, or spill to the store under pressure. */
 static int enqueue_mixed(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, size_t n,
@@ -82,8 +87,8 @@ int mfsq_enqueue_batch(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m,
 static int enqueue_stored(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, size_t n,
 			  uint64_t *seqs)
 {
-	struct mfsq_loaded *ls;
-	struct mfsq_put *puts;
+	struct mfsq_loaded *ls, ls_small[SMALL_SHARDS];
+	struct mfsq_put *puts, puts_small[SMALL_MSGS];
 	size_t nputs = 0;
 	struct mfsq_wtx w;
 	int rc;
@@ -105,13 +110,21 @@ static int enqueue_stored(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in 
 		if (busy)
 			return EAGAIN;
 	}
-	ls = calloc(q->cfg.nshards, sizeof(*ls));
-	puts = malloc(n * sizeof(*puts));
+	/* the small batches of a file system's commits allocate nothing */
+	if (q->cfg.nshards <= SMALL_SHARDS && n <= SMALL_MSGS) {
+		memset(ls_small, 0, q->cfg.nshards * sizeof(*ls));
+		ls = ls_small;
+		puts = puts_small;
+	} else {
+		ls = calloc(q->cfg.nshards, sizeof(*ls));
+		puts = malloc(n * sizeof(*puts));
+	}
 	rc = ls && puts ? mfsq_wtx_begin(q, txn, 0, &w) : ENOMEM;
 	if (!rc) {
 		rc = mfsq_put_msgs(q, &w, m, n, seqs, puts, &nputs, ls);
 		if (!rc)
 			rc = mfsq_put_states(q, &w, ls);
+		mfsq_put_remember(q, txn, ls, !rc);
 		rc = mfsq_wtx_end(q, &w, rc);
 	}
 	if (!rc) {
@@ -119,9 +132,17 @@ static int enqueue_stored(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in 
 		atomic_fetch_add(&q->c.batches, 1);
 		atomic_fetch_add(&q->c.delayed_enqueued, n - nputs);
 	}
-	free(puts);
-	free(ls);
+	if (ls != ls_small) {
+		free(puts);
+		free(ls);
+	}
 	return mfsq_lmdb_err(rc);
+}
+
+void mfsq_txn_committed(mfsq_queue *q, uint64_t txnid)
+{
+	if (q)
+		atomic_store(&q->committed_txnid, txnid);
 }
 
 int mfsq_enqueue(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, uint64_t *seq)

@@ -73,6 +73,12 @@ struct mfsq_shard_rt {
 	_Atomic uint64_t tail_first;
 	_Atomic uint64_t next_seq;
 	struct mfsq_rate enq;	   /* under q->lock */
+	/* the shard record as the last caller's transaction that enqueued
+	 * here wrote it, and that transaction's id (0: none); written and
+	 * read only inside write transactions (LMDB's writer lock orders
+	 * them), trusted by the next one only (put.c) */
+	struct mfsq_disk_shard wst;
+	uint64_t wst_txnid;
 	struct mfsq_centry *cache; /* q->cache_lock: read shared, changed exclusive */
 	/* memory-only messages [bfirst, bfirst + bn), ring, q->cache_lock as cache */
 	struct mfsq_cmsg **bring;
@@ -96,6 +102,7 @@ struct mfsq_counters {
 
 struct mfsq_queue {
 	MDB_env *env;
+	_Atomic uint64_t committed_txnid; /* mfsq_txn_committed(): the last one told */
 	_Atomic uint64_t map_commits; /* own commits, for mfsq_map_check */
 	_Atomic uint64_t map_trimmed_us; /* mfsq_mono_us() of the last trim */
 	char name[MFSQ_NAME_MAX + 1];
@@ -355,6 +362,9 @@ struct mfsq_loaded {
 int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m, size_t n,
 		  uint64_t *seqs, struct mfsq_put *puts, size_t *nputs, struct mfsq_loaded *ls);
 int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_loaded *ls);
+/* After mfsq_put_states() in a caller's transaction: remember (ok) or
+ * forget (!ok) the shard records it wrote, for the next transaction. */
+void mfsq_put_remember(mfsq_queue *q, MDB_txn *txn, const struct mfsq_loaded *ls, int ok);
 void mfsq_put_committed(mfsq_queue *q, const struct mfsq_loaded *ls, const struct mfsq_put *puts,
 			size_t nputs);
 

@@ -147,7 +147,10 @@ int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, uns
 		return mfsq_lmdb_err(rc);
 	}
 	mfsq_acklog_open(q); /* after the configuration: slots hold nshards positions */
-	mfsq_enqlog_open(q);
+	if (flags & MFSQ_NO_LOG)
+		mfsq_enqlog_reap(q); /* a dead process's log still goes in */
+	else
+		mfsq_enqlog_open(q);
 	*out = q;
 	return 0;
 }

@@ -160,6 +160,12 @@ extern "C" {
 
 /* mfsq_open() flags */
 #define MFSQ_CREATE 0x1 /**< create the queue if it does not exist */
+/** Keep no enqueue log (mfsq_enqueue(), MDB_NOSYNC environments): an
+ *  enqueue with txn NULL then always commits before it returns. For a queue
+ *  whose messages go in with the caller's transactions (a file system's
+ *  outbox): the log's ring is 1 MiB of mapped memory and a file per open
+ *  queue, used by nothing there. A dead process's log is still replayed. */
+#define MFSQ_NO_LOG 0x2
 
 /* mfsq_subscribe() flags */
 #define MFSQ_SUB_DURABLE    0x1 /**< named, position survives restarts */
@@ -341,7 +347,7 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  * @param name 1..MFSQ_NAME_MAX bytes, no '/'.
  * @param cfg configuration used when the queue is created; ignored (the
  *        stored one is used) when it exists. NULL: defaults.
- * @param flags MFSQ_CREATE or 0.
+ * @param flags MFSQ_CREATE, MFSQ_NO_LOG or both, or 0.
  * @param out receives the queue.
  * @return 0, or
  *   EINVAL   bad name or configuration;
@@ -473,6 +479,21 @@ int mfsq_enqueue(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, uint6
  */
 int mfsq_enqueue_batch(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m, size_t n,
 		       uint64_t *seqs);
+
+/**
+ * Tell the queue that the caller's write transaction @p txnid (its
+ * mdb_txn_id(), taken before mdb_txn_commit()) committed, after it
+ * enqueued into it with mfsq_enqueue() or mfsq_enqueue_batch(). Optional:
+ * a caller that says so after each such commit lets the next transaction
+ * of the environment skip reading the shard records back (a lone writer
+ * such as a file system's outbox: one table lookup less per commit).
+ * The queue trusts what it remembers only in the transaction whose id is
+ * @p txnid + 1, so any commit in between, by this process or another,
+ * makes it read the store again. Never call it for a transaction that
+ * aborted or did not enqueue (LMDB hands an aborted transaction's id to
+ * the next one). @p q NULL: nothing. Thread context: any.
+ */
+void mfsq_txn_committed(mfsq_queue *q, uint64_t txnid);
 
 /**
  * Wake subscribers waiting in mfsq_dequeue() in this process, e.g. after the

@@ -14,6 +14,38 @@
 
 #include "internal.h"
 
+/*
+ * The shard record of shard @s as a caller's transaction T last wrote it,
+ * when it is what @txn would read: T committed (the caller said so,
+ * mfsq_txn_committed()) and @txn is the very next transaction (its id is
+ * T's + 1: nobody, in any process, committed in between). An aborted T
+ * never counts, even though LMDB gives its id to the next transaction.
+ * Saves reading the record in every caller's transaction of a lone
+ * writer (the file system's outbox).
+ */
+static int remembered(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st)
+{
+	struct mfsq_shard_rt *sh = &q->shards[s];
+	uint64_t t = sh->wst_txnid;
+
+	if (!t || t != atomic_load(&q->committed_txnid) || (uint64_t)mdb_txn_id(txn) != t + 1)
+		return 0;
+	*st = sh->wst;
+	return 1;
+}
+
+void mfsq_put_remember(mfsq_queue *q, MDB_txn *txn, const struct mfsq_loaded *ls, int ok)
+{
+	uint64_t id = ok ? (uint64_t)mdb_txn_id(txn) : 0;
+
+	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
+		if (!ls[s].loaded)
+			continue;
+		q->shards[s].wst = ls[s].st;
+		q->shards[s].wst_txnid = id;
+	}
+}
+
 int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m, size_t n,
 		  uint64_t *seqs, struct mfsq_put *puts, size_t *nputs, struct mfsq_loaded *ls)
 {
@@ -27,6 +59,8 @@ int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m
 		struct mfsq_disk_msg h = {0};
 		uint64_t t;
 
+		if (!ls[s].loaded && !w->own && remembered(q, w->txn, s, st))
+			ls[s].loaded = 1; /* as mfsq_read_shard() would read it */
 		if (!ls[s].loaded) {
 			rc = mfsq_read_shard(q, w->txn, s, st);
 			if (!rc && st->min_due <= now)

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -909,6 +910,23 @@ START_TEST(test_feed_off)
 }
 END_TEST
 
+/* The feed's queue keeps no enqueue log (MFSQ_NO_LOG): its events go in
+ * with the batches' transactions, and the log's 1 MiB ring would be most
+ * of an idle DBFS's memory. */
+START_TEST(test_no_enqueue_log)
+{
+	mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	reopen(NULL);
+	mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
+	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 2);
+	for (int i = 0; i < 8; i++) {
+		char p[300];
+		snprintf(p, sizeof(p), "%s/mfsq-feed.log%d", dir, i);
+		ck_assert_msg(access(p, F_OK) == -1, "%s exists", p);
+	}
+}
+END_TEST
+
 /* A format-2 store (no ilink, no feed) is upgraded: events name paths of
  * what it held before. */
 START_TEST(test_upgrade_from_2)
@@ -1004,6 +1022,8 @@ START_TEST(test_crash_no_lost_no_invented)
 	fs = NULL;
 	uint64_t last = 0;
 	for (int round = 0; round < 4; round++) {
+		int go[2];
+		ck_assert_int_eq(pipe(go), 0);
 		pid_t pid = fork();
 		ck_assert_int_ge(pid, 0);
 		if (pid == 0) {
@@ -1012,18 +1032,21 @@ START_TEST(test_crash_no_lost_no_invented)
 			pthread_t t1, t2;
 			pthread_create(&t1, NULL, burst_thread, &a);
 			pthread_create(&t2, NULL, burst_thread, &b);
+			/* tell the parent once this round committed events */
+			for (int i = 0; i < 60000 && dbfs_feed_last_seq(fs) <= last; i++)
+				usleep(1000);
+			if (write(go[1], "g", 1) != 1)
+				_exit(1);
 			pause();
 			_exit(0);
 		}
-		/* kill it once it has committed something new: bounded wait */
-		for (int i = 0; i < 400; i++) {
-			usleep(10000 + (round * 7919 % 13) * 1000);
-			struct stat sb;
-			char p[300];
-			snprintf(p, sizeof(p), "%s/data.mdb", dir);
-			if (i > 10 + round * 5 && stat(p, &sb) == 0)
-				break;
-		}
+		close(go[1]);
+		/* kill it once it has committed something new (bounded wait),
+		 * a little later each round */
+		struct pollfd pf = {.fd = go[0], .events = POLLIN};
+		ck_assert_int_eq(poll(&pf, 1, 90000), 1);
+		close(go[0]);
+		usleep(10000 + (round * 7919 % 13) * 1000);
 		kill(pid, SIGKILL);
 		int status;
 		waitpid(pid, &status, 0);
@@ -1193,6 +1216,7 @@ static Suite *feed_suite(void)
 	tcase_add_test(tc, test_idle_expiry);
 	tcase_add_test(tc, test_wake_and_notify);
 	tcase_add_test(tc, test_feed_off);
+	tcase_add_test(tc, test_no_enqueue_log);
 	tcase_add_test(tc, test_upgrade_from_2);
 	tcase_add_test(tc, test_crash_no_lost_no_invented);
 	tcase_add_test(tc, test_fsck_feed);

@@ -254,6 +254,87 @@ START_TEST(caller_txn)
 }
 END_TEST
 
+/* One message in a transaction of its own: aborted (commit 0), committed
+ * and the queue told (1, mfsq_txn_committed()), committed untold (2);
+ * returns its sequence number. */
+static uint64_t caller_put(uint64_t n, int commit)
+{
+	MDB_txn *txn;
+	uint64_t seq = 0, id;
+
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(put_msg(Q, txn, 7, n, &seq), 0);
+	id = mdb_txn_id(txn);
+	if (!commit) {
+		mdb_txn_abort(txn);
+		return seq;
+	}
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	if (commit == 1)
+		mfsq_txn_committed(Q, id);
+	return seq;
+}
+
+/* What the queue remembers of a caller's committed transaction (so as not
+ * to read its shard record back) is trusted by the very next transaction
+ * only: never after an abort, whose id LMDB hands on, nor after any other
+ * commit. Sequence numbers stay dense whatever comes between. */
+START_TEST(caller_txn_committed)
+{
+	uint64_t want = 1, seq, kept[16];
+	size_t nk = 0, n;
+	MDB_txn *txn;
+	MDB_dbi mine;
+	mfsq_sub *s;
+	struct mfsq_msg m;
+
+	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START, NULL, NULL,
+					&s), 0);
+	for (int i = 0; i < 3; i++) { /* told: each next one uses what it remembers */
+		ck_assert_uint_eq(caller_put(nk, 1), want++);
+		kept[nk++] = want - 1;
+	}
+	/* aborted: the next transaction gets the same id, not that state */
+	ck_assert_uint_eq(caller_put(100, 0), want);
+	ck_assert_uint_eq(caller_put(nk, 1), want++);
+	kept[nk++] = want - 1;
+	/* an own transaction's enqueue in between */
+	ck_assert_int_eq(put_msg(Q, NULL, 7, nk, &seq), 0);
+	ck_assert_uint_eq(seq, want++);
+	kept[nk++] = want - 1;
+	ck_assert_uint_eq(caller_put(nk, 1), want++);
+	kept[nk++] = want - 1;
+	/* aborted, then another table's commit takes its id */
+	ck_assert_uint_eq(caller_put(101, 0), want);
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "app", MDB_CREATE, &mine), 0);
+	{
+		MDB_val k = {1, "k"}, v = {1, "v"};
+
+		ck_assert_int_eq(mdb_put(txn, mine, &k, &v, 0), 0);
+	}
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	ck_assert_uint_eq(caller_put(nk, 1), want++);
+	kept[nk++] = want - 1;
+	/* committed but not told: the next one reads the store */
+	ck_assert_uint_eq(caller_put(nk, 2), want++);
+	kept[nk++] = want - 1;
+	ck_assert_uint_eq(caller_put(nk, 1), want++);
+	kept[nk++] = want - 1;
+	mfsq_notify(Q);
+	for (size_t i = 0; i < nk; i++) {
+		uint64_t e, k;
+
+		get_one(s, &m);
+		ck_assert_uint_eq(m.seq, kept[i]);
+		ck_assert_int_eq(parse_msg(&m, &e, &k), 0);
+		ck_assert_uint_eq(k, i);
+	}
+	ck_assert_int_eq(mfsq_dequeue(s, &m, 1, &n, 0), EAGAIN);
+	mfsq_unsubscribe(s);
+}
+END_TEST
+
 START_TEST(batch)
 {
 	static int vals[300];
@@ -956,6 +1037,7 @@ Suite *suite_api(void)
 	tcase_add_test(tc, bad_input);
 	tcase_add_test(tc, large_payload);
 	tcase_add_test(tc, caller_txn);
+	tcase_add_test(tc, caller_txn_committed);
 	tcase_add_test(tc, batch);
 	tcase_add_test(tc, enqueuer_order);
 	tcase_add_test(tc, blocking);

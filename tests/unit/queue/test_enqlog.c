@@ -242,7 +242,7 @@ static void run_killed_child(uint64_t pre, size_t len)
 
 /* The log of a killed process: replayed once, in order, before what the
  * next process enqueues. */
-static void replay_case(uint64_t pre, size_t len)
+static void replay_case(uint64_t pre, size_t len, unsigned flags)
 {
 	struct mfsq_config c;
 	struct mfsq_stats st;
@@ -256,7 +256,7 @@ static void replay_case(uint64_t pre, size_t len)
 	mfsq_close(Q);
 	tenv_reopen(&T);
 	cfg(&c);
-	ck_assert_int_eq(mfsq_open(T.env, "q", &c, 0, &Q), 0);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, flags, &Q), 0);
 	mfsq_stats(Q, &st);
 	ck_assert_uint_eq(st.log_replayed, 10);
 	ck_assert_int_eq(put_len(Q, NULL, pre + 10, len), 0);
@@ -273,7 +273,47 @@ static void replay_case(uint64_t pre, size_t len)
 
 START_TEST(replay_after_kill)
 {
-	replay_case(5, 0);
+	replay_case(5, 0, 0);
+}
+END_TEST
+
+/* A queue opened with MFSQ_NO_LOG still replays a dead process's log. */
+START_TEST(replay_without_log)
+{
+	replay_case(5, 0, MFSQ_NO_LOG);
+}
+END_TEST
+
+/* MFSQ_NO_LOG: no log file, no ring; an own-transaction enqueue commits
+ * before it returns. */
+START_TEST(no_log)
+{
+	struct mfsq_config c;
+	struct mfsq_stats st;
+	struct stat sb;
+	char path[300];
+	mfsq_sub *s;
+
+	mfsq_close(Q);
+	for (int i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "%s/mfsq-q.log%d", T.dir, i);
+		unlink(path);
+	}
+	tenv_reopen(&T);
+	cfg(&c);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_NO_LOG, &Q), 0);
+	ck_assert_int_eq(
+	    mfsq_subscribe(Q, "k", MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START, NULL, NULL, &s), 0);
+	ck_assert_int_eq(put_len(Q, NULL, 0, 0), 0);
+	mfsq_stats(Q, &st);
+	ck_assert_uint_eq(st.log_enqueued, 0);
+	ck_assert_uint_eq(st.enqueued, 1);
+	expect_all(s, 0, 1);
+	for (int i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "%s/mfsq-q.log%d", T.dir, i);
+		ck_assert_int_eq(stat(path, &sb), -1);
+	}
+	mfsq_unsubscribe(s);
 }
 END_TEST
 
@@ -282,7 +322,7 @@ START_TEST(replay_across_wrap)
 {
 	uint64_t per = MFSQ_LOG_BYTES / (sizeof(struct mfsq_log_rec) + 1000);
 
-	replay_case(per - 2, 1000);
+	replay_case(per - 2, 1000, 0);
 }
 END_TEST
 
@@ -511,6 +551,8 @@ Suite *suite_enqlog(void)
 	tcase_add_test(tc, logged_enqueue);
 	tcase_add_test(tc, wraps);
 	tcase_add_test(tc, replay_after_kill);
+	tcase_add_test(tc, replay_without_log);
+	tcase_add_test(tc, no_log);
 	tcase_add_test(tc, replay_across_wrap);
 	tcase_add_test(tc, live_log_kept);
 	tcase_add_test(tc, replayed_by_live_process);
