@@ -117,7 +117,7 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw) || !cpu_share_ok(s, now_ns))
 		return false;
 	/* an armed fd already promises one request to some worker */
-	return s->inflight + (s->armed || s->xarmed ? 1 : 0) < fair_limit(s);
+	return s->inflight + (s->armed || s->xarmed || s->parked ? 1 : 0) < fair_limit(s);
 }
 
 void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
@@ -195,11 +195,28 @@ static bool arm(struct mfs_session *s, int epfd)
 	return false;
 }
 
+bool mfs_session_unstick(struct mfs_session *s, bool counted)
+{
+	struct mfs_worker *w = s->owner;
+
+	if (!w)
+		return false;
+	/* also drops an event of it that its owner has not taken yet */
+	if (epoll_ctl(w->pepfd, EPOLL_CTL_DEL, s->fd, NULL) < 0)
+		mfs_err("%s: epoll_ctl: %s", s->name, strerror(errno));
+	w->owned = NULL;
+	s->owner = NULL;
+	s->st.releases += counted;
+	bool parked = s->parked;
+	s->parked = false;
+	return parked;
+}
+
 bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 {
 	struct mfs_loop *loop = s->loop;
 
-	if (s->ended || s->armed || s->xarmed)
+	if (s->ended || s->armed || s->xarmed || s->parked)
 		return false;
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
@@ -225,8 +242,15 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 		return false;
 	}
 	s->held = false;
-	if (wants_express(s, now_ns) && (s->xarmed = arm(s, loop->xepfd)))
+	if (wants_express(s, now_ns)) {
+		mfs_session_unstick(s, true);
+		if ((s->xarmed = arm(s, loop->xepfd)))
+			return true;
+	}
+	/* owned: only its worker is woken by the next request (sticky.h) */
+	if (s->owner && (s->parked = arm(s, s->owner->pepfd)))
 		return true;
+	mfs_session_unstick(s, true);
 	s->armed = arm(s, loop->epfd);
 	return s->armed;
 }
@@ -470,6 +494,9 @@ static void free_loop(struct mfs_loop *loop)
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	for (unsigned i = 0; loop->wargs && i < loop->nworkers; i++)
+		if (loop->wargs[i].pepfd >= 0)
+			close(loop->wargs[i].pepfd);
 	pthread_mutex_destroy(&loop->lock);
 	free(loop->workers);
 	free(loop->wargs);
@@ -497,6 +524,8 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		rc = -ENOMEM;
 		goto fail;
 	}
+	for (unsigned i = 0; i < workers; i++)
+		loop->wargs[i].pepfd = -1;
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->xepfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -519,11 +548,23 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		rc = -errno;
 		goto fail;
 	}
+	/* Each worker's own set holds the shared one, level-triggered: an owner
+	 * is woken while work waits there (pool.c). */
+	for (unsigned i = 0; i < workers; i++) {
+		struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &loop->epfd};
+		int fd = loop->wargs[i].pepfd = epoll_create1(EPOLL_CLOEXEC);
+		if (fd < 0 || epoll_ctl(fd, EPOLL_CTL_ADD, loop->epfd, &sev) < 0) {
+			rc = -errno;
+			goto fail;
+		}
+	}
 	for (unsigned i = 0; i < workers; i++) {
 		loop->wargs[i].loop = loop;
 		loop->wargs[i].idx = i;
 		rc = -pthread_create(&loop->workers[i], NULL, mfs_pool_worker, &loop->wargs[i]);
 		if (rc) {
+			for (unsigned j = i; j < workers; j++) /* free_loop closes the others */
+				close(loop->wargs[j].pepfd);
 			loop->nworkers = i;
 			mfs_loop_destroy(loop);
 			return rc;
@@ -561,6 +602,13 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair)
 {
 	pthread_mutex_lock(&loop->lock);
 	loop->unfair = !fair;
+	pthread_mutex_unlock(&loop->lock);
+}
+
+void mfs_loop_set_sticky(struct mfs_loop *loop, bool on)
+{
+	pthread_mutex_lock(&loop->lock);
+	loop->nosticky = !on;
 	pthread_mutex_unlock(&loop->lock);
 }
 
@@ -663,6 +711,7 @@ void mfs_loop_remove(struct mfs_session *s)
 	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	if (loop->xstarted)
 		epoll_ctl(loop->xepfd, EPOLL_CTL_DEL, s->fd, NULL);
+	mfs_session_unstick(s, false);
 	if (loop->heavy == s)
 		loop->heavy = NULL;
 	if (loop->light == s)
