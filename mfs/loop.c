@@ -15,8 +15,15 @@
 #include "log.h"
 #include "loop_private.h"
 
-/* While a session is throttled a timer wakes a worker this often to refill. */
+/* While a session is throttled a timer wakes a worker this often to refill;
+ * it also ticks while sessions owned by a worker (sticky.h) are active,
+ * until none read a request for WATCH_IDLE_NS. */
 #define THROTTLE_TICK_MS 2
+#define WATCH_IDLE_NS 100000000ull
+/* A request of an owned session that takes longer than this sends the
+ * session back to the shared set: other requests of it (another client,
+ * say one that would unblock this one) must not wait for it. */
+#define STALL_NS 2000000ull
 
 /* A session is heavy when over a window of at least LOAD_WINDOW_NS a quarter
  * of its requests (and at least 8) overlapped another of its requests, or
@@ -51,6 +58,23 @@ void mfs_session_update_busy(struct mfs_session *s)
 	}
 }
 
+/* lock held: the timer ticks while a session is throttled or watched. */
+static void update_timer(struct mfs_loop *loop)
+{
+	bool on = loop->throttled > 0 || loop->watching;
+
+	if (on == loop->ticking)
+		return;
+	loop->ticking = on;
+	struct itimerspec its = {{0, 0}, {0, 0}};
+	if (on) {
+		its.it_interval.tv_nsec = THROTTLE_TICK_MS * 1000000L;
+		its.it_value = its.it_interval;
+	}
+	if (timerfd_settime(loop->tfd, 0, &its, NULL) < 0)
+		mfs_warn("loop: timerfd: %s", strerror(errno));
+}
+
 static void set_throttled(struct mfs_session *s, bool on)
 {
 	struct mfs_loop *loop = s->loop;
@@ -58,17 +82,20 @@ static void set_throttled(struct mfs_session *s, bool on)
 	if (s->throttled == on)
 		return;
 	s->throttled = on;
-	struct itimerspec its = {{0, 0}, {0, 0}};
-	if (on) {
-		if (loop->throttled++ != 0)
-			return;
-		its.it_interval.tv_nsec = THROTTLE_TICK_MS * 1000000L;
-		its.it_value = its.it_interval;
-	} else if (--loop->throttled != 0) {
-		return;
+	if (on)
+		loop->throttled++;
+	else
+		loop->throttled--;
+	update_timer(loop);
+}
+
+void mfs_loop_watch(struct mfs_loop *loop, uint64_t now_ns)
+{
+	loop->owned_read_ns = now_ns;
+	if (!loop->watching) {
+		loop->watching = true;
+		update_timer(loop);
 	}
-	if (timerfd_settime(loop->tfd, 0, &its, NULL) < 0)
-		mfs_warn("loop: timerfd: %s", strerror(errno));
 }
 
 /* lock held: requests the governor lets `s` have in flight now. */
@@ -450,9 +477,19 @@ struct mfs_loop_job *mfs_loop_take_job(struct mfs_loop *loop)
 
 void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns)
 {
-	for (struct mfs_session *s = loop->sessions; s; s = s->next)
+	for (struct mfs_session *s = loop->sessions; s; s = s->next) {
+		if (s->owner && s->processing && now_ns - s->read_ns >= STALL_NS) {
+			mfs_sticky_note(&s->sticky, true, false); /* as if overlapped */
+			mfs_session_unstick(s, true);
+			mfs_session_admit(s, now_ns);
+		}
 		if (s->throttled)
 			mfs_session_admit(s, now_ns);
+	}
+	if (loop->watching && now_ns - loop->owned_read_ns >= WATCH_IDLE_NS) {
+		loop->watching = false;
+		update_timer(loop);
+	}
 }
 
 void mfs_loop_sweep(struct mfs_loop *loop)

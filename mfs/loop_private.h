@@ -33,6 +33,7 @@ struct mfs_session {
 	struct mfs_worker *owner;  /* the worker whose own set holds the fd (pool.c) */
 	bool parked;               /* armed in owner's set, waiting for readability */
 	unsigned last_reader;      /* worker that read its last request, + 1 (0: none) */
+	uint64_t read_ns;          /* when its last request was read */
 	uint64_t spin_ns;       /* how long a worker may spin for the next request (pool.c) */
 	uint64_t nospin_until;  /* no spinning until then (ns), after spins that found nothing */
 	unsigned spin_misses;   /* spins in a row that timed out */
@@ -85,6 +86,9 @@ struct mfs_loop {
 	unsigned nsessions;
 	unsigned busy;
 	unsigned throttled;
+	bool ticking;  /* tfd armed: some session throttled, or watching */
+	bool watching; /* owned sessions read requests lately (mfs_loop_watch) */
+	uint64_t owned_read_ns; /* the last of those reads */
 	bool stopping;
 	struct mfs_loop_job *jobs, **jobs_tail; /* posted, not started */
 	/* Removed sessions wait here until no worker can still hold an epoll
@@ -132,8 +136,13 @@ void *mfs_pool_worker(void *arg);
 /* lock held: take the oldest posted job, or NULL. */
 struct mfs_loop_job *mfs_loop_take_job(struct mfs_loop *loop);
 
-/* lock held: re-admit throttled sessions (on a timer tick). */
+/* lock held, on a timer tick: re-admit throttled sessions; give an owned
+ * session whose request has taken long back to the shared set. */
 void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns);
+
+/* lock held: a worker read a request of a session it owns at `now`: keep
+ * the timer ticking, so a request that takes long is noticed. */
+void mfs_loop_watch(struct mfs_loop *loop, uint64_t now_ns);
 
 /* lock held: free removed sessions no worker can still see. */
 void mfs_loop_sweep(struct mfs_loop *loop);

@@ -155,7 +155,7 @@ static void stick(struct mfs_worker *w, struct mfs_session *s)
  * whether the session's requests overlap (sticky.h): while they do not,
  * `w` owns it; once they do, its owner gives it back to the shared set.
  */
-static void note_read(struct mfs_worker *w, struct mfs_session *s, bool queued)
+static void note_read(struct mfs_worker *w, struct mfs_session *s, bool queued, uint64_t now)
 {
 	bool overlapped = s->processing > __atomic_load_n(&s->answered, __ATOMIC_ACQUIRE);
 
@@ -166,6 +166,9 @@ static void note_read(struct mfs_worker *w, struct mfs_session *s, bool queued)
 		mfs_session_unstick(s, true);
 	else if (mfs_sticky_one_worker(&s->sticky) && !w->express && !s->loop->nosticky)
 		stick(w, s);
+	s->read_ns = now;
+	if (s->owner)
+		mfs_loop_watch(s->loop, now);
 }
 
 /*
@@ -203,7 +206,7 @@ static int serve_one(struct mfs_worker *w, struct mfs_session *s, struct fuse_bu
 	if (deadline)
 		note_spin_result(s, res > 0, t0 - start, t0);
 	if (res > 0) {
-		note_read(w, s, queued);
+		note_read(w, s, queued, t0);
 		mfs_session_took(s, buf, t0);
 		if (rearm || queued)
 			mfs_session_admit(s, t0);

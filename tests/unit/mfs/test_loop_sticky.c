@@ -161,8 +161,11 @@ static void conn_close(struct conn *c)
 }
 
 /* One request at a time, 2000 times, with 4 workers waiting: every request
- * is read by the worker that read the one before (no hand-off), and that
- * worker never had to give the session back (no other work came). */
+ * is read by the worker that read the one before (no hand-off), unless
+ * that worker gave the session back (no other work comes here, but a
+ * request that took over 2 ms, its worker preempted on a busy machine,
+ * does it too): then the next MFS_STICKY_CALM + 1 requests may change
+ * worker, until one owns it again. */
 START_TEST(sequential_client_keeps_its_worker)
 {
 	struct mfs_loop *loop;
@@ -178,7 +181,7 @@ START_TEST(sequential_client_keeps_its_worker)
 	}
 	mfs_loop_stats(c.s, &st);
 	ck_assert_uint_eq(st.ops, 2001);
-	ck_assert_msg(st.handoffs == 0 && st.releases == 0,
+	ck_assert_msg(st.handoffs <= (MFS_STICKY_CALM + 1) * st.releases,
 		      "%llu of 2001 requests read by another worker than the one before; "
 		      "%llu releases",
 		      (unsigned long long)st.handoffs, (unsigned long long)st.releases);
