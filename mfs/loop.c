@@ -21,9 +21,10 @@
 #define THROTTLE_TICK_MS 2
 #define WATCH_IDLE_NS 100000000ull
 /* A request of an owned session that takes longer than this sends the
- * session back to the shared set: other requests of it (another client,
+ * session back to the shared set (long enough that a worker preempted on a
+ * busy machine seldom trips it): other requests of it (another client,
  * say one that would unblock this one) must not wait for it. */
-#define STALL_NS 2000000ull
+#define STALL_NS 10000000ull
 
 /* A session is heavy when over a window of at least LOAD_WINDOW_NS a quarter
  * of its requests (and at least 8) overlapped another of its requests, or
@@ -348,17 +349,20 @@ static __thread struct {
 
 static const struct fuse_custom_io *io_inner;
 
+/* Counted before the write: once it is made, the client may send its next
+ * request, and a worker read it, before this thread runs again (on a busy
+ * machine the woken client often preempts it); counted after, that request
+ * would seem to overlap this one. A failed reply ends the request too. */
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-	ssize_t r = io_inner->writev(fd, iov, count, userdata);
 	const struct fuse_out_header *oh = count >= 1 ? iov[0].iov_base : NULL;
 
-	if (r >= 0 && oh && this_req.s && !this_req.answered && iov[0].iov_len >= sizeof(*oh) &&
+	if (oh && this_req.s && !this_req.answered && iov[0].iov_len >= sizeof(*oh) &&
 	    oh->unique == this_req.unique) {
 		this_req.answered = true;
 		__atomic_add_fetch(&this_req.s->answered, 1, __ATOMIC_RELEASE);
 	}
-	return r;
+	return io_inner->writev(fd, iov, count, userdata);
 }
 
 const struct fuse_custom_io *mfs_loop_io(const struct fuse_custom_io *inner)

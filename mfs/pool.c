@@ -163,7 +163,7 @@ static void note_read(struct mfs_worker *w, struct mfs_session *s, bool queued, 
 		s->st.handoffs++;
 	s->last_reader = w->idx + 1;
 	if (mfs_sticky_note(&s->sticky, overlapped, queued) && s->sticky.concurrent)
-		mfs_session_unstick(s, true);
+		s->st.releases += !mfs_session_unstick(s, true) && !s->owner; /* counted once */
 	else if (mfs_sticky_one_worker(&s->sticky) && !w->express && !s->loop->nosticky)
 		stick(w, s);
 	s->read_ns = now;

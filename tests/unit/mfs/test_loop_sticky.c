@@ -163,7 +163,7 @@ static void conn_close(struct conn *c)
 /* One request at a time, 2000 times, with 4 workers waiting: every request
  * is read by the worker that read the one before (no hand-off), unless
  * that worker gave the session back (no other work comes here, but a
- * request that took over 2 ms, its worker preempted on a busy machine,
+ * request that took over 10 ms, its worker preempted on a busy machine,
  * does it too): then the next MFS_STICKY_CALM + 1 requests may change
  * worker, until one owns it again. */
 START_TEST(sequential_client_keeps_its_worker)

@@ -1,0 +1,31 @@
+#!/bin/sh
+# A client that waits for each answer stays with one worker thread
+# (mfs/sticky.h), through a real mount: 2048 O_DIRECT reads by dd with
+# four workers waiting. A request can change worker only after the worker
+# gave the DBFS back (releases: a request that took over 10 ms, one queued
+# behind another), and then for at most MFS_STICKY_CALM + 1 = 9 requests:
+# counters, no timing.
+. "$(dirname "$0")/lib.sh"
+
+M=$T/mfs
+start_manager "$M" threads=4
+mkdir -p "$T/ma"
+xset mount "name=a,store=$T/sa,mountpoint=$T/ma,create" || fail "mount a"
+stat_of() { xget "stats.$1" | sed -n "s/^$2=//p"; }
+
+dd if=/dev/zero of="$T/ma/f" bs=1M count=1 conv=fsync 2>/dev/null || fail "write f"
+# the writes overlap (writeback): one calm pass first, so the count below
+# starts with the DBFS on one worker
+dd if="$T/ma/f" of=/dev/null bs=4k count=256 iflag=direct 2>/dev/null || fail "dd"
+h0=$(stat_of a handoffs)
+r0=$(stat_of a releases)
+i=0
+while [ $i -lt 8 ]; do
+	dd if="$T/ma/f" of=/dev/null bs=4k count=256 iflag=direct 2>/dev/null || fail "dd $i"
+	i=$((i + 1))
+done
+h=$(($(stat_of a handoffs) - h0))
+r=$(($(stat_of a releases) - r0))
+echo "handoffs $h, releases $r over $(stat_of a requests) requests"
+[ "$h" -le $((9 * r)) ] && ok "one worker served the one-at-a-time client ($h handoffs, $r releases)" ||
+	fail "$h requests changed worker with only $r releases"
