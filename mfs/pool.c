@@ -162,9 +162,12 @@ static void note_read(struct mfs_worker *w, struct mfs_session *s, bool queued, 
 	if (s->last_reader && s->last_reader != w->idx + 1)
 		s->st.handoffs++;
 	s->last_reader = w->idx + 1;
-	if (mfs_sticky_note(&s->sticky, overlapped, queued) && s->sticky.concurrent)
-		s->st.releases += !mfs_session_unstick(s, true) && !s->owner; /* counted once */
-	else if (mfs_sticky_one_worker(&s->sticky) && !w->express && !s->loop->nosticky)
+	if (mfs_sticky_note(&s->sticky, overlapped, queued) && s->sticky.concurrent) {
+		if (s->owner)
+			mfs_session_unstick(s, true); /* not parked: we read it */
+		else
+			s->st.releases++; /* left one-worker mode all the same */
+	} else if (mfs_sticky_one_worker(&s->sticky) && !w->express && !s->loop->nosticky)
 		stick(w, s);
 	s->read_ns = now;
 	if (s->owner)
