@@ -483,7 +483,7 @@ void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns)
 {
 	for (struct mfs_session *s = loop->sessions; s; s = s->next) {
 		if (s->owner && s->processing && now_ns - s->read_ns >= STALL_NS) {
-			mfs_sticky_note(&s->sticky, true, false); /* as if overlapped */
+			mfs_sticky_force(&s->sticky);
 			mfs_session_unstick(s, true);
 			mfs_session_admit(s, now_ns);
 		}

@@ -167,8 +167,10 @@ static void note_read(struct mfs_worker *w, struct mfs_session *s, bool queued, 
 			mfs_session_unstick(s, true); /* not parked: we read it */
 		else
 			s->st.releases++; /* left one-worker mode all the same */
-	} else if (mfs_sticky_one_worker(&s->sticky) && !w->express && !s->loop->nosticky)
+	} else if (mfs_sticky_one_worker(&s->sticky) && !w->express && !s->loop->nosticky &&
+		   !s->armed && !s->xarmed) { /* armed elsewhere: another worker may read next */
 		stick(w, s);
+	}
 	s->read_ns = now;
 	if (s->owner)
 		mfs_loop_watch(s->loop, now);
@@ -341,8 +343,8 @@ void *mfs_pool_worker(void *arg)
 			 * number, and within the governor's limits. */
 			for (unsigned i = 0; i < SPIN_MAX; i++) {
 				uint64_t now = mfs_now_ns();
-				if (!mfs_session_may_spin(s, now))
-					break;
+				if (!mfs_session_may_spin(s, now) || (s->owner && s->owner != w))
+					break; /* nor take requests of another's session */
 				uint64_t b = spin_budget(s, now);
 				if (serve_one(w, s, &buf, b ? now + b : 0) <= 0)
 					break;

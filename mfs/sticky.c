@@ -3,16 +3,16 @@
 
 bool mfs_sticky_note(struct mfs_sticky *st, bool overlapped, bool queued)
 {
-	if (overlapped || queued) {
-		st->calm = 0;
-		if (st->concurrent)
-			return false;
-		st->concurrent = true;
-		return true;
-	}
-	if (!st->concurrent || ++st->calm < MFS_STICKY_CALM)
+	st->seen = (uint8_t)(st->seen << 1 | (overlapped || queued));
+	bool concurrent = __builtin_popcount(st->seen) >= MFS_STICKY_SWITCH;
+	if (concurrent == st->concurrent)
 		return false;
-	st->concurrent = false;
-	st->calm = 0;
+	st->concurrent = concurrent;
 	return true;
+}
+
+void mfs_sticky_force(struct mfs_sticky *st)
+{
+	st->seen = 0xff;
+	st->concurrent = true;
 }

@@ -8,32 +8,42 @@
  * queue up behind each other or overlap (several clients, readahead) is
  * served by every worker from the shared set instead (concurrent mode).
  *
- * Pure: the caller (pool.c, under loop->lock) says what it saw at each
- * read; nothing here takes a lock or makes a system call.
+ * The kernel sends some requests of a one-at-a-time client in the
+ * background: a close's RELEASE is queued while the client already opens
+ * the next file. So one request queued behind another is not enough: the
+ * mode follows the last MFS_STICKY_WINDOW reads, concurrent while at least
+ * MFS_STICKY_SWITCH of them found a request queued or overlapped one.
+ *
+ * Pure: the caller (pool.c, loop.c, under loop->lock) says what it saw at
+ * each read; nothing here takes a lock or makes a system call.
  */
 #ifndef MFS_STICKY_H
 #define MFS_STICKY_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
-/* Reads in a row without overlap that bring a concurrent session back to
- * one worker. */
-#define MFS_STICKY_CALM 8
+#define MFS_STICKY_WINDOW 8
+#define MFS_STICKY_SWITCH 3
 
 struct mfs_sticky {
-	bool concurrent; /* requests were seen queued behind or overlapping others */
-	unsigned calm;   /* in concurrent mode: reads in a row that saw neither */
+	uint8_t seen;    /* the last MFS_STICKY_WINDOW reads, newest in bit 0:
+			  * 1 when it found a request queued or overlapped one */
+	bool concurrent; /* served by every worker */
 };
 
 /*
  * A request of the session was read. `overlapped`: another of its
  * requests was read and not yet answered; `queued`: another was already
  * waiting in the kernel's queue (only looked at in one-worker mode).
- * Either sends the session to concurrent mode at once; MFS_STICKY_CALM
- * reads in a row with neither bring it back. Returns true when the mode
- * changed.
+ * Returns true when the mode changed.
  */
 bool mfs_sticky_note(struct mfs_sticky *st, bool overlapped, bool queued);
+
+/* Concurrent mode now, as if the whole window had overlapped (a request
+ * that took long: other requests must not wait for its worker); back to one
+ * worker after MFS_STICKY_WINDOW - MFS_STICKY_SWITCH + 1 calm reads. */
+void mfs_sticky_force(struct mfs_sticky *st);
 
 /* Should one worker serve the session (not concurrent)? A new session
  * (zeroed struct) starts there. */

@@ -28,22 +28,31 @@ START_TEST(mode_switch)
 	ck_assert(mfs_sticky_one_worker(&st));
 	for (int i = 0; i < 100; i++)
 		ck_assert(!mfs_sticky_note(&st, false, false));
+	/* a background request queued now and then (a close's RELEASE): no */
+	for (int i = 0; i < 100; i++)
+		ck_assert(!mfs_sticky_note(&st, i % 8 == 0, i % 8 == 4));
 	ck_assert(mfs_sticky_one_worker(&st));
-	/* a request queued behind the one read: every worker */
+	for (int i = 0; i < MFS_STICKY_WINDOW; i++)
+		ck_assert(!mfs_sticky_note(&st, false, false));
+	/* three of the last eight reads: every worker */
+	ck_assert(!mfs_sticky_note(&st, false, true));
+	ck_assert(!mfs_sticky_note(&st, false, false));
+	ck_assert(!mfs_sticky_note(&st, true, false));
 	ck_assert(mfs_sticky_note(&st, false, true));
 	ck_assert(!mfs_sticky_one_worker(&st));
-	/* calm reads bring it back, an overlap on the way starts over */
-	for (int i = 0; i < MFS_STICKY_CALM - 1; i++)
+	/* back once at most two of the last eight did: the oldest of the
+	 * three (three reads ago) leaves the window after five calm reads */
+	for (int i = 0; i < 4; i++)
 		ck_assert(!mfs_sticky_note(&st, false, false));
-	ck_assert(!mfs_sticky_note(&st, true, false));
-	for (int i = 0; i < MFS_STICKY_CALM - 1; i++)
-		ck_assert(!mfs_sticky_note(&st, false, false));
-	ck_assert(!mfs_sticky_one_worker(&st));
 	ck_assert(mfs_sticky_note(&st, false, false));
 	ck_assert(mfs_sticky_one_worker(&st));
-	/* an overlap alone does it too */
-	ck_assert(mfs_sticky_note(&st, true, false));
+	/* forced (a request that took long): back after six calm reads */
+	mfs_sticky_force(&st);
 	ck_assert(!mfs_sticky_one_worker(&st));
+	for (int i = 0; i < MFS_STICKY_WINDOW - MFS_STICKY_SWITCH; i++)
+		ck_assert(!mfs_sticky_note(&st, false, false));
+	ck_assert(mfs_sticky_note(&st, false, false));
+	ck_assert(mfs_sticky_one_worker(&st));
 }
 END_TEST
 
@@ -164,8 +173,8 @@ static void conn_close(struct conn *c)
  * is read by the worker that read the one before (no hand-off), unless
  * that worker gave the session back (no other work comes here, but a
  * request that took over 10 ms, its worker preempted on a busy machine,
- * does it too): then the next MFS_STICKY_CALM + 1 requests may change
- * worker, until one owns it again. */
+ * does it too): then the next MFS_STICKY_WINDOW + 1 requests at most may
+ * change worker, until one owns it again. */
 START_TEST(sequential_client_keeps_its_worker)
 {
 	struct mfs_loop *loop;
@@ -181,7 +190,7 @@ START_TEST(sequential_client_keeps_its_worker)
 	}
 	mfs_loop_stats(c.s, &st);
 	ck_assert_uint_eq(st.ops, 2001);
-	ck_assert_msg(st.handoffs <= (MFS_STICKY_CALM + 1) * st.releases,
+	ck_assert_msg(st.handoffs <= (MFS_STICKY_WINDOW + 1) * st.releases,
 		      "%llu of 2001 requests read by another worker than the one before; "
 		      "%llu releases",
 		      (unsigned long long)st.handoffs, (unsigned long long)st.releases);
@@ -190,8 +199,9 @@ START_TEST(sequential_client_keeps_its_worker)
 }
 END_TEST
 
-/* Requests queued behind the one being served: the owner gives the session
- * back to the pool (counted in releases), and every request is answered. */
+/* Requests queued behind the one being served (MFS_STICKY_SWITCH reads in a
+ * row find more): the owner gives the session back to the pool (counted in
+ * releases), and every request is answered. */
 START_TEST(queued_requests_release_the_session)
 {
 	struct mfs_loop *loop;
@@ -208,15 +218,20 @@ START_TEST(queued_requests_release_the_session)
 	while (!g.entered)
 		pthread_cond_wait(&g.cond, &g.lock);
 	pthread_mutex_unlock(&g.lock);
-	send_req(&c, FUSE_GETATTR, 4, 1); /* both wait: nobody else reads the fd */
-	send_req(&c, FUSE_GETATTR, 5, 1);
+	for (uint64_t u = 4; u < 8; u++) /* they wait: nobody else reads the fd */
+		send_req(&c, FUSE_GETATTR, u, 1);
 	pthread_mutex_lock(&g.lock);
 	g.open = true;
 	pthread_cond_broadcast(&g.cond);
 	pthread_mutex_unlock(&g.lock);
 	wait_reply(&c, 3);
-	uint64_t u4 = next_reply(&c), u5 = next_reply(&c); /* served concurrently */
-	ck_assert(u4 + u5 == 9 && (u4 == 4 || u4 == 5));
+	unsigned seen = 0; /* the owner reads 4, 5, 6 with others queued, then any worker */
+	for (int i = 0; i < 4; i++) {
+		uint64_t u = next_reply(&c);
+		ck_assert(u >= 4 && u < 8);
+		seen |= 1u << u;
+	}
+	ck_assert_uint_eq(seen, 0xf0);
 	mfs_loop_stats(c.s, &st);
 	ck_assert_msg(st.releases >= 1, "the owner kept a session whose requests queued");
 	conn_close(&c);
