@@ -224,14 +224,16 @@ START_TEST(queued_requests_release_the_session)
 	g.open = true;
 	pthread_cond_broadcast(&g.cond);
 	pthread_mutex_unlock(&g.lock);
-	wait_reply(&c, 3);
-	unsigned seen = 0; /* the owner reads 4, 5, 6 with others queued, then any worker */
-	for (int i = 0; i < 4; i++) {
+	/* the owner reads 4, 5, 6 with others queued, then any worker does;
+	 * or, when the held request took over 10 ms (a busy machine), any
+	 * worker took them while it was held: either is a release */
+	unsigned seen = 0;
+	for (int i = 0; i < 5; i++) {
 		uint64_t u = next_reply(&c);
-		ck_assert(u >= 4 && u < 8);
+		ck_assert(u >= 3 && u < 8);
 		seen |= 1u << u;
 	}
-	ck_assert_uint_eq(seen, 0xf0);
+	ck_assert_uint_eq(seen, 0xf8);
 	mfs_loop_stats(c.s, &st);
 	ck_assert_msg(st.releases >= 1, "the owner kept a session whose requests queued");
 	conn_close(&c);
