@@ -155,14 +155,21 @@ static void stick(struct mfs_worker *w, struct mfs_session *s)
  * whether the session's requests overlap (sticky.h): while they do not,
  * `w` owns it; once they do, its owner gives it back to the shared set.
  */
-static void note_read(struct mfs_worker *w, struct mfs_session *s, bool queued, uint64_t now)
+static void note_read(struct mfs_worker *w, struct mfs_session *s, const struct fuse_buf *buf,
+		      bool queued, uint64_t now)
 {
 	bool overlapped = s->processing > __atomic_load_n(&s->answered, __ATOMIC_ACQUIRE);
+	const struct fuse_in_header *in = buf->mem;
+	uint32_t op = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->opcode : 0;
+	bool background = op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT ||
+			  op == FUSE_RELEASE || op == FUSE_RELEASEDIR;
 
 	if (s->last_reader && s->last_reader != w->idx + 1)
 		s->st.handoffs++;
 	s->last_reader = w->idx + 1;
-	if (mfs_sticky_note(&s->sticky, overlapped, queued) && s->sticky.concurrent) {
+	bool changed = background ? mfs_sticky_background(&s->sticky)
+				  : mfs_sticky_note(&s->sticky, overlapped, queued);
+	if (changed && s->sticky.concurrent) {
 		if (s->owner)
 			mfs_session_unstick(s, true); /* not parked: we read it */
 		else
@@ -211,7 +218,7 @@ static int serve_one(struct mfs_worker *w, struct mfs_session *s, struct fuse_bu
 	if (deadline)
 		note_spin_result(s, res > 0, t0 - start, t0);
 	if (res > 0) {
-		note_read(w, s, queued, t0);
+		note_read(w, s, buf, queued, t0);
 		mfs_session_took(s, buf, t0);
 		if (rearm || queued)
 			mfs_session_admit(s, t0);

@@ -40,6 +40,13 @@ struct mfs_sticky {
  */
 bool mfs_sticky_note(struct mfs_sticky *st, bool overlapped, bool queued);
 
+/* The request just read is one the kernel sends on its own, no client
+ * waiting for it (FORGET, BATCH_FORGET, INTERRUPT, RELEASE, RELEASEDIR:
+ * after an unlink or a close): the request found queued at the read before
+ * was most likely this one, and it is no sign of concurrent clients. Takes
+ * that read's mark back. Returns true when the mode changed. */
+bool mfs_sticky_background(struct mfs_sticky *st);
+
 /* Concurrent mode now, as if the whole window had overlapped (a request
  * that took long: other requests must not wait for its worker); back to one
  * worker after MFS_STICKY_WINDOW - MFS_STICKY_SWITCH + 1 calm reads. */

@@ -46,6 +46,15 @@ START_TEST(mode_switch)
 		ck_assert(!mfs_sticky_note(&st, false, false));
 	ck_assert(mfs_sticky_note(&st, false, false));
 	ck_assert(mfs_sticky_one_worker(&st));
+	/* a queued request that turns out to be the kernel's own (a FORGET
+	 * after an unlink) takes its mark back */
+	for (int i = 0; i < MFS_STICKY_WINDOW; i++)
+		ck_assert(!mfs_sticky_note(&st, false, false));
+	for (int i = 0; i < 100; i++) {
+		ck_assert(!mfs_sticky_note(&st, false, true));
+		ck_assert(!mfs_sticky_background(&st));
+	}
+	ck_assert(mfs_sticky_one_worker(&st));
 	/* forced (a request that took long): back after six calm reads */
 	mfs_sticky_force(&st);
 	ck_assert(!mfs_sticky_one_worker(&st));
