@@ -15,8 +15,16 @@
 #include "log.h"
 #include "loop_private.h"
 
-/* While a session is throttled a timer wakes a worker this often to refill. */
+/* While a session is throttled a timer wakes a worker this often to refill;
+ * it also ticks while sessions owned by a worker (sticky.h) are active,
+ * until none read a request for WATCH_IDLE_NS. */
 #define THROTTLE_TICK_MS 2
+#define WATCH_IDLE_NS 100000000ull
+/* A request of an owned session that takes longer than this sends the
+ * session back to the shared set (long enough that a worker preempted on a
+ * busy machine seldom trips it): other requests of it (another client,
+ * say one that would unblock this one) must not wait for it. */
+#define STALL_NS 10000000ull
 
 /* A session is heavy when over a window of at least LOAD_WINDOW_NS a quarter
  * of its requests (and at least 8) overlapped another of its requests, or
@@ -51,6 +59,23 @@ void mfs_session_update_busy(struct mfs_session *s)
 	}
 }
 
+/* lock held: the timer ticks while a session is throttled or watched. */
+static void update_timer(struct mfs_loop *loop)
+{
+	bool on = loop->throttled > 0 || loop->watching;
+
+	if (on == loop->ticking)
+		return;
+	loop->ticking = on;
+	struct itimerspec its = {{0, 0}, {0, 0}};
+	if (on) {
+		its.it_interval.tv_nsec = THROTTLE_TICK_MS * 1000000L;
+		its.it_value = its.it_interval;
+	}
+	if (timerfd_settime(loop->tfd, 0, &its, NULL) < 0)
+		mfs_warn("loop: timerfd: %s", strerror(errno));
+}
+
 static void set_throttled(struct mfs_session *s, bool on)
 {
 	struct mfs_loop *loop = s->loop;
@@ -58,17 +83,20 @@ static void set_throttled(struct mfs_session *s, bool on)
 	if (s->throttled == on)
 		return;
 	s->throttled = on;
-	struct itimerspec its = {{0, 0}, {0, 0}};
-	if (on) {
-		if (loop->throttled++ != 0)
-			return;
-		its.it_interval.tv_nsec = THROTTLE_TICK_MS * 1000000L;
-		its.it_value = its.it_interval;
-	} else if (--loop->throttled != 0) {
-		return;
+	if (on)
+		loop->throttled++;
+	else
+		loop->throttled--;
+	update_timer(loop);
+}
+
+void mfs_loop_watch(struct mfs_loop *loop, uint64_t now_ns)
+{
+	loop->owned_read_ns = now_ns;
+	if (!loop->watching) {
+		loop->watching = true;
+		update_timer(loop);
 	}
-	if (timerfd_settime(loop->tfd, 0, &its, NULL) < 0)
-		mfs_warn("loop: timerfd: %s", strerror(errno));
 }
 
 /* lock held: requests the governor lets `s` have in flight now. */
@@ -117,7 +145,7 @@ bool mfs_session_may_spin(struct mfs_session *s, uint64_t now_ns)
 	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw) || !cpu_share_ok(s, now_ns))
 		return false;
 	/* an armed fd already promises one request to some worker */
-	return s->inflight + (s->armed || s->xarmed ? 1 : 0) < fair_limit(s);
+	return s->inflight + (s->armed || s->xarmed || s->parked ? 1 : 0) < fair_limit(s);
 }
 
 void mfs_session_note_load(struct mfs_session *s, uint64_t now_ns)
@@ -195,11 +223,28 @@ static bool arm(struct mfs_session *s, int epfd)
 	return false;
 }
 
+bool mfs_session_unstick(struct mfs_session *s, bool counted)
+{
+	struct mfs_worker *w = s->owner;
+
+	if (!w)
+		return false;
+	/* also drops an event of it that its owner has not taken yet */
+	if (epoll_ctl(w->pepfd, EPOLL_CTL_DEL, s->fd, NULL) < 0)
+		mfs_err("%s: epoll_ctl: %s", s->name, strerror(errno));
+	w->owned = NULL;
+	s->owner = NULL;
+	s->st.releases += counted;
+	bool parked = s->parked;
+	s->parked = false;
+	return parked;
+}
+
 bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 {
 	struct mfs_loop *loop = s->loop;
 
-	if (s->ended || s->armed || s->xarmed)
+	if (s->ended || s->armed || s->xarmed || s->parked)
 		return false;
 	mfs_bucket_refill(&s->iops, now_ns);
 	mfs_bucket_refill(&s->bw, now_ns);
@@ -225,8 +270,15 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 		return false;
 	}
 	s->held = false;
-	if (wants_express(s, now_ns) && (s->xarmed = arm(s, loop->xepfd)))
+	if (wants_express(s, now_ns)) {
+		mfs_session_unstick(s, true);
+		if ((s->xarmed = arm(s, loop->xepfd)))
+			return true;
+	}
+	/* owned: only its worker is woken by the next request (sticky.h) */
+	if (s->owner && (s->parked = arm(s, s->owner->pepfd)))
 		return true;
+	mfs_session_unstick(s, true);
 	s->armed = arm(s, loop->epfd);
 	return s->armed;
 }
@@ -297,17 +349,20 @@ static __thread struct {
 
 static const struct fuse_custom_io *io_inner;
 
+/* Counted before the write: once it is made, the client may send its next
+ * request, and a worker read it, before this thread runs again (on a busy
+ * machine the woken client often preempts it); counted after, that request
+ * would seem to overlap this one. A failed reply ends the request too. */
 static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 {
-	ssize_t r = io_inner->writev(fd, iov, count, userdata);
 	const struct fuse_out_header *oh = count >= 1 ? iov[0].iov_base : NULL;
 
-	if (r >= 0 && oh && this_req.s && !this_req.answered && iov[0].iov_len >= sizeof(*oh) &&
+	if (oh && this_req.s && !this_req.answered && iov[0].iov_len >= sizeof(*oh) &&
 	    oh->unique == this_req.unique) {
 		this_req.answered = true;
 		__atomic_add_fetch(&this_req.s->answered, 1, __ATOMIC_RELEASE);
 	}
-	return r;
+	return io_inner->writev(fd, iov, count, userdata);
 }
 
 const struct fuse_custom_io *mfs_loop_io(const struct fuse_custom_io *inner)
@@ -426,9 +481,19 @@ struct mfs_loop_job *mfs_loop_take_job(struct mfs_loop *loop)
 
 void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns)
 {
-	for (struct mfs_session *s = loop->sessions; s; s = s->next)
+	for (struct mfs_session *s = loop->sessions; s; s = s->next) {
+		if (s->owner && s->processing && now_ns - s->read_ns >= STALL_NS) {
+			mfs_sticky_force(&s->sticky);
+			mfs_session_unstick(s, true);
+			mfs_session_admit(s, now_ns);
+		}
 		if (s->throttled)
 			mfs_session_admit(s, now_ns);
+	}
+	if (loop->watching && now_ns - loop->owned_read_ns >= WATCH_IDLE_NS) {
+		loop->watching = false;
+		update_timer(loop);
+	}
 }
 
 void mfs_loop_sweep(struct mfs_loop *loop)
@@ -470,6 +535,9 @@ static void free_loop(struct mfs_loop *loop)
 	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
 		if (fds[i] >= 0)
 			close(fds[i]);
+	for (unsigned i = 0; loop->wargs && i < loop->nworkers; i++)
+		if (loop->wargs[i].pepfd >= 0)
+			close(loop->wargs[i].pepfd);
 	pthread_mutex_destroy(&loop->lock);
 	free(loop->workers);
 	free(loop->wargs);
@@ -497,6 +565,8 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		rc = -ENOMEM;
 		goto fail;
 	}
+	for (unsigned i = 0; i < workers; i++)
+		loop->wargs[i].pepfd = -1;
 	loop->epfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->xepfd = epoll_create1(EPOLL_CLOEXEC);
 	loop->evfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -519,11 +589,23 @@ int mfs_loop_create(unsigned workers, struct mfs_loop **out)
 		rc = -errno;
 		goto fail;
 	}
+	/* Each worker's own set holds the shared one, level-triggered: an owner
+	 * is woken while work waits there (pool.c). */
+	for (unsigned i = 0; i < workers; i++) {
+		struct epoll_event sev = {.events = EPOLLIN, .data.ptr = &loop->epfd};
+		int fd = loop->wargs[i].pepfd = epoll_create1(EPOLL_CLOEXEC);
+		if (fd < 0 || epoll_ctl(fd, EPOLL_CTL_ADD, loop->epfd, &sev) < 0) {
+			rc = -errno;
+			goto fail;
+		}
+	}
 	for (unsigned i = 0; i < workers; i++) {
 		loop->wargs[i].loop = loop;
 		loop->wargs[i].idx = i;
 		rc = -pthread_create(&loop->workers[i], NULL, mfs_pool_worker, &loop->wargs[i]);
 		if (rc) {
+			for (unsigned j = i; j < workers; j++) /* free_loop closes the others */
+				close(loop->wargs[j].pepfd);
 			loop->nworkers = i;
 			mfs_loop_destroy(loop);
 			return rc;
@@ -561,6 +643,13 @@ void mfs_loop_set_fair(struct mfs_loop *loop, bool fair)
 {
 	pthread_mutex_lock(&loop->lock);
 	loop->unfair = !fair;
+	pthread_mutex_unlock(&loop->lock);
+}
+
+void mfs_loop_set_sticky(struct mfs_loop *loop, bool on)
+{
+	pthread_mutex_lock(&loop->lock);
+	loop->nosticky = !on;
 	pthread_mutex_unlock(&loop->lock);
 }
 
@@ -663,6 +752,7 @@ void mfs_loop_remove(struct mfs_session *s)
 	epoll_ctl(loop->epfd, EPOLL_CTL_DEL, s->fd, NULL);
 	if (loop->xstarted)
 		epoll_ctl(loop->xepfd, EPOLL_CTL_DEL, s->fd, NULL);
+	mfs_session_unstick(s, false);
 	if (loop->heavy == s)
 		loop->heavy = NULL;
 	if (loop->light == s)

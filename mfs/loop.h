@@ -21,11 +21,18 @@
  * After serving a request, the worker keeps reading that session for a
  * short while (pool.c: SPIN_NS, SPIN_MAX), within the governor's limits: a
  * client working request by request sends its next one microseconds after
- * the reply, sooner than a sleeping worker could be woken. A session whose
- * client is sequential is read without re-arming its fd while a worker
- * spins on it, so no other worker is woken in vain; one with requests
- * queued behind each other re-arms on every read. No worker spins while
- * another session has requests in flight: the CPU is theirs then.
+ * the reply, sooner than a sleeping worker could be woken. No worker spins
+ * while another session has requests in flight: the CPU is theirs then.
+ *
+ * A session whose client waits for each answer stays with one worker
+ * (sticky.h): its fd is not re-armed when a request is read, and the
+ * worker that answered then waits for the next one on its own epoll set,
+ * so that request wakes that worker and no other (no hand-off, a warm
+ * cache). The owner takes the shared set's work too, and gives its
+ * session back to the shared set before it does: an owned session never
+ * waits for a busy worker. A request found queued behind the one read,
+ * or one read while another was unanswered, sends the session back to
+ * the shared set, re-armed at every read, served by every worker.
  *
  * A session ends when its connection goes away (unmount or abort: the read
  * gives ENODEV). Once it has ended and no request is in flight, the loop calls
@@ -59,6 +66,8 @@ struct mfs_session_stats {
 	uint64_t starved;       /* times the starvation guard stopped its yielding */
 	uint64_t yield_waits;   /* times held back by the CPU share while yielding */
 	uint64_t overlapped;    /* requests read while another of its was unanswered */
+	uint64_t handoffs;      /* requests read by another worker than its last one */
+	uint64_t releases;      /* times its worker gave it back to the pool (sticky.h) */
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];
@@ -87,6 +96,15 @@ void mfs_loop_destroy(struct mfs_loop *loop);
  * errors. Any thread; takes the loop's lock.
  */
 void mfs_loop_set_fair(struct mfs_loop *loop, bool fair);
+
+/*
+ * Let a session whose client waits for each answer stay with the worker
+ * that answered it (sticky.h; on by default) or not (every request is
+ * announced to the pool through the shared set). For tests and A/B
+ * benchmarks. No errors. Any thread; takes the loop's lock; sessions
+ * owned by a worker keep it until their next request.
+ */
+void mfs_loop_set_sticky(struct mfs_loop *loop, bool on);
 
 /*
  * Latency mode (governor=latency): while some session is heavy, light

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 
 #include "loop.h"
+#include "sticky.h"
 
 struct fuse_buf;
 
@@ -28,8 +29,11 @@ struct mfs_session {
 	bool end_reported; /* on_end was (being) called */
 	bool busy;         /* requests in flight (counted in loop->busy) */
 	unsigned inflight;
-	bool sequential; /* spinning worker reads without re-arming (pool.c) */
-	unsigned waits;  /* spins in a row that found nothing queued */
+	struct mfs_sticky sticky;  /* one worker or every worker (sticky.h) */
+	struct mfs_worker *owner;  /* the worker whose own set holds the fd (pool.c) */
+	bool parked;               /* armed in owner's set, waiting for readability */
+	unsigned last_reader;      /* worker that read its last request, + 1 (0: none) */
+	uint64_t read_ns;          /* when its last request was read */
 	uint64_t spin_ns;       /* how long a worker may spin for the next request (pool.c) */
 	uint64_t nospin_until;  /* no spinning until then (ns), after spins that found nothing */
 	unsigned spin_misses;   /* spins in a row that timed out */
@@ -55,10 +59,19 @@ struct mfs_session {
 
 struct mfs_loop;
 
+/*
+ * A worker waits on the shared epoll set, or, while it owns a session
+ * (sticky.h), on its own set `pepfd`: that session's fd (armed there, so
+ * no other worker is woken by its requests) and the shared set itself
+ * (level-triggered), so that an owner still takes the work of others; it
+ * gives its session back to the shared set before it does (pool.c).
+ */
 struct mfs_worker {
 	struct mfs_loop *loop;
 	unsigned idx;
 	bool express; /* waits on the express set */
+	int pepfd;    /* own set: the owned session and loop->epfd */
+	struct mfs_session *owned; /* lock */
 };
 
 struct mfs_loop {
@@ -73,6 +86,9 @@ struct mfs_loop {
 	unsigned nsessions;
 	unsigned busy;
 	unsigned throttled;
+	bool ticking;  /* tfd armed: some session throttled, or watching */
+	bool watching; /* owned sessions read requests lately (mfs_loop_watch) */
+	uint64_t owned_read_ns; /* the last of those reads */
 	bool stopping;
 	struct mfs_loop_job *jobs, **jobs_tail; /* posted, not started */
 	/* Removed sessions wait here until no worker can still hold an epoll
@@ -108,6 +124,7 @@ struct mfs_loop {
 	unsigned yield_share; /* percent of a CPU a yielding session may use */
 	bool unfair;  /* governor's fair share off (benchmarks) */
 	bool latency; /* express lane and yielding on (mfs_loop_set_latency) */
+	bool nosticky; /* every request through the shared set (mfs_loop_set_sticky) */
 	unsigned nworkers;
 	pthread_t *workers;
 	struct mfs_worker *wargs;
@@ -119,8 +136,13 @@ void *mfs_pool_worker(void *arg);
 /* lock held: take the oldest posted job, or NULL. */
 struct mfs_loop_job *mfs_loop_take_job(struct mfs_loop *loop);
 
-/* lock held: re-admit throttled sessions (on a timer tick). */
+/* lock held, on a timer tick: re-admit throttled sessions; give an owned
+ * session whose request has taken long back to the shared set. */
 void mfs_loop_tick(struct mfs_loop *loop, uint64_t now_ns);
+
+/* lock held: a worker read a request of a session it owns at `now`: keep
+ * the timer ticking, so a request that takes long is noticed. */
+void mfs_loop_watch(struct mfs_loop *loop, uint64_t now_ns);
 
 /* lock held: free removed sessions no worker can still see. */
 void mfs_loop_sweep(struct mfs_loop *loop);
@@ -177,6 +199,11 @@ void mfs_session_record_latency(struct mfs_session *s, uint64_t ns);
 /* lock held: a request of `s` read at t0 was answered at t1 (ns): count it
  * and let the session read another if the governor held it back. */
 void mfs_session_request_done(struct mfs_session *s, uint64_t t0_ns, uint64_t t1_ns);
+
+/* lock held: `s` no longer owned by a worker (sticky.h); `counted`: in
+ * its releases counter. Returns true when its fd was armed in the
+ * owner's set: the caller then arms it elsewhere (mfs_session_admit). */
+bool mfs_session_unstick(struct mfs_session *s, bool counted);
 
 /* lock held: recompute s->busy and loop->busy. */
 void mfs_session_update_busy(struct mfs_session *s);

@@ -5,6 +5,7 @@
  * the next request). See loop.h for the flow.
  */
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,7 +28,6 @@
 #define SPIN_MIN_NS 4000
 #define NOSPIN_NS 2000000ull
 #define SPIN_MAX 256
-#define SEQ_AFTER 8
 
 /* An idle worker, or the express thread, wakes this often (ms) to start a
  * new wait: a thread keeps the generation of the wait it is in, and removed
@@ -35,24 +35,6 @@
  * removal (loop_private.h). Epoll wakes the worker that began waiting last,
  * so no event can be relied on to reach the idle ones. */
 #define WAIT_MS 2000
-
-/*
- * lock held. Learn whether the client of `s` works request by request: when
- * requests were already queued as the spinning worker came back (`queued`),
- * others are waiting behind the one being served, so every read re-arms the
- * fd (concurrent mode); after SEQ_AFTER spins in a row that had to wait, no
- * read re-arms while a worker spins (sequential mode): a request then wakes
- * no sleeping worker that would only find the spinner took it.
- */
-static void note_spin(struct mfs_session *s, bool queued)
-{
-	if (queued) {
-		s->waits = 0;
-		s->sequential = false;
-	} else if (++s->waits >= SEQ_AFTER) {
-		s->sequential = true;
-	}
-}
 
 /*
  * lock held. How long a worker that served `s` may spin now for its next
@@ -139,43 +121,106 @@ void mfs_loop_yield_end(struct mfs_session *s)
 	pthread_mutex_unlock(&s->loop->lock);
 }
 
+/* Is another request waiting in the kernel's queue of `fd`? */
+static bool more_queued(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
+}
+
+/* lock held: worker `w`, which just read a request of `s`, owns it from
+ * now on: every mfs_session_admit arms its fd in w's own set. */
+static void stick(struct mfs_worker *w, struct mfs_session *s)
+{
+	struct epoll_event ev = {.events = EPOLLONESHOT, .data.ptr = s}; /* not armed yet */
+
+	if (s->owner == w)
+		return;
+	struct mfs_session *mine = w->owned;
+	if (mine && mfs_session_unstick(mine, true))
+		mfs_session_admit(mine, mfs_now_ns());
+	mfs_session_unstick(s, true); /* from another worker: not armed there, we read it */
+	if (epoll_ctl(w->pepfd, EPOLL_CTL_ADD, s->fd, &ev) < 0) {
+		mfs_err("%s: epoll_ctl: %s", s->name, strerror(errno));
+		return;
+	}
+	s->owner = w;
+	w->owned = s;
+}
+
 /*
- * lock held on entry and return. Read one request of `s` and process it;
- * with `deadline` (a mfs_now_ns() time) keep retrying an empty read until
- * then instead of returning. Unless the session is in sequential mode, the
- * fd is re-armed as soon as a request is read, so that another worker can
- * take a concurrent one. Returns what fuse_session_receive_buf gave: > 0
- * when a request was served, -EAGAIN when none came.
+ * lock held: worker `w` read a request of `s`; `queued`: another one was
+ * waiting behind it. Count a hand-off from another worker, and learn
+ * whether the session's requests overlap (sticky.h): while they do not,
+ * `w` owns it; once they do, its owner gives it back to the shared set.
  */
-static int serve_one(struct mfs_session *s, struct fuse_buf *buf, uint64_t deadline)
+static void note_read(struct mfs_worker *w, struct mfs_session *s, const struct fuse_buf *buf,
+		      bool queued, uint64_t now)
+{
+	bool overlapped = s->processing > __atomic_load_n(&s->answered, __ATOMIC_ACQUIRE);
+	const struct fuse_in_header *in = buf->mem;
+	uint32_t op = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->opcode : 0;
+	bool background = op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT ||
+			  op == FUSE_RELEASE || op == FUSE_RELEASEDIR;
+
+	if (s->last_reader && s->last_reader != w->idx + 1)
+		s->st.handoffs++;
+	s->last_reader = w->idx + 1;
+	bool changed = background ? mfs_sticky_background(&s->sticky)
+				  : mfs_sticky_note(&s->sticky, overlapped, queued);
+	if (changed && s->sticky.concurrent) {
+		if (s->owner)
+			mfs_session_unstick(s, true); /* not parked: we read it */
+		else
+			s->st.releases++; /* left one-worker mode all the same */
+	} else if (mfs_sticky_one_worker(&s->sticky) && !w->express && !s->loop->nosticky &&
+		   !s->armed && !s->xarmed) { /* armed elsewhere: another worker may read next */
+		stick(w, s);
+	}
+	s->read_ns = now;
+	if (s->owner)
+		mfs_loop_watch(s->loop, now);
+}
+
+/*
+ * lock held on entry and return. Worker `w` reads one request of `s` and
+ * processes it; with `deadline` (a mfs_now_ns() time) keep retrying an
+ * empty read until then instead of returning. A session served by every
+ * worker (sticky.h) has its fd re-armed in the shared set as soon as a
+ * request is read, so that another worker can take a concurrent one; one
+ * served by one worker is not, unless another request is already queued.
+ * Returns what fuse_session_receive_buf gave: > 0 when a request was
+ * served, -EAGAIN when none came.
+ */
+static int serve_one(struct mfs_worker *w, struct mfs_session *s, struct fuse_buf *buf,
+		     uint64_t deadline)
 {
 	uint64_t start = deadline ? mfs_now_ns() : 0;
 	struct mfs_loop *loop = s->loop;
-	bool rearm = !s->sequential;
+	bool rearm = !mfs_sticky_one_worker(&s->sticky) || loop->nosticky;
 
 	mfs_session_reserve(s);
 	bool idle_rx = mfs_session_should_yield(s, mfs_now_ns());
 	pthread_mutex_unlock(&loop->lock);
 
-	unsigned tries = 0;
 	int res;
 	set_idle(idle_rx);
 	do {
 		buf->flags = 0;
 		res = fuse_session_receive_buf(s->se, buf);
-		tries++;
 	} while (res == -EAGAIN && deadline && mfs_now_ns() < deadline);
 	set_idle(false);
+	bool queued = res > 0 && !rearm && more_queued(s->fd);
 	uint64_t t0 = mfs_now_ns();
 
 	pthread_mutex_lock(&loop->lock);
-	if (deadline) {
-		note_spin(s, res > 0 && tries == 1);
+	if (deadline)
 		note_spin_result(s, res > 0, t0 - start, t0);
-	}
 	if (res > 0) {
+		note_read(w, s, buf, queued, t0);
 		mfs_session_took(s, buf, t0);
-		if (rearm)
+		if (rearm || queued)
 			mfs_session_admit(s, t0);
 		bool yield = mfs_session_should_yield(s, t0);
 		s->st.yielded += yield;
@@ -241,13 +286,22 @@ void *mfs_pool_worker(void *arg)
 			break;
 		loop->wgen[w->idx] = ++loop->gen;
 		mfs_loop_sweep(loop);
+		int wfd = w->express ? loop->xepfd : w->owned ? w->pepfd : loop->epfd;
 		pthread_mutex_unlock(&loop->lock);
-		int n = epoll_wait(w->express ? loop->xepfd : loop->epfd, &ev, 1, WAIT_MS);
+		int n = epoll_wait(wfd, &ev, 1, WAIT_MS);
+		bool own = n > 0 && wfd == w->pepfd && ev.data.ptr != &loop->epfd;
+		if (n > 0 && ev.data.ptr == &loop->epfd) /* an owner takes shared work too */
+			n = epoll_wait(loop->epfd, &ev, 1, 0);
 		pthread_mutex_lock(&loop->lock);
 		if (n < 0 && errno != EINTR)
 			mfs_err("loop: epoll_wait: %s", strerror(errno));
 		if (n <= 0 || ev.data.ptr == &loop->evfd)
 			continue;
+		/* Work of another session or a job: give the owned session back
+		 * to the shared set first, or its requests wait for this one. */
+		struct mfs_session *mine = w->owned;
+		if (mine && !own && ev.data.ptr != &loop->tfd && mfs_session_unstick(mine, true))
+			mfs_session_admit(mine, mfs_now_ns());
 		if (ev.data.ptr == &loop->jfd) {
 			uint64_t one;
 			struct mfs_loop_job *job = NULL;
@@ -270,17 +324,25 @@ void *mfs_pool_worker(void *arg)
 		struct mfs_session *s = ev.data.ptr;
 		if (s->removed)
 			continue;
-		if (w->express)
+		if (own) {
+			/* stale: someone took it back and armed it elsewhere */
+			if (s->owner != w || !s->parked)
+				continue;
+			s->parked = false;
+		} else if (w->express) {
 			s->xarmed = false;
-		else
+		} else {
 			s->armed = false;
-		if (s->ended)
+		}
+		if (s->ended) {
+			mfs_session_unstick(s, false);
 			continue;
+		}
 		if (w->express) {
 			/* one request of a light session, no spinning */
-			if (serve_one(s, &buf, 0) > 0)
+			if (serve_one(w, s, &buf, 0) > 0)
 				s->st.express++;
-		} else if (serve_one(s, &buf, 0) > 0) {
+		} else if (serve_one(w, s, &buf, 0) > 0) {
 			/* A client that works request by request sends its
 			 * next one a few microseconds after our reply: wait for
 			 * it here, awake, rather than sleep and be woken, which
@@ -288,15 +350,18 @@ void *mfs_pool_worker(void *arg)
 			 * number, and within the governor's limits. */
 			for (unsigned i = 0; i < SPIN_MAX; i++) {
 				uint64_t now = mfs_now_ns();
-				if (!mfs_session_may_spin(s, now))
-					break;
+				if (!mfs_session_may_spin(s, now) || (s->owner && s->owner != w))
+					break; /* nor take requests of another's session */
 				uint64_t b = spin_budget(s, now);
-				if (serve_one(s, &buf, b ? now + b : 0) <= 0)
+				if (serve_one(w, s, &buf, b ? now + b : 0) <= 0)
 					break;
 			}
 		}
-		/* in sequential mode the fd stayed unarmed while we spun */
+		/* not re-armed while we spun or served one worker's client
+		 * (then its fd is armed in our own set: sticky.h) */
 		mfs_session_admit(s, mfs_now_ns());
+		if (s->ended)
+			mfs_session_unstick(s, false);
 		if (mfs_session_end_due(s)) {
 			pthread_mutex_unlock(&loop->lock);
 			s->on_end(s->arg);

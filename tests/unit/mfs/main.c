@@ -12,6 +12,7 @@ int main(void)
 	srunner_add_suite(sr, mfs_registry_suite());
 	srunner_add_suite(sr, mfs_path_suite());
 	srunner_add_suite(sr, mfs_loop_suite());
+	srunner_add_suite(sr, mfs_sticky_suite());
 	srunner_add_suite(sr, mfs_overlap_suite());
 	srunner_add_suite(sr, mfs_parse_suite());
 	srunner_add_suite(sr, mfs_feed_line_suite());

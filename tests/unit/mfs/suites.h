@@ -10,6 +10,7 @@ Suite *mfs_conf_suite(void);
 Suite *mfs_registry_suite(void);
 Suite *mfs_path_suite(void);
 Suite *mfs_loop_suite(void);
+Suite *mfs_sticky_suite(void);
 Suite *mfs_overlap_suite(void);
 Suite *mfs_parse_suite(void);
 Suite *mfs_feed_line_suite(void);
