@@ -46,6 +46,9 @@ struct mfs_session;
 
 /* Latency histogram buckets: bucket i counts requests taking [2^i, 2^(i+1)) ns. */
 #define MFS_LAT_BUCKETS 40
+/* Requests counted by FUSE opcode: opcodes 0..MFS_OPCODES-2 each, every
+ * other (CUSE_INIT, future ones) in the last slot. */
+#define MFS_OPCODES 64
 
 struct mfs_session_stats {
 	uint64_t ops;
@@ -62,6 +65,7 @@ struct mfs_session_stats {
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];
+	uint64_t by_opcode[MFS_OPCODES]; /* requests by FUSE opcode (MFS_OPCODES) */
 	unsigned inflight;
 	unsigned peak_inflight;
 };
@@ -224,6 +228,16 @@ const struct fuse_custom_io *mfs_loop_io(const struct fuse_custom_io *inner);
 /* A consistent copy of the counters of `s`. Any thread; takes the loop's
  * lock (briefly: fine under a caller's lock that no loop thread takes). */
 void mfs_loop_stats(struct mfs_session *s, struct mfs_session_stats *st);
+
+/*
+ * The counters the accountant samples (ops, read_bytes, write_bytes,
+ * throttled, capped, yield_waits, lat_hist, lat_sum_ns, by_opcode;
+ * inflight), read without the loop's lock: a request path never waits for
+ * the reader. Each field is exact; fields may be a request apart. The
+ * other fields are left 0. Any thread; `s` must stay added meanwhile (the
+ * caller holds what keeps it: mgr->lock for a mounted DBFS's session).
+ */
+void mfs_loop_sample(struct mfs_session *s, struct mfs_session_stats *st);
 
 /* Latency (ns) below which `pct` percent of requests of `st` finished
  * (the upper bound of its bucket); 0 when `st` counted none. Pure. */

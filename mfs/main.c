@@ -36,6 +36,7 @@
 #include "mount.h"
 #include "registry.h"
 #include "startup.h"
+#include "account.h"
 #include "uring.h"
 
 #define DEFAULT_THREADS 8
@@ -53,6 +54,7 @@ struct cli {
 	struct mfs_user_limits user_limits;
 	unsigned threads;
 	unsigned yield_share; /* 0: default */
+	struct mfs_account_conf acct;
 	const char *dbfs_store;
 	const char *mountpoint;
 	char state_dir[PATH_MAX];
@@ -82,6 +84,8 @@ static void usage(FILE *f)
 		"  -o yield_share=PERCENT  CPU share of a busy DBFS while it yields to\n"
 		"                quiet ones (1..100, default 10; 100: no limit)\n"
 		"  -o mem=SIZE   kernel cache memory for all DBFSs, shared equally\n"
+		"  -o usage_fine=DURATION, usage_coarse=DURATION  usage history kept at\n"
+		"                1 s resolution (default 1h) and 1 min (default 7d)\n"
 		"  -o user_max_dbfs=N, user_max_bytes=SIZE, user_max_inodes=N  limits of\n"
 		"                each user other than root and the daemon's user: DBFSs,\n"
 		"                and the sums of their quota_bytes and quota_inodes\n"
@@ -131,6 +135,15 @@ static int parse_o(struct cli *c, const char *s)
 				rc = -1;
 			}
 			c->threads = (unsigned)n;
+		} else if (!strcmp(k, "usage_fine") || !strcmp(k, "usage_coarse")) {
+			bool fine = !strcmp(k, "usage_fine");
+			uint64_t lo = fine ? 60 : 3600, hi = fine ? 86400 : 366 * 86400ull;
+			if (!v || mfs_account_parse_duration(v, &n) || n < lo || n > hi) {
+				fprintf(stderr, "mfs: %s must be a duration of %llus to %llus (e.g. 1h, 7d)\n",
+					k, (unsigned long long)lo, (unsigned long long)hi);
+				return -1;
+			}
+			*(fine ? &c->acct.fine_sec : &c->acct.coarse_sec) = n;
 		} else if (!strcmp(k, "yield_share")) {
 			if (mfs_parse_uint(v, 100, &n) || n < 1) {
 				fprintf(stderr, "mfs: yield_share must be 1..100\n");
@@ -455,6 +468,13 @@ static int serve_manager(struct mfs_manager *mgr, const struct cli *c)
 		mgr->se = NULL;
 		return 1;
 	}
+	struct mfs_account_conf ac = c->acct;
+	if (!ac.fine_sec)
+		ac.fine_sec = MFS_USAGE_FINE_DEFAULT;
+	if (!ac.coarse_sec)
+		ac.coarse_sec = MFS_USAGE_COARSE_DEFAULT;
+	if (mfs_account_start(mgr, &ac, &mgr->acct, err, sizeof(err)))
+		mfs_warn("no accounting: %s", err);
 	rc = mfs_startup_load(mgr);
 	if (rc)
 		mfs_err("registry: %s", strerror(-rc));
@@ -540,6 +560,8 @@ int main(int argc, char **argv)
 	daemon_ready(0);
 
 	mfs_control_run(&mgr);
+	mfs_account_stop(mgr.acct);
+	mgr.acct = NULL;
 
 	mfs_uring_destroy(mgr.uring);
 	mfs_loop_destroy(mgr.loop);

@@ -40,6 +40,7 @@ struct mfs_session;
 struct mfs_registry;
 struct mfs_uring;
 struct mfs_uring_sess;
+struct mfs_account;
 
 #define MFS_NAME_MAX 64
 #define MFS_OPTS_MAX 4096
@@ -117,6 +118,7 @@ struct mfs_manager {
 	struct mfs_session *sess;
 	bool manager_ended;      /* lock */
 	bool single;             /* serve one DBFS, no manager mount */
+	struct mfs_account *acct; /* the accountant (account.h), or NULL */
 };
 
 /* Find a DBFS by name. mgr->lock held. NULL when unknown. */
