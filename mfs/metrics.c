@@ -171,7 +171,7 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 		for (int le = LE_FIRST; le <= LE_LAST; le++) {
 			cum += v[i].st.lat_hist[le - 1];
 			dbfs_label(b, "mfs_request_duration_seconds_bucket", &v[i]);
-			mfs_buf_printf(b, ",le=\"%.9g\"} %llu\n", (double)(1ull << le) / 1e9,
+			mfs_buf_printf(b, ",le=\"%.10g\"} %llu\n", (double)(1ull << le) / 1e9,
 				       (unsigned long long)cum);
 		}
 		dbfs_label(b, "mfs_request_duration_seconds_bucket", &v[i]);
