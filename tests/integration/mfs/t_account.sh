@@ -79,6 +79,25 @@ grep -v '^#' "$M/one/usage" | awk '$4 > 0 { print $1 }' >"$T/busy.before"
 n=$(rows)
 [ "$n" -ge 2 ] || fail "usage has $n busy rows: $(head -5 "$M/one/usage")"
 head -1 "$M/one/usage" | grep -q '^# time date span_s ops_per_s' || fail "usage header"
+# mfsctl usage: the same rows, as a table and as JSON, within the range
+ctl() { sh "$MFSCTL" -m "$M" "$@"; }
+if [ -f "$MFSCTL" ]; then
+	j=$(ctl usage one --json -p) || fail "mfsctl usage --json"
+	jn=$(printf '%s' "$j" | grep -o '"ops_per_s":[1-9]' | wc -l)
+	[ "$jn" = "$n" ] || fail "mfsctl usage --json has $jn busy rows, the file $n: $j"
+	tn=$(ctl usage one -p --since 1h | awk 'NR > 1 && $3 > 0' | wc -l)
+	[ "$tn" = "$n" ] || fail "mfsctl usage table has $tn busy rows, the file $n"
+	first=$(head -1 "$T/busy.before")
+	tn=$(ctl usage one -p --from "$((first + 1))" | awk 'NR > 1 && $3 > 0' | wc -l)
+	[ "$tn" = $((n - 1)) ] || fail "usage --from after the first busy row: $tn rows, expected $((n - 1))"
+	ctl usage one --since 5x >/dev/null 2>&1; rc=$?
+	[ $rc = 2 ] || fail "usage --since 5x: exit $rc, expected 2"
+	ctl usage one --since 1h --from "1 hour ago" >/dev/null 2>&1; rc=$?
+	[ $rc = 2 ] || fail "usage --since with --from: exit $rc, expected 2"
+	ctl usage nosuch >/dev/null 2>&1; rc=$?
+	[ $rc = 1 ] || fail "usage of an unknown DBFS: exit $rc, expected 1"
+	ok "mfsctl usage: $n busy rows, ranges, refusals"
+fi
 stop_pid "$MPID" || fail "mfs did not stop"
 start_manager "$M"
 wait_for 10 is_mounted "$T/m1" || fail "one not remounted"
