@@ -11,7 +11,9 @@
 #include <time.h>
 
 #include "account.h"
+#include "cache_budget.h"
 #include "dbfs/feed.h"
+#include "governor.h"
 #include "log.h"
 #include "loop.h"
 #include "queue/mfsq.h"
@@ -30,12 +32,13 @@ struct sample {
 	char name[MFS_NAME_MAX + 1];
 	uint64_t t; /* unix seconds */
 	uint64_t ops, read_bytes, write_bytes, errors, throttled, feed_events;
+	uint64_t busy_ns; /* time its requests spent from read to answer */
 	uint64_t hist[MFS_LAT_BUCKETS];
 	uint64_t bytes_used, inodes_used, cache_bytes, feed_lag;
 };
 
 struct second {
-	uint64_t ops, read_bytes, write_bytes, errors, throttled, feed_events;
+	uint64_t ops, read_bytes, write_bytes, errors, throttled, feed_events, busy_ns;
 };
 
 /* What the accountant keeps of one DBFS. */
@@ -146,6 +149,7 @@ static void sample_one(struct mfs_dbfs *d, uint64_t t, bool gauges, struct sampl
 	s->read_bytes = st.read_bytes;
 	s->write_bytes = st.write_bytes;
 	s->throttled = st.throttled + st.capped + st.yield_waits;
+	s->busy_ns = st.lat_sum_ns;
 	memcpy(s->hist, st.lat_hist, sizeof(s->hist));
 	dbfs_errno_counts(d->fs, errs);
 	for (int i = 0; i < DBFS_ERRNOS; i++)
@@ -286,7 +290,7 @@ static void apply(struct mfs_account *a, MDB_txn *txn, const struct sample *s)
 	struct second d = {
 	    .ops = s->ops - p->ops, .read_bytes = s->read_bytes - p->read_bytes,
 	    .write_bytes = s->write_bytes - p->write_bytes, .errors = s->errors - p->errors,
-	    .throttled = s->throttled - p->throttled,
+	    .throttled = s->throttled - p->throttled, .busy_ns = s->busy_ns - p->busy_ns,
 	    .feed_events = s->gauges && p->gauges && s->feed_events >= p->feed_events
 				   ? s->feed_events - p->feed_events : 0,
 	};
@@ -394,6 +398,36 @@ static void forget_gone(struct mfs_account *a, MDB_txn *txn)
 	}
 }
 
+/*
+ * The governor's shares from the rates just folded in (governor.h): the
+ * workers a busy DBFS may hold beyond its fair share, and the cache
+ * memory of the manager's mem= by activity. mgr->lock, then a->lock.
+ */
+static void govern(struct mfs_account *a)
+{
+	struct mfs_manager *mgr = a->mgr;
+	unsigned workers = mfs_loop_workers(mgr->loop);
+	unsigned total_ceil = 0;
+
+	pthread_mutex_lock(&mgr->lock);
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
+		if (d->state != MFS_MOUNTED || !d->sess)
+			continue;
+		struct mfs_rates r;
+		mfs_account_rates(a, d->id, &r);
+		d->demand = r.demand[1];
+		total_ceil += d->demand > 0 ? (unsigned)d->demand + 1 : 0;
+	}
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
+		if (d->state != MFS_MOUNTED || !d->sess)
+			continue;
+		unsigned own = d->demand > 0 ? (unsigned)d->demand + 1 : 0;
+		mfs_loop_set_share(d->sess, mfs_worker_share(workers, d->demand, total_ceil - own));
+	}
+	mfs_cache_rebalance(mgr);
+	pthread_mutex_unlock(&mgr->lock);
+}
+
 static void tick(struct mfs_account *a, uint64_t t)
 {
 	MDB_txn *txn = NULL;
@@ -411,6 +445,7 @@ static void tick(struct mfs_account *a, uint64_t t)
 	forget_gone(a, txn);
 	a->ticks++;
 	pthread_mutex_unlock(&a->lock);
+	govern(a);
 	if (txn && t % 60 == 0) {
 		int n = mfs_usage_trim(a->st, txn, t - a->conf.fine_sec, t - a->conf.coarse_sec);
 		if (n < 0)
@@ -561,7 +596,9 @@ void mfs_account_rates(struct mfs_account *a, uint32_t id, struct mfs_rates *r)
 				sum.errors += s->errors;
 				sum.throttled += s->throttled;
 				sum.feed_events += s->feed_events;
+				sum.busy_ns += s->busy_ns;
 			}
+			r->demand[w] = (double)sum.busy_ns / 1e9 / win[w];
 			r->ops[w] = (double)sum.ops / win[w];
 			r->read_bytes[w] = (double)sum.read_bytes / win[w];
 			r->write_bytes[w] = (double)sum.write_bytes / win[w];
@@ -584,6 +621,14 @@ void mfs_account_rates(struct mfs_account *a, uint32_t id, struct mfs_rates *r)
 		r->feed_lag = x->gauge[3];
 	}
 	pthread_mutex_unlock(&a->lock);
+}
+
+double mfs_account_weight(struct mfs_account *a, uint32_t id)
+{
+	struct mfs_rates r;
+
+	mfs_account_rates(a, id, &r);
+	return r.ops[1] + (r.read_bytes[1] + r.write_bytes[1]) / 4096;
 }
 
 uint64_t mfs_account_ticks(struct mfs_account *a)

@@ -50,6 +50,7 @@ struct mfs_rates {
 	double errors[MFS_RATE_WINDOWS];
 	double throttled[MFS_RATE_WINDOWS];
 	double feed_events[MFS_RATE_WINDOWS];
+	double demand[MFS_RATE_WINDOWS]; /* workers kept busy on average (Little's law) */
 	uint64_t lat_p50_ns, lat_p99_ns; /* of the requests of the last 10 s; 0: none */
 	uint64_t feed_lag;               /* worst durable subscriber's lag (events) */
 	unsigned seconds;                /* seconds sampled so far (up to 60) */
@@ -85,6 +86,11 @@ int mfs_account_history(struct mfs_account *a, const char *name, struct mfs_buf 
  * pointer stays valid until mfs_account_stop, which runs after every
  * session is gone. */
 struct mfs_account *mfs_account_running(void);
+
+/* The governor's weight of DBFS `id`: its requests plus its bytes / 4 KiB
+ * per second over the last 10 s; 0 when idle or unknown. As
+ * mfs_account_rates. */
+double mfs_account_weight(struct mfs_account *a, uint32_t id);
 
 /* Samples taken (ticks of the thread); for tests and status. Any thread. */
 uint64_t mfs_account_ticks(struct mfs_account *a);

@@ -21,6 +21,7 @@
  * `f += n` does; the reader's relaxed load sees a whole value.
  */
 #define BUMP(f, n) __atomic_store_n(&(f), (f) + (n), __ATOMIC_RELAXED)
+#define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
 /* While a session is throttled a timer wakes a worker this often to refill. */
 #define THROTTLE_TICK_MS 2
@@ -83,9 +84,18 @@ static unsigned fair_limit(const struct mfs_session *s)
 {
 	const struct mfs_loop *loop = s->loop;
 
-	return mfs_fair_limit(loop->nworkers, loop->unfair ? 1 : loop->nsessions,
-			      loop->unfair ? 1 : loop->busy + (s->busy ? 0 : 1),
-			      s->limits.max_concurrent);
+	unsigned l = mfs_fair_limit(loop->nworkers, loop->unfair ? 1 : loop->nsessions,
+				    loop->unfair ? 1 : loop->busy + (s->busy ? 0 : 1),
+				    s->limits.max_concurrent);
+	unsigned w = __atomic_load_n(&s->acct_share, __ATOMIC_RELAXED);
+
+	/* a share from measured usage raises it up to what it would have alone */
+	if (w > l && !loop->unfair) {
+		unsigned alone = mfs_fair_limit(loop->nworkers, loop->nsessions, 1,
+						s->limits.max_concurrent);
+		l = w < alone ? w : alone;
+	}
+	return l;
 }
 
 /* lock held: may `s` start another request within its CPU share? Only a
@@ -697,6 +707,18 @@ void mfs_loop_remove(struct mfs_session *s)
 	pthread_mutex_unlock(&loop->lock);
 }
 
+void mfs_loop_set_share(struct mfs_session *s, unsigned workers)
+{
+	unsigned old = __atomic_exchange_n(&s->acct_share, workers, __ATOMIC_RELAXED);
+
+	if (workers > old) { /* held back by the old share: may start now */
+		pthread_mutex_lock(&s->loop->lock);
+		if (s->held)
+			mfs_session_admit(s, mfs_now_ns());
+		pthread_mutex_unlock(&s->loop->lock);
+	}
+}
+
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l)
 {
 	uint64_t now = mfs_now_ns();
@@ -716,10 +738,9 @@ void mfs_loop_stats(struct mfs_session *s, struct mfs_session_stats *st)
 	pthread_mutex_lock(&s->loop->lock);
 	*st = s->st;
 	st->inflight = s->inflight;
+	st->worker_share = LOAD(s->acct_share);
 	pthread_mutex_unlock(&s->loop->lock);
 }
-
-#define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
 void mfs_loop_sample(struct mfs_session *s, struct mfs_session_stats *st)
 {
@@ -736,6 +757,7 @@ void mfs_loop_sample(struct mfs_session *s, struct mfs_session_stats *st)
 	for (int i = 0; i < MFS_OPCODES; i++)
 		st->by_opcode[i] = LOAD(s->st.by_opcode[i]);
 	st->inflight = LOAD(s->inflight);
+	st->worker_share = LOAD(s->acct_share);
 }
 
 uint64_t mfs_lat_percentile(const struct mfs_session_stats *st, double pct)

@@ -68,6 +68,7 @@ struct mfs_session_stats {
 	uint64_t by_opcode[MFS_OPCODES]; /* requests by FUSE opcode (MFS_OPCODES) */
 	unsigned inflight;
 	unsigned peak_inflight;
+	unsigned worker_share;  /* the accountant's share (mfs_loop_set_share); 0: none */
 };
 
 /*
@@ -212,6 +213,15 @@ void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns);
 /* Change the governor's limits of `s`; takes effect at the next request.
  * No errors. Any thread; takes the loop's lock. */
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l);
+
+/*
+ * The workers `s` may hold when its instantaneous fair share is smaller
+ * (mfs_worker_share, from the accountant's rates); never more than it
+ * would have with no other session busy (one worker stays free for the
+ * others, its max_concurrent holds). 0: none. No errors. Any thread; it
+ * takes the loop's lock only when the share grows and `s` is held back.
+ */
+void mfs_loop_set_share(struct mfs_session *s, unsigned workers);
 
 /*
  * The custom I/O to give the sessions served by the loop: `inner` with its

@@ -93,6 +93,7 @@ struct mfs_dbfs {
 	uint64_t cache_limit;  /* as last applied: min(cache_mem, manager mem / mounted) */
 	uint64_t quota_bytes;  /* as last applied (0: none) */
 	uint64_t quota_inodes;
+	double demand;        /* lock: workers it kept busy over 10 s (account.c) */
 	uint64_t mounted_at;  /* CLOCK_REALTIME seconds */
 	struct mfs_dbfs *next;
 };

@@ -89,7 +89,7 @@ static void text_feed(struct mfs_dbfs *d, struct mfs_buf *b)
 
 /* Rates per second over the last 1, 10 and 60 s, from the accountant
  * (account.h), beside the totals: `ops_rate=1s,10s,60s`. */
-static void text_rates(struct mfs_dbfs *d, struct mfs_buf *b)
+static void text_rates(struct mfs_dbfs *d, const struct mfs_session_stats *st, struct mfs_buf *b)
 {
 	struct mfs_rates r;
 	const struct {
@@ -112,9 +112,11 @@ static void text_rates(struct mfs_dbfs *d, struct mfs_buf *b)
 			       rows[i].v[2]);
 	mfs_buf_printf(b,
 		       "rate_windows=1,10,60\nrate_seconds=%u\nrecent_latency_p50_us=%llu\n"
-		       "recent_latency_p99_us=%llu\nfeed_lag=%llu\n",
+		       "recent_latency_p99_us=%llu\nfeed_lag=%llu\ndemand=%.2f,%.2f,%.2f\n"
+		       "worker_share=%u\n",
 		       r.seconds, (unsigned long long)r.lat_p50_ns / 1000,
-		       (unsigned long long)r.lat_p99_ns / 1000, (unsigned long long)r.feed_lag);
+		       (unsigned long long)r.lat_p99_ns / 1000, (unsigned long long)r.feed_lag,
+		       r.demand[0], r.demand[1], r.demand[2], st->worker_share);
 }
 
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
@@ -161,7 +163,7 @@ static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	    (unsigned long long)cb, (unsigned long long)cl, (unsigned long long)ct,
 	    (unsigned long long)c.flushes, (unsigned long long)c.unsynced_age_ms,
 	    (unsigned long long)c.unsynced_bytes);
-	text_rates(d, b);
+	text_rates(d, &st, b);
 	text_feed(d, b);
 }
 

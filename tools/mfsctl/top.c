@@ -25,6 +25,7 @@ struct row {
 	double ops, rd, wr, thr, feed; /* per second, last 1 s */
 	double p50, p99;              /* us, last 10 s */
 	double used, quota, inodes, quota_inodes, lag;
+	double share, cache; /* the governor's: worker share (0: fair share only), cache limit */
 };
 
 /* Sort keys: the name -s takes, the field, descending (numbers) or not. */
@@ -178,6 +179,8 @@ static size_t sample(const char *mgr, struct row **out, size_t *cap)
 		r->inodes = field(st, "inodes_used");
 		r->quota_inodes = field(st, "quota_inodes");
 		r->lag = field(st, "feed_lag");
+		r->share = field(st, "worker_share");
+		r->cache = field(st, "cache_limit");
 		free(st);
 	}
 	free(list);
@@ -228,17 +231,21 @@ static const char *of(char *buf, double v, double q, bool bytes)
 	return buf;
 }
 
-/* Columns: 9+1+6+1+6+1+6+1+5+1+5+1+10+1+8+1+5+1+5+1+4 = 80. */
-#define HEAD_FMT "%-9s %6s %6s %6s %5s %5s %10s %8s %5s %5s %4s"
+/* Columns: 8 5 5 5 5 5 9 7 4 4 4 2 5 and 12 spaces = 80. WK: the
+ * governor's worker share ("-": the fair share only); CACHE: its cache
+ * limit (the manager's mem= split by activity). */
+#define HEAD_FMT "%-8s %5s %5s %5s %5s %5s %9s %7s %4s %4s %4s %2s %5s"
 
 static void line_of(char *out, size_t cap, const struct row *r)
 {
-	char a[24], b[24], c[24], d[24], e[24], f[48], g[48], h[24], i[24], j[24];
+	char a[24], b[24], c[24], d[24], e[24], f[48], g[48], h[24], i[24], j[24], k[24], l[24];
 
+	snprintf(k, sizeof(k), "%.0f", r->share);
 	snprintf(out, cap, HEAD_FMT, r->name, num(a, r->ops, false), num(b, r->rd, true),
 		 num(c, r->wr, true), lat(d, r->p50), lat(e, r->p99), of(f, r->used, r->quota, true),
 		 of(g, r->inodes, r->quota_inodes, false), num(h, r->thr, false),
-		 num(i, r->feed, false), num(j, r->lag, false));
+		 num(i, r->feed, false), num(j, r->lag, false), r->share > 0 ? k : "-",
+		 r->cache > 0 ? num(l, r->cache, true) : "-");
 	if (!exact && strlen(out) > 80) /* a long name or value: never wrap the screen */
 		out[80] = 0;
 }
@@ -338,8 +345,8 @@ int main(int argc, char **argv)
 			size_t n = sample(mgr, &rows, &cap);
 			title(text, sizeof(text), n, rows);
 			printf("%s\n", text);
-			printf(HEAD_FMT "\n", "NAME", "OPS/S", "READ/S", "WRIT/S", "P50", "P99",
-			       "USED", "INODES", "THR/S", "FEED", "LAG");
+			printf(HEAD_FMT "\n", "NAME", "OPS/S", "RD/S", "WR/S", "P50", "P99", "USED",
+			       "INODES", "THR", "FEED", "LAG", "WK", "CACHE");
 			for (size_t i = 0; i < n; i++) {
 				line_of(text, sizeof(text), &rows[i]);
 				printf("%s\n", text);
@@ -365,8 +372,8 @@ int main(int argc, char **argv)
 		erase();
 		title(text, sizeof(text), n, rows);
 		mvaddnstr(0, 0, text, COLS);
-		snprintf(text, sizeof(text), HEAD_FMT, "NAME", "OPS/S", "READ/S", "WRIT/S", "P50",
-			 "P99", "USED", "INODES", "THR/S", "FEED", "LAG");
+		snprintf(text, sizeof(text), HEAD_FMT, "NAME", "OPS/S", "RD/S", "WR/S", "P50", "P99",
+			 "USED", "INODES", "THR", "FEED", "LAG", "WK", "CACHE");
 		attron(A_REVERSE);
 		mvaddnstr(2, 0, text, COLS);
 		attroff(A_REVERSE);
