@@ -24,9 +24,13 @@ static bool rebalance_by_use(struct mfs_manager *mgr, size_t n)
 
 	if (!a || !w || !cap || !out)
 		goto end;
+	uint64_t equal = mgr->mem / n;
 	for (struct mfs_dbfs *d = mgr->list; d && i < n; d = d->next)
 		if (d->state == MFS_MOUNTED && d->fs) {
-			w[i] = mfs_account_weight(a, d->id);
+			/* one held to its own mem= below an equal share can take
+			 * no more: its activity moves nothing */
+			bool fixed = d->cache_mem && d->cache_mem <= equal;
+			w[i] = fixed ? 0 : mfs_account_weight(a, d->id);
 			wsum += w[i];
 			cap[i++] = d->cache_mem;
 		}

@@ -94,16 +94,17 @@ void mfs_share_split(uint64_t total, size_t n, const double *weight, const uint6
 		for (size_t i = 0; i < n; i++)
 			if (open[i]) {
 				nopen++;
-				w += wsum > 0 ? (weight[i] > 0 ? weight[i] : 0) : 1;
+				w += weight[i] > 0 ? weight[i] : 0;
 			}
-		if (!nopen || w <= 0)
+		if (!nopen)
 			break;
+		bool even = w <= 0; /* the open ones are idle: equal parts */
 		uint64_t given = 0;
 		for (size_t i = 0; i < n; i++) {
 			if (!open[i])
 				continue;
-			double wi = wsum > 0 ? (weight[i] > 0 ? weight[i] : 0) : 1;
-			uint64_t add = (uint64_t)((double)left * wi / w);
+			double wi = even ? 1 : weight[i] > 0 ? weight[i] : 0;
+			uint64_t add = (uint64_t)((double)left * wi / (even ? (double)nopen : w));
 			if (cap[i] && out[i] + add >= cap[i]) {
 				add = cap[i] - out[i];
 				open[i] = false;

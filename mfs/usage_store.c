@@ -5,6 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "lmdb_env.h"
 #include "manager.h"
 #include "usage_store.h"
 
@@ -58,7 +59,6 @@ int mfs_usage_open(const char *dir, unsigned extra_dbs, struct mfs_usage_store *
 		   size_t errlen)
 {
 	struct mfs_usage_store *st = calloc(1, sizeof(*st));
-	MDB_txn *txn = NULL;
 	int rc;
 
 	*out = NULL;
@@ -70,27 +70,10 @@ int mfs_usage_open(const char *dir, unsigned extra_dbs, struct mfs_usage_store *
 		free(st);
 		return rc;
 	}
-	rc = mdb_env_create(&st->env);
-	if (!rc)
-		rc = mdb_env_set_maxdbs(st->env, 2 + extra_dbs);
-	if (!rc)
-		rc = mdb_env_set_mapsize(st->env, MFS_USAGE_MAP);
-	if (!rc)
-		rc = mdb_env_open(st->env, dir, MDB_NOTLS | MDB_NOSYNC, 0600);
-	if (!rc)
-		rc = mdb_txn_begin(st->env, NULL, 0, &txn);
-	if (!rc)
-		rc = mdb_dbi_open(txn, "history", MDB_CREATE, &st->dbi);
-	if (!rc) {
-		rc = mdb_txn_commit(txn);
-		txn = NULL;
-	}
+	rc = mfs_lmdb_env_open(dir, MDB_NOTLS | MDB_NOSYNC, 2 + extra_dbs, MFS_USAGE_MAP, "history",
+			       &st->env, &st->dbi);
 	if (rc) {
 		snprintf(err, errlen, "usage history %s: %s", dir, mdb_strerror(rc));
-		if (txn)
-			mdb_txn_abort(txn);
-		if (st->env)
-			mdb_env_close(st->env);
 		free(st);
 		return usage_errno(rc);
 	}

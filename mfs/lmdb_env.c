@@ -1,0 +1,34 @@
+/* One-call open of an LMDB environment and its database (see lmdb_env.h). */
+#include "lmdb_env.h"
+
+int mfs_lmdb_env_open(const char *path, unsigned flags, unsigned maxdbs, size_t mapsize,
+		      const char *db, MDB_env **env, MDB_dbi *dbi)
+{
+	MDB_txn *txn = NULL;
+	int rc = mdb_env_create(env);
+
+	if (rc) {
+		*env = NULL;
+		return rc;
+	}
+	rc = mdb_env_set_maxdbs(*env, maxdbs);
+	if (!rc)
+		rc = mdb_env_set_mapsize(*env, mapsize);
+	if (!rc)
+		rc = mdb_env_open(*env, path, flags, 0600);
+	if (!rc)
+		rc = mdb_txn_begin(*env, NULL, 0, &txn);
+	if (!rc)
+		rc = mdb_dbi_open(txn, db, MDB_CREATE, dbi);
+	if (!rc) {
+		rc = mdb_txn_commit(txn);
+		txn = NULL;
+	}
+	if (rc) {
+		if (txn)
+			mdb_txn_abort(txn);
+		mdb_env_close(*env);
+		*env = NULL;
+	}
+	return rc;
+}
