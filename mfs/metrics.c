@@ -33,7 +33,7 @@ static const char *const op_names[MFS_OPCODES] = {
 #define LE_LAST 32
 
 struct snap {
-	char name[MFS_NAME_MAX + 1];
+	char name[2 * MFS_NAME_MAX + 1]; /* escaped for a label value */
 	char *mountpoint, *store;
 	const char *state;
 	bool mounted;
@@ -46,6 +46,19 @@ struct snap {
 	uint64_t feed_events, feed_lag;
 };
 
+/* A label value, escaped as the format asks (\\, \", \n). */
+static void label(struct mfs_buf *b, const char *v)
+{
+	if (!mfs_buf_reserve(b, 2 * strlen(v)))
+		return;
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"' || *v == '\n')
+			b->p[b->len++] = '\\';
+		b->p[b->len++] = *v == '\n' ? 'n' : *v;
+	}
+	b->p[b->len] = '\0';
+}
+
 static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
 {
 	uint64_t *worst = arg;
@@ -56,8 +69,12 @@ static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
 
 static void take(struct mfs_dbfs *d, struct snap *s)
 {
+	struct mfs_buf nb = {0};
+
 	memset(s, 0, sizeof(*s));
-	snprintf(s->name, sizeof(s->name), "%s", d->conf.name);
+	label(&nb, d->conf.name);
+	snprintf(s->name, sizeof(s->name), "%s", nb.p ? nb.p : "");
+	mfs_buf_free(&nb);
 	s->mountpoint = strdup(d->conf.mountpoint);
 	s->store = strdup(d->conf.store);
 	s->state = mfs_state_name(d->state);
@@ -81,19 +98,6 @@ static void take(struct mfs_dbfs *d, struct snap *s)
 	}
 }
 
-/* A label value, escaped as the format asks (\\, \", \n). */
-static void label(struct mfs_buf *b, const char *v)
-{
-	for (; *v; v++) {
-		if (*v == '\\' || *v == '"')
-			mfs_buf_printf(b, "\\%c", *v);
-		else if (*v == '\n')
-			mfs_buf_printf(b, "\\n");
-		else
-			mfs_buf_printf(b, "%c", *v);
-	}
-}
-
 static void head(struct mfs_buf *b, const char *name, const char *type, const char *help)
 {
 	mfs_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
@@ -101,9 +105,7 @@ static void head(struct mfs_buf *b, const char *name, const char *type, const ch
 
 static void dbfs_label(struct mfs_buf *b, const char *name, const struct snap *s)
 {
-	mfs_buf_printf(b, "%s{dbfs=\"", name);
-	label(b, s->name);
-	mfs_buf_printf(b, "\"");
+	mfs_buf_printf(b, "%s{dbfs=\"%s\"", name, s->name);
 }
 
 /* One series per mounted DBFS of a value picked by `off` (bytes into
