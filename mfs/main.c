@@ -144,14 +144,15 @@ static int parse_o(struct cli *c, const char *s)
 			if (!v || mfs_account_parse_duration(v, &n) || n < lo || n > hi) {
 				fprintf(stderr, "mfs: %s must be a duration of %llus to %llus (e.g. 1h, 7d)\n",
 					k, (unsigned long long)lo, (unsigned long long)hi);
-				return -1;
+				rc = -1;
+			} else {
+				*(fine ? &c->acct.fine_sec : &c->acct.coarse_sec) = n;
 			}
-			*(fine ? &c->acct.fine_sec : &c->acct.coarse_sec) = n;
 		} else if (!strcmp(k, "metrics_listen") && !c->dbfs_store) {
 			socklen_t len;
 			if (!v || mfs_http_parse(v, &c->metrics_addr, &len, err, sizeof(err))) {
 				fprintf(stderr, "mfs: %s\n", v ? err : "metrics_listen needs ADDR:PORT");
-				return -1;
+				rc = -1;
 			}
 		} else if (!strcmp(k, "yield_share")) {
 			if (mfs_parse_uint(v, 100, &n) || n < 1) {
