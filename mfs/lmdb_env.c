@@ -1,4 +1,6 @@
 /* One-call open of an LMDB environment and its database (see lmdb_env.h). */
+#include <errno.h>
+
 #include "lmdb_env.h"
 
 int mfs_lmdb_env_open(const char *path, unsigned flags, unsigned maxdbs, size_t mapsize,
@@ -31,4 +33,24 @@ int mfs_lmdb_env_open(const char *path, unsigned flags, unsigned maxdbs, size_t 
 		*env = NULL;
 	}
 	return rc;
+}
+
+int mfs_lmdb_errno(int rc)
+{
+	switch (rc) {
+	case 0:
+		return 0;
+	case MDB_NOTFOUND:
+		return -ENOENT;
+	case MDB_MAP_FULL:
+	case MDB_TXN_FULL:
+		return -ENOSPC;
+	case MDB_READERS_FULL:
+		return -EAGAIN;
+	case MDB_INVALID:
+	case MDB_VERSION_MISMATCH:
+		return -EINVAL;
+	default:
+		return rc > 0 ? -rc : -EIO;
+	}
 }

@@ -1,6 +1,7 @@
 /*
  * Open a small LMDB environment of mfs's own (the registry, the usage
- * history) with one named database, in one call: create, size, open, and
+ * history) with one named database, in one call, and the mapping of its
+ * codes to errno values: create, size, open, and
  * open or create the database in a committed transaction. On error
  * nothing stays open.
  */
@@ -14,5 +15,11 @@
  * thread holding no transaction of the environment. */
 int mfs_lmdb_env_open(const char *path, unsigned flags, unsigned maxdbs, size_t mapsize,
 		      const char *db, MDB_env **env, MDB_dbi *dbi);
+
+/* An LMDB code as mfs's -errno (manager.h): MDB_NOTFOUND -ENOENT,
+ * MDB_MAP_FULL and MDB_TXN_FULL -ENOSPC, MDB_READERS_FULL -EAGAIN,
+ * MDB_INVALID and MDB_VERSION_MISMATCH -EINVAL, a positive errno as it is,
+ * any other -EIO; 0 stays 0. Pure. */
+int mfs_lmdb_errno(int rc);
 
 #endif

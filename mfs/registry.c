@@ -38,19 +38,7 @@ struct mfs_registry {
 
 static int lmdb_errno(int rc)
 {
-	switch (rc) {
-	case 0:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_MAP_FULL:
-		return -ENOSPC;
-	case MDB_INVALID:
-	case MDB_VERSION_MISMATCH:
-		return -EINVAL;
-	default:
-		return rc > 0 ? -rc : -EIO;
-	}
+	return mfs_lmdb_errno(rc);
 }
 
 /* Open r->path as r->env and its database; an LMDB code. */

@@ -14,22 +14,9 @@ struct mfs_usage_store {
 	MDB_dbi dbi;
 };
 
-/* The one place LMDB codes become errno values here. */
 static int usage_errno(int rc)
 {
-	switch (rc) {
-	case 0:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_MAP_FULL:
-	case MDB_TXN_FULL:
-		return -ENOSPC;
-	case MDB_READERS_FULL:
-		return -EAGAIN;
-	default:
-		return rc > 0 ? -rc : -EIO;
-	}
+	return mfs_lmdb_errno(rc);
 }
 
 #define KEY_MAX (MFS_NAME_MAX + 2 + 8)
