@@ -89,8 +89,11 @@ static unsigned fair_limit(const struct mfs_session *s)
 				    s->limits.max_concurrent);
 	unsigned w = __atomic_load_n(&s->acct_share, __ATOMIC_RELAXED);
 
-	/* a share from measured usage raises it up to what it would have alone */
-	if (w > l && !loop->unfair) {
+	/* a share from measured usage raises it up to what it would have
+	 * alone, but not while a light session is active: then the busy ones
+	 * keep the fair share (and yield), as without accounting */
+	if (w > l && !loop->unfair &&
+	    mfs_now_ns() >= __atomic_load_n(&loop->light_until, __ATOMIC_RELAXED)) {
 		unsigned alone = mfs_fair_limit(loop->nworkers, loop->nsessions, 1,
 						s->limits.max_concurrent);
 		l = w < alone ? w : alone;

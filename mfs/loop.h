@@ -218,7 +218,8 @@ void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l);
  * The workers `s` may hold when its instantaneous fair share is smaller
  * (mfs_worker_share, from the accountant's rates); never more than it
  * would have with no other session busy (one worker stays free for the
- * others, its max_concurrent holds). 0: none. No errors. Any thread; it
+ * others, its max_concurrent holds), and not while a light session is
+ * active (governor.h: the busy ones then keep their fair share). 0: none. No errors. Any thread; it
  * takes the loop's lock only when the share grows and `s` is held back.
  */
 void mfs_loop_set_share(struct mfs_session *s, unsigned workers);
