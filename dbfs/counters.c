@@ -1,6 +1,7 @@
 /*
- * Operation counters: a snapshot of what the request paths count in
- * fs->cnt without locks. Calls nothing else of the library.
+ * Operation counters: what the request paths count in fs->cnt without
+ * locks (relaxed atomic adds), and their snapshots. Calls nothing else of
+ * the library but the durable points' state.
  */
 #include "dbfs/internal.h"
 
@@ -15,4 +16,17 @@ void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c)
 	c->errors = fs->cnt.errors;
 	c->flushes = fs->cnt.flushes;
 	dbfs_durable_state(fs, &c->unsynced_age_ms, &c->unsynced_bytes);
+}
+
+void dbfs_count_error(struct dbfs *fs, int e)
+{
+	fs->cnt.errors++;
+	atomic_fetch_add_explicit(&fs->cnt.by_errno[e > 0 && e < DBFS_ERRNOS ? e : 0], 1,
+				  memory_order_relaxed);
+}
+
+void dbfs_errno_counts(struct dbfs *fs, uint64_t out[DBFS_ERRNOS])
+{
+	for (int i = 0; i < DBFS_ERRNOS; i++)
+		out[i] = atomic_load_explicit(&fs->cnt.by_errno[i], memory_order_relaxed);
 }

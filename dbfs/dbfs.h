@@ -227,6 +227,13 @@ struct dbfs_counters {
  * monotonic clock and takes a short lock of the durable points). */
 void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c);
 
+/* Requests answered with an error, by errno: slot e counts errno e
+ * (1..DBFS_ERRNOS-1), slot 0 every larger one. */
+#define DBFS_ERRNOS 134
+/* Copy the counts into `out`. Any thread, no lock, no system call; each
+ * slot is exact, slots may be a request apart. */
+void dbfs_errno_counts(struct dbfs *fs, uint64_t out[DBFS_ERRNOS]);
+
 /* The FUSE low-level operations; the session's userdata must be the
  * struct dbfs * the requests are for. Static table: any thread. */
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void);

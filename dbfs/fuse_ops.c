@@ -34,7 +34,7 @@ static void reply_err(fuse_req_t req, int rc)
 	struct dbfs *fs = req_fs(req);
 	int e = -dbfs_errno(rc);
 	if (e)
-		fs->cnt.errors++;
+		dbfs_count_error(fs, e);
 	fuse_reply_err(req, e);
 }
 
@@ -952,7 +952,7 @@ static bool guard_enter(fuse_req_t req, struct dbfs_guard *g)
 {
 	struct dbfs *fs = req_fs(req);
 	if (atomic_load(&fs->map_lost)) {
-		fs->cnt.errors++;
+		dbfs_count_error(fs, EIO);
 		fuse_reply_err(req, EIO);
 		return false;
 	}
@@ -964,7 +964,7 @@ static bool guard_enter(fuse_req_t req, struct dbfs_guard *g)
 static void guard_fault(fuse_req_t req, struct dbfs_guard *g)
 {
 	dbfs_guard_recovered(g);
-	g->fs->cnt.errors++;
+	dbfs_count_error(g->fs, EIO);
 	if (!dbfs_io_reply_sent())
 		fuse_reply_err(req, EIO);
 }

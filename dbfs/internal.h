@@ -139,6 +139,7 @@ struct dbfs {
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
 			errors, flushes;
+		_Atomic uint64_t by_errno[DBFS_ERRNOS]; /* counters.c */
 	} cnt;
 
 	/* Durable points (durable.c). dur_lock: one point at a time, held
@@ -191,6 +192,9 @@ void dbfs_durable_stop(struct dbfs *fs);
  * as on a disk (it makes durable points). */
 extern int64_t (*dbfs_durable_clock)(void);
 extern bool dbfs_durable_test_on_disk;
+/* Count a request answered with errno `e` (> 0) in errors and by_errno
+ * (counters.c). Any thread, no lock. */
+void dbfs_count_error(struct dbfs *fs, int e);
 /* For dbfs_counters: age of the oldest commit not durable, bytes since. */
 void dbfs_durable_state(struct dbfs *fs, uint64_t *age_ms, uint64_t *bytes);
 

@@ -28,10 +28,18 @@ bool mfs_buf_reserve(struct mfs_buf *b, size_t more)
 void mfs_buf_printf(struct mfs_buf *b, const char *fmt, ...)
 {
 	va_list ap;
+	size_t room = b->cap > b->len ? b->cap - b->len : 0;
 
+	if (b->oom)
+		return;
+	/* one pass when it fits (the metrics file makes ~100k of these) */
 	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
+	int n = vsnprintf(room ? b->p + b->len : NULL, room, fmt, ap);
 	va_end(ap);
+	if (n >= 0 && (size_t)n < room) {
+		b->len += (size_t)n;
+		return;
+	}
 	if (n < 0 || !mfs_buf_reserve(b, (size_t)n))
 		return;
 	va_start(ap, fmt);

@@ -10,7 +10,12 @@
 /*
  * Give every mounted DBFS its cache limit (dbfs_set_cache_limit where it
  * changed): min(its cache_mem, mgr->mem / mounted DBFSs), never 0 when the
- * manager has a budget. Call after the set of mounted DBFSs or a cache_mem
+ * manager has a budget. While some of them are active (the accountant's
+ * rates, account.h), mgr->mem is split by activity instead
+ * (mfs_share_split: a floor for each, the rest toward the busy ones, each
+ * within its own mem=; one held to its own mem= below an equal share does
+ * not count as busy: it could take no more), and back to equal shares once all are idle; the
+ * accountant calls it every second for that. Call after the set of mounted DBFSs or a cache_mem
  * changed. mgr->lock held (dbfs_set_cache_limit does not block); no errors.
  */
 void mfs_cache_rebalance(struct mfs_manager *mgr);

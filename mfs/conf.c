@@ -228,6 +228,10 @@ bool mfs_name_valid(const char *name, size_t len, char *err, size_t errlen)
 		snprintf(err, errlen, "a name must be printable UTF-8");
 		return false;
 	}
+	if (len == 7 && !memcmp(name, "metrics", 7)) { /* the manager root's file */
+		snprintf(err, errlen, "the name 'metrics' is reserved");
+		return false;
+	}
 	if (name[0] == '.' || name[0] == '-') {
 		snprintf(err, errlen, "a name must not start with '.' or '-'");
 		return false;

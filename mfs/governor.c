@@ -1,4 +1,6 @@
 /* Governor decisions (see governor.h). */
+#include <stddef.h>
+
 #include "governor.h"
 
 void mfs_bucket_set(struct mfs_bucket *b, uint64_t rate, double min_burst, uint64_t now_ns)
@@ -64,4 +66,68 @@ bool mfs_should_yield(uint64_t now_ns, uint64_t heavy_until, uint64_t light_unti
 uint64_t mfs_yield_guard(uint64_t now_ns, uint64_t ns)
 {
 	return ns > MFS_STARVE_NS ? now_ns + MFS_UNYIELD_NS : 0;
+}
+
+void mfs_share_split(uint64_t total, size_t n, const double *weight, const uint64_t *cap,
+		     uint64_t *out)
+{
+	double wsum = 0;
+	uint64_t floor_share, left;
+	bool open[n ? n : 1];
+
+	if (!n)
+		return;
+	floor_share = total / n / 4;
+	left = total - floor_share * n;
+	for (size_t i = 0; i < n; i++) {
+		out[i] = floor_share;
+		if (cap[i] && out[i] > cap[i])
+			out[i] = cap[i];
+		open[i] = !cap[i] || out[i] < cap[i];
+		wsum += weight[i] > 0 ? weight[i] : 0;
+	}
+	/* hand out `left` by weight (equally when nobody is active) among
+	 * those under their cap; what a cap cuts off goes round again */
+	for (size_t round = 0; round < n && left; round++) {
+		double w = 0;
+		size_t nopen = 0;
+		for (size_t i = 0; i < n; i++)
+			if (open[i]) {
+				nopen++;
+				w += weight[i] > 0 ? weight[i] : 0;
+			}
+		if (!nopen)
+			break;
+		bool even = w <= 0; /* the open ones are idle: equal parts */
+		uint64_t given = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (!open[i])
+				continue;
+			double wi = even ? 1 : weight[i] > 0 ? weight[i] : 0;
+			uint64_t add = (uint64_t)((double)left * wi / (even ? (double)nopen : w));
+			if (cap[i] && out[i] + add >= cap[i]) {
+				add = cap[i] - out[i];
+				open[i] = false;
+			}
+			out[i] += add;
+			given += add;
+		}
+		left -= given < left ? given : left;
+		if (!given)
+			break;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (total && !out[i])
+			out[i] = 1;
+}
+
+unsigned mfs_worker_share(unsigned workers, double demand, unsigned others_ceil)
+{
+	if (demand < 1.0 || workers < 2)
+		return 0;
+	unsigned need = (unsigned)demand + (demand > (double)(unsigned)demand) + 1;
+	if (others_ceil + 1 >= workers)
+		return 0;
+	unsigned room = workers - others_ceil - 1;
+	return need < room ? need : room;
 }

@@ -12,6 +12,7 @@
 #define MFS_GOVERNOR_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Per-DBFS limits; 0 everywhere means "none". */
@@ -95,5 +96,31 @@ bool mfs_should_yield(uint64_t now_ns, uint64_t heavy_until, uint64_t light_unti
 /* A request of a session that yielded took `ns` to answer: 0 when it was
  * served in time, else the new unyield_until (now_ns + MFS_UNYIELD_NS). */
 uint64_t mfs_yield_guard(uint64_t now_ns, uint64_t ns);
+
+/*
+ * Shares that follow usage (the accountant's rates, account.h). Pure.
+ *
+ * Cache memory: split `total` bytes among n DBFSs: each gets a floor of a
+ * quarter of the equal share, the rest goes by weight (its recent
+ * activity: requests plus bytes / 4 KiB per second), and nobody gets more
+ * than its own cap (cap[i] 0: none; what a cap leaves goes to the others
+ * by weight, in equal parts when they are idle). All weights 0: equal
+ * shares (what an idle set gets back).
+ * out[i] is at least 1 when total > 0.
+ */
+void mfs_share_split(uint64_t total, size_t n, const double *weight, const uint64_t *cap,
+		     uint64_t *out);
+
+/*
+ * Workers: the share a busy DBFS may hold beyond its instantaneous fair
+ * share (mfs_fair_limit), from measured demand (Little's law: the time
+ * its requests spent in service per second = how many it keeps busy on
+ * average). It gets what the others do not need: workers minus, for
+ * every other DBFS with demand, ceil(its demand) (at least 1), minus one
+ * worker kept free; never more than ceil(demand) + 1. `others_ceil` is the
+ * sum of ceil(d_j) over the other DBFSs with demand d_j > 0. 0: no share
+ * (demand below one worker, or nothing left): mfs_fair_limit alone.
+ */
+unsigned mfs_worker_share(unsigned workers, double demand, unsigned others_ceil);
 
 #endif

@@ -15,6 +15,14 @@
 #include "log.h"
 #include "loop_private.h"
 
+/*
+ * A counter mfs_loop_sample reads without the lock: its only writer holds
+ * the loop's lock, so a relaxed load, add and store is exact and costs what
+ * `f += n` does; the reader's relaxed load sees a whole value.
+ */
+#define BUMP(f, n) __atomic_store_n(&(f), (f) + (n), __ATOMIC_RELAXED)
+#define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
+
 /* While a session is throttled a timer wakes a worker this often to refill;
  * it also ticks while sessions owned by a worker (sticky.h) are active,
  * until none read a request for WATCH_IDLE_NS. */
@@ -104,9 +112,21 @@ static unsigned fair_limit(const struct mfs_session *s)
 {
 	const struct mfs_loop *loop = s->loop;
 
-	return mfs_fair_limit(loop->nworkers, loop->unfair ? 1 : loop->nsessions,
-			      loop->unfair ? 1 : loop->busy + (s->busy ? 0 : 1),
-			      s->limits.max_concurrent);
+	unsigned l = mfs_fair_limit(loop->nworkers, loop->unfair ? 1 : loop->nsessions,
+				    loop->unfair ? 1 : loop->busy + (s->busy ? 0 : 1),
+				    s->limits.max_concurrent);
+	unsigned w = __atomic_load_n(&s->acct_share, __ATOMIC_RELAXED);
+
+	/* a share from measured usage raises it up to what it would have
+	 * alone, but not while a light session is active: then the busy ones
+	 * keep the fair share (and yield), as without accounting */
+	if (w > l && !loop->unfair &&
+	    mfs_now_ns() >= __atomic_load_n(&loop->light_until, __ATOMIC_RELAXED)) {
+		unsigned alone = mfs_fair_limit(loop->nworkers, loop->nsessions, 1,
+						s->limits.max_concurrent);
+		l = w < alone ? w : alone;
+	}
+	return l;
 }
 
 /* lock held: may `s` start another request within its CPU share? Only a
@@ -250,14 +270,14 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 	mfs_bucket_refill(&s->bw, now_ns);
 	if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw)) {
 		if (!s->throttled)
-			s->st.throttled++;
+			BUMP(s->st.throttled, 1);
 		s->held = true;
 		set_throttled(s, true);
 		return false;
 	}
 	if (!cpu_share_ok(s, now_ns)) { /* the timer re-checks it, as a bucket's */
 		if (!s->throttled)
-			s->st.yield_waits++;
+			BUMP(s->st.yield_waits, 1);
 		s->held = true;
 		set_throttled(s, true);
 		return false;
@@ -265,7 +285,7 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 	set_throttled(s, false);
 	if (s->inflight >= fair_limit(s)) {
 		if (!s->held)
-			s->st.capped++;
+			BUMP(s->st.capped, 1);
 		s->held = true;
 		return false;
 	}
@@ -297,19 +317,24 @@ void mfs_session_charge(struct mfs_session *s, const struct fuse_buf *buf)
 {
 	uint64_t bytes = 0;
 
-	s->st.ops++;
+	unsigned op = MFS_OPCODES - 1;
+
+	BUMP(s->st.ops, 1);
 	if (!(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(struct fuse_in_header)) {
 		const struct fuse_in_header *h = buf->mem;
 		const char *arg = (const char *)buf->mem + sizeof(*h);
 		size_t arglen = buf->size - sizeof(*h);
+		if (h->opcode < MFS_OPCODES - 1)
+			op = h->opcode;
 		if (h->opcode == FUSE_READ && arglen >= sizeof(struct fuse_read_in)) {
 			bytes = ((const struct fuse_read_in *)arg)->size;
-			s->st.read_bytes += bytes;
+			BUMP(s->st.read_bytes, bytes);
 		} else if (h->opcode == FUSE_WRITE && arglen >= sizeof(struct fuse_write_in)) {
 			bytes = ((const struct fuse_write_in *)arg)->size;
-			s->st.write_bytes += bytes;
+			BUMP(s->st.write_bytes, bytes);
 		}
 	}
+	BUMP(s->st.by_opcode[op], 1);
 	mfs_bucket_take(&s->iops, 1);
 	mfs_bucket_take(&s->bw, (double)bytes);
 }
@@ -320,15 +345,15 @@ void mfs_session_record_latency(struct mfs_session *s, uint64_t ns)
 
 	if (b >= MFS_LAT_BUCKETS)
 		b = MFS_LAT_BUCKETS - 1;
-	s->st.lat_hist[b]++;
-	s->st.lat_sum_ns += ns;
+	BUMP(s->st.lat_hist[b], 1);
+	BUMP(s->st.lat_sum_ns, ns);
 	if (ns > s->st.lat_max_ns)
 		s->st.lat_max_ns = ns;
 }
 
 void mfs_session_reserve(struct mfs_session *s)
 {
-	s->inflight++;
+	BUMP(s->inflight, 1);
 	if (s->inflight > s->st.peak_inflight)
 		s->st.peak_inflight = s->inflight;
 	mfs_session_update_busy(s);
@@ -336,7 +361,7 @@ void mfs_session_reserve(struct mfs_session *s)
 
 void mfs_session_unreserve(struct mfs_session *s)
 {
-	s->inflight--;
+	BUMP(s->inflight, -1);
 	mfs_session_update_busy(s);
 }
 
@@ -402,13 +427,13 @@ int mfs_loop_ring_begin(struct mfs_session *s, const struct fuse_buf *buf, uint6
 	if (s->ended || s->end_reported || s->removed) {
 		r = MFS_RING_GONE;
 	} else if (!mfs_bucket_ok(&s->iops) || !mfs_bucket_ok(&s->bw)) {
-		s->st.throttled += !again; /* once per request held back, as the pool counts */
+		BUMP(s->st.throttled, !again); /* once per request held back, as the pool counts */
 		r = MFS_RING_WAIT;
 	} else if (s->limits.max_concurrent && s->inflight >= s->limits.max_concurrent) {
-		s->st.capped += !again;
+		BUMP(s->st.capped, !again);
 		r = MFS_RING_WAIT;
 	} else if (!cpu_share_ok(s, now_ns)) {
-		s->st.yield_waits += !again;
+		BUMP(s->st.yield_waits, !again);
 		r = MFS_RING_WAIT;
 	} else {
 		mfs_session_reserve(s);
@@ -775,6 +800,18 @@ void mfs_loop_remove(struct mfs_session *s)
 	pthread_mutex_unlock(&loop->lock);
 }
 
+void mfs_loop_set_share(struct mfs_session *s, unsigned workers)
+{
+	unsigned old = __atomic_exchange_n(&s->acct_share, workers, __ATOMIC_RELAXED);
+
+	if (workers > old) { /* held back by the old share: may start now */
+		pthread_mutex_lock(&s->loop->lock);
+		if (s->held)
+			mfs_session_admit(s, mfs_now_ns());
+		pthread_mutex_unlock(&s->loop->lock);
+	}
+}
+
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l)
 {
 	uint64_t now = mfs_now_ns();
@@ -794,7 +831,26 @@ void mfs_loop_stats(struct mfs_session *s, struct mfs_session_stats *st)
 	pthread_mutex_lock(&s->loop->lock);
 	*st = s->st;
 	st->inflight = s->inflight;
+	st->worker_share = LOAD(s->acct_share);
 	pthread_mutex_unlock(&s->loop->lock);
+}
+
+void mfs_loop_sample(struct mfs_session *s, struct mfs_session_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->ops = LOAD(s->st.ops);
+	st->read_bytes = LOAD(s->st.read_bytes);
+	st->write_bytes = LOAD(s->st.write_bytes);
+	st->throttled = LOAD(s->st.throttled);
+	st->capped = LOAD(s->st.capped);
+	st->yield_waits = LOAD(s->st.yield_waits);
+	st->lat_sum_ns = LOAD(s->st.lat_sum_ns);
+	for (int i = 0; i < MFS_LAT_BUCKETS; i++)
+		st->lat_hist[i] = LOAD(s->st.lat_hist[i]);
+	for (int i = 0; i < MFS_OPCODES; i++)
+		st->by_opcode[i] = LOAD(s->st.by_opcode[i]);
+	st->inflight = LOAD(s->inflight);
+	st->worker_share = LOAD(s->acct_share);
 }
 
 uint64_t mfs_lat_percentile(const struct mfs_session_stats *st, double pct)

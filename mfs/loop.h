@@ -53,6 +53,9 @@ struct mfs_session;
 
 /* Latency histogram buckets: bucket i counts requests taking [2^i, 2^(i+1)) ns. */
 #define MFS_LAT_BUCKETS 40
+/* Requests counted by FUSE opcode: opcodes 0..MFS_OPCODES-2 each, every
+ * other (CUSE_INIT, future ones) in the last slot. */
+#define MFS_OPCODES 64
 
 struct mfs_session_stats {
 	uint64_t ops;
@@ -71,8 +74,10 @@ struct mfs_session_stats {
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];
+	uint64_t by_opcode[MFS_OPCODES]; /* requests by FUSE opcode (MFS_OPCODES) */
 	unsigned inflight;
 	unsigned peak_inflight;
+	unsigned worker_share;  /* the accountant's share (mfs_loop_set_share); 0: none */
 };
 
 /*
@@ -228,6 +233,16 @@ void mfs_loop_ring_end(struct mfs_session *s, uint64_t t0_ns);
 void mfs_loop_set_limits(struct mfs_session *s, const struct mfs_limits *l);
 
 /*
+ * The workers `s` may hold when its instantaneous fair share is smaller
+ * (mfs_worker_share, from the accountant's rates); never more than it
+ * would have with no other session busy (one worker stays free for the
+ * others, its max_concurrent holds), and not while a light session is
+ * active (governor.h: the busy ones then keep their fair share). 0: none. No errors. Any thread; it
+ * takes the loop's lock only when the share grows and `s` is held back.
+ */
+void mfs_loop_set_share(struct mfs_session *s, unsigned workers);
+
+/*
  * The custom I/O to give the sessions served by the loop: `inner` with its
  * writev wrapped, so that the loop learns when a request's reply is sent
  * (a request read after its session's last reply was sent does not overlap
@@ -242,6 +257,16 @@ const struct fuse_custom_io *mfs_loop_io(const struct fuse_custom_io *inner);
 /* A consistent copy of the counters of `s`. Any thread; takes the loop's
  * lock (briefly: fine under a caller's lock that no loop thread takes). */
 void mfs_loop_stats(struct mfs_session *s, struct mfs_session_stats *st);
+
+/*
+ * The counters the accountant samples (ops, read_bytes, write_bytes,
+ * throttled, capped, yield_waits, lat_hist, lat_sum_ns, by_opcode;
+ * inflight), read without the loop's lock: a request path never waits for
+ * the reader. Each field is exact; fields may be a request apart. The
+ * other fields are left 0. Any thread; `s` must stay added meanwhile (the
+ * caller holds what keeps it: mgr->lock for a mounted DBFS's session).
+ */
+void mfs_loop_sample(struct mfs_session *s, struct mfs_session_stats *st);
 
 /* Latency (ns) below which `pct` percent of requests of `st` finished
  * (the upper bound of its bucket); 0 when `st` counted none. Pure. */

@@ -47,6 +47,7 @@ struct mfs_session {
 	unsigned win_overlap; /* of which while another was being processed */
 	uint64_t win_busy_ns; /* time its requests answered in it took (ns) */
 	struct mfs_limits limits;
+	unsigned acct_share; /* workers the accountant lets it hold (governor.h); 0: none */
 	struct mfs_bucket iops;
 	struct mfs_bucket bw;
 	struct mfs_bucket cpu; /* ns of worker CPU time while yielding (governor.h) */

@@ -36,6 +36,8 @@
 #include "mount.h"
 #include "registry.h"
 #include "startup.h"
+#include "account.h"
+#include "http_metrics.h"
 #include "uring.h"
 
 #define DEFAULT_THREADS 8
@@ -53,6 +55,8 @@ struct cli {
 	struct mfs_user_limits user_limits;
 	unsigned threads;
 	unsigned yield_share; /* 0: default */
+	struct mfs_account_conf acct;
+	struct sockaddr_storage metrics_addr; /* -o metrics_listen=; family 0: none */
 	const char *dbfs_store;
 	const char *mountpoint;
 	char state_dir[PATH_MAX];
@@ -82,6 +86,9 @@ static void usage(FILE *f)
 		"  -o yield_share=PERCENT  CPU share of a busy DBFS while it yields to\n"
 		"                quiet ones (1..100, default 10; 100: no limit)\n"
 		"  -o mem=SIZE   kernel cache memory for all DBFSs, shared equally\n"
+		"  -o usage_fine=DURATION, usage_coarse=DURATION  usage history kept at\n"
+		"                1 s resolution (default 1h) and 1 min (default 7d)\n"
+		"  -o metrics_listen=ADDR:PORT  serve the metrics file over HTTP (Prometheus)\n"
 		"  -o user_max_dbfs=N, user_max_bytes=SIZE, user_max_inodes=N  limits of\n"
 		"                each user other than root and the daemon's user: DBFSs,\n"
 		"                and the sums of their quota_bytes and quota_inodes\n"
@@ -131,6 +138,22 @@ static int parse_o(struct cli *c, const char *s)
 				rc = -1;
 			}
 			c->threads = (unsigned)n;
+		} else if (!strcmp(k, "usage_fine") || !strcmp(k, "usage_coarse")) {
+			bool fine = !strcmp(k, "usage_fine");
+			uint64_t lo = fine ? 60 : 3600, hi = fine ? 86400 : 366 * 86400ull;
+			if (!v || mfs_account_parse_duration(v, &n) || n < lo || n > hi) {
+				fprintf(stderr, "mfs: %s must be a duration of %llus to %llus (e.g. 1h, 7d)\n",
+					k, (unsigned long long)lo, (unsigned long long)hi);
+				rc = -1;
+			} else {
+				*(fine ? &c->acct.fine_sec : &c->acct.coarse_sec) = n;
+			}
+		} else if (!strcmp(k, "metrics_listen") && !c->dbfs_store) {
+			socklen_t len;
+			if (!v || mfs_http_parse(v, &c->metrics_addr, &len, err, sizeof(err))) {
+				fprintf(stderr, "mfs: %s\n", v ? err : "metrics_listen needs ADDR:PORT");
+				rc = -1;
+			}
 		} else if (!strcmp(k, "yield_share")) {
 			if (mfs_parse_uint(v, 100, &n) || n < 1) {
 				fprintf(stderr, "mfs: yield_share must be 1..100\n");
@@ -455,6 +478,13 @@ static int serve_manager(struct mfs_manager *mgr, const struct cli *c)
 		mgr->se = NULL;
 		return 1;
 	}
+	struct mfs_account_conf ac = c->acct;
+	if (!ac.fine_sec)
+		ac.fine_sec = MFS_USAGE_FINE_DEFAULT;
+	if (!ac.coarse_sec)
+		ac.coarse_sec = MFS_USAGE_COARSE_DEFAULT;
+	if (mfs_account_start(mgr, &ac, &mgr->acct, err, sizeof(err)))
+		mfs_warn("no accounting: %s", err);
 	rc = mfs_startup_load(mgr);
 	if (rc)
 		mfs_err("registry: %s", strerror(-rc));
@@ -519,6 +549,17 @@ int main(int argc, char **argv)
 		daemon_ready(1);
 		return 1;
 	}
+	/* before anything is mounted: a port that cannot be had stops mfs */
+	struct mfs_http *http = NULL;
+	if (c.metrics_addr.ss_family) {
+		char err[256];
+		if (mfs_http_start(&mgr, &c.metrics_addr, &http, err, sizeof(err))) {
+			mfs_err("%s", err);
+			mfs_loop_destroy(mgr.loop);
+			daemon_ready(1);
+			return 1;
+		}
+	}
 	mfs_loop_set_fair(mgr.loop, !c.unfair);
 	if (c.yield_share)
 		mfs_loop_set_yield_share(mgr.loop, c.yield_share);
@@ -529,6 +570,7 @@ int main(int argc, char **argv)
 	start_uring(&mgr, c.latency && c.uring == URING_AUTO ? URING_OFF : c.uring);
 	rc = mgr.single ? serve_single(&mgr, &c) : serve_manager(&mgr, &c);
 	if (rc) {
+		mfs_http_stop(http);
 		mfs_uring_destroy(mgr.uring);
 		mfs_loop_destroy(mgr.loop);
 		mfs_registry_close(mgr.reg);
@@ -540,6 +582,9 @@ int main(int argc, char **argv)
 	daemon_ready(0);
 
 	mfs_control_run(&mgr);
+	mfs_http_stop(http);
+	mfs_account_stop(mgr.acct);
+	mgr.acct = NULL;
 
 	mfs_uring_destroy(mgr.uring);
 	mfs_loop_destroy(mgr.loop);

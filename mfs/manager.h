@@ -40,6 +40,7 @@ struct mfs_session;
 struct mfs_registry;
 struct mfs_uring;
 struct mfs_uring_sess;
+struct mfs_account;
 
 #define MFS_NAME_MAX 64
 #define MFS_OPTS_MAX 4096
@@ -92,6 +93,7 @@ struct mfs_dbfs {
 	uint64_t cache_limit;  /* as last applied: min(cache_mem, manager mem / mounted) */
 	uint64_t quota_bytes;  /* as last applied (0: none) */
 	uint64_t quota_inodes;
+	double demand;        /* lock: workers it kept busy over 10 s (account.c) */
 	uint64_t mounted_at;  /* CLOCK_REALTIME seconds */
 	struct mfs_dbfs *next;
 };
@@ -117,6 +119,7 @@ struct mfs_manager {
 	struct mfs_session *sess;
 	bool manager_ended;      /* lock */
 	bool single;             /* serve one DBFS, no manager mount */
+	struct mfs_account *acct; /* the accountant (account.h), or NULL */
 };
 
 /* Find a DBFS by name. mgr->lock held. NULL when unknown. */

@@ -18,15 +18,24 @@
 #include "log.h"
 #include "loop.h"
 #include "manager_fs.h"
+#include "metrics.h"
 #include "readable.h"
 #include "verbs.h"
 
 #define ROOT_INO 1
-/* Each DBFS folder owns 8 inodes: itself, its 3 status files, events,
- * events.json, subscriptions/ and one spare. */
+/* Each DBFS folder owns 8 inodes: itself, its status, stats and config
+ * files at 1..3, events, events.json, subscriptions/ at 4..6 and usage at
+ * 7 (file_slot). */
 #define DIR_STRIDE 8
 #define DIR_INO(id) (16 + DIR_STRIDE * (fuse_ino_t)(id))
 #define FEED_SLOT 4 /* events, events.json, subscriptions at 4, 5, 6 */
+#define USAGE_SLOT 7
+
+/* The slot of readable file f in its folder. */
+static fuse_ino_t file_slot(int f)
+{
+	return f == MFS_FILE_USAGE ? USAGE_SLOT : 1 + (fuse_ino_t)f;
+}
 
 /* The feed's names in a DBFS folder, by slot - FEED_SLOT. */
 static const char *const feed_names[] = {"events", "events.json", "subscriptions"};
@@ -35,7 +44,9 @@ static const char *const feed_names[] = {"events", "events.json", "subscriptions
 /* Is ino a feed file (its handle is feed_fs.c's)? */
 static bool feed_ino(fuse_ino_t ino)
 {
-	return ino >= MFS_FEED_DYN_INO || (ino >= 16 && (ino - 16) % DIR_STRIDE >= FEED_SLOT);
+	unsigned k = (unsigned)((ino - 16) % DIR_STRIDE);
+	return ino >= MFS_FEED_DYN_INO ||
+	       (ino >= 16 && k >= FEED_SLOT && k < FEED_SLOT + NFEED_NAMES);
 }
 
 static struct mfs_manager *mgr_of(fuse_req_t req)
@@ -45,13 +56,16 @@ static struct mfs_manager *mgr_of(fuse_req_t req)
 
 /* Files of the root, with the attribute whose text they hold: `cat` has no
  * 64 KiB limit, user.mfs.list has (the kernel's xattr size limit). Their
- * names start with '.', which no DBFS name may. */
+ * names start with '.', which no DBFS name may; "metrics" (Prometheus,
+ * metrics.h, too large for an attribute) is a name no DBFS may take
+ * (mfs_name_valid). */
 static const struct {
 	const char *name;
-	const char *attr;
+	const char *attr; /* NULL: metrics */
 } root_files[] = {
 	{".list", "user.mfs.list"},
 	{".status", "user.mfs.status"},
+	{"metrics", NULL},
 };
 #define NROOT_FILES (sizeof(root_files) / sizeof(root_files[0]))
 #define ROOT_FILE_INO(i) (2 + (fuse_ino_t)(i))
@@ -87,6 +101,11 @@ static int decode(fuse_ino_t ino, struct node *n)
 	}
 	n->id = (uint32_t)((ino - 16) / DIR_STRIDE);
 	unsigned k = (unsigned)((ino - 16) % DIR_STRIDE);
+	if (k == USAGE_SLOT) {
+		n->kind = 2;
+		n->file = MFS_FILE_USAGE;
+		return 0;
+	}
 	if (k >= FEED_SLOT + NFEED_NAMES)
 		return -ENOENT;
 	if (k >= FEED_SLOT) {
@@ -186,7 +205,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else {
 		for (int f = 0; f < MFS_NFILES; f++)
 			if (!strcmp(name, mfs_readable_files[f].name))
-				ino = parent + 1 + (fuse_ino_t)f;
+				ino = parent + file_slot(f);
 		for (int f = 0; f < NFEED_NAMES; f++)
 			if (!strcmp(name, feed_names[f]))
 				ino = parent + FEED_SLOT + (fuse_ino_t)f;
@@ -312,7 +331,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		}
 	} else {
 		for (int f = 0; f < MFS_NFILES; f++)
-			add_entry(req, &l->buf, mfs_readable_files[f].name, ino + 1 + (fuse_ino_t)f,
+			add_entry(req, &l->buf, mfs_readable_files[f].name, ino + file_slot(f),
 				  S_IFREG);
 		for (int f = 0; f < NFEED_NAMES; f++)
 			add_entry(req, &l->buf, feed_names[f], ino + FEED_SLOT + (fuse_ino_t)f,
@@ -387,7 +406,12 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (n.kind == 3) {
 		struct mfs_caller who;
 		mfs_caller_from_req(req, &who);
-		rc = mfs_readable_attr(mgr_of(req), root_files[n.root_file].attr, &who, b);
+		if (root_files[n.root_file].attr) {
+			rc = mfs_readable_attr(mgr_of(req), root_files[n.root_file].attr, &who, b);
+		} else {
+			mfs_metrics_text(mgr_of(req), b);
+			rc = 0;
+		}
 	} else {
 		rc = mfs_readable_file(mgr_of(req), n.id, n.file, b);
 	}

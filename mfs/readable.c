@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "account.h"
 #include "answer.h"
 #include "loop.h"
 #include "dbfs/feed.h"
@@ -86,6 +87,38 @@ static void text_feed(struct mfs_dbfs *d, struct mfs_buf *b)
 	dbfs_feed_sub_list(d->fs, sub_line, b);
 }
 
+/* Rates per second over the last 1, 10 and 60 s, from the accountant
+ * (account.h), beside the totals: `ops_rate=1s,10s,60s`. */
+static void text_rates(struct mfs_dbfs *d, const struct mfs_session_stats *st, struct mfs_buf *b)
+{
+	struct mfs_rates r;
+	const struct {
+		const char *name;
+		const double *v;
+	} rows[] = {
+	    {"ops_rate", r.ops},
+	    {"read_bytes_rate", r.read_bytes},
+	    {"write_bytes_rate", r.write_bytes},
+	    {"errors_rate", r.errors},
+	    {"throttled_rate", r.throttled},
+	    {"feed_events_rate", r.feed_events},
+	};
+
+	if (d->state != MFS_MOUNTED)
+		return;
+	mfs_account_rates(mfs_account_running(), d->id, &r);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
+		mfs_buf_printf(b, "%s=%.2f,%.2f,%.2f\n", rows[i].name, rows[i].v[0], rows[i].v[1],
+			       rows[i].v[2]);
+	mfs_buf_printf(b,
+		       "rate_windows=1,10,60\nrate_seconds=%u\nrecent_latency_p50_us=%llu\n"
+		       "recent_latency_p99_us=%llu\nfeed_lag=%llu\ndemand=%.2f,%.2f,%.2f\n"
+		       "worker_share=%u\n",
+		       r.seconds, (unsigned long long)r.lat_p50_ns / 1000,
+		       (unsigned long long)r.lat_p99_ns / 1000, (unsigned long long)r.feed_lag,
+		       r.demand[0], r.demand[1], r.demand[2], st->worker_share);
+}
+
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 {
 	struct dbfs_usage u;
@@ -131,7 +164,14 @@ static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	    (unsigned long long)cb, (unsigned long long)cl, (unsigned long long)ct,
 	    (unsigned long long)c.flushes, (unsigned long long)c.unsynced_age_ms,
 	    (unsigned long long)c.unsynced_bytes);
+	text_rates(d, &st, b);
 	text_feed(d, b);
+}
+
+/* NAME/usage: its history (usage_store.h's text). */
+static void text_usage(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	mfs_account_history(mfs_account_running(), d->conf.name, b);
 }
 
 static void text_list(struct mfs_manager *mgr, struct mfs_buf *b)
@@ -310,6 +350,7 @@ const struct mfs_readable_file mfs_readable_files[MFS_NFILES] = {
     [MFS_FILE_STATUS] = {.name = "status", .text = text_status},
     [MFS_FILE_STATS] = {.name = "stats", .text = text_stats},
     [MFS_FILE_CONFIG] = {.name = "config", .text = text_config},
+    [MFS_FILE_USAGE] = {.name = "usage", .text = text_usage},
 };
 
 int mfs_readable_file(struct mfs_manager *mgr, uint32_t id, enum mfs_file f, struct mfs_buf *out)

@@ -31,6 +31,7 @@ enum mfs_file {
 	MFS_FILE_STATUS,
 	MFS_FILE_STATS,
 	MFS_FILE_CONFIG,
+	MFS_FILE_USAGE, /* the retained usage history (account.h) */
 	MFS_NFILES,
 };
 

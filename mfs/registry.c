@@ -26,6 +26,7 @@
 #include <lmdb.h>
 
 #include "log.h"
+#include "lmdb_env.h"
 #include "registry.h"
 
 struct mfs_registry {
@@ -37,48 +38,14 @@ struct mfs_registry {
 
 static int lmdb_errno(int rc)
 {
-	switch (rc) {
-	case 0:
-		return 0;
-	case MDB_NOTFOUND:
-		return -ENOENT;
-	case MDB_MAP_FULL:
-		return -ENOSPC;
-	case MDB_INVALID:
-	case MDB_VERSION_MISMATCH:
-		return -EINVAL;
-	default:
-		return rc > 0 ? -rc : -EIO;
-	}
+	return mfs_lmdb_errno(rc);
 }
 
 /* Open r->path as r->env and its database; an LMDB code. */
 static int open_env(struct mfs_registry *r)
 {
-	int rc = mdb_env_create(&r->env);
-	if (!rc)
-		rc = mdb_env_set_maxdbs(r->env, 4);
-	if (!rc)
-		rc = mdb_env_set_mapsize(r->env, 64u << 20);
-	if (!rc)
-		rc = mdb_env_open(r->env, r->path, MDB_NOSUBDIR | MDB_NOTLS, 0600);
-	MDB_txn *txn = NULL;
-	if (!rc)
-		rc = mdb_txn_begin(r->env, NULL, 0, &txn);
-	if (!rc)
-		rc = mdb_dbi_open(txn, "dbfs", MDB_CREATE, &r->dbi);
-	if (!rc) {
-		rc = mdb_txn_commit(txn);
-		txn = NULL;
-	}
-	if (rc) {
-		if (txn)
-			mdb_txn_abort(txn);
-		if (r->env)
-			mdb_env_close(r->env);
-		r->env = NULL;
-	}
-	return rc;
+	return mfs_lmdb_env_open(r->path, MDB_NOSUBDIR | MDB_NOTLS, 4, 64u << 20, "dbfs", &r->env,
+				 &r->dbi);
 }
 
 /*

@@ -96,6 +96,42 @@ START_TEST(starvation_guard)
 }
 END_TEST
 
+START_TEST(share_split)
+{
+	double idle[3] = {0, 0, 0}, busy[3] = {9, 1, 0};
+	uint64_t none[3] = {0, 0, 0}, capped[3] = {100, 0, 0}, out[3];
+
+	/* idle: equal shares */
+	mfs_share_split(1200, 3, idle, none, out);
+	ck_assert_uint_eq(out[0], 400);
+	ck_assert_uint_eq(out[1], 400);
+	ck_assert_uint_eq(out[2], 400);
+	/* busy: a floor of a quarter of 400 each, the other 900 by weight 9:1:0 */
+	mfs_share_split(1200, 3, busy, none, out);
+	ck_assert_uint_eq(out[0], 100 + 810);
+	ck_assert_uint_eq(out[1], 100 + 90);
+	ck_assert_uint_eq(out[2], 100);
+	/* the busiest is capped at its own mem=: the rest goes to the others */
+	mfs_share_split(1200, 3, busy, capped, out);
+	ck_assert_uint_eq(out[0], 100);
+	ck_assert_uint_le(out[0] + out[1] + out[2], 1200);
+	ck_assert_uint_ge(out[1], 1000);
+	ck_assert_uint_eq(out[2], 100);
+}
+END_TEST
+
+START_TEST(worker_share)
+{
+	/* demand under one worker: no share */
+	ck_assert_uint_eq(mfs_worker_share(8, 0.5, 0), 0);
+	/* what it needs (ceil(demand) + 1), within what the others leave */
+	ck_assert_uint_eq(mfs_worker_share(8, 2.5, 0), 4);
+	ck_assert_uint_eq(mfs_worker_share(8, 6.5, 1), 6);
+	ck_assert_uint_eq(mfs_worker_share(8, 6.5, 7), 0);
+	ck_assert_uint_eq(mfs_worker_share(1, 6.5, 0), 0);
+}
+END_TEST
+
 Suite *mfs_governor_suite(void)
 {
 	Suite *s = suite_create("governor");
@@ -108,6 +144,10 @@ Suite *mfs_governor_suite(void)
 	tc = tcase_create("yield");
 	tcase_add_test(tc, yield_needs_heavy_and_light);
 	tcase_add_test(tc, starvation_guard);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("usage");
+	tcase_add_test(tc, share_split);
+	tcase_add_test(tc, worker_share);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,247 @@
+/* The Prometheus text exposition (see metrics.h). */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "account.h"
+#include "dbfs/feed.h"
+#include "loop.h"
+#include "metrics.h"
+
+/* FUSE opcodes by number (linux/fuse.h); NULL: not one we count by name
+ * (it goes to op="other"). */
+static const char *const op_names[MFS_OPCODES] = {
+    [1] = "lookup",	  [2] = "forget",	  [3] = "getattr",	 [4] = "setattr",
+    [5] = "readlink",	  [6] = "symlink",	  [8] = "mknod",	 [9] = "mkdir",
+    [10] = "unlink",	  [11] = "rmdir",	  [12] = "rename",	 [13] = "link",
+    [14] = "open",	  [15] = "read",	  [16] = "write",	 [17] = "statfs",
+    [18] = "release",	  [20] = "fsync",	  [21] = "setxattr",	 [22] = "getxattr",
+    [23] = "listxattr",	  [24] = "removexattr",	  [25] = "flush",	 [26] = "init",
+    [27] = "opendir",	  [28] = "readdir",	  [29] = "releasedir",	 [30] = "fsyncdir",
+    [31] = "getlk",	  [32] = "setlk",	  [33] = "setlkw",	 [34] = "access",
+    [35] = "create",	  [36] = "interrupt",	  [37] = "bmap",	 [38] = "destroy",
+    [39] = "ioctl",	  [40] = "poll",	  [41] = "notify_reply", [42] = "batch_forget",
+    [43] = "fallocate",	  [44] = "readdirplus",	  [45] = "rename2",	 [46] = "lseek",
+    [47] = "copy_file_range", [50] = "syncfs",	  [51] = "tmpfile",	 [52] = "statx",
+};
+
+/* Histogram buckets: the loop's bucket i holds [2^i, 2^(i+1)) ns, so the
+ * requests under le = 2^(i+1) ns are exactly those of buckets 0..i. From
+ * 2^15 ns (32.8 us, the first bound at or below 50 us) to 2^32 ns (4.29 s). */
+#define LE_FIRST 15
+#define LE_LAST 32
+
+struct snap {
+	char name[2 * MFS_NAME_MAX + 1]; /* escaped for a label value */
+	char *mountpoint, *store;
+	const char *state;
+	bool mounted;
+	struct mfs_session_stats st;
+	struct dbfs_counters c;
+	struct dbfs_usage u;
+	uint64_t errs[DBFS_ERRNOS];
+	uint64_t quota_bytes, quota_inodes, cache_bytes, cache_limit;
+	bool feed;
+	uint64_t feed_events, feed_lag;
+};
+
+/* A label value, escaped as the format asks (\\, \", \n). */
+static void label(struct mfs_buf *b, const char *v)
+{
+	if (!mfs_buf_reserve(b, 2 * strlen(v)))
+		return;
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"' || *v == '\n')
+			b->p[b->len++] = '\\';
+		b->p[b->len++] = *v == '\n' ? 'n' : *v;
+	}
+	b->p[b->len] = '\0';
+}
+
+static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
+{
+	uint64_t *worst = arg;
+	if (i->lag > *worst)
+		*worst = i->lag;
+	return 0;
+}
+
+static void take(struct mfs_dbfs *d, struct snap *s)
+{
+	struct mfs_buf nb = {0};
+
+	memset(s, 0, sizeof(*s));
+	label(&nb, d->conf.name);
+	snprintf(s->name, sizeof(s->name), "%s", nb.p ? nb.p : "");
+	mfs_buf_free(&nb);
+	s->mountpoint = strdup(d->conf.mountpoint);
+	s->store = strdup(d->conf.store);
+	s->state = mfs_state_name(d->state);
+	s->quota_bytes = d->quota_bytes;
+	s->quota_inodes = d->quota_inodes;
+	if (d->state != MFS_MOUNTED || !d->fs || !d->sess)
+		return;
+	s->mounted = true;
+	mfs_loop_sample(d->sess, &s->st);
+	dbfs_counters(d->fs, &s->c);
+	dbfs_errno_counts(d->fs, s->errs);
+	if (dbfs_usage(d->fs, &s->u))
+		memset(&s->u, 0, sizeof(s->u));
+	uint64_t trimmed;
+	dbfs_cache_usage(d->fs, &s->cache_bytes, &s->cache_limit, &trimmed);
+	struct dbfs_feed_stats f;
+	if (!dbfs_feed_stats(d->fs, &f)) {
+		s->feed = true;
+		s->feed_events = f.enqueued;
+		dbfs_feed_sub_list(d->fs, lag_of, &s->feed_lag);
+	}
+}
+
+static void head(struct mfs_buf *b, const char *name, const char *type, const char *help)
+{
+	mfs_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void dbfs_label(struct mfs_buf *b, const char *name, const struct snap *s)
+{
+	mfs_buf_printf(b, "%s{dbfs=\"%s\"", name, s->name);
+}
+
+/* One series per mounted DBFS of a value picked by `off` (bytes into
+ * struct snap, a uint64_t). */
+static void family(struct mfs_buf *b, const struct snap *v, size_t n, const char *name,
+		   const char *type, const char *help, size_t off, bool feed_only)
+{
+	head(b, name, type, help);
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].mounted || (feed_only && !v[i].feed))
+			continue;
+		dbfs_label(b, name, &v[i]);
+		mfs_buf_printf(b, "} %llu\n",
+			       (unsigned long long)*(const uint64_t *)((const char *)&v[i] + off));
+	}
+}
+
+#define F(field) offsetof(struct snap, field)
+
+static void render(struct mfs_buf *b, const struct snap *v, size_t n)
+{
+	head(b, "mfs_dbfs_info", "gauge", "A DBFS the manager knows (1), with where it lives.");
+	for (size_t i = 0; i < n; i++) {
+		dbfs_label(b, "mfs_dbfs_info", &v[i]);
+		mfs_buf_printf(b, ",mountpoint=\"");
+		label(b, v[i].mountpoint ? v[i].mountpoint : "");
+		mfs_buf_printf(b, "\",store=\"");
+		label(b, v[i].store ? v[i].store : "");
+		mfs_buf_printf(b, "\",state=\"%s\"} 1\n", v[i].state);
+	}
+	family(b, v, n, "mfs_requests_total", "counter", "FUSE requests served.", F(st.ops), false);
+	head(b, "mfs_operations_total", "counter", "FUSE requests served, by operation.");
+	for (size_t i = 0; i < n; i++)
+		for (unsigned op = 0; v[i].mounted && op < MFS_OPCODES; op++) {
+			if (!v[i].st.by_opcode[op])
+				continue;
+			dbfs_label(b, "mfs_operations_total", &v[i]);
+			mfs_buf_printf(b, ",op=\"%s\"} %llu\n", op_names[op] ? op_names[op] : "other",
+				       (unsigned long long)v[i].st.by_opcode[op]);
+		}
+	family(b, v, n, "mfs_read_bytes_total", "counter", "Bytes asked by read requests.",
+	       F(st.read_bytes), false);
+	family(b, v, n, "mfs_written_bytes_total", "counter", "Bytes carried by write requests.",
+	       F(st.write_bytes), false);
+	head(b, "mfs_errors_total", "counter", "Requests answered with an error, by errno.");
+	for (size_t i = 0; i < n; i++)
+		for (int e = 0; v[i].mounted && e < DBFS_ERRNOS; e++) {
+			if (!v[i].errs[e])
+				continue;
+			const char *en = e ? strerrorname_np(e) : NULL;
+			dbfs_label(b, "mfs_errors_total", &v[i]);
+			mfs_buf_printf(b, ",errno=\"%s\"} %llu\n", en ? en : "other",
+				       (unsigned long long)v[i].errs[e]);
+		}
+	head(b, "mfs_request_duration_seconds", "histogram",
+	     "Time from reading a request to its answer.");
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].mounted)
+			continue;
+		uint64_t cum = 0, total = 0;
+		for (int k = 0; k < MFS_LAT_BUCKETS; k++)
+			total += v[i].st.lat_hist[k];
+		for (int k = 0; k < LE_FIRST - 1; k++)
+			cum += v[i].st.lat_hist[k];
+		for (int le = LE_FIRST; le <= LE_LAST; le++) {
+			cum += v[i].st.lat_hist[le - 1];
+			dbfs_label(b, "mfs_request_duration_seconds_bucket", &v[i]);
+			mfs_buf_printf(b, ",le=\"%.10g\"} %llu\n", (double)(1ull << le) / 1e9,
+				       (unsigned long long)cum);
+		}
+		dbfs_label(b, "mfs_request_duration_seconds_bucket", &v[i]);
+		mfs_buf_printf(b, ",le=\"+Inf\"} %llu\n", (unsigned long long)total);
+		dbfs_label(b, "mfs_request_duration_seconds_sum", &v[i]);
+		mfs_buf_printf(b, "} %.9f\n", (double)v[i].st.lat_sum_ns / 1e9);
+		dbfs_label(b, "mfs_request_duration_seconds_count", &v[i]);
+		mfs_buf_printf(b, "} %llu\n", (unsigned long long)total);
+	}
+	family(b, v, n, "mfs_throttled_total", "counter",
+	       "Times a request was held back by an IOPS or bandwidth limit.", F(st.throttled),
+	       false);
+	family(b, v, n, "mfs_capped_total", "counter",
+	       "Times a request was held back by the concurrency limit or fair share.",
+	       F(st.capped), false);
+	head(b, "mfs_inflight_requests", "gauge", "Requests being processed.");
+	for (size_t i = 0; i < n; i++)
+		if (v[i].mounted) {
+			dbfs_label(b, "mfs_inflight_requests", &v[i]);
+			mfs_buf_printf(b, "} %u\n", v[i].st.inflight);
+		}
+	family(b, v, n, "mfs_commits_total", "counter", "LMDB write transactions committed.",
+	       F(c.commits), false);
+	family(b, v, n, "mfs_flushes_total", "counter", "Durable points made.", F(c.flushes),
+	       false);
+	family(b, v, n, "mfs_used_bytes", "gauge", "Bytes the DBFS's files use.", F(u.bytes), false);
+	family(b, v, n, "mfs_used_inodes", "gauge", "Inodes in use.", F(u.inodes), false);
+	family(b, v, n, "mfs_quota_bytes", "gauge", "Space quota (0: none).", F(quota_bytes), false);
+	family(b, v, n, "mfs_quota_inodes", "gauge", "Inode quota (0: none).", F(quota_inodes),
+	       false);
+	family(b, v, n, "mfs_store_file_bytes", "gauge", "Bytes data.mdb takes on disk.",
+	       F(u.file_size), false);
+	family(b, v, n, "mfs_cache_bytes", "gauge", "Kernel page cache held for the DBFS.",
+	       F(cache_bytes), false);
+	family(b, v, n, "mfs_cache_limit_bytes", "gauge", "Its cache limit (0: none).",
+	       F(cache_limit), false);
+	family(b, v, n, "mfs_feed_events_total", "counter",
+	       "Change events written to the feed.", F(feed_events), true);
+	family(b, v, n, "mfs_feed_lag_events", "gauge",
+	       "Events the furthest-behind durable subscription has not acknowledged.",
+	       F(feed_lag), true);
+}
+
+void mfs_metrics_text(struct mfs_manager *mgr, struct mfs_buf *b)
+{
+	struct snap *v = NULL;
+	size_t n = 0, cap = 0;
+
+	pthread_mutex_lock(&mgr->lock);
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
+		if (n == cap) {
+			size_t c2 = cap ? 2 * cap : 16;
+			struct snap *p = realloc(v, c2 * sizeof(*p));
+			if (!p) {
+				b->oom = true;
+				break;
+			}
+			v = p;
+			cap = c2;
+		}
+		take(d, &v[n++]);
+	}
+	pthread_mutex_unlock(&mgr->lock);
+	if (!b->oom)
+		render(b, v, n);
+	for (size_t i = 0; i < n; i++) {
+		free(v[i].mountpoint);
+		free(v[i].store);
+	}
+	free(v);
+}

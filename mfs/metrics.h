@@ -1,0 +1,29 @@
+/*
+ * The Prometheus text exposition (format 0.0.4) of every DBFS: the
+ * `metrics` file at the manager mount's root and, with
+ * -o metrics_listen=ADDR:PORT, the same over HTTP (http_metrics.c).
+ *
+ * Names carry the mfs_ prefix and base units (seconds, bytes); counters
+ * end in _total; labels are bounded: dbfs (the DBFS's name), op (a FUSE
+ * operation, from a fixed table), errno (a fixed table) and, on
+ * mfs_dbfs_info only, mountpoint, store and state. Counters count since
+ * the DBFS was mounted (a remount starts them again: a counter reset, as
+ * Prometheus expects of a restarted target).
+ */
+#ifndef MFS_METRICS_H
+#define MFS_METRICS_H
+
+#include "buf.h"
+#include "manager.h"
+
+/* The exposition text. Takes mgr->lock while it samples (a read
+ * transaction and a stat per mounted DBFS; no DBFS request waits for it:
+ * the loop's counters are read without the loop's lock); renders after.
+ * On allocation failure b->oom is set. A manager request thread or the
+ * HTTP thread. */
+void mfs_metrics_text(struct mfs_manager *mgr, struct mfs_buf *b);
+
+/* The content type of the exposition. */
+#define MFS_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+#endif
