@@ -13,7 +13,12 @@
  * (Inside the library results carry more: dbfs/internal.h, "Error
  * convention"; dbfs_errno() maps them at this boundary.)
  *
- * Threads: libdbfs starts no thread. A `struct dbfs` may be used from any
+ * Threads: libdbfs starts one thread per open DBFS, and only once the DBFS
+ * has delayed work scheduled (file expiry, dbfs/expire.h): it carries the
+ * work out when due, through the same write path as every request, and
+ * dbfs_close stops it. It tells the kernel about names it removed through
+ * the session of dbfs_set_session: set it to NULL before the session
+ * goes. A `struct dbfs` may be used from any
  * number of threads at once except where a function says otherwise; it
  * takes only its own locks, and none is held when a function returns.
  */

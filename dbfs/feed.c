@@ -328,6 +328,11 @@ void dbfs_feed_batch_op(struct dbfs *fs, const struct dbfs_caller *who)
 		fs->feed->who = *who;
 }
 
+const struct dbfs_caller *dbfs_feed_caller(struct dbfs *fs)
+{
+	return fs->feed ? &fs->feed->who : NULL;
+}
+
 int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)
 {
 	struct dbfs_feed *f = fs->feed;

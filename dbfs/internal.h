@@ -67,6 +67,8 @@ struct dbfs {
 	MDB_dbi db_super, db_inode, db_dirent, db_dircook, db_data, db_xattr, db_orphan;
 	MDB_dbi db_feed;             /* format 3; 0 in a read-only older store */
 	struct dbfs_feed *feed;      /* the change feed (feed.c); NULL: feed=off */
+	MDB_dbi db_expire;           /* the expiry index (expire.c); 0: a read-only older store */
+	struct dbfs_expire *expire;  /* delayed work (expire_run.c); NULL: read-only */
 	uint8_t uuid[16];            /* the superblock's */
 	int lock_fd;
 	struct dbfs_options opt;
@@ -550,6 +552,39 @@ int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n);
 /* dbfs_tick: retention, idle subscriptions, the queue's maintenance. */
 int dbfs_feed_tick(struct dbfs *fs);
 
+/* Who asked for the operation the leader is running (the batch's op, as
+ * dbfs_feed_batch_op named it); NULL with feed=off. Leader only. */
+const struct dbfs_caller *dbfs_feed_caller(struct dbfs *fs);
+
+/* ---- file expiry (expire.c, expire_run.c; public side dbfs/expire.h) ---- */
+/* Is `name` user.dbfs.expire? */
+bool dbfs_expire_name(const char *name);
+/* setxattr of user.dbfs.expire on `ino` (record `in`): checks the value
+ * and the caller (refusals before any change), then writes the attribute
+ * as "@EPOCH", the index row and the queue's message. */
+int dbfs_expire_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+		    const void *val, size_t len, int flags);
+/* The attribute went (removexattr, the inode's xattrs deleted): drop the
+ * index row if any. 0 or a store failure. */
+int dbfs_expire_cancel(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+/* The index row of `ino`: 0 (*due_sec set), MDB_NOTFOUND, a store failure. */
+int dbfs_expire_row(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t *due_sec);
+/* The queue's delayed message for (ino, due) in txn (expire_run.c). */
+int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t due_sec);
+/* dbfs_open (read-write, after the feed): the queue "later", its
+ * subscriber, and the thread when something is scheduled. 0 or a negative
+ * errno with err set. stop: before the feed stops (joins the thread). */
+int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen);
+void dbfs_expire_stop(struct dbfs *fs);
+/* The leader, after each commit: wake (or start) the thread when the
+ * transaction scheduled something. */
+void dbfs_expire_committed(struct dbfs *fs);
+/* Named databases the queue "later" may hold open. */
+unsigned dbfs_expire_dbs_needed(void);
+/* dbfs_set_session: change fs->se under the lock the thread tells the
+ * kernel under. */
+void dbfs_expire_session(struct dbfs *fs, struct fuse_session *se);
+
 /* ---- core operations (ops.c) ---- */
 struct dbfs_cred {
 	uint32_t uid, gid, umask;
@@ -563,6 +598,9 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
 		 const char *name, struct dbfs_inode *in);
 int dbfs_op_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name, int dir);
+/* The same for a file whose expiry came (expire_run.c): its event is
+ * DBFS_EV_EXPIRE. */
+int dbfs_op_expire_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name);
 int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t oparent, const char *oname,
 		   uint64_t nparent, const char *nname, unsigned flags);
 

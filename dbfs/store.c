@@ -47,6 +47,13 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 		fs->db_feed = 0;
 		rc = 0;
 	}
+	/* the expiry index (expire.c) likewise: an older store has none */
+	if (!rc)
+		rc = mdb_dbi_open(txn, DBFS_DB_EXPIRE, flags, &fs->db_expire);
+	if (rc == MDB_NOTFOUND && !(flags & MDB_CREATE)) {
+		fs->db_expire = 0;
+		rc = 0;
+	}
 	return rc;
 }
 
@@ -277,7 +284,7 @@ static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t m
 		return -ENOMEM;
 	}
 	mdb_env_set_mapsize(fs->env, map);
-	mdb_env_set_maxdbs(fs->env, 64 + dbfs_feed_dbs_needed());
+	mdb_env_set_maxdbs(fs->env, 64 + dbfs_feed_dbs_needed() + dbfs_expire_dbs_needed());
 	mdb_env_set_maxreaders(fs->env, fs->opt.max_readers ? fs->opt.max_readers : 512);
 	rc = mdb_env_open(fs->env, dir, flags, 0600);
 	if (!rc)
@@ -386,7 +393,8 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
 			return rc;
 		}
-		if ((rc = dbfs_feed_start(fs, err, errlen)))
+		if ((rc = dbfs_feed_start(fs, err, errlen)) ||
+		    (rc = dbfs_expire_start(fs, err, errlen)))
 			return rc;
 		if ((rc = dbfs_errno(dbfs_durable_point(fs)))) {
 			snprintf(err, errlen, "cannot flush the store: %s", strerror(-rc));
@@ -577,6 +585,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	return 0;
 
 fail_open:
+	dbfs_expire_stop(fs);
 	dbfs_feed_stop(fs);
 	while (fs->rpool_n) /* the open's own reads (the feed's start) */
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
@@ -597,6 +606,7 @@ fail_lookups:
 /* What closing does to the LMDB environment; under a guard (dbfs_close). */
 static void close_env(struct dbfs *fs)
 {
+	dbfs_expire_stop(fs); /* its thread writes: first */
 	if (!fs->opt.read_only && !atomic_load(&fs->map_lost)) {
 		/* The session is gone: the kernel holds no inode any more, and
 		 * it may have dropped its last forgets at unmount. */

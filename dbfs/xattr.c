@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "dbfs/expire.h"
 #include "dbfs/internal.h"
 
 static int xattr_key(unsigned char *kb, uint64_t ino, const char *name, MDB_val *k)
@@ -115,7 +116,12 @@ int dbfs_xattr_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 		return rc;
 	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
 	while (rc == 0 && k.mv_size > 8 && dbfs_get_be64(k.mv_data) == ino) {
+		/* a schedule goes with the inode (expire.c) */
+		bool expiry = k.mv_size == 8 + sizeof(DBFS_EXPIRE_XATTR) - 1 &&
+			      !memcmp((char *)k.mv_data + 8, DBFS_EXPIRE_XATTR, k.mv_size - 8);
 		rc = dbfs_cursor_del(c);
+		if (!rc && expiry)
+			rc = dbfs_expire_cancel(fs, txn, ino);
 		if (rc)
 			break;
 		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);

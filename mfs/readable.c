@@ -8,6 +8,7 @@
 
 #include "answer.h"
 #include "loop.h"
+#include "dbfs/expire.h"
 #include "dbfs/feed.h"
 #include "feed_line.h"
 #include "feed_spec.h"
@@ -86,6 +87,20 @@ static void text_feed(struct mfs_dbfs *d, struct mfs_buf *b)
 	dbfs_feed_sub_list(d->fs, sub_line, b);
 }
 
+/* File expiry's lines of stats (dbfs/expire.h). */
+static void text_expire(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	struct dbfs_expire_stats e;
+	if (d->state != MFS_MOUNTED || !d->fs || dbfs_expire_stats(d->fs, &e))
+		return;
+	mfs_buf_printf(b,
+		       "expire_pending=%llu\nexpire_fired=%llu\nexpire_stale=%llu\n"
+		       "expire_late_p50_us=%llu\nexpire_late_p99_us=%llu\nexpire_late_max_us=%llu\n",
+		       (unsigned long long)e.pending, (unsigned long long)e.fired,
+		       (unsigned long long)e.stale, (unsigned long long)e.late_p50_us,
+		       (unsigned long long)e.late_p99_us, (unsigned long long)e.late_max_us);
+}
+
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 {
 	struct dbfs_usage u;
@@ -131,6 +146,7 @@ static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	    (unsigned long long)c.flushes, (unsigned long long)c.unsynced_age_ms,
 	    (unsigned long long)c.unsynced_bytes);
 	text_feed(d, b);
+	text_expire(d, b);
 }
 
 static void text_list(struct mfs_manager *mgr, struct mfs_buf *b)

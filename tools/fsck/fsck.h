@@ -90,6 +90,9 @@ bool fsck_pass_tree(struct fsck *f);
 bool fsck_pass_counts(struct fsck *f);
 /* feed.c: ilink (rebuilt by --repair) and the change feed's queue. */
 void fsck_pass_feed(struct fsck *f);
+/* expire.c: the expiry index against the files' user.dbfs.expire, and the
+ * queue of delayed work. */
+void fsck_pass_expire(struct fsck *f);
 
 /* repair.c: writes inside f->txn; any LMDB failure is fatal (exit 8, nothing
  * committed). */

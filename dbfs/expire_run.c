@@ -1,0 +1,546 @@
+/*
+ * Delayed work's delivery (issue 19): the queue "later" in the store's own
+ * environment and the thread that carries out what falls due in it.
+ *
+ * Messages. One shard, one enqueuer; each message is a delayed one,
+ * deliverable at its due time, tagged with its kind (only TAG_EXPIRE so
+ * far); its payload is struct later_msg. The queue's delay shard holds
+ * them in time buckets: nothing per message is in memory, and a restart
+ * replays nothing (queue/delay.c).
+ *
+ * The thread ("dbfs-later"). Started once the store has something
+ * scheduled (at open when the expiry index has rows, else by the first
+ * commit that schedules), stopped by dbfs_close. It sleeps until the
+ * earliest due time it knows: the queue's own lower bound
+ * (mfsq_next_due, refreshed by each dequeue) and the earliest schedule
+ * committed since it last looked (dbfs_expire_committed wakes it), at
+ * most IDLE_MAX_US. Then it dequeues with timeout 0 (which promotes what
+ * is due), and carries the messages out in write batches of COMMIT_MAX,
+ * each acknowledging its messages in its own transaction (mfsq_ack with
+ * the batch's transaction): a removal and its acknowledgement commit
+ * together, so after a crash each message is carried out exactly once.
+ * After the commit it tells the kernel that the names are gone
+ * (fuse_lowlevel_notify_delete), under se_lock, which dbfs_set_session
+ * takes: the session never goes away under it.
+ */
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dbfs/expire.h"
+#include "dbfs/guard.h"
+#include "dbfs/internal.h"
+#include "queue/mfsq.h"
+
+#define LATER_QUEUE    DBFS_LATER_QUEUE
+#define LATER_SUB      "expire"
+#define LATER_ENQUEUER 1
+#define TAG_EXPIRE     1
+/* Messages one dequeue takes: what one promotion moves (1024), so the
+ * stream never grows faster than the thread removes. */
+#define TAKE_MAX    1024
+#define COMMIT_MAX  128	      /* removals per write batch */
+#define IDLE_MAX_US 5000000u  /* longest sleep: a safety net, not the pace */
+#define RETRY_US    1000000u  /* after a failed run */
+#define HIST_MS	    4096      /* lateness buckets of 1 ms; the last takes the rest */
+#define NAMES_MAX   4096      /* names of one file removed at most */
+
+struct later_msg {
+	uint64_t ino;
+	uint64_t due_sec;
+};
+
+/* A name removed by a batch: for the kernel, after the commit. */
+struct gone {
+	uint64_t parent, ino;
+	size_t len;
+	char name[DBFS_NAME_MAX + 1];
+};
+
+struct dbfs_expire {
+	mfsq_queue *q;
+	mfsq_sub *sub;
+	pthread_t thread;
+	bool thread_on;
+	pthread_mutex_t lock; /* stop, wake_us, thread_on */
+	pthread_cond_t cond;  /* CLOCK_MONOTONIC */
+	bool stop;
+	uint64_t wake_us;     /* earliest schedule committed since the thread looked */
+	uint64_t tx_gen, tx_due_us; /* leader only: the transaction's earliest schedule */
+	pthread_mutex_t se_lock;    /* fs->se while the thread tells the kernel */
+	_Atomic uint64_t fired, stale;
+	pthread_mutex_t hist_lock;
+	uint64_t hist[HIST_MS + 1], late_max_us;
+	struct mfsq_msg *msgs;      /* TAKE_MAX, the thread's */
+	/* the batch being carried out (reset when it runs again) */
+	struct gone *gone;
+	size_t ngone, capgone;
+	uint64_t bfired, bstale;
+	uint64_t fired_due[COMMIT_MAX];
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void config(struct mfsq_config *cfg)
+{
+	mfsq_config_default(cfg);
+	cfg->nshards = 1;
+	cfg->max_payload = sizeof(struct later_msg);
+}
+
+unsigned dbfs_expire_dbs_needed(void)
+{
+	struct mfsq_config cfg;
+	config(&cfg);
+	return mfsq_dbs_needed(&cfg);
+}
+
+/* A queue call that may write: under the map lock, growing the map when
+ * the queue's own transaction found it full. */
+#define LATER_CALL(fs, rc, expr)                                                                   \
+	do {                                                                                       \
+		for (int t_ = 0;; t_++) {                                                          \
+			pthread_rwlock_rdlock(&(fs)->map_lock);                                    \
+			uint64_t seen_ = (fs)->map_size;                                           \
+			(rc) = (expr);                                                             \
+			pthread_rwlock_unlock(&(fs)->map_lock);                                    \
+			if ((rc) != ENOSPC || t_ >= 3 || dbfs_grow_map((fs), seen_))               \
+				break;                                                             \
+		}                                                                                  \
+	} while (0)
+
+/* ---- scheduling (inside the caller's transaction) ---- */
+
+int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t due_sec)
+{
+	struct dbfs_expire *ex = fs->expire;
+	struct later_msg m = {ino, due_sec};
+	uint64_t due = due_sec * 1000000u;
+	struct mfsq_msg_in in = {
+	    .data = &m, .len = sizeof(m), .enqueuer = LATER_ENQUEUER, .deliver_us = due,
+	    .tag = TAG_EXPIRE};
+	int rc = mfsq_enqueue(ex->q, txn, &in, NULL);
+	if (rc == ENOSPC)
+		return MDB_MAP_FULL; /* LMDB marked the transaction: grow, run again */
+	if (rc)
+		return dbfs_queue_err(rc);
+	if (ex->tx_gen != fs->txn_gen || due < ex->tx_due_us) {
+		ex->tx_gen = fs->txn_gen;
+		ex->tx_due_us = due;
+	}
+	return 0;
+}
+
+static void *later_main(void *arg);
+
+void dbfs_expire_committed(struct dbfs *fs)
+{
+	struct dbfs_expire *ex = fs->expire;
+	if (!ex || ex->tx_gen != fs->txn_gen)
+		return;
+	ex->tx_gen = 0;
+	pthread_mutex_lock(&ex->lock);
+	if (ex->tx_due_us < ex->wake_us)
+		ex->wake_us = ex->tx_due_us;
+	if (!ex->thread_on && !ex->stop) {
+		/* the leader is a request's thread: the new one inherits its
+		 * signal mask, so the host's signals stay where they go */
+		ex->thread_on = pthread_create(&ex->thread, NULL, later_main, fs) == 0;
+	}
+	pthread_cond_signal(&ex->cond);
+	pthread_mutex_unlock(&ex->lock);
+}
+
+/* ---- carrying out (a write batch) ---- */
+
+static int note_gone(struct dbfs_expire *ex, uint64_t parent, uint64_t ino, const char *name,
+		     size_t len)
+{
+	if (ex->ngone == ex->capgone) {
+		size_t cap = ex->capgone ? ex->capgone * 2 : 64;
+		struct gone *g = realloc(ex->gone, cap * sizeof(*g));
+		if (!g)
+			return ENOMEM;
+		ex->gone = g;
+		ex->capgone = cap;
+	}
+	struct gone *g = &ex->gone[ex->ngone++];
+	g->parent = parent;
+	g->ino = ino;
+	g->len = len;
+	memcpy(g->name, name, len);
+	g->name[len] = '\0';
+	return 0;
+}
+
+/* The first name of `ino` (its ilink rows follow its record in "inode"):
+ * 0 with dir and name set, MDB_NOTFOUND when it has none. */
+static int first_name(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t *dir, char *name,
+		      size_t *len)
+{
+	unsigned char kb[8];
+	MDB_val k = {8, kb}, v;
+	MDB_cursor *c;
+	dbfs_put_be64(kb, ino);
+	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
+	if (rc)
+		return rc;
+	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	if (!rc && k.mv_size == 8 && dbfs_get_be64(k.mv_data) == ino)
+		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+	if (!rc && (k.mv_size <= 16 || k.mv_size > 16 + DBFS_NAME_MAX ||
+		    dbfs_get_be64(k.mv_data) != ino))
+		rc = MDB_NOTFOUND;
+	if (!rc) {
+		*dir = dbfs_get_be64((const unsigned char *)k.mv_data + 8);
+		*len = k.mv_size - 16;
+		memcpy(name, (const char *)k.mv_data + 16, *len);
+		name[*len] = '\0';
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+/* Carry out the expiry of `ino` due at `due_sec`, if it is still due. */
+static int expire_one(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t due_sec)
+{
+	struct dbfs_expire *ex = fs->expire;
+	struct dbfs_inode in;
+	uint64_t row;
+	int rc = dbfs_expire_row(fs, txn, ino, &row);
+	if (rc == MDB_NOTFOUND || (!rc && row != due_sec)) {
+		ex->bstale++; /* cancelled, or rescheduled: another message */
+		return 0;
+	}
+	if (rc)
+		return rc;
+	rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc == -ENOENT)
+		return dbfs_expire_cancel(fs, txn, ino);
+	if (rc)
+		return rc;
+	char name[DBFS_NAME_MAX + 1];
+	for (unsigned n = 0; in.nlink && n < NAMES_MAX; n++) {
+		uint64_t dir;
+		size_t len;
+		rc = first_name(fs, txn, ino, &dir, name, &len);
+		if (rc == MDB_NOTFOUND)
+			break;
+		if (rc)
+			return rc;
+		rc = dbfs_op_expire_unlink(fs, txn, dir, name);
+		if (dbfs_is_refusal(rc))
+			break; /* a row naming no entry (fsck reports it): nothing changed */
+		if (rc)
+			return rc;
+		if ((rc = note_gone(ex, dir, ino, name, len)))
+			return rc;
+	}
+	if (ex->bfired < COMMIT_MAX)
+		ex->fired_due[ex->bfired] = due_sec;
+	ex->bfired++;
+	/* the schedule is spent (an inode destroyed by the last unlink took
+	 * its row already; one still open keeps its xattr until it goes) */
+	return dbfs_expire_cancel(fs, txn, ino);
+}
+
+struct chunk {
+	const struct mfsq_msg *m;
+	size_t n;
+};
+
+static int deliver_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct dbfs_expire *ex = fs->expire;
+	const struct chunk *c = arg;
+	int rc = 0;
+	ex->ngone = 0;
+	ex->bfired = ex->bstale = 0;
+	for (size_t i = 0; !rc && i < c->n; i++) {
+		struct later_msg lm;
+		if (c->m[i].tag != TAG_EXPIRE || c->m[i].len != sizeof(lm)) {
+			ex->bstale++; /* a kind this build does not know: dropped */
+			continue;
+		}
+		memcpy(&lm, c->m[i].data, sizeof(lm));
+		rc = expire_one(fs, txn, lm.ino, lm.due_sec);
+	}
+	if (rc)
+		return dbfs_is_refusal(rc) ? MDB_CORRUPTED : rc; /* never commit half */
+	rc = mfsq_ack(ex->sub, txn, &c->m[c->n - 1]);
+	if (rc == ENOSPC)
+		return MDB_MAP_FULL;
+	return dbfs_queue_err(rc);
+}
+
+static void record_lateness(struct dbfs_expire *ex, uint64_t t_us)
+{
+	pthread_mutex_lock(&ex->hist_lock);
+	for (uint64_t i = 0; i < ex->bfired && i < COMMIT_MAX; i++) {
+		uint64_t due = ex->fired_due[i] * 1000000u;
+		uint64_t late = t_us > due ? t_us - due : 0;
+		uint64_t b = late / 1000u;
+		ex->hist[b < HIST_MS ? b : HIST_MS]++;
+		if (late > ex->late_max_us)
+			ex->late_max_us = late;
+	}
+	pthread_mutex_unlock(&ex->hist_lock);
+}
+
+/* After a commit: the kernel forgets the names (it caches them long). */
+static void tell_kernel(struct dbfs *fs, struct dbfs_expire *ex)
+{
+	pthread_mutex_lock(&ex->se_lock);
+	for (size_t i = 0; fs->se && i < ex->ngone; i++) {
+		struct gone *g = &ex->gone[i];
+		fuse_lowlevel_notify_delete(fs->se, g->parent, g->ino, g->name, g->len);
+	}
+	pthread_mutex_unlock(&ex->se_lock);
+}
+
+/* The subscriber again from its stored position: after a batch that did
+ * not commit, its position in memory had moved past what it was given. */
+static int resubscribe(struct dbfs *fs, struct dbfs_expire *ex)
+{
+	int rc;
+	mfsq_unsubscribe(ex->sub);
+	ex->sub = NULL;
+	LATER_CALL(fs, rc,
+		   mfsq_subscribe(ex->q, LATER_SUB, MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START, NULL,
+				  NULL, &ex->sub));
+	return rc;
+}
+
+/* One dequeue and what it brought. 1: there may be more due at once, 0:
+ * nothing more, else an error (the caller waits a while). */
+static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
+{
+	size_t n = 0;
+	int rc;
+	if (!ex->sub && (rc = resubscribe(fs, ex)))
+		return rc;
+	LATER_CALL(fs, rc, mfsq_dequeue(ex->sub, ex->msgs, TAKE_MAX, &n, 0));
+	if (rc == EAGAIN)
+		return 0;
+	if (rc == MFSQ_LAGGED)
+		return 1; /* cannot happen while it keeps up (TAKE_MAX); read on */
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < n; i += COMMIT_MAX) {
+		struct chunk c = {ex->msgs + i, n - i < COMMIT_MAX ? n - i : COMMIT_MAX};
+		rc = dbfs_write(fs, deliver_fn, &c);
+		if (rc) {
+			resubscribe(fs, ex);
+			return rc;
+		}
+		record_lateness(ex, now_us());
+		atomic_fetch_add(&ex->fired, ex->bfired);
+		atomic_fetch_add(&ex->stale, ex->bstale);
+		tell_kernel(fs, ex);
+	}
+	return n == TAKE_MAX;
+}
+
+/* run_once under a guard of its own: the thread reads the maps. -EIO when
+ * they faulted (the store is lost; the thread ends). */
+static int run_guarded(struct dbfs *fs, struct dbfs_expire *ex)
+{
+	struct dbfs_guard g;
+	dbfs_guard_push(&g, fs);
+	if (sigsetjmp(g.jb, 0)) {
+		dbfs_guard_recovered(&g);
+		return -EIO;
+	}
+	int rc = run_once(fs, ex);
+	dbfs_guard_pop(&g);
+	return rc;
+}
+
+static void wait_until(struct dbfs_expire *ex, uint64_t until_us, uint64_t now)
+{
+	struct timespec ts;
+	uint64_t dt = until_us - now;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(dt / 1000000u);
+	ts.tv_nsec += (long)(dt % 1000000u) * 1000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&ex->cond, &ex->lock, &ts);
+}
+
+static void *later_main(void *arg)
+{
+	struct dbfs *fs = arg;
+	struct dbfs_expire *ex = fs->expire;
+	uint64_t retry_us = 0;
+	pthread_setname_np(pthread_self(), "dbfs-later");
+	pthread_mutex_lock(&ex->lock);
+	while (!ex->stop) {
+		uint64_t now = now_us(), due = mfsq_next_due(ex->q);
+		if (ex->wake_us < due)
+			due = ex->wake_us;
+		if (due > now + IDLE_MAX_US)
+			due = now + IDLE_MAX_US;
+		if (retry_us > due)
+			due = retry_us;
+		if (due > now) {
+			wait_until(ex, due, now);
+			continue;
+		}
+		ex->wake_us = UINT64_MAX;
+		pthread_mutex_unlock(&ex->lock);
+		int rc = run_guarded(fs, ex);
+		pthread_mutex_lock(&ex->lock);
+		if (rc == -EIO && atomic_load(&fs->map_lost))
+			break;
+		retry_us = rc < 0 || rc > 1 ? now_us() + RETRY_US : 0;
+	}
+	pthread_mutex_unlock(&ex->lock);
+	return NULL;
+}
+
+/* ---- open, close, session, stats ---- */
+
+int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
+{
+	struct mfsq_config cfg;
+	MDB_txn *txn;
+	MDB_stat st = {0};
+	int rc;
+	if (fs->opt.read_only || !fs->db_expire)
+		return 0;
+	struct dbfs_expire *ex = calloc(1, sizeof(*ex));
+	if (ex)
+		ex->msgs = calloc(TAKE_MAX, sizeof(*ex->msgs));
+	if (!ex || !ex->msgs) {
+		free(ex);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	config(&cfg);
+	for (int tries = 0;; tries++) {
+		uint64_t seen = fs->map_size;
+		rc = mfsq_open(fs->env, LATER_QUEUE, &cfg, MFSQ_CREATE, &ex->q);
+		if (rc != ENOSPC || tries >= 3 || dbfs_grow_map(fs, seen))
+			break;
+	}
+	if (!rc && (rc = resubscribe(fs, ex)))
+		mfsq_close(ex->q);
+	if (rc) {
+		free(ex->msgs);
+		free(ex);
+		snprintf(err, errlen, "cannot open the queue of delayed work: %s",
+			 mfsq_strerror(rc));
+		return dbfs_errno(dbfs_queue_err(rc > 0 ? rc : EIO));
+	}
+	pthread_mutex_init(&ex->lock, NULL);
+	pthread_mutex_init(&ex->se_lock, NULL);
+	pthread_mutex_init(&ex->hist_lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&ex->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	ex->wake_us = UINT64_MAX;
+	fs->expire = ex;
+	/* something scheduled already (a restart): the thread now */
+	if ((rc = dbfs_read_begin(fs, &txn)) == 0) {
+		rc = mdb_stat(txn, fs->db_expire, &st);
+		dbfs_read_end(fs, txn);
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot read the expiry index: %s", mdb_strerror(rc));
+		dbfs_expire_stop(fs);
+		return dbfs_errno(rc);
+	}
+	if (st.ms_entries) {
+		ex->wake_us = 0;
+		ex->thread_on = pthread_create(&ex->thread, NULL, later_main, fs) == 0;
+	}
+	return 0;
+}
+
+void dbfs_expire_stop(struct dbfs *fs)
+{
+	struct dbfs_expire *ex = fs->expire;
+	if (!ex)
+		return;
+	pthread_mutex_lock(&ex->lock);
+	ex->stop = true;
+	pthread_cond_signal(&ex->cond);
+	bool on = ex->thread_on;
+	pthread_mutex_unlock(&ex->lock);
+	if (on)
+		pthread_join(ex->thread, NULL);
+	mfsq_unsubscribe(ex->sub);
+	mfsq_close(ex->q);
+	pthread_mutex_destroy(&ex->lock);
+	pthread_mutex_destroy(&ex->se_lock);
+	pthread_mutex_destroy(&ex->hist_lock);
+	pthread_cond_destroy(&ex->cond);
+	free(ex->gone);
+	free(ex->msgs);
+	free(ex);
+	fs->expire = NULL;
+}
+
+void dbfs_expire_session(struct dbfs *fs, struct fuse_session *se)
+{
+	struct dbfs_expire *ex = fs->expire;
+	if (ex)
+		pthread_mutex_lock(&ex->se_lock);
+	fs->se = se;
+	if (ex)
+		pthread_mutex_unlock(&ex->se_lock);
+}
+
+static uint64_t percentile(const uint64_t *h, uint64_t total, unsigned pct)
+{
+	uint64_t want = (total * pct + 99) / 100, seen = 0;
+	for (unsigned b = 0; b <= HIST_MS; b++) {
+		seen += h[b];
+		if (seen >= want && want)
+			return (uint64_t)(b + 1) * 1000u; /* the bucket's upper end */
+	}
+	return 0;
+}
+
+int dbfs_expire_stats(struct dbfs *fs, struct dbfs_expire_stats *st)
+{
+	struct dbfs_expire *ex = fs->expire;
+	MDB_txn *txn;
+	MDB_stat ms = {0};
+	memset(st, 0, sizeof(*st));
+	if (!ex)
+		return 0;
+	st->fired = atomic_load(&ex->fired);
+	st->stale = atomic_load(&ex->stale);
+	pthread_mutex_lock(&ex->hist_lock);
+	uint64_t total = 0;
+	for (unsigned b = 0; b <= HIST_MS; b++)
+		total += ex->hist[b];
+	st->late_p50_us = percentile(ex->hist, total, 50);
+	st->late_p99_us = percentile(ex->hist, total, 99);
+	st->late_max_us = ex->late_max_us;
+	pthread_mutex_unlock(&ex->hist_lock);
+	int rc = dbfs_read_begin(fs, &txn);
+	if (rc)
+		return -EIO;
+	rc = mdb_stat(txn, fs->db_expire, &ms);
+	dbfs_read_end(fs, txn);
+	if (rc)
+		return -EIO;
+	st->pending = ms.ms_entries;
+	return 0;
+}
