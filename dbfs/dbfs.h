@@ -124,8 +124,8 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  */
 /*
  * Is `name` the name of a file that a store's directory holds for the store
- * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, the change feed's queue
- * files mfsq-feed.*)? For owners that remove a store they just made, or
+ * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, the queue files of the
+ * change feed and of delayed work, mfsq-feed.* and mfsq-later.*)? For owners that remove a store they just made, or
  * give its files to a user. Any thread.
  */
 bool dbfs_is_store_file(const char *name);

@@ -159,6 +159,7 @@
 #define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
 /* the queue's own files beside data.mdb (its ack and enqueue logs) */
 #define DBFS_FEED_FILES "mfsq-" DBFS_FEED_QUEUE "."
+#define DBFS_LATER_FILES "mfsq-" DBFS_LATER_QUEUE "." /* and the queue of delayed work's */
 
 struct dbfs_super {
 	char magic[16];         /* DBFS_MAGIC, NUL padded */

@@ -84,10 +84,11 @@ static void unmake(struct dbfs *fs, unsigned made)
 		snprintf(path, sizeof(path), "%s/%s", fs->dir, files[i].name);
 		unlink(path);
 	}
-	/* a store this call made: the feed's queue files are its too */
+	/* a store this call made: the queues' files are its too */
 	DIR *d = made & MADE_DATA ? opendir(fs->dir) : NULL;
 	for (struct dirent *e; d && (e = readdir(d));) {
-		if (strncmp(e->d_name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)))
+		if (strncmp(e->d_name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) &&
+		    strncmp(e->d_name, DBFS_LATER_FILES, strlen(DBFS_LATER_FILES)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", fs->dir, e->d_name);
 		unlink(path);
@@ -103,7 +104,9 @@ bool dbfs_is_store_file(const char *name)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i]))
 			return true;
-	return !strncmp(name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) && !strchr(name, '/');
+	return (!strncmp(name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) ||
+		!strncmp(name, DBFS_LATER_FILES, strlen(DBFS_LATER_FILES))) &&
+	       !strchr(name, '/');
 }
 
 /* Open and lock dbfs.lock, creating it if missing (MADE_LOCK in *made),

@@ -24,7 +24,9 @@
 
 static char dir[256];
 /* What an open store's directory holds: LMDB's, DBFS's, the feed queue's. */
-#define STORE_FILES "data.mdb,dbfs.durable,dbfs.lock,lock.mdb,mfsq-feed.acks,mfsq-feed.log0"
+#define STORE_FILES                                                                                \
+	"data.mdb,dbfs.durable,dbfs.lock,lock.mdb,mfsq-feed.acks,mfsq-feed.log0,mfsq-later.acks,"  \
+	"mfsq-later.log0"
 static struct dbfs *fs;
 static const struct dbfs_cred cred = {1000, 1000, 022};
 
