@@ -104,20 +104,6 @@ unsigned dbfs_expire_dbs_needed(void)
 	return mfsq_dbs_needed(&cfg);
 }
 
-/* A queue call that may write: under the map lock, growing the map when
- * the queue's own transaction found it full. */
-#define LATER_CALL(fs, rc, expr)                                                                   \
-	do {                                                                                       \
-		for (int t_ = 0;; t_++) {                                                          \
-			pthread_rwlock_rdlock(&(fs)->map_lock);                                    \
-			uint64_t seen_ = (fs)->map_size;                                           \
-			(rc) = (expr);                                                             \
-			pthread_rwlock_unlock(&(fs)->map_lock);                                    \
-			if ((rc) != ENOSPC || t_ >= 3 || dbfs_grow_map((fs), seen_))               \
-				break;                                                             \
-		}                                                                                  \
-	} while (0)
-
 /* ---- scheduling (inside the caller's transaction) ---- */
 
 int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t due_sec)
@@ -314,7 +300,7 @@ static int resubscribe(struct dbfs *fs, struct dbfs_expire *ex)
 	int rc;
 	mfsq_unsubscribe(ex->sub);
 	ex->sub = NULL;
-	LATER_CALL(fs, rc,
+	DBFS_QCALL(fs, rc,
 		   mfsq_subscribe(ex->q, LATER_SUB, MFSQ_SUB_DURABLE | MFSQ_SUB_FROM_START, NULL,
 				  NULL, &ex->sub));
 	return rc;
@@ -328,7 +314,7 @@ static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
 	int rc;
 	if (!ex->sub && (rc = resubscribe(fs, ex)))
 		return rc;
-	LATER_CALL(fs, rc, mfsq_dequeue(ex->sub, ex->msgs, TAKE_MAX, &n, 0));
+	DBFS_QCALL(fs, rc, mfsq_dequeue(ex->sub, ex->msgs, TAKE_MAX, &n, 0));
 	if (rc == EAGAIN)
 		return 0;
 	if (rc == MFSQ_LAGGED)
@@ -368,14 +354,11 @@ static int run_guarded(struct dbfs *fs, struct dbfs_expire *ex)
 static void wait_until(struct dbfs_expire *ex, uint64_t until_us, uint64_t now)
 {
 	struct timespec ts;
-	uint64_t dt = until_us - now;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_sec += (time_t)(dt / 1000000u);
-	ts.tv_nsec += (long)(dt % 1000000u) * 1000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
+	uint64_t at_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec +
+			 (until_us - now) * 1000u;
+	ts.tv_sec = (time_t)(at_ns / 1000000000u);
+	ts.tv_nsec = (long)(at_ns % 1000000000u);
 	pthread_cond_timedwait(&ex->cond, &ex->lock, &ts);
 }
 

@@ -556,6 +556,22 @@ int dbfs_feed_tick(struct dbfs *fs);
  * dbfs_feed_batch_op named it); NULL with feed=off. Leader only. */
 const struct dbfs_caller *dbfs_feed_caller(struct dbfs *fs);
 
+/* A libmfsq call that may write, from outside a write transaction: under
+ * the map lock held shared (the map must not grow under it), and when the
+ * queue's own transaction found the map full (ENOSPC), grow it and call
+ * again (at most 3 times). rc gets the call's result. */
+#define DBFS_QCALL(fs, rc, expr)                                                                   \
+	do {                                                                                       \
+		for (int qtries_ = 0;; qtries_++) {                                                \
+			pthread_rwlock_rdlock(&(fs)->map_lock);                                    \
+			uint64_t qseen_ = (fs)->map_size;                                          \
+			(rc) = (expr);                                                             \
+			pthread_rwlock_unlock(&(fs)->map_lock);                                    \
+			if ((rc) != ENOSPC || qtries_ >= 3 || dbfs_grow_map((fs), qseen_))         \
+				break;                                                             \
+		}                                                                                  \
+	} while (0)
+
 /* ---- file expiry (expire.c, expire_run.c; public side dbfs/expire.h) ---- */
 /* Is `name` user.dbfs.expire? */
 bool dbfs_expire_name(const char *name);

@@ -25,19 +25,15 @@ xset subscribe "name=a,sub=c" || { fail "subscribe: $(xget error)"; exit 1; }
 SUB=$M/a/subscriptions/c
 
 cat >"$T/drain.py" <<'PYEOF'
+# everything the subscription holds now (O_NONBLOCK until EAGAIN or EOF)
 import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
-out = b""
-while True:
-    try:
-        b = os.read(fd, 65536)
-    except BlockingIOError:
-        break
-    if not b:
-        break
-    out += b
-os.close(fd)
-sys.stdout.buffer.write(out)
+fd, chunks = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK), []
+try:
+    while chunks[-1:] != [b""]:
+        chunks.append(os.read(fd, 1 << 16))
+except BlockingIOError:
+    pass
+sys.stdout.buffer.write(b"".join(chunks))
 PYEOF
 # every event so far, appended to $T/events (the subscription is not
 # acknowledged: each drain gives everything again)
