@@ -60,8 +60,14 @@ struct dbfs_expire_stats {
 	uint64_t late_p50_us;  /* lateness of the removals since open: commit time */
 	uint64_t late_p99_us;  /*   minus the scheduled time (1 ms buckets; above */
 	uint64_t late_max_us;  /*   4 s the bucket is 4 s) */
+	/* deferred reclaim of large files (unlinked, 64 MiB or more) */
+	uint64_t reclaim_files;  /* waiting or being freed */
+	uint64_t reclaim_bytes;  /* what they still hold (counted as used) */
+	uint64_t reclaimed;      /* files freed since open */
+	uint64_t reclaim_pieces; /* transactions that freed part of one */
 };
-/* 0, or -EIO (the index could not be read: pending is 0). Any thread. */
+/* 0, or -EIO (the tables could not be read: pending and reclaim_* are 0).
+ * Any thread. */
 int dbfs_expire_stats(struct dbfs *fs, struct dbfs_expire_stats *st);
 
 #endif

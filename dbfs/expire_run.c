@@ -39,7 +39,6 @@
 #define LATER_QUEUE    DBFS_LATER_QUEUE
 #define LATER_SUB      "expire"
 #define LATER_ENQUEUER 1
-#define TAG_EXPIRE     1
 /* Messages one dequeue takes: what one promotion moves (1024), so the
  * stream never grows faster than the thread removes. */
 #define TAKE_MAX    1024
@@ -72,7 +71,8 @@ struct dbfs_expire {
 	uint64_t wake_us;     /* earliest schedule committed since the thread looked */
 	uint64_t tx_gen, tx_due_us; /* leader only: the transaction's earliest schedule */
 	pthread_mutex_t se_lock;    /* fs->se while the thread tells the kernel */
-	_Atomic uint64_t fired, stale;
+	_Atomic uint64_t fired, stale, reclaimed, reclaim_pieces;
+	_Atomic bool stop_now; /* dbfs_close: leave a reclaim between pieces */
 	pthread_mutex_t hist_lock;
 	uint64_t hist[HIST_MS + 1], late_max_us;
 	struct mfsq_msg *msgs;      /* TAKE_MAX, the thread's */
@@ -106,14 +106,15 @@ unsigned dbfs_expire_dbs_needed(void)
 
 /* ---- scheduling (inside the caller's transaction) ---- */
 
-int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t due_sec)
+int dbfs_later_enqueue(struct dbfs *fs, MDB_txn *txn, unsigned tag, uint64_t ino,
+		       uint64_t due_sec)
 {
 	struct dbfs_expire *ex = fs->expire;
 	struct later_msg m = {ino, due_sec};
 	uint64_t due = due_sec * 1000000u;
 	struct mfsq_msg_in in = {
 	    .data = &m, .len = sizeof(m), .enqueuer = LATER_ENQUEUER, .deliver_us = due,
-	    .tag = TAG_EXPIRE};
+	    .tag = tag};
 	int rc = mfsq_enqueue(ex->q, txn, &in, NULL);
 	if (rc == ENOSPC)
 		return MDB_MAP_FULL; /* LMDB marked the transaction: grow, run again */
@@ -124,6 +125,11 @@ int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t du
 		ex->tx_due_us = due;
 	}
 	return 0;
+}
+
+int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t due_sec)
+{
+	return dbfs_later_enqueue(fs, txn, DBFS_LATER_EXPIRE, ino, due_sec);
 }
 
 static void *later_main(void *arg);
@@ -253,7 +259,7 @@ static int deliver_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	ex->bfired = ex->bstale = 0;
 	for (size_t i = 0; !rc && i < c->n; i++) {
 		struct later_msg lm;
-		if (c->m[i].tag != TAG_EXPIRE || c->m[i].len != sizeof(lm)) {
+		if (c->m[i].tag != DBFS_LATER_EXPIRE || c->m[i].len != sizeof(lm)) {
 			ex->bstale++; /* a kind this build does not know: dropped */
 			continue;
 		}
@@ -306,6 +312,49 @@ static int resubscribe(struct dbfs *fs, struct dbfs_expire *ex)
 	return rc;
 }
 
+struct piece {
+	const struct mfsq_msg *m;
+	uint64_t ino;
+	int more;
+};
+
+static int piece_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct dbfs_expire *ex = fs->expire;
+	struct piece *p = arg;
+	ex->ngone = 0;
+	ex->bfired = ex->bstale = 0;
+	int rc = dbfs_reclaim_piece(fs, txn, p->ino, &p->more);
+	if (rc || p->more)
+		return dbfs_is_refusal(rc) ? MDB_CORRUPTED : rc;
+	/* the last piece: the message goes with the inode */
+	rc = mfsq_ack(ex->sub, txn, p->m);
+	if (rc == ENOSPC)
+		return MDB_MAP_FULL;
+	return dbfs_queue_err(rc);
+}
+
+/* Free a deferred file, a transaction of its own per piece. */
+static int reclaim_one(struct dbfs *fs, struct dbfs_expire *ex, const struct mfsq_msg *m)
+{
+	struct later_msg lm;
+	if (m->len != sizeof(lm))
+		return 0;
+	memcpy(&lm, m->data, sizeof(lm));
+	struct piece p = {m, lm.ino, 0};
+	int rc;
+	do {
+		rc = dbfs_write_sized(fs, piece_fn, &p, DBFS_BATCH_BYTES); /* no writer joins */
+		if (!rc && p.more)
+			atomic_fetch_add(&ex->reclaim_pieces, 1);
+	} while (!rc && p.more && !atomic_load(&ex->stop_now));
+	if (!rc && !p.more)
+		atomic_fetch_add(&ex->reclaimed, 1);
+	if (!rc && p.more)
+		return 2; /* stopping: the message comes again at the next open */
+	return rc;
+}
+
 /* One dequeue and what it brought. 1: there may be more due at once, 0:
  * nothing more, else an error (the caller waits a while). */
 static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
@@ -321,9 +370,18 @@ static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
 		return 1; /* cannot happen while it keeps up (TAKE_MAX); read on */
 	if (rc)
 		return rc;
-	for (size_t i = 0; i < n; i += COMMIT_MAX) {
-		struct chunk c = {ex->msgs + i, n - i < COMMIT_MAX ? n - i : COMMIT_MAX};
-		rc = dbfs_write(fs, deliver_fn, &c);
+	for (size_t i = 0; i < n;) {
+		/* expiries in batches; a reclaim alone, in pieces (reclaim.c) */
+		size_t j = i;
+		while (j < n && j - i < COMMIT_MAX && ex->msgs[j].tag != DBFS_LATER_RECLAIM)
+			j++;
+		if (j == i) {
+			rc = reclaim_one(fs, ex, &ex->msgs[i]);
+			j = i + 1;
+		} else {
+			struct chunk c = {ex->msgs + i, j - i};
+			rc = dbfs_write(fs, deliver_fn, &c);
+		}
 		if (rc) {
 			resubscribe(fs, ex);
 			return rc;
@@ -332,6 +390,7 @@ static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
 		atomic_fetch_add(&ex->fired, ex->bfired);
 		atomic_fetch_add(&ex->stale, ex->bstale);
 		tell_kernel(fs, ex);
+		i = j;
 	}
 	return n == TAKE_MAX;
 }
@@ -438,8 +497,9 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 	ex->wake_us = UINT64_MAX;
 	fs->expire = ex;
 	/* something scheduled already (a restart): the thread now */
+	MDB_stat ost = {0};
 	if ((rc = dbfs_read_begin(fs, &txn)) == 0) {
-		rc = mdb_stat(txn, fs->db_expire, &st);
+		rc = mdb_stat(txn, fs->db_expire, &st) ?: mdb_stat(txn, fs->db_orphan, &ost);
 		dbfs_read_end(fs, txn);
 	}
 	if (rc) {
@@ -447,7 +507,7 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 		dbfs_expire_stop(fs);
 		return dbfs_errno(rc);
 	}
-	if (st.ms_entries) {
+	if (st.ms_entries || ost.ms_entries) { /* expiries, reclaims left by a crash */
 		ex->wake_us = 0;
 		ex->thread_on = pthread_create(&ex->thread, NULL, later_main, fs) == 0;
 	}
@@ -459,6 +519,7 @@ void dbfs_expire_stop(struct dbfs *fs)
 	struct dbfs_expire *ex = fs->expire;
 	if (!ex)
 		return;
+	atomic_store(&ex->stop_now, true);
 	pthread_mutex_lock(&ex->lock);
 	ex->stop = true;
 	pthread_cond_signal(&ex->cond);
@@ -520,10 +581,13 @@ int dbfs_expire_stats(struct dbfs *fs, struct dbfs_expire_stats *st)
 	int rc = dbfs_read_begin(fs, &txn);
 	if (rc)
 		return -EIO;
-	rc = mdb_stat(txn, fs->db_expire, &ms);
+	rc = mdb_stat(txn, fs->db_expire, &ms) ?:
+	     dbfs_reclaim_pending(fs, txn, &st->reclaim_files, &st->reclaim_bytes);
 	dbfs_read_end(fs, txn);
 	if (rc)
 		return -EIO;
 	st->pending = ms.ms_entries;
+	st->reclaimed = atomic_load(&ex->reclaimed);
+	st->reclaim_pieces = atomic_load(&ex->reclaim_pieces);
 	return 0;
 }

@@ -595,11 +595,33 @@ void dbfs_expire_stop(struct dbfs *fs);
 /* The leader, after each commit: wake (or start) the thread when the
  * transaction scheduled something. */
 void dbfs_expire_committed(struct dbfs *fs);
+/* What the queue "later" carries (its messages' tag). */
+#define DBFS_LATER_EXPIRE  1u /* (ino, due): expire.c */
+#define DBFS_LATER_RECLAIM 2u /* (ino, 0): reclaim.c */
+/* Enqueue a message of kind `tag` for `ino`, deliverable at `due_sec`
+ * (0: at once), in txn. 0, MDB_MAP_FULL or a queue error. */
+int dbfs_later_enqueue(struct dbfs *fs, MDB_txn *txn, unsigned tag, uint64_t ino,
+		       uint64_t due_sec);
 /* Named databases the queue "later" may hold open. */
 unsigned dbfs_expire_dbs_needed(void);
 /* dbfs_set_session: change fs->se under the lock the thread tells the
  * kernel under. */
 void dbfs_expire_session(struct dbfs *fs, struct fuse_session *se);
+
+/* ---- deferred reclaim of large files (reclaim.c) ---- */
+#define DBFS_RECLAIM_MIN (64ull << 20) /* allocated bytes from which a file waits for it */
+/* The inode (`in`, no links, nobody holds it) is to be destroyed: when it
+ * is large, mark it in the orphan table and queue its reclaim instead
+ * (*deferred). 0 or a store failure or queue error. */
+int dbfs_reclaim_defer(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+		       bool *deferred);
+/* Is this orphan row's value the mark of a queued reclaim? */
+bool dbfs_reclaim_marked(const MDB_val *orphan_val);
+/* One piece of a queued reclaim (DBFS_FREE_MAX at most); *more: pieces
+ * are left. 0 or a store failure. */
+int dbfs_reclaim_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more);
+/* Files waiting for their reclaim and the bytes they still hold. */
+int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
 
 /* ---- core operations (ops.c) ---- */
 struct dbfs_cred {

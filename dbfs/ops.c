@@ -791,6 +791,9 @@ int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 		return rc == -ENOENT ? 0 : rc;
 	if (in.nlink)
 		return 0;
+	bool later;
+	if ((rc = dbfs_reclaim_defer(fs, txn, ino, &in, &later)) || later)
+		return rc; /* a large file: freed in the background (reclaim.c) */
 	int more;
 	rc = dbfs_inode_destroy(fs, txn, ino, &more);
 	if (!rc && more)

@@ -609,13 +609,13 @@ fail_lookups:
 /* What closing does to the LMDB environment; under a guard (dbfs_close). */
 static void close_env(struct dbfs *fs)
 {
-	dbfs_expire_stop(fs); /* its thread writes: first */
 	if (!fs->opt.read_only && !atomic_load(&fs->map_lost)) {
 		/* The session is gone: the kernel holds no inode any more, and
 		 * it may have dropped its last forgets at unmount. */
 		dbfs_reap_now(fs);
-		reclaim(fs);
+		reclaim(fs); /* leaves large files to the next open (reclaim.c) */
 	}
+	dbfs_expire_stop(fs); /* its thread stops between two pieces */
 	dbfs_feed_stop(fs);
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);

@@ -87,7 +87,7 @@ static void text_feed(struct mfs_dbfs *d, struct mfs_buf *b)
 	dbfs_feed_sub_list(d->fs, sub_line, b);
 }
 
-/* File expiry's lines of stats (dbfs/expire.h). */
+/* Delayed work's lines of stats: file expiry, deferred reclaim (dbfs/expire.h). */
 static void text_expire(struct mfs_dbfs *d, struct mfs_buf *b)
 {
 	struct dbfs_expire_stats e;
@@ -95,10 +95,13 @@ static void text_expire(struct mfs_dbfs *d, struct mfs_buf *b)
 		return;
 	mfs_buf_printf(b,
 		       "expire_pending=%llu\nexpire_fired=%llu\nexpire_stale=%llu\n"
-		       "expire_late_p50_us=%llu\nexpire_late_p99_us=%llu\nexpire_late_max_us=%llu\n",
+		       "expire_late_p50_us=%llu\nexpire_late_p99_us=%llu\nexpire_late_max_us=%llu\n"
+		       "reclaim_files=%llu\nreclaim_bytes=%llu\nreclaimed=%llu\nreclaim_pieces=%llu\n",
 		       (unsigned long long)e.pending, (unsigned long long)e.fired,
 		       (unsigned long long)e.stale, (unsigned long long)e.late_p50_us,
-		       (unsigned long long)e.late_p99_us, (unsigned long long)e.late_max_us);
+		       (unsigned long long)e.late_p99_us, (unsigned long long)e.late_max_us,
+		       (unsigned long long)e.reclaim_files, (unsigned long long)e.reclaim_bytes,
+		       (unsigned long long)e.reclaimed, (unsigned long long)e.reclaim_pieces);
 }
 
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)

@@ -35,6 +35,7 @@ struct fsck_inode {
 	struct dbfs_inode rec;
 	bool bad;	       /* value malformed: not interpreted */
 	bool orphan;	       /* listed in the orphan table */
+	bool reclaim;	       /* ... marked "R": a deferred reclaim is queued (dbfs/reclaim.c) */
 	bool reachable;	       /* from the root through valid dirents */
 	uint64_t links;	       /* valid dirents naming this inode */
 	uint64_t container;    /* parent of the first dirent naming it (0: none) */
