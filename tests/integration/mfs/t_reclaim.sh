@@ -76,6 +76,8 @@ restart || { fail "mfs did not come back"; exit 1; }
 wait_for 120 sh -c "[ \"\$(sed -n 's/^bytes_used=//p' '$M/a/stats')\" = 0 ]" \
 	|| fail "the reclaim did not go on after the restart: $(grep -E 'bytes_used|reclaim' "$M/a/stats")"
 [ "$(stat_of reclaim_files)" = 0 ] || fail "reclaim_files=$(stat_of reclaim_files) at the end"
+# by the queue's thread of the new process, not by the mount itself
+[ "$(stat_of reclaimed)" = 1 ] || fail "the restarted mfs reclaimed $(stat_of reclaimed) files, expected 1"
 [ "$(used)" = 0 ] || fail "statfs still shows $(used) bytes used"
 stop_pid $MPID || fail "exit"
 "$FSCK" "$T/s" >"$T/fsck.out" 2>&1 || fail "dbfs-fsck at the end: $(cat "$T/fsck.out")"
