@@ -138,7 +138,7 @@ restart() {
 	MPID=$!
 	PIDS="$PIDS $MPID"
 	wait_for 20 sh -c "getfattr -n user.mfs.status '$M' >/dev/null 2>&1" &&
-		wait_for 20 test -e "$M/a/stats" && wait_for 20 is_mounted "$D"
+		wait_for 60 grep -q -x "state=mounted" "$M/a/stats"  # (the stale mount is there already)
 }
 for how in TERM KILL; do
 	echo x >"$D/r$how"; echo x >"$D/down$how"
