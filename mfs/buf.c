@@ -57,3 +57,20 @@ void mfs_buf_free(struct mfs_buf *b)
 	free(b->p);
 	memset(b, 0, sizeof(*b));
 }
+
+void mfs_buf_putc(struct mfs_buf *b, char c)
+{
+	if (!mfs_buf_reserve(b, 1))
+		return;
+	b->p[b->len++] = c;
+	b->p[b->len] = '\0';
+}
+
+void mfs_buf_put(struct mfs_buf *b, const char *s, size_t n)
+{
+	if (!n || !mfs_buf_reserve(b, n))
+		return;
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+	b->p[b->len] = '\0';
+}

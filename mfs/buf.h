@@ -18,6 +18,10 @@ void mfs_buf_printf(struct mfs_buf *b, const char *fmt, ...) __attribute__((form
 /* Append `s` escaped for a `key=value,...` value. */
 void mfs_buf_escaped(struct mfs_buf *b, const char *s);
 
+/* Append one byte / n bytes of s (set oom on allocation failure). */
+void mfs_buf_putc(struct mfs_buf *b, char c);
+void mfs_buf_put(struct mfs_buf *b, const char *s, size_t n);
+
 /* Make room for `more` bytes after len (plus a NUL). false on failure. */
 bool mfs_buf_reserve(struct mfs_buf *b, size_t more);
 

@@ -21,7 +21,10 @@
  *   inbox.c                          the control thread's job queue
  *   feed_fs.c                        the manager mount's feed files
  *   feed_spec.c                      feed positions and filters
- *   feed_line.c                      the feed's line formats
+ *   feed_decode_json.c               feed lines read back: JSON
+ *   feed_decode.c                    feed lines read back: text, and what both share
+ *   feed_text.c     feed_json.c      the feed's two line formats
+ *   feed_names.c feed_time.c feed_utf8.c  their words, times and UTF-8 rules
  *   answer.c cache_budget.c manager.c caller.c
  *                                    replies and user.mfs.error; cache
  *                                    shares; the DBFS list; who asks

@@ -69,6 +69,10 @@ void mfs_feed_time_format(uint64_t ns, char out[MFS_FEED_TIME_MAX]);
  */
 int mfs_feed_time_parse(const char *s, size_t len, uint64_t *ns);
 
+/* A decimal number (n bytes, no sign, no leading zeros) of at most max into
+ * *v: 0 or -EINVAL. */
+int mfs_feed_number(const char *s, size_t n, uint64_t max, uint64_t *v);
+
 /* The operation of a lower-case name ("create", ..., "gap"), or 0. */
 unsigned mfs_feed_op_of(const char *name, size_t len);
 

@@ -45,21 +45,14 @@ static int uuid_parse(const char *s, size_t n, uint8_t uuid[16])
 	return got == 16 ? 0 : -EINVAL;
 }
 
+/* A decimal number; leading zeros are allowed in positions. */
 static int dec(const char *s, size_t n, uint64_t *v)
 {
-	if (!n || n > 20)
-		return -EINVAL;
-	uint64_t x = 0;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] < '0' || s[i] > '9')
-			return -EINVAL;
-		unsigned d = (unsigned)(s[i] - '0');
-		if (x > (UINT64_MAX - d) / 10)
-			return -EINVAL;
-		x = x * 10 + d;
+	while (n > 1 && s[0] == '0') {
+		s++;
+		n--;
 	}
-	*v = x;
-	return 0;
+	return mfs_feed_number(s, n, UINT64_MAX, v);
 }
 
 int mfs_feed_pos_parse(const char *s, size_t len, uint64_t now_ns, struct mfs_feed_pos *pos,

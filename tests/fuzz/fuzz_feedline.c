@@ -1,5 +1,5 @@
 /*
- * Fuzz target "feedline": the decoders of change-feed lines (mfs/feed_line.c),
+ * Fuzz target "feedline": the decoders of change-feed lines (mfs/feed_decode*.c),
  * text and JSON, as mfsctl watch and users' scripts rely on them.
  *
  * Input: one byte choosing the format (even: text, odd: JSON), then the line.

@@ -1,4 +1,4 @@
-/* feed_line.c: the text and JSON lines of change-feed events, both ways. */
+/* feed_line.h: the text and JSON lines of change-feed events, both ways. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
