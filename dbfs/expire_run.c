@@ -334,6 +334,22 @@ static int piece_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	return dbfs_queue_err(rc);
 }
 
+/* Between two pieces: let the requests queued meanwhile commit in a batch
+ * of their own first (a piece queued with them would join their batch and
+ * make them wait for its 64 MiB), for up to YIELD_MAX_MS. */
+#define YIELD_MAX_MS 50
+static void yield_to_writers(struct dbfs *fs)
+{
+	for (int ms = 0; ms < YIELD_MAX_MS; ms++) {
+		pthread_mutex_lock(&fs->wq_lock);
+		bool busy = fs->wq_head || fs->wq_leader;
+		pthread_mutex_unlock(&fs->wq_lock);
+		if (!busy)
+			return;
+		nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+}
+
 /* Free a deferred file, a transaction of its own per piece. */
 static int reclaim_one(struct dbfs *fs, struct dbfs_expire *ex, const struct mfsq_msg *m)
 {
@@ -344,9 +360,11 @@ static int reclaim_one(struct dbfs *fs, struct dbfs_expire *ex, const struct mfs
 	struct piece p = {m, lm.ino, 0};
 	int rc;
 	do {
-		rc = dbfs_write_sized(fs, piece_fn, &p, DBFS_BATCH_BYTES); /* no writer joins */
-		if (!rc && p.more)
+		rc = dbfs_write_sized(fs, piece_fn, &p, DBFS_BATCH_BYTES); /* no data write joins */
+		if (!rc && p.more) {
 			atomic_fetch_add(&ex->reclaim_pieces, 1);
+			yield_to_writers(fs);
+		}
 	} while (!rc && p.more && !atomic_load(&ex->stop_now));
 	if (!rc && !p.more)
 		atomic_fetch_add(&ex->reclaimed, 1);
