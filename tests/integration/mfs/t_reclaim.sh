@@ -16,13 +16,6 @@ start_manager "$M"
 xset mount "name=a,store=$T/s,mountpoint=$D,create" || { fail "mount: $(xget error)"; exit 1; }
 stat_of() { sed -n "s/^$1=//p" "$M/a/stats"; }
 used() { stat -f -c '%b %f %S' "$D" | awk '{ print ($1 - $2) * $3 }'; }
-restart() {
-	"$MFS" -f -o "state=$T/state" "$M" >>"$T/mfs.log" 2>&1 &
-	MPID=$!
-	PIDS="$PIDS $MPID"
-	wait_for 20 sh -c "getfattr -n user.mfs.status '$M' >/dev/null 2>&1" &&
-		wait_for 60 grep -q -x "state=mounted" "$M/a/stats"  # (the stale mount is there already)
-}
 
 # 1. a small file: nothing deferred
 head -c 1M /dev/urandom >"$D/small"
@@ -72,7 +65,7 @@ wait $MPID 2>/dev/null
 # what it still held when killed (the mount point is stale until mfs clears it)
 "$FSCK" -v "$T/s" >"$T/fsck.out" 2>&1 || fail "dbfs-fsck after the kill: $(cat "$T/fsck.out")"
 grep -q "being freed in the background" "$T/fsck.out" || fail "no reclaim left by the kill: $(cat "$T/fsck.out")"
-restart || { fail "mfs did not come back"; exit 1; }
+restart_manager a || { fail "mfs did not come back"; exit 1; }
 wait_for 120 sh -c "[ \"\$(sed -n 's/^bytes_used=//p' '$M/a/stats')\" = 0 ]" \
 	|| fail "the reclaim did not go on after the restart: $(grep -E 'bytes_used|reclaim' "$M/a/stats")"
 [ "$(stat_of reclaim_files)" = 0 ] || fail "reclaim_files=$(stat_of reclaim_files) at the end"
