@@ -25,11 +25,13 @@
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dbfs/expire.h"
 #include "dbfs/guard.h"
@@ -445,6 +447,14 @@ static void *later_main(void *arg)
 	struct dbfs_expire *ex = fs->expire;
 	uint64_t retry_us = 0;
 	pthread_setname_np(pthread_self(), "dbfs-later");
+	/* it inherits its creator's class and CPUs: a request's thread may
+	 * be SCHED_IDLE (the governor's) or pinned (a ring's); it would then
+	 * starve under load. Back to the normal class, on the process's CPUs. */
+	struct sched_param sp = {0};
+	cpu_set_t cpus;
+	sched_setscheduler(0, SCHED_OTHER, &sp);
+	if (sched_getaffinity(getpid(), sizeof(cpus), &cpus) == 0)
+		sched_setaffinity(0, sizeof(cpus), &cpus);
 	pthread_mutex_lock(&ex->lock);
 	while (!ex->stop) {
 		uint64_t now = now_us(), due = mfsq_next_due(ex->q);
