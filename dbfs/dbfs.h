@@ -13,10 +13,11 @@
  * (Inside the library results carry more: dbfs/internal.h, "Error
  * convention"; dbfs_errno() maps them at this boundary.)
  *
- * Threads: libdbfs starts one thread per open DBFS, and only once the DBFS
- * has delayed work scheduled (file expiry, dbfs/expire.h): it carries the
- * work out when due, through the same write path as every request, and
- * dbfs_close stops it. It tells the kernel about names it removed through
+ * Threads: libdbfs starts one thread for the whole process, whatever the
+ * number of open DBFSs, and only once one of them has delayed work
+ * scheduled (file expiry, deferred reclaim; dbfs/expire.h): it carries the
+ * work of every store out when due, through the same write path as every
+ * request; dbfs_close takes the store off its list. It tells the kernel about names it removed through
  * the session of dbfs_set_session: set it to NULL before the session
  * goes. A `struct dbfs` may be used from any
  * number of threads at once except where a function says otherwise; it
@@ -163,7 +164,7 @@ int dbfs_sync(struct dbfs *fs);
  * unlink, applies the change feed's retention and idle-subscription expiry
  * and runs its queue's maintenance (dbfs/feed.h), and makes a durable point
  * when the oldest change that is not durable is commit_interval old.
- * libdbfs starts no thread of its own.
+ * Delayed work is not run here (see "Threads" above).
  * Returns 0 or a negative errno of a commit (-ENOSPC, -EIO ...) or of the
  * flush; a failed reap or flush is retried at the next call. The first
  * call after the store's health failed (dbfs_health) returns -EIO, once,

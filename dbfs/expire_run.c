@@ -8,14 +8,17 @@
  * them in time buckets: nothing per message is in memory, and a restart
  * replays nothing (queue/delay.c).
  *
- * The thread ("dbfs-later"). Started once the store has something
+ * The thread ("dbfs-later"): one for the whole process, whatever the
+ * number of stores (threads do not grow with the number of DBFSs,
+ * ARCHITECTURE mechanism 1). A store joins its list once it has something
  * scheduled (at open when the expiry index has rows, else by the first
- * commit that schedules), stopped by dbfs_close. It sleeps until the
- * earliest due time it knows: the queue's own lower bound
- * (mfsq_next_due, refreshed by each dequeue) and the earliest schedule
- * committed since it last looked (dbfs_expire_committed wakes it), at
- * most IDLE_MAX_US. Then it dequeues with timeout 0 (which promotes what
- * is due), and carries the messages out in write batches of COMMIT_MAX,
+ * commit that schedules) and leaves it at dbfs_close. The thread sleeps
+ * until the earliest due time over the list: per store, the queue's own
+ * lower bound (mfsq_next_due, refreshed by each dequeue) and the earliest
+ * schedule committed since it last looked (dbfs_expire_committed wakes
+ * it), at most IDLE_MAX_US. For a store that is due it dequeues with
+ * timeout 0 (which promotes what is due), and carries the messages out in
+ * write batches of COMMIT_MAX,
  * each acknowledging its messages in its own transaction (mfsq_ack with
  * the batch's transaction): a removal and its acknowledgement commit
  * together, so after a crash each message is carried out exactly once.
@@ -63,14 +66,14 @@ struct gone {
 };
 
 struct dbfs_expire {
+	struct dbfs *fs;
 	mfsq_queue *q;
 	mfsq_sub *sub;
-	pthread_t thread;
-	bool thread_on;
-	pthread_mutex_t lock; /* stop, wake_us, thread_on */
-	pthread_cond_t cond;  /* CLOCK_MONOTONIC */
-	bool stop;
+	/* under later.lock */
+	struct dbfs_expire *next; /* in later.list */
+	bool listed, busy, stop;  /* busy: the thread works on this store now */
 	uint64_t wake_us;     /* earliest schedule committed since the thread looked */
+	uint64_t retry_us;    /* after a failed run: not before */
 	uint64_t tx_gen, tx_due_us; /* leader only: the transaction's earliest schedule */
 	pthread_mutex_t se_lock;    /* fs->se while the thread tells the kernel */
 	_Atomic uint64_t fired, stale, reclaimed, reclaim_pieces;
@@ -134,7 +137,46 @@ int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t du
 	return dbfs_later_enqueue(fs, txn, DBFS_LATER_EXPIRE, ino, due_sec);
 }
 
+/* The process's one delivery thread and the stores it serves. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* CLOCK_MONOTONIC: work came, or a store is free */
+	pthread_once_t once;
+	struct dbfs_expire *list;
+	bool started;
+} later = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_ONCE_INIT, NULL, false};
+
+static void later_init(void)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_destroy(&later.cond);
+	pthread_cond_init(&later.cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 static void *later_main(void *arg);
+
+/* Put ex on the thread's list (starting the thread the first time) and
+ * wake it. Under later.lock. The creator may be a request's thread: the
+ * new one inherits its signal mask, so the host's signals stay where they
+ * go (its class and CPUs it resets itself). */
+static void later_join(struct dbfs_expire *ex)
+{
+	if (!ex->listed && !ex->stop) {
+		ex->next = later.list;
+		later.list = ex;
+		ex->listed = true;
+	}
+	if (!later.started) {
+		pthread_t t;
+		later.started = pthread_create(&t, NULL, later_main, NULL) == 0;
+		if (later.started)
+			pthread_detach(t);
+	}
+	pthread_cond_broadcast(&later.cond);
+}
 
 void dbfs_expire_committed(struct dbfs *fs)
 {
@@ -142,16 +184,11 @@ void dbfs_expire_committed(struct dbfs *fs)
 	if (!ex || ex->tx_gen != fs->txn_gen)
 		return;
 	ex->tx_gen = 0;
-	pthread_mutex_lock(&ex->lock);
+	pthread_mutex_lock(&later.lock);
 	if (ex->tx_due_us < ex->wake_us)
 		ex->wake_us = ex->tx_due_us;
-	if (!ex->thread_on && !ex->stop) {
-		/* the leader is a request's thread: the new one inherits its
-		 * signal mask, so the host's signals stay where they go */
-		ex->thread_on = pthread_create(&ex->thread, NULL, later_main, fs) == 0;
-	}
-	pthread_cond_signal(&ex->cond);
-	pthread_mutex_unlock(&ex->lock);
+	later_join(ex);
+	pthread_mutex_unlock(&later.lock);
 }
 
 /* ---- carrying out (a write batch) ---- */
@@ -430,7 +467,7 @@ static int run_guarded(struct dbfs *fs, struct dbfs_expire *ex)
 	return rc;
 }
 
-static void wait_until(struct dbfs_expire *ex, uint64_t until_us, uint64_t now)
+static void wait_until(uint64_t until_us, uint64_t now)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -438,14 +475,23 @@ static void wait_until(struct dbfs_expire *ex, uint64_t until_us, uint64_t now)
 			 (until_us - now) * 1000u;
 	ts.tv_sec = (time_t)(at_ns / 1000000000u);
 	ts.tv_nsec = (long)(at_ns % 1000000000u);
-	pthread_cond_timedwait(&ex->cond, &ex->lock, &ts);
+	pthread_cond_timedwait(&later.cond, &later.lock, &ts);
+}
+
+/* When a store wants the thread next (under later.lock). */
+static uint64_t due_of(const struct dbfs_expire *ex, uint64_t now)
+{
+	uint64_t due = mfsq_next_due(ex->q);
+	if (ex->wake_us < due)
+		due = ex->wake_us;
+	if (due > now + IDLE_MAX_US)
+		due = now + IDLE_MAX_US;
+	return ex->retry_us > due ? ex->retry_us : due;
 }
 
 static void *later_main(void *arg)
 {
-	struct dbfs *fs = arg;
-	struct dbfs_expire *ex = fs->expire;
-	uint64_t retry_us = 0;
+	(void)arg;
 	pthread_setname_np(pthread_self(), "dbfs-later");
 	/* it inherits its creator's class and CPUs: a request's thread may
 	 * be SCHED_IDLE (the governor's) or pinned (a ring's); it would then
@@ -455,28 +501,44 @@ static void *later_main(void *arg)
 	sched_setscheduler(0, SCHED_OTHER, &sp);
 	if (sched_getaffinity(getpid(), sizeof(cpus), &cpus) == 0)
 		sched_setaffinity(0, sizeof(cpus), &cpus);
-	pthread_mutex_lock(&ex->lock);
-	while (!ex->stop) {
-		uint64_t now = now_us(), due = mfsq_next_due(ex->q);
-		if (ex->wake_us < due)
-			due = ex->wake_us;
-		if (due > now + IDLE_MAX_US)
-			due = now + IDLE_MAX_US;
-		if (retry_us > due)
-			due = retry_us;
-		if (due > now) {
-			wait_until(ex, due, now);
+	pthread_mutex_lock(&later.lock);
+	for (;;) {
+		uint64_t now = now_us(), next = now + IDLE_MAX_US;
+		struct dbfs_expire *ex, *pick = NULL;
+		for (ex = later.list; ex; ex = ex->next) {
+			uint64_t due = due_of(ex, now);
+			if (due <= now) {
+				pick = ex;
+				break;
+			}
+			if (due < next)
+				next = due;
+		}
+		if (!pick) {
+			wait_until(next, now);
 			continue;
 		}
-		ex->wake_us = UINT64_MAX;
-		pthread_mutex_unlock(&ex->lock);
-		int rc = run_guarded(fs, ex);
-		pthread_mutex_lock(&ex->lock);
-		if (rc == -EIO && atomic_load(&fs->map_lost))
-			break;
-		retry_us = rc < 0 || rc > 1 ? now_us() + RETRY_US : 0;
+		/* the one due is served, then goes to the end of the list, so
+		 * that a store with much to do does not keep the others waiting */
+		struct dbfs_expire **pp = &later.list;
+		while (*pp != pick)
+			pp = &(*pp)->next;
+		*pp = pick->next;
+		pick->next = NULL;
+		for (pp = &later.list; *pp; pp = &(*pp)->next)
+			;
+		*pp = pick;
+		pick->wake_us = UINT64_MAX;
+		pick->busy = true;
+		pthread_mutex_unlock(&later.lock);
+		int rc = run_guarded(pick->fs, pick);
+		pthread_mutex_lock(&later.lock);
+		pick->busy = false;
+		pick->retry_us = rc < 0 || rc > 1 ? now_us() + RETRY_US : 0;
+		if (rc == -EIO && atomic_load(&pick->fs->map_lost))
+			pick->retry_us = UINT64_MAX; /* the store is lost: never again */
+		pthread_cond_broadcast(&later.cond); /* dbfs_expire_stop may wait */
 	}
-	pthread_mutex_unlock(&ex->lock);
 	return NULL;
 }
 
@@ -514,14 +576,10 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 			 mfsq_strerror(rc));
 		return dbfs_errno(dbfs_queue_err(rc > 0 ? rc : EIO));
 	}
-	pthread_mutex_init(&ex->lock, NULL);
+	pthread_once(&later.once, later_init);
 	pthread_mutex_init(&ex->se_lock, NULL);
 	pthread_mutex_init(&ex->hist_lock, NULL);
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&ex->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	ex->fs = fs;
 	ex->wake_us = UINT64_MAX;
 	fs->expire = ex;
 	/* something scheduled already (a restart): the thread now */
@@ -536,8 +594,10 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 		return dbfs_errno(rc);
 	}
 	if (st.ms_entries || ost.ms_entries) { /* expiries, reclaims left by a crash */
+		pthread_mutex_lock(&later.lock);
 		ex->wake_us = 0;
-		ex->thread_on = pthread_create(&ex->thread, NULL, later_main, fs) == 0;
+		later_join(ex);
+		pthread_mutex_unlock(&later.lock);
 	}
 	return 0;
 }
@@ -548,19 +608,21 @@ void dbfs_expire_stop(struct dbfs *fs)
 	if (!ex)
 		return;
 	atomic_store(&ex->stop_now, true);
-	pthread_mutex_lock(&ex->lock);
+	pthread_mutex_lock(&later.lock);
 	ex->stop = true;
-	pthread_cond_signal(&ex->cond);
-	bool on = ex->thread_on;
-	pthread_mutex_unlock(&ex->lock);
-	if (on)
-		pthread_join(ex->thread, NULL);
+	while (ex->busy) /* the thread leaves a reclaim between pieces */
+		pthread_cond_wait(&later.cond, &later.lock);
+	if (ex->listed) {
+		struct dbfs_expire **pp = &later.list;
+		while (*pp != ex)
+			pp = &(*pp)->next;
+		*pp = ex->next;
+	}
+	pthread_mutex_unlock(&later.lock);
 	mfsq_unsubscribe(ex->sub);
 	mfsq_close(ex->q);
-	pthread_mutex_destroy(&ex->lock);
 	pthread_mutex_destroy(&ex->se_lock);
 	pthread_mutex_destroy(&ex->hist_lock);
-	pthread_cond_destroy(&ex->cond);
 	free(ex->gone);
 	free(ex->msgs);
 	free(ex);
