@@ -123,6 +123,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 				bytes += ops[i]->bytes;
 			dbfs_durable_committed(fs, txnid, bytes);
 			dbfs_feed_batch_committed(fs);
+			dbfs_expire_committed(fs); /* wakes the delayed work's thread */
 			fs->cnt.commits++;
 			if (n > 1)
 				fs->cnt.batched_ops += n;

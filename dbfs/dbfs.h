@@ -13,7 +13,13 @@
  * (Inside the library results carry more: dbfs/internal.h, "Error
  * convention"; dbfs_errno() maps them at this boundary.)
  *
- * Threads: libdbfs starts no thread. A `struct dbfs` may be used from any
+ * Threads: libdbfs starts one thread for the whole process, whatever the
+ * number of open DBFSs, and only once one of them has delayed work
+ * scheduled (file expiry, deferred reclaim; dbfs/expire.h): it carries the
+ * work of every store out when due, through the same write path as every
+ * request; dbfs_close takes the store off its list. It tells the kernel about names it removed through
+ * the session of dbfs_set_session: set it to NULL before the session
+ * goes. A `struct dbfs` may be used from any
  * number of threads at once except where a function says otherwise; it
  * takes only its own locks, and none is held when a function returns.
  */
@@ -119,8 +125,8 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  */
 /*
  * Is `name` the name of a file that a store's directory holds for the store
- * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, the change feed's queue
- * files mfsq-feed.*)? For owners that remove a store they just made, or
+ * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, the queue files of the
+ * change feed and of delayed work, mfsq-feed.* and mfsq-later.*)? For owners that remove a store they just made, or
  * give its files to a user. Any thread.
  */
 bool dbfs_is_store_file(const char *name);
@@ -158,7 +164,7 @@ int dbfs_sync(struct dbfs *fs);
  * unlink, applies the change feed's retention and idle-subscription expiry
  * and runs its queue's maintenance (dbfs/feed.h), and makes a durable point
  * when the oldest change that is not durable is commit_interval old.
- * libdbfs starts no thread of its own.
+ * Delayed work is not run here (see "Threads" above).
  * Returns 0 or a negative errno of a commit (-ENOSPC, -EIO ...) or of the
  * flush; a failed reap or flush is retried at the next call. The first
  * call after the store's health failed (dbfs_health) returns -EIO, once,

@@ -125,17 +125,7 @@ void dbfs_caller_current(struct dbfs_caller *c)
 
 /* ---- queue calls from outside a write: under the map lock, growing it ---- */
 
-#define QCALL(fs, rc, expr)                                                                        \
-	do {                                                                                       \
-		for (int qtries_ = 0;; qtries_++) {                                                \
-			pthread_rwlock_rdlock(&(fs)->map_lock);                                    \
-			uint64_t qseen_ = (fs)->map_size;                                          \
-			(rc) = (expr);                                                             \
-			pthread_rwlock_unlock(&(fs)->map_lock);                                    \
-			if ((rc) != ENOSPC || qtries_ >= 3 || dbfs_grow_map((fs), qseen_))         \
-				break;                                                             \
-		}                                                                                  \
-	} while (0)
+#define QCALL DBFS_QCALL /* internal.h */
 
 /* A libmfsq result as a public errno. */
 static int q_errno(int rc)
@@ -327,6 +317,11 @@ void dbfs_feed_batch_op(struct dbfs *fs, const struct dbfs_caller *who)
 {
 	if (fs->feed)
 		fs->feed->who = *who;
+}
+
+const struct dbfs_caller *dbfs_feed_caller(struct dbfs *fs)
+{
+	return fs->feed ? &fs->feed->who : NULL;
 }
 
 int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)

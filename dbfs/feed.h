@@ -50,6 +50,9 @@
  *     itself (reads with relatime) yield none.
  *   - fallocate yields DBFS_EV_FALLOCATE, a hole punch DBFS_EV_PUNCH
  *     (off/len the range asked for).
+ *   - A file whose expiry came (user.dbfs.expire, dbfs/expire.h) yields
+ *     one DBFS_EV_EXPIRE per name removed, as unlink would (path, parent,
+ *     nlink after); uid/gid are the daemon's, pid 0.
  *   - Inodes destroyed later (the last close after the last unlink) yield
  *     nothing more: the unlink was the event.
  *   - path is the inode's path from the root at the time of the change,
@@ -94,13 +97,14 @@ enum dbfs_ev_op {
 	DBFS_EV_SETATTR,
 	DBFS_EV_SETXATTR,
 	DBFS_EV_REMOVEXATTR,
-	DBFS_EV_GAP, /* never stored: a reader's gap record (see dbfs_feed_read) */
+	DBFS_EV_EXPIRE, /* a name removed by the file's expiry (dbfs/expire.h) */
+	DBFS_EV_GAP, /* never stored (its value may change): a reader's gap record */
 };
 #define DBFS_EV_OP_MAX DBFS_EV_GAP
 
 /* "create", "mkdir", "mknod", "symlink", "link", "unlink", "rmdir",
  * "rename", "write", "truncate", "fallocate", "punch", "setattr",
- * "setxattr", "removexattr", "gap"; NULL for any other value. Pure. */
+ * "setxattr", "removexattr", "expire", "gap"; NULL for any other value. Pure. */
 const char *dbfs_ev_op_name(unsigned op);
 /* The op named `name` (`len` bytes, as dbfs_ev_op_name gives it), or 0. */
 unsigned dbfs_ev_op_parse(const char *name, size_t len);

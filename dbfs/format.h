@@ -20,6 +20,8 @@
  *   "orphan"  inodes with no links left that were still open
  *   "feed"    the change feed's own records (dbfs/feed.c)
  *   "feed/..." the change feed's queue (libmfsq queue "feed", queue/format.h)
+ *   "expire"  the expiry index: files with a user.dbfs.expire (dbfs/expire.c)
+ *   "later/..." the queue of delayed work (libmfsq queue "later", expire_run.c)
  *
  * Integers in keys are big-endian so that memcmp order is numeric order and
  * all records of one inode or directory are adjacent. Integers in values are
@@ -91,6 +93,15 @@
  *   value: empty. An inode with nlink 0 is in this table until its
  *   records are deleted; dbfs_open deletes every inode listed here.
  *
+ * expire (made by a read-write open; an older store has none):
+ *   key  +----------------+      value  +----------------------------+
+ *        | ino   u64 BE   |             | due  u64 BE (s since epoch) |
+ *        +----------------+             +----------------------------+
+ *   One row per inode whose xattr user.dbfs.expire is "@due" (an inode
+ *   with links; one unlinked and still open may keep the xattr without
+ *   a row). Each row has a delayed message (ino, due) in the queue
+ *   "later"; messages matching no row are stale and dropped.
+ *
  * feed (format 3): see dbfs/feed.c
  *   key 'M'                         value struct dbfs_feed_meta (dbfs_tick and
  *                                   close rewrite it; an open counts the
@@ -143,9 +154,12 @@
 #define DBFS_DB_XATTR   "xattr"
 #define DBFS_DB_ORPHAN  "orphan"
 #define DBFS_DB_FEED    "feed"
+#define DBFS_DB_EXPIRE  "expire" /* the expiry index: ino BE -> due seconds BE (expire.c) */
+#define DBFS_LATER_QUEUE "later" /* the libmfsq queue of delayed work (expire_run.c) */
 #define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
 /* the queue's own files beside data.mdb (its ack and enqueue logs) */
 #define DBFS_FEED_FILES "mfsq-" DBFS_FEED_QUEUE "."
+#define DBFS_LATER_FILES "mfsq-" DBFS_LATER_QUEUE "." /* and the queue of delayed work's */
 
 struct dbfs_super {
 	char magic[16];         /* DBFS_MAGIC, NUL padded */

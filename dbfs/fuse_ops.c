@@ -1071,7 +1071,7 @@ static const struct fuse_lowlevel_ops dbfs_ops = {
 
 void dbfs_set_session(struct dbfs *fs, struct fuse_session *se)
 {
-	fs->se = se;
+	dbfs_expire_session(fs, se); /* fs->se, under the expiry thread's lock */
 }
 
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void)

@@ -129,8 +129,11 @@ int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more)
 		 * what it still holds, waits in the orphan table (also across a
 		 * crash: dbfs_open goes on). */
 		in.alloc += (uint64_t)dalloc;
-		if ((rc = dbfs_inode_put(fs, txn, ino, &in)) ||
-		    (rc = dbfs_put(txn, fs->db_orphan, &k, &v, 0)))
+		if ((rc = dbfs_inode_put(fs, txn, ino, &in)))
+			return rc;
+		/* an orphan row stays as it is: its mark says who frees it */
+		rc = dbfs_put(txn, fs->db_orphan, &k, &v, MDB_NOOVERWRITE);
+		if (rc && rc != MDB_KEYEXIST)
 			return rc;
 		return dbfs_usage_add(fs, txn, dalloc, 0);
 	}
@@ -147,7 +150,14 @@ int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more)
 int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
 	if (dbfs_lookups_count(&fs->lookups, ino) == 0) {
-		int more, rc = dbfs_inode_destroy(fs, txn, ino, &more);
+		struct dbfs_inode in;
+		bool later = false;
+		int more, rc = dbfs_inode_get(fs, txn, ino, &in);
+		if (!rc)
+			rc = dbfs_reclaim_defer(fs, txn, ino, &in, &later);
+		if (rc || later)
+			return rc; /* a large file: freed in the background (reclaim.c) */
+		rc = dbfs_inode_destroy(fs, txn, ino, &more);
 		if (!rc && more)
 			dbfs_reap_queue(fs, ino);
 		return rc;
@@ -161,15 +171,21 @@ int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count, int *more)
 {
 	*more = 0;
+	unsigned char from[8] = {0};
 	for (;;) {
 		MDB_cursor *c;
-		MDB_val k, v;
+		MDB_val k = {8, from}, v;
 		int rc = mdb_cursor_open(txn, fs->db_orphan, &c);
 		if (rc)
 			return rc;
-		rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+		/* those marked for the background reclaim (reclaim.c) go on there */
+		while (rc == 0 && k.mv_size == 8 && dbfs_reclaim_marked(&v) && fs->db_expire)
+			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 		uint64_t ino = rc == 0 && k.mv_size == 8 ? dbfs_get_be64(k.mv_data) : 0;
 		mdb_cursor_close(c);
+		if (ino)
+			dbfs_put_be64(from, ino);
 		if (rc == MDB_NOTFOUND)
 			return 0;
 		if (rc)

@@ -69,6 +69,8 @@ struct dbfs {
 	struct dbfs_feed *feed;      /* the change feed (feed.c); NULL: feed=off */
 	uint64_t ilink_top;          /* highest inode given an ilink row by this process
 	                                (dir.c; write transactions only) */
+	MDB_dbi db_expire;           /* the expiry index (expire.c); 0: a read-only older store */
+	struct dbfs_expire *expire;  /* delayed work (expire_run.c); NULL: read-only */
 	uint8_t uuid[16];            /* the superblock's */
 	int lock_fd;
 	struct dbfs_options opt;
@@ -556,6 +558,77 @@ int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n);
 /* dbfs_tick: retention, idle subscriptions, the queue's maintenance. */
 int dbfs_feed_tick(struct dbfs *fs);
 
+/* Who asked for the operation the leader is running (the batch's op, as
+ * dbfs_feed_batch_op named it); NULL with feed=off. Leader only. */
+const struct dbfs_caller *dbfs_feed_caller(struct dbfs *fs);
+
+/* A libmfsq call that may write, from outside a write transaction: under
+ * the map lock held shared (the map must not grow under it), and when the
+ * queue's own transaction found the map full (ENOSPC), grow it and call
+ * again (at most 3 times). rc gets the call's result. */
+#define DBFS_QCALL(fs, rc, expr)                                                                   \
+	do {                                                                                       \
+		for (int qtries_ = 0;; qtries_++) {                                                \
+			pthread_rwlock_rdlock(&(fs)->map_lock);                                    \
+			uint64_t qseen_ = (fs)->map_size;                                          \
+			(rc) = (expr);                                                             \
+			pthread_rwlock_unlock(&(fs)->map_lock);                                    \
+			if ((rc) != ENOSPC || qtries_ >= 3 || dbfs_grow_map((fs), qseen_))         \
+				break;                                                             \
+		}                                                                                  \
+	} while (0)
+
+/* ---- file expiry (expire.c, expire_run.c; public side dbfs/expire.h) ---- */
+/* Is `name` user.dbfs.expire? */
+bool dbfs_expire_name(const char *name);
+/* setxattr of user.dbfs.expire on `ino` (record `in`): checks the value
+ * and the caller (refusals before any change), then writes the attribute
+ * as "@EPOCH", the index row and the queue's message. */
+int dbfs_expire_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+		    const void *val, size_t len, int flags);
+/* The attribute went (removexattr, the inode's xattrs deleted): drop the
+ * index row if any. 0 or a store failure. */
+int dbfs_expire_cancel(struct dbfs *fs, MDB_txn *txn, uint64_t ino);
+/* The index row of `ino`: 0 (*due_sec set), MDB_NOTFOUND, a store failure. */
+int dbfs_expire_row(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t *due_sec);
+/* The queue's delayed message for (ino, due) in txn (expire_run.c). */
+int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t due_sec);
+/* dbfs_open (read-write, after the feed): the queue "later", its
+ * subscriber, and the thread when something is scheduled. 0 or a negative
+ * errno with err set. stop: before the feed stops (joins the thread). */
+int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen);
+void dbfs_expire_stop(struct dbfs *fs);
+/* The leader, after each commit: wake (or start) the thread when the
+ * transaction scheduled something. */
+void dbfs_expire_committed(struct dbfs *fs);
+/* What the queue "later" carries (its messages' tag). */
+#define DBFS_LATER_EXPIRE  1u /* (ino, due): expire.c */
+#define DBFS_LATER_RECLAIM 2u /* (ino, 0): reclaim.c */
+/* Enqueue a message of kind `tag` for `ino`, deliverable at `due_sec`
+ * (0: at once), in txn. 0, MDB_MAP_FULL or a queue error. */
+int dbfs_later_enqueue(struct dbfs *fs, MDB_txn *txn, unsigned tag, uint64_t ino,
+		       uint64_t due_sec);
+/* Named databases the queue "later" may hold open. */
+unsigned dbfs_expire_dbs_needed(void);
+/* dbfs_set_session: change fs->se under the lock the thread tells the
+ * kernel under. */
+void dbfs_expire_session(struct dbfs *fs, struct fuse_session *se);
+
+/* ---- deferred reclaim of large files (reclaim.c) ---- */
+#define DBFS_RECLAIM_MIN (64ull << 20) /* allocated bytes from which a file waits for it */
+/* The inode (`in`, no links, nobody holds it) is to be destroyed: when it
+ * is large, mark it in the orphan table and queue its reclaim instead
+ * (*deferred). 0 or a store failure or queue error. */
+int dbfs_reclaim_defer(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
+		       bool *deferred);
+/* Is this orphan row's value the mark of a queued reclaim? */
+bool dbfs_reclaim_marked(const MDB_val *orphan_val);
+/* One piece of a queued reclaim (DBFS_FREE_MAX at most); *more: pieces
+ * are left. 0 or a store failure. */
+int dbfs_reclaim_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more);
+/* Files waiting for their reclaim and the bytes they still hold. */
+int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
+
 /* ---- core operations (ops.c) ---- */
 struct dbfs_cred {
 	uint32_t uid, gid, umask;
@@ -569,6 +642,9 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
 		 const char *name, struct dbfs_inode *in);
 int dbfs_op_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name, int dir);
+/* The same for a file whose expiry came (expire_run.c): its event is
+ * DBFS_EV_EXPIRE. */
+int dbfs_op_expire_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name);
 int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t oparent, const char *oname,
 		   uint64_t nparent, const char *nname, unsigned flags);
 

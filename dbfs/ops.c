@@ -218,7 +218,21 @@ int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
 	return dbfs_inode_put(fs, txn, parent, &pin);
 }
 
+static int unlink_as(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name, int dir,
+		     unsigned ev);
+
 int dbfs_op_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name, int dir)
+{
+	return unlink_as(fs, txn, parent, name, dir, dir ? DBFS_EV_RMDIR : DBFS_EV_UNLINK);
+}
+
+int dbfs_op_expire_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name)
+{
+	return unlink_as(fs, txn, parent, name, 0, DBFS_EV_EXPIRE);
+}
+
+static int unlink_as(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *name, int dir,
+		     unsigned ev)
 {
 	struct dbfs_inode pin, cin;
 	struct dbfs_dirent_val dv;
@@ -256,9 +270,9 @@ int dbfs_op_unlink(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char *n
 		return rc;
 	if ((rc = dbfs_inode_put(fs, txn, dv.ino, &cin)))
 		return rc;
-	if ((rc = note(fs, txn, &(struct dbfs_ev_note){.op = dir ? DBFS_EV_RMDIR : DBFS_EV_UNLINK,
-							.ino = dv.ino, .in = &cin, .parent = parent,
-							.name = name, .name_len = len})))
+	if ((rc = note(fs, txn, &(struct dbfs_ev_note){.op = ev, .ino = dv.ino, .in = &cin,
+							.parent = parent, .name = name,
+							.name_len = len})))
 		return rc;
 	return cin.nlink ? 0 : dbfs_inode_unlinked(fs, txn, dv.ino);
 }
@@ -670,6 +684,8 @@ int dbfs_op_setxattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char *na
 		} else {
 			rc = dbfs_xattr_set(fs, txn, ino, name, val, len, flags);
 		}
+	} else if (dbfs_expire_name(name)) {
+		rc = dbfs_expire_set(fs, txn, ino, &in, val, len, flags); /* expire.c */
 	} else {
 		rc = dbfs_xattr_set(fs, txn, ino, name, val, len, flags);
 	}
@@ -689,6 +705,8 @@ int dbfs_op_removexattr(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char 
 	if (rc)
 		return rc;
 	if ((rc = dbfs_xattr_remove(fs, txn, ino, name)))
+		return rc;
+	if (dbfs_expire_name(name) && (rc = dbfs_expire_cancel(fs, txn, ino)))
 		return rc;
 	dbfs_touch(&in, 0, 0, 1);
 	if ((rc = dbfs_inode_put(fs, txn, ino, &in)))
@@ -773,6 +791,9 @@ int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 		return rc == -ENOENT ? 0 : rc;
 	if (in.nlink)
 		return 0;
+	bool later;
+	if ((rc = dbfs_reclaim_defer(fs, txn, ino, &in, &later)) || later)
+		return rc; /* a large file: freed in the background (reclaim.c) */
 	int more;
 	rc = dbfs_inode_destroy(fs, txn, ino, &more);
 	if (!rc && more)

@@ -338,7 +338,10 @@ static bool pending_reaps(struct dbfs *fs, MDB_txn *t, uint64_t *inodes, uint64_
 	*inodes = *bytes = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct dbfs_inode in;
-		if (dbfs_inode_get(fs, t, ino[i], &in) == 0 && in.nlink == 0) {
+		/* a large file is not freed by its reap: it waits for the
+		 * background reclaim and counts as used until then (reclaim.c) */
+		if (dbfs_inode_get(fs, t, ino[i], &in) == 0 && in.nlink == 0 &&
+		    !(fs->expire && in.alloc >= DBFS_RECLAIM_MIN)) {
 			(*inodes)++;
 			*bytes += in.alloc;
 		}

@@ -47,6 +47,13 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 		fs->db_feed = 0;
 		rc = 0;
 	}
+	/* the expiry index (expire.c) likewise: an older store has none */
+	if (!rc)
+		rc = mdb_dbi_open(txn, DBFS_DB_EXPIRE, flags, &fs->db_expire);
+	if (rc == MDB_NOTFOUND && !(flags & MDB_CREATE)) {
+		fs->db_expire = 0;
+		rc = 0;
+	}
 	return rc;
 }
 
@@ -77,10 +84,11 @@ static void unmake(struct dbfs *fs, unsigned made)
 		snprintf(path, sizeof(path), "%s/%s", fs->dir, files[i].name);
 		unlink(path);
 	}
-	/* a store this call made: the feed's queue files are its too */
+	/* a store this call made: the queues' files are its too */
 	DIR *d = made & MADE_DATA ? opendir(fs->dir) : NULL;
 	for (struct dirent *e; d && (e = readdir(d));) {
-		if (strncmp(e->d_name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)))
+		if (strncmp(e->d_name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) &&
+		    strncmp(e->d_name, DBFS_LATER_FILES, strlen(DBFS_LATER_FILES)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", fs->dir, e->d_name);
 		unlink(path);
@@ -96,7 +104,9 @@ bool dbfs_is_store_file(const char *name)
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i]))
 			return true;
-	return !strncmp(name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) && !strchr(name, '/');
+	return (!strncmp(name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) ||
+		!strncmp(name, DBFS_LATER_FILES, strlen(DBFS_LATER_FILES))) &&
+	       !strchr(name, '/');
 }
 
 /* Open and lock dbfs.lock, creating it if missing (MADE_LOCK in *made),
@@ -277,7 +287,7 @@ static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t m
 		return -ENOMEM;
 	}
 	mdb_env_set_mapsize(fs->env, map);
-	mdb_env_set_maxdbs(fs->env, 64 + dbfs_feed_dbs_needed());
+	mdb_env_set_maxdbs(fs->env, 64 + dbfs_feed_dbs_needed() + dbfs_expire_dbs_needed());
 	mdb_env_set_maxreaders(fs->env, fs->opt.max_readers ? fs->opt.max_readers : 512);
 	rc = mdb_env_open(fs->env, dir, flags, 0600);
 	if (!rc)
@@ -386,7 +396,8 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
 			return rc;
 		}
-		if ((rc = dbfs_feed_start(fs, err, errlen)))
+		if ((rc = dbfs_feed_start(fs, err, errlen)) ||
+		    (rc = dbfs_expire_start(fs, err, errlen)))
 			return rc;
 		if ((rc = dbfs_errno(dbfs_durable_point(fs)))) {
 			snprintf(err, errlen, "cannot flush the store: %s", strerror(-rc));
@@ -577,6 +588,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	return 0;
 
 fail_open:
+	dbfs_expire_stop(fs);
 	dbfs_feed_stop(fs);
 	while (fs->rpool_n) /* the open's own reads (the feed's start) */
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
@@ -601,8 +613,9 @@ static void close_env(struct dbfs *fs)
 		/* The session is gone: the kernel holds no inode any more, and
 		 * it may have dropped its last forgets at unmount. */
 		dbfs_reap_now(fs);
-		reclaim(fs);
+		reclaim(fs); /* leaves large files to the next open (reclaim.c) */
 	}
+	dbfs_expire_stop(fs); /* its thread stops between two pieces */
 	dbfs_feed_stop(fs);
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/xattr.h>
 
+#include "dbfs/expire.h"
 #include "dbfs/internal.h"
 
 static int xattr_key(unsigned char *kb, uint64_t ino, const char *name, MDB_val *k)
@@ -131,15 +132,26 @@ int dbfs_xattr_list(struct dbfs *fs, MDB_txn *txn, uint64_t ino, char *buf, size
 	return 0;
 }
 
+struct delete_ctx {
+	struct dbfs *fs;
+	MDB_txn *txn;
+	uint64_t ino;
+};
+
 static int delete_one(MDB_cursor *c, const char *name, size_t len, void *arg)
 {
-	(void)name;
-	(void)len;
-	(void)arg;
-	return dbfs_cursor_del(c);
+	const struct delete_ctx *d = arg;
+	/* a schedule goes with the inode (expire.c); the name is in the map:
+	 * compared before the delete */
+	bool expiry = len == sizeof(DBFS_EXPIRE_XATTR) - 1 && !memcmp(name, DBFS_EXPIRE_XATTR, len);
+	int rc = dbfs_cursor_del(c);
+	if (!rc && expiry)
+		rc = dbfs_expire_cancel(d->fs, d->txn, d->ino);
+	return rc;
 }
 
 int dbfs_xattr_delete_all(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
-	return xattr_each(fs, txn, ino, delete_one, NULL);
+	struct delete_ctx d = {fs, txn, ino};
+	return xattr_each(fs, txn, ino, delete_one, &d);
 }

@@ -204,6 +204,7 @@ unpublish:
 	pthread_mutex_unlock(&mgr->lock);
 	mfs_unmount_held(p->mp.dirfd, p->mp.name, mnt_id, true);
 	mfs_uring_detach(ring);
+	dbfs_set_session(fs, NULL); /* before se goes (dbfs's expiry thread) */
 	/* fuse_session_unmount frees libfuse's copy of the mount point (and
 	 * unmounts nothing more: libfuse sees the connection is gone) */
 	fuse_session_unmount(se);

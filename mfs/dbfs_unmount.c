@@ -99,6 +99,8 @@ void mfs_dbfs_finish(struct mfs_manager *mgr, struct mfs_dbfs *d, const char *re
 	mfs_uring_detach(ring); /* before the loop session and se go */
 	if (sess)
 		mfs_loop_remove(sess);
+	if (se && fs)
+		dbfs_set_session(fs, NULL); /* its expiry thread tells the kernel no more */
 	if (se)
 		mfs_session_close(se);
 	if (fs) {

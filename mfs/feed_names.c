@@ -19,7 +19,8 @@ static const char *const op_names[] = {
 	[DBFS_EV_WRITE] = "write",       [DBFS_EV_TRUNCATE] = "truncate",
 	[DBFS_EV_FALLOCATE] = "fallocate", [DBFS_EV_PUNCH] = "punch",
 	[DBFS_EV_SETATTR] = "setattr",   [DBFS_EV_SETXATTR] = "setxattr",
-	[DBFS_EV_REMOVEXATTR] = "removexattr", [DBFS_EV_GAP] = "gap",
+	[DBFS_EV_REMOVEXATTR] = "removexattr", [DBFS_EV_EXPIRE] = "expire",
+	[DBFS_EV_GAP] = "gap",
 };
 
 const char *mfs_feed_op_name(unsigned op)

@@ -9,6 +9,7 @@
 #include "account.h"
 #include "answer.h"
 #include "loop.h"
+#include "dbfs/expire.h"
 #include "dbfs/feed.h"
 #include "feed_line.h"
 #include "feed_spec.h"
@@ -119,6 +120,23 @@ static void text_rates(struct mfs_dbfs *d, const struct mfs_session_stats *st, s
 		       r.demand[0], r.demand[1], r.demand[2], st->worker_share);
 }
 
+/* Delayed work's lines of stats: file expiry, deferred reclaim (dbfs/expire.h). */
+static void text_expire(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	struct dbfs_expire_stats e;
+	if (d->state != MFS_MOUNTED || !d->fs || dbfs_expire_stats(d->fs, &e))
+		return;
+	mfs_buf_printf(b,
+		       "expire_pending=%llu\nexpire_fired=%llu\nexpire_stale=%llu\n"
+		       "expire_late_p50_us=%llu\nexpire_late_p99_us=%llu\nexpire_late_max_us=%llu\n"
+		       "reclaim_files=%llu\nreclaim_bytes=%llu\nreclaimed=%llu\nreclaim_pieces=%llu\n",
+		       (unsigned long long)e.pending, (unsigned long long)e.fired,
+		       (unsigned long long)e.stale, (unsigned long long)e.late_p50_us,
+		       (unsigned long long)e.late_p99_us, (unsigned long long)e.late_max_us,
+		       (unsigned long long)e.reclaim_files, (unsigned long long)e.reclaim_bytes,
+		       (unsigned long long)e.reclaimed, (unsigned long long)e.reclaim_pieces);
+}
+
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 {
 	struct dbfs_usage u;
@@ -166,6 +184,7 @@ static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	    (unsigned long long)c.unsynced_bytes);
 	text_rates(d, &st, b);
 	text_feed(d, b);
+	text_expire(d, b);
 }
 
 /* NAME/usage: its history (usage_store.h's text). */

@@ -51,6 +51,11 @@ uint64_t mfsq_delay_next_due(mfsq_queue *q)
 	return m;
 }
 
+uint64_t mfsq_next_due(mfsq_queue *q)
+{
+	return mfsq_delay_next_due(q);
+}
+
 struct due {
 	uint8_t prio;
 	uint64_t dlv;

@@ -516,6 +516,18 @@ void mfsq_notify(mfsq_queue *q);
 int mfsq_tick(mfsq_queue *q);
 
 /**
+ * When the earliest delayed message of the queue is due, as far as this
+ * process knows (µs since the epoch; UINT64_MAX: none known): a lower
+ * bound kept in memory, refreshed from the store by every dequeue and
+ * promotion, so a waiter can sleep until then and dequeue with timeout 0
+ * instead of blocking in mfsq_dequeue(), which polls the store every
+ * millisecond. A message committed in a caller's transaction is not seen
+ * before the next dequeue: the caller wakes its waiter itself. Never
+ * fails. Thread context: any.
+ */
+uint64_t mfsq_next_due(mfsq_queue *q);
+
+/**
  * Subscribe.
  * @param name NULL for an ephemeral subscriber (this process only, starts at
  *        the end or, with MFSQ_SUB_FROM_START, at the oldest retained message;

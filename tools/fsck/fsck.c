@@ -317,6 +317,7 @@ static void run_passes(struct fsck *f)
 		fsck_load(f);
 	fsck_pass_counts(f);
 	fsck_pass_feed(f);
+	fsck_pass_expire(f);
 }
 
 static int check_only(struct fsck *f)

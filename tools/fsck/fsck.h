@@ -35,6 +35,7 @@ struct fsck_inode {
 	struct dbfs_inode rec;
 	bool bad;	       /* value malformed: not interpreted */
 	bool orphan;	       /* listed in the orphan table */
+	bool reclaim;	       /* ... marked "R": a deferred reclaim is queued (dbfs/reclaim.c) */
 	bool reachable;	       /* from the root through valid dirents */
 	uint64_t links;	       /* valid dirents naming this inode */
 	uint64_t container;    /* parent of the first dirent naming it (0: none) */
@@ -90,6 +91,9 @@ bool fsck_pass_tree(struct fsck *f);
 bool fsck_pass_counts(struct fsck *f);
 /* feed.c: ilink (rebuilt by --repair) and the change feed's queue. */
 void fsck_pass_feed(struct fsck *f);
+/* expire.c: the expiry index against the files' user.dbfs.expire, and the
+ * queue of delayed work. */
+void fsck_pass_expire(struct fsck *f);
 
 /* repair.c: writes inside f->txn; any LMDB failure is fatal (exit 8, nothing
  * committed). */

@@ -140,8 +140,11 @@ static uint64_t count_and_mark(struct fsck *f, MDB_dbi dbi, bool orphans)
 		n++;
 		if (orphans && k.mv_size == 8) {
 			struct fsck_inode *in = fsck_inode_find(f, dbfs_get_be64(k.mv_data));
-			if (in)
+			if (in) {
 				in->orphan = true;
+				/* "R": its blocks are being freed in the background */
+				in->reclaim = v.mv_size == 1 && *(char *)v.mv_data == 'R';
+			}
 		}
 	}
 	if (rc != MDB_NOTFOUND)

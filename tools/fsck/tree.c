@@ -61,7 +61,11 @@ static void report_unreachable(struct fsck *f, struct fsck_inode *in)
 {
 	const char *type = in->bad ? "inode" : fsck_type_name(in->rec.mode);
 
-	if (is_orphan(in) && in->orphan) {
+	if (is_orphan(in) && in->orphan && in->reclaim) {
+		/* a state of a healthy store: the next mount goes on with it */
+		fsck_note(f, "%s %" PRIu64 ": being freed in the background (%" PRIu64 " bytes left)",
+			  type, in->ino, in->rec.alloc);
+	} else if (is_orphan(in) && in->orphan) {
 		if (f->allow_orphans)
 			fsck_note(f, "%s %" PRIu64 ": orphan (nlink 0, in the orphan table)", type,
 				  in->ino);

@@ -104,6 +104,17 @@ start_manager() {
 	wait_for 10 is_mounted "$1" || { cat "$T/mfs.log" >&2; fail "manager did not mount"; exit 1; }
 }
 
+# restart_manager NAME: a new manager on $T/state at $M (after a kill or a
+# stop); true once DBFS NAME is mounted again (its stats say so: after a
+# SIGKILL the stale mount is in the mount table already)
+restart_manager() {
+	"$MFS" -f -o "state=$T/state" "$M" >>"$T/mfs.log" 2>&1 &
+	MPID=$!
+	PIDS="$PIDS $MPID"
+	wait_for 20 sh -c "getfattr -n user.mfs.status '$M' >/dev/null 2>&1" &&
+		wait_for 60 grep -q -x "state=mounted" "$M/$1/stats"
+}
+
 # stop_pid PID: SIGTERM, bounded wait, return its exit status
 stop_pid() {
 	kill -TERM "$1" 2>/dev/null
