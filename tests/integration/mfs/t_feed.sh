@@ -365,8 +365,11 @@ if [ -f "$MFSCTL" ]; then
 	# from the commit time of own.txt's event: earlier ones are behind
 	# retention (section 10), a gap record
 	t11=$(drain "$E/events@$from" | head -1 | cut -d' ' -f2)
+	# (a replay by time seeks 1 s early, the queue's clock running behind
+	# ours: it may land below section 10's retention floor and give a gap
+	# line first, conservative and not what this checks)
 	timeout 5 sh "$MFSCTL" -m "$M" watch a --since "$t11" --filter path=/other.txt >"$T/w4" 2>/dev/null
-	[ "$(cut -d' ' -f3,5 "$T/w4")" = "create /other.txt" ] && ok "11b: mfsctl watch --since" \
+	[ "$(grep -v '^[0-9]* [^ ]* gap ' "$T/w4" | cut -d' ' -f3,5)" = "create /other.txt" ] && ok "11b: mfsctl watch --since" \
 		|| fail "11b: watch --since: $(cat "$T/w4")"
 fi
 
