@@ -15,9 +15,11 @@
  *     if the manager says mounted, and nothing is mounted after a failed
  *     mount; a failed mount with create leaves no store directory, and the
  *     mount point stays empty;
- *   - the registry holds the records before or after the step (before
- *     when it failed); "after" in memory with "before" in the registry is
- *     a save that failed, which mfs logs and goes on (manager.h), counted;
+ *   - the registry holds the records after the step when it succeeded and
+ *     those before it when it failed, and the manager's records in memory
+ *     are the registry's: a change the registry cannot record fails and is
+ *     undone (execute.h), so a restart brings back exactly what ran;
+ *   - a failed step says why (a reason besides the errno, but for ENOMEM);
  *   - the store, once unmounted, passes dbfs-fsck;
  *   - the process has as many descriptors after the run as before it, and
  *     nothing leaks (the sanitizer build's leak check, at exit).
@@ -53,7 +55,7 @@ static const char *fsck_path;
 static char base[256], tmpl[300], run_dir[300], store[400], mp[400], state[400];
 static struct mfs_manager mgr;
 static int failures;
-static long points, points_kind[FAULT_KINDS], save_failed, refused;
+static long points, points_kind[FAULT_KINDS], registry_refused, refused;
 
 #define FAIL(...)                                                                                  \
 	do {                                                                                       \
@@ -178,6 +180,17 @@ static void records(struct text *t)
 		snprintf(t->s, sizeof(t->s), "(cannot load)\n");
 }
 
+/* The manager's records, as records() gives the registry's: what a restart
+ * would bring back must be what runs. */
+static void in_memory(struct text *t)
+{
+	memset(t, 0, sizeof(*t));
+	pthread_mutex_lock(&mgr.lock);
+	for (struct mfs_dbfs *d = mgr.list; d; d = d->next)
+		add(t, &d->conf, d->id);
+	pthread_mutex_unlock(&mgr.lock);
+}
+
 /* The manager's view of DBFS "a": -1 unknown, else its state. */
 static int state_of_a(void)
 {
@@ -253,6 +266,7 @@ struct outcome {
 	int state;       /* of "a", after */
 	bool mounted;    /* something at mp */
 	struct text reg; /* the registry after */
+	struct text mem; /* the manager's records after */
 };
 
 /* Set up for step s, run it (kind < 0: no fault), record, and tear down:
@@ -307,6 +321,7 @@ static long run(enum step s, int kind, long n, bool persist, struct outcome *o, 
 	o->state = state_of_a();
 	o->mounted = mounted_at(mp);
 	records(&o->reg);
+	in_memory(&o->mem);
 	if (o->state == MFS_MOUNTED) {
 		struct stat st;
 		char f[500];
@@ -354,8 +369,18 @@ static void check(enum step s, const char *what, const struct outcome *o,
 	if (o->rc && !is_before)
 		FAIL("%s: %s: failed (%s) but the registry changed:\n%s", step_name[s], what,
 		     o->err, o->reg.s);
-	if (!o->rc && is_before && !is_after)
-		save_failed++;
+	if (!o->rc && !is_after)
+		FAIL("%s: %s: succeeded but the registry does not hold it (a restart loses "
+		     "it):\n%s",
+		     step_name[s], what, o->reg.s);
+	if (strcmp(o->mem.s, o->reg.s))
+		FAIL("%s: %s: the manager runs\n%sbut the registry holds\n%s", step_name[s], what,
+		     o->mem.s, o->reg.s);
+	if (o->rc && o->rc != -ENOMEM && !o->err[0]) /* ENOMEM: strerror says it all */
+		FAIL("%s: %s: refused (%s) without a reason", step_name[s], what,
+		     strerror(-o->rc));
+	if (o->rc && strstr(o->err, "registry"))
+		registry_refused++;
 	if (o->rc)
 		refused++;
 	if (s != MOUNT_CREATE || !o->rc) {
@@ -458,8 +483,9 @@ int main(int argc, char **argv)
 	mfs_loop_destroy(mgr.loop);
 	rm_rf(base);
 	printf("%ld fault points on the control steps with mounts (lmdb %ld, alloc %ld, write "
-	       "%ld); %ld refused, %ld saves failed and logged; %d failures\n",
+	       "%ld); %ld refused, %ld of them as the registry could not record the change; %d "
+	       "failures\n",
 	       points, points_kind[FAULT_LMDB], points_kind[FAULT_ALLOC], points_kind[FAULT_WRITE],
-	       refused, save_failed, failures);
+	       refused, registry_refused, failures);
 	return failures ? 1 : 0;
 }
