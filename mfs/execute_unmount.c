@@ -1,8 +1,8 @@
 /*
- * Executing the unmount verb (see execute.h). That it is to stay unmounted
- * is recorded in the registry first: an unmount the registry cannot record
- * is not made (a restart would mount the DBFS again); a busy DBFS gets its
- * record back.
+ * Executing the unmount verb (see execute.h). The unmount is recorded in
+ * the registry once it is done (a busy DBFS costs no write); an unmount the
+ * registry cannot record is undone: the DBFS is mounted again as at
+ * start-up, which is what a restart would do.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,22 +11,37 @@
 #include "dbfs_unmount.h"
 #include "execute.h"
 #include "registry.h"
+#include "startup.h"
 #include "validate.h"
-
-/* Record d with want_mounted = want. */
-static int record(struct mfs_manager *mgr, struct mfs_dbfs *d, bool want, char *err, size_t errlen)
-{
-	struct mfs_conf c = d->conf;
-
-	c.want_mounted = want;
-	return mfs_registry_record(mgr->reg, &c, d->id, err, errlen);
-}
 
 static void set_state(struct mfs_manager *mgr, struct mfs_dbfs *d, enum mfs_state st)
 {
 	pthread_mutex_lock(&mgr->lock);
 	d->state = st;
 	pthread_mutex_unlock(&mgr->lock);
+}
+
+/* Record that d stays unmounted; when that fails, mount it again. */
+static int record(struct mfs_manager *mgr, struct mfs_dbfs *d, char *err, size_t errlen)
+{
+	struct mfs_conf c = d->conf;
+
+	c.want_mounted = false;
+	int rc = mfs_registry_record(mgr->reg, &c, d->id, err, errlen);
+	if (!rc) {
+		d->conf.want_mounted = false;
+		return 0;
+	}
+	set_state(mgr, d, MFS_MOUNTING);
+	mfs_startup_remount(mgr, d->id);
+	pthread_mutex_lock(&mgr->lock);
+	size_t n = strlen(err);
+	if (d->state == MFS_MOUNTED)
+		snprintf(err + n, errlen - n, "; mounted again");
+	else
+		snprintf(err + n, errlen - n, "; mounting it again failed: %.200s", d->reason);
+	pthread_mutex_unlock(&mgr->lock);
+	return rc;
 }
 
 int mfs_execute_unmount(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen)
@@ -45,29 +60,12 @@ int mfs_execute_unmount(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err,
 	pthread_mutex_unlock(&mgr->lock);
 	if (rc)
 		return rc;
-	rc = record(mgr, d, false, err, errlen);
-	if (rc) {
-		set_state(mgr, d, MFS_MOUNTED);
-		return rc;
-	}
 	rc = mfs_dbfs_unmount(mgr, d, cmd->force, "unmounted by command");
 	if (rc == -EBUSY) {
-		int n = snprintf(err, errlen, "DBFS %.120s is busy: files are open on %.120s (add force)",
-				 d->conf.name, d->conf.mountpoint);
-		char why[256];
-		int rc2 = record(mgr, d, true, why, sizeof(why));
-		if (rc2) {
-			/* the registry says unmounted: so does the manager (want) */
-			d->conf.want_mounted = false;
-			if (n > 0 && (size_t)n < errlen)
-				snprintf(err + n, errlen - (size_t)n,
-					 "; the registry could not record that it stays mounted (%s):"
-					 " a restart leaves it unmounted",
-					 strerror(-rc2));
-		}
+		snprintf(err, errlen, "DBFS %.120s is busy: files are open on %.120s (add force)",
+			 d->conf.name, d->conf.mountpoint);
 		set_state(mgr, d, MFS_MOUNTED);
 		return rc;
 	}
-	d->conf.want_mounted = false;
-	return 0;
+	return record(mgr, d, err, errlen);
 }
