@@ -2,7 +2,7 @@
  * Executing the unmount verb (see execute.h). The unmount is recorded in
  * the registry once it is done (a busy DBFS costs no write); an unmount the
  * registry cannot record is undone: the DBFS is mounted again as at
- * start-up, which is what a restart would do.
+ * start-up (a job of the control loop), which is what a restart would do.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,8 +10,8 @@
 
 #include "dbfs_unmount.h"
 #include "execute.h"
+#include "inbox.h"
 #include "registry.h"
-#include "startup.h"
 #include "validate.h"
 
 static void set_state(struct mfs_manager *mgr, struct mfs_dbfs *d, enum mfs_state st)
@@ -21,7 +21,8 @@ static void set_state(struct mfs_manager *mgr, struct mfs_dbfs *d, enum mfs_stat
 	pthread_mutex_unlock(&mgr->lock);
 }
 
-/* Record that d stays unmounted; when that fails, mount it again. */
+/* Record that d stays unmounted; when that fails, have it mounted again
+ * (the control loop's next job, as at start-up). */
 static int record(struct mfs_manager *mgr, struct mfs_dbfs *d, char *err, size_t errlen)
 {
 	struct mfs_conf c = d->conf;
@@ -32,14 +33,19 @@ static int record(struct mfs_manager *mgr, struct mfs_dbfs *d, char *err, size_t
 		d->conf.want_mounted = false;
 		return 0;
 	}
-	set_state(mgr, d, MFS_MOUNTING);
-	mfs_startup_remount(mgr, d->id);
-	pthread_mutex_lock(&mgr->lock);
 	size_t n = strlen(err);
-	if (d->state == MFS_MOUNTED)
-		snprintf(err + n, errlen - n, "; mounted again");
-	else
-		snprintf(err + n, errlen - n, "; mounting it again failed: %.200s", d->reason);
+	pthread_mutex_lock(&mgr->lock);
+	int qrc = mfs_inbox_remount(d->id);
+	d->state = qrc ? MFS_FAILED : MFS_MOUNTING;
+	if (qrc) {
+		snprintf(d->reason, sizeof(d->reason),
+			 "its unmount could not be recorded, nor could it be mounted again: %s",
+			 strerror(-qrc));
+		snprintf(err + n, errlen - n, "; nor can it be mounted again now (%s)",
+			 strerror(-qrc));
+	} else {
+		snprintf(err + n, errlen - n, "; it is being mounted again");
+	}
 	pthread_mutex_unlock(&mgr->lock);
 	return rc;
 }

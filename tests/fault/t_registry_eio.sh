@@ -35,7 +35,8 @@ expect_refused EIO config "name=a,quota_bytes=2G" "registry"
 [ "$(opts_of a)" = "$opts0" ] && ok "the refused config changed nothing: $opts0" ||
 	fail "config of a: options '$(opts_of a)', were '$opts0'"
 expect_refused EIO unmount a "registry.*mounted again"
-is_mounted "$T/m1" && [ "$(state_of a)" = mounted ] && [ "$(cat "$T/m1/f")" = data ] &&
+wait_for 20 sh -c "getfattr --only-values -n user.mfs.list '$M' | grep -q '^name=a,state=mounted'" &&
+	is_mounted "$T/m1" && [ "$(cat "$T/m1/f")" = data ] &&
 	ok "the refused unmount left a mounted" || fail "a after the refused unmount: $(state_of a)"
 rm "$FAULT_DIR/eio"
 xset unmount a || fail "unmount a: $(cat "$T/xset.err")"
