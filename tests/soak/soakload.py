@@ -393,9 +393,11 @@ def quarter_stats(rows):
 
 def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol):
     """SAMPLES lines: epoch unixtime pid rss_kib hwm_kib anon_kib fds threads mounted
-    [rings]. Per epoch: drop the warm-up, compare the first and the last quarter
-    of the rest (medians; fds among samples with the same number of mounted
-    DBFSs and the io_uring queues started or not; threads without the queues'
+    [rings [held]]. Per epoch: drop the warm-up, compare the first and the last quarter
+    of the rest (medians; fds among samples with the same number of DBFSs held
+    (sessions; mounted ones in samples without the column: an unmounted DBFS
+    keeps its descriptors while its store closes) and the io_uring queues
+    started or not; threads without the queues'
     threads, which start once when the kernel first offers the ring).
     Prints one line per epoch; exit 1 if any epoch grew beyond the tolerance."""
     epochs = {}
@@ -403,12 +405,15 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
         f = line.split()
         if len(f) == 9:
             f.append("0")
-        if len(f) != 10:
+        if len(f) == 10:
+            f.append("-1")
+        if len(f) != 11:
             continue
         e = int(f[0])
         r = [float(f[1])] + [int(x) for x in f[2:]]
         r[6] -= r[8]  # threads other than the ring threads
-        r[7] = (r[7], r[8] > 0)  # mounted DBFSs, rings started
+        # DBFSs held (mounted where not sampled), rings started
+        r[7] = (r[9] if r[9] >= 0 else r[7], r[8] > 0)
         epochs.setdefault(e, []).append(r)
     failed = 0
     for e in sorted(epochs):
@@ -445,7 +450,7 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
             f2 = quarter_stats([r[5] for r in last if r[7] == m])
             compared += 1
             if f2 > f1 + fd_tol:
-                verdict.append("fds grew %d -> %d with %d DBFSs mounted%s" % (
+                verdict.append("fds grew %d -> %d with %d DBFSs held%s" % (
                     f1, f2, m[0], ", rings on" if m[1] else ""))
         if not compared:
             # no state (mounted DBFSs, rings) in both quarters: compare the
