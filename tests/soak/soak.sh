@@ -313,10 +313,12 @@ start_workers() {
 stop_workers() {
 	local n=$1 p i
 	for p in ${WP[$n]:-}; do kill -TERM -- "-$p" 2>/dev/null; done
+	# (a bound for a hang, not a time: at load 42 a workload took more than
+	# 15 s to stop, what it waited for unrecorded; the failure says it now)
 	for p in ${WP[$n]:-}; do
 		i=0
-		while ! is_dead "$p" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
-		is_dead "$p" || { fail "workload $p on $n did not stop on SIGTERM"; kill -KILL -- "-$p" 2>/dev/null; }
+		while ! is_dead "$p" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+		is_dead "$p" || { fail "workload $p on $n did not stop on SIGTERM in 60 s: $(ps -o pid=,stat=,wchan:24=,args= -g "$p" 2>/dev/null | head -4 | tr -s ' ' | tr '\n' ';')"; kill -KILL -- "-$p" 2>/dev/null; }
 		wait "$p" 2>/dev/null
 		# its children (tar, rm, sqlite3) may outlive it a moment and keep
 		# files open: wait for the whole group (its id is not reused while
