@@ -418,6 +418,7 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
     failed = 0
     for e in sorted(epochs):
         rows = epochs[e]
+        what = "held" if all(r[9] >= 0 for r in rows) else "mounted"
         t0 = rows[0][0]
         peak_rss = max(r[2] for r in rows)
         peak_hwm = max(r[3] for r in rows)
@@ -450,18 +451,25 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
             f2 = quarter_stats([r[5] for r in last if r[7] == m])
             compared += 1
             if f2 > f1 + fd_tol:
-                verdict.append("fds grew %d -> %d with %d DBFSs held%s" % (
-                    f1, f2, m[0], ", rings on" if m[1] else ""))
+                verdict.append("fds grew %d -> %d with %d DBFSs %s%s" % (
+                    f1, f2, m[0], what, ", rings on" if m[1] else ""))
         if not compared:
-            # no state (mounted DBFSs, rings) in both quarters: compare the
-            # quarters only when the rings did not start within them (their
-            # fds, and one per DBFS mounted since, are no growth)
-            f1 = quarter_stats([r[5] for r in first])
-            f2 = quarter_stats([r[5] for r in last])
-            rings_started = len(set(r[7][1] for r in first + last)) > 1
-            if f2 > f1 + fd_tol * 3 and not rings_started:
-                verdict.append("fds grew %d -> %d" % (f1, f2))
-        trend = "RssAnon %d -> %d KiB, threads %d -> %d" % (a1, a2, t1, t2)
+            # no state (DBFSs held, rings) in both quarters: the halves, since
+            # fds across different numbers of DBFSs say nothing (one is ~10)
+            h = len(steady) // 2
+            first, last = steady[:h], steady[-h:]
+            for m in sorted(set(r[7] for r in first) & set(r[7] for r in last)):
+                f1 = quarter_stats([r[5] for r in first if r[7] == m])
+                f2 = quarter_stats([r[5] for r in last if r[7] == m])
+                compared += 1
+                if f2 > f1 + fd_tol:
+                    verdict.append("fds grew %d -> %d with %d DBFSs %s%s (halves)" % (
+                        f1, f2, m[0], what, ", rings on" if m[1] else ""))
+        if not compared:
+            unjudged = "; fds not judged (no state common to both halves)"
+        else:
+            unjudged = ""
+        trend = "RssAnon %d -> %d KiB, threads %d -> %d%s" % (a1, a2, t1, t2, unjudged)
         if verdict:
             failed += 1
             print(head + "; GROWTH: " + "; ".join(verdict))
