@@ -4,8 +4,11 @@
  * execute_forget.c, execute_sync.c, execute_subscribe.c (subscribe and
  * unsubscribe). Each checks the parsed command against the file system
  * and the manager's state (validate.h) and only then changes anything; a
- * refused command changes nothing. Each returns 0 or -errno with a one-line
- * reason in err (left empty where strerror says it all). Control thread
+ * refused command changes nothing. A change the registry cannot record
+ * (mount, unmount, config, forget) is not made, or undone: the command fails
+ * with the registry's errno (-EIO, -ENOSPC, -ENOMEM) and says so, so that a
+ * restart brings back exactly what ran. Each returns 0 or -errno with a
+ * one-line reason in err (left empty where strerror says it all). Control thread
  * only, mgr->lock not held; they block on mounts and unmounts.
  */
 #ifndef MFS_EXECUTE_H

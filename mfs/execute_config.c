@@ -1,4 +1,5 @@
-/* Executing the config verb (see execute.h). */
+/* Executing the config verb (see execute.h): the new settings are
+ * recorded in the registry, then applied. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "kv.h"
 #include "log.h"
 #include "loop.h"
+#include "registry.h"
 #include "user_limits.h"
 #include "validate.h"
 
@@ -55,6 +57,28 @@ static void apply_live(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct
 	mfs_cache_rebalance(mgr);
 }
 
+/*
+ * Record d with the settings opts in the registry before they apply, so
+ * that a change a restart would lose is not made. mgr->lock held, dropped
+ * meanwhile: the write is synced, and only this (the control) thread
+ * changes d's state or configuration.
+ */
+static int record(struct mfs_manager *mgr, struct mfs_dbfs *d, const char *opts, char *err,
+		  size_t errlen)
+{
+	struct mfs_conf *next = malloc(sizeof(*next));
+
+	if (!next)
+		return -ENOMEM;
+	*next = d->conf;
+	memcpy(next->opts, opts, MFS_OPTS_MAX);
+	pthread_mutex_unlock(&mgr->lock);
+	int rc = mfs_registry_record(mgr->reg, next, d->id, err, errlen);
+	pthread_mutex_lock(&mgr->lock);
+	free(next);
+	return rc;
+}
+
 int mfs_execute_config(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen)
 {
 	struct mfs_kvlist l;
@@ -89,10 +113,12 @@ int mfs_execute_config(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, 
 	if (!rc)
 		rc = mfs_user_limits_check(&mgr->user_limits, mgr->list, d->conf.owner, mgr->uid, d,
 					   o.quota_bytes, o.quota_inodes, err, errlen);
+	if (!rc)
+		rc = record(mgr, d, opts, err, errlen);
 	if (rc)
 		goto out;
 	memcpy(d->conf.opts, opts, MFS_OPTS_MAX);
-	if (live)
+	if (d->state == MFS_MOUNTED)
 		apply_live(mgr, d, &o, &lim);
 out:
 	pthread_mutex_unlock(&mgr->lock);
@@ -100,7 +126,6 @@ out:
 	free(opts);
 	if (rc)
 		return rc;
-	mfs_dbfs_save(mgr, d);
 	mfs_info("%s: config %s", cmd->name, cmd->opts);
 	return 0;
 }

@@ -26,7 +26,8 @@ int mfs_execute_forget(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, 
 	if (mgr->reg) {
 		rc = mfs_registry_del(mgr->reg, d->conf.name);
 		if (rc && rc != -ENOENT) {
-			snprintf(err, errlen, "registry: %.120s", strerror(-rc));
+			snprintf(err, errlen, "cannot drop %.64s from the registry (%s): not done",
+				 d->conf.name, strerror(-rc));
 			return rc;
 		}
 	}

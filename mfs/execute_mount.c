@@ -1,7 +1,7 @@
 /*
  * Executing the mount verb (see execute.h): settle the configuration, check
  * it, claim the name, bring the DBFS up, register it; undo the claim when
- * bringing it up fails.
+ * bringing it up fails, and the mount too when registering it fails.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -14,9 +14,11 @@
 
 #include "conf.h"
 #include "dbfs_mount.h"
+#include "dbfs_unmount.h"
 #include "execute.h"
 #include "kv.h"
 #include "log.h"
+#include "registry.h"
 #include "as_caller.h"
 #include "user_limits.h"
 #include "validate.h"
@@ -223,6 +225,31 @@ static int bring_up(struct mfs_manager *mgr, const struct mfs_cmd *cmd, struct m
 	return rc;
 }
 
+/*
+ * Record mounted d in the registry. When that fails, take the mount down
+ * again, and the store this command made: a mount that a restart would not
+ * bring back (or a DBFS it would not know) is not made. The mount is
+ * recorded after it is made, not before, so that undoing either never
+ * needs a second write to the registry, which could fail as well.
+ */
+static int record(struct mfs_manager *mgr, struct mfs_dbfs *d, struct mfs_mount_paths *p,
+		  char *err, size_t errlen)
+{
+	int rc = mfs_registry_record(mgr->reg, &d->conf, d->id, err, errlen);
+
+	if (!rc)
+		return 0;
+	if (p->mkstore && p->store.fd < 0 && d->held) /* d took it over */
+		p->store.fd = fcntl(d->store_fd, F_DUPFD_CLOEXEC, 0);
+	pthread_mutex_lock(&mgr->lock);
+	d->state = MFS_UNMOUNTING;
+	pthread_mutex_unlock(&mgr->lock);
+	mfs_dbfs_unmount(mgr, d, true, "its mount could not be recorded in the registry");
+	if (p->mkstore)
+		remove_new_store(&p->store);
+	return rc;
+}
+
 int mfs_execute_mount(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, size_t errlen)
 {
 	struct mfs_conf *conf = calloc(1, sizeof(*conf));
@@ -249,11 +276,10 @@ int mfs_execute_mount(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *err, s
 	if (rc)
 		goto out;
 	rc = bring_up(mgr, cmd, d, &paths, err, errlen);
-	if (rc) {
+	if (!rc)
+		rc = record(mgr, d, &paths, err, errlen);
+	if (rc)
 		release(mgr, d, fresh, &old);
-		goto out;
-	}
-	mfs_dbfs_save(mgr, d);
 out:
 	mfs_mount_paths_release(&paths);
 	free(conf);

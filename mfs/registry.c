@@ -195,6 +195,19 @@ int mfs_registry_put(struct mfs_registry *r, const struct mfs_conf *c, uint32_t 
 	return lmdb_errno(mdb_txn_commit(txn));
 }
 
+int mfs_registry_record(struct mfs_registry *r, const struct mfs_conf *c, uint32_t id, char *err,
+			size_t errlen)
+{
+	int rc = r ? mfs_registry_put(r, c, id) : 0;
+
+	if (rc) {
+		snprintf(err, errlen, "cannot record %.64s in the registry %.200s (%s): not done",
+			 c->name, r->path, strerror(-rc));
+		mfs_err("%s: cannot update the registry: %s", c->name, strerror(-rc));
+	}
+	return rc;
+}
+
 int mfs_registry_del(struct mfs_registry *r, const char *name)
 {
 	MDB_txn *txn;

@@ -31,6 +31,14 @@ void mfs_registry_close(struct mfs_registry *r);
 /* Insert or replace the record of c->name. Errors: -ENOSPC, -EIO. */
 int mfs_registry_put(struct mfs_registry *r, const struct mfs_conf *c, uint32_t id);
 
+/*
+ * mfs_registry_put for a command: a change it cannot record is not made
+ * (execute.h), so on failure err says so, for the user. r NULL (single-DBFS
+ * mode, no registry): 0. Errors: those of mfs_registry_put, -ENOMEM.
+ */
+int mfs_registry_record(struct mfs_registry *r, const struct mfs_conf *c, uint32_t id, char *err,
+			size_t errlen);
+
 /* Drop the record of `name`. Errors: -ENOENT, -EIO. */
 int mfs_registry_del(struct mfs_registry *r, const char *name);
 

@@ -85,7 +85,9 @@ LOAD=$HERE/soakload.py
 # and of the last quarter of the remaining samples: RssAnon (the heap; VmRSS
 # also counts the LMDB maps' pages, which grow with the data read) may grow
 # by RSS_PCT percent plus RSS_ABS_KIB; fds (compared at equal numbers of
-# mounted DBFSs) by FD_TOL; threads by THR_TOL. An epoch with fewer than
+# DBFSs mfs holds, its /dev/fuse descriptors, not of mounts: an unmounted
+# DBFS keeps its descriptors while its store closes, which takes seconds on
+# a busy disk) by FD_TOL; threads by THR_TOL. An epoch with fewer than
 # MIN_SAMPLES samples after the warm-up is reported but not judged.
 WARMUP=60
 RSS_PCT=10
@@ -254,8 +256,9 @@ start_mfs() {
 }
 
 # Samples: epoch time pid VmRSS VmHWM RssAnon fds threads mounted-DBFSs
+# ring-threads DBFSs-held
 sampler() {
-	local e p rss hwm anon thr fds mnt rings
+	local e p rss hwm anon thr fds mnt rings held
 	trap - EXIT INT TERM
 	while [ ! -e "$T/sampler.stop" ]; do
 		read -r e p <"$T/mfs.pid" 2>/dev/null || { sleep "$SAMPLE"; continue; }
@@ -270,8 +273,10 @@ sampler() {
 			# offers the ring to a mount (enable_uring is system-wide:
 			# other tests on the host flip it), and stay
 			rings=$(cat "/proc/$p"/task/*/comm 2>/dev/null | grep -c '^mfs-ring')
+			# the sessions mfs holds: one /dev/fuse each, the manager's too
+			held=$(find "/proc/$p/fd" -lname /dev/fuse 2>/dev/null | wc -l)
 			[ -n "${thr:-}" ] && [ "$fds" -gt 0 ] &&
-				echo "$e $EPOCHREALTIME $p $rss $hwm $anon $fds $thr $mnt $rings" >>"$T/samples"
+				echo "$e $EPOCHREALTIME $p $rss $hwm $anon $fds $thr $mnt $rings $((held - 1))" >>"$T/samples"
 		fi
 		: >"$T/sampler.beat"
 		sleep "$SAMPLE"
@@ -308,10 +313,12 @@ start_workers() {
 stop_workers() {
 	local n=$1 p i
 	for p in ${WP[$n]:-}; do kill -TERM -- "-$p" 2>/dev/null; done
+	# (a bound for a hang, not a time: at load 42 a workload took more than
+	# 15 s to stop, what it waited for unrecorded; the failure says it now)
 	for p in ${WP[$n]:-}; do
 		i=0
-		while ! is_dead "$p" && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
-		is_dead "$p" || { fail "workload $p on $n did not stop on SIGTERM"; kill -KILL -- "-$p" 2>/dev/null; }
+		while ! is_dead "$p" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+		is_dead "$p" || { fail "workload $p on $n did not stop on SIGTERM in 60 s: $(ps -o pid=,stat=,wchan:24=,args= -g "$p" 2>/dev/null | head -4 | tr -s ' ' | tr '\n' ';')"; kill -KILL -- "-$p" 2>/dev/null; }
 		wait "$p" 2>/dev/null
 		# its children (tar, rm, sqlite3) may outlive it a moment and keep
 		# files open: wait for the whole group (its id is not reused while

@@ -393,9 +393,11 @@ def quarter_stats(rows):
 
 def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol):
     """SAMPLES lines: epoch unixtime pid rss_kib hwm_kib anon_kib fds threads mounted
-    [rings]. Per epoch: drop the warm-up, compare the first and the last quarter
-    of the rest (medians; fds among samples with the same number of mounted
-    DBFSs and the io_uring queues started or not; threads without the queues'
+    [rings [held]]. Per epoch: drop the warm-up, compare the first and the last quarter
+    of the rest (medians; fds among samples with the same number of DBFSs held
+    (sessions; mounted ones in samples without the column: an unmounted DBFS
+    keeps its descriptors while its store closes) and the io_uring queues
+    started or not; threads without the queues'
     threads, which start once when the kernel first offers the ring).
     Prints one line per epoch; exit 1 if any epoch grew beyond the tolerance."""
     epochs = {}
@@ -403,16 +405,20 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
         f = line.split()
         if len(f) == 9:
             f.append("0")
-        if len(f) != 10:
+        if len(f) == 10:
+            f.append("-1")
+        if len(f) != 11:
             continue
         e = int(f[0])
         r = [float(f[1])] + [int(x) for x in f[2:]]
         r[6] -= r[8]  # threads other than the ring threads
-        r[7] = (r[7], r[8] > 0)  # mounted DBFSs, rings started
+        # DBFSs held (mounted where not sampled), rings started
+        r[7] = (r[9] if r[9] >= 0 else r[7], r[8] > 0)
         epochs.setdefault(e, []).append(r)
     failed = 0
     for e in sorted(epochs):
         rows = epochs[e]
+        what = "held" if all(r[9] >= 0 for r in rows) else "mounted"
         t0 = rows[0][0]
         peak_rss = max(r[2] for r in rows)
         peak_hwm = max(r[3] for r in rows)
@@ -445,18 +451,25 @@ def analyse(samples, warmup, min_samples, rss_pct, rss_abs_kib, fd_tol, thr_tol)
             f2 = quarter_stats([r[5] for r in last if r[7] == m])
             compared += 1
             if f2 > f1 + fd_tol:
-                verdict.append("fds grew %d -> %d with %d DBFSs mounted%s" % (
-                    f1, f2, m[0], ", rings on" if m[1] else ""))
+                verdict.append("fds grew %d -> %d with %d DBFSs %s%s" % (
+                    f1, f2, m[0], what, ", rings on" if m[1] else ""))
         if not compared:
-            # no state (mounted DBFSs, rings) in both quarters: compare the
-            # quarters only when the rings did not start within them (their
-            # fds, and one per DBFS mounted since, are no growth)
-            f1 = quarter_stats([r[5] for r in first])
-            f2 = quarter_stats([r[5] for r in last])
-            rings_started = len(set(r[7][1] for r in first + last)) > 1
-            if f2 > f1 + fd_tol * 3 and not rings_started:
-                verdict.append("fds grew %d -> %d" % (f1, f2))
-        trend = "RssAnon %d -> %d KiB, threads %d -> %d" % (a1, a2, t1, t2)
+            # no state (DBFSs held, rings) in both quarters: the halves, since
+            # fds across different numbers of DBFSs say nothing (one is ~10)
+            h = len(steady) // 2
+            first, last = steady[:h], steady[-h:]
+            for m in sorted(set(r[7] for r in first) & set(r[7] for r in last)):
+                f1 = quarter_stats([r[5] for r in first if r[7] == m])
+                f2 = quarter_stats([r[5] for r in last if r[7] == m])
+                compared += 1
+                if f2 > f1 + fd_tol:
+                    verdict.append("fds grew %d -> %d with %d DBFSs %s%s (halves)" % (
+                        f1, f2, m[0], what, ", rings on" if m[1] else ""))
+        if not compared:
+            unjudged = "; fds not judged (no state common to both halves)"
+        else:
+            unjudged = ""
+        trend = "RssAnon %d -> %d KiB, threads %d -> %d%s" % (a1, a2, t1, t2, unjudged)
         if verdict:
             failed += 1
             print(head + "; GROWTH: " + "; ".join(verdict))

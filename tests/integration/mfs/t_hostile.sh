@@ -204,12 +204,22 @@ for n in 1 2 3 4; do
 	xset mount "name=r$n,store=$T/sr$n,mountpoint=$T/r$n,create" || fail "10: root r$n"
 done
 
-# every verb on root's DBFS is refused, and changes nothing
+# every verb on root's DBFS is refused, and changes nothing (its feed is
+# its owner's: EACCES; root's subscription rs stays, none is added)
+xset subscribe "name=rootfs,sub=rs" || fail "root's subscribe: $(xget error)"
+conf_of() { xget dbfs.$1 | grep -E "^(state|mountpoint|store|owner|options|want|connection)="; }
+conf0=$(conf_of rootfs)
 for v in "unmount rootfs" "unmount rootfs,force" "config name=rootfs,iops=1" "forget rootfs" \
-	"mount name=rootfs,store=$T/u/s/x,mountpoint=$T/u/peek"; do
+	"mount name=rootfs,store=$T/u/s/x,mountpoint=$T/u/peek" "sync rootfs" \
+	"subscribe name=rootfs,sub=us" "unsubscribe name=rootfs,sub=rs"; do
 	uset ${v%% *} "${v#* }" && fail "verb ${v%% *} by nobody accepted on rootfs"
-	uerr | grep -q -e "^EPERM" -e "^EEXIST" || fail "verb $v: $(uerr)"
+	uerr | grep -q -e "^EPERM" -e "^EEXIST" -e "^EACCES" || fail "verb $v: $(uerr)"
 done
+subs=$(xget stats.rootfs | sed -n 's/^feed_sub\.\([^=]*\)=.*/\1/p' | tr '\n' ' ')
+[ "$subs" = "rs " ] || fail "rootfs's subscriptions after the refused verbs: '$subs'"
+[ "$(conf_of rootfs)" = "$conf0" ] ||
+	fail "rootfs's status changed: $(xget dbfs.rootfs)"
+xset unsubscribe "name=rootfs,sub=rs" || fail "root's unsubscribe: $(xget error)"
 is_mounted "$T/rootd/mp" && ok "every verb refused on root's DBFS" || fail "rootfs lost"
 
 # 2 and 6. after SIGKILL: no re-mount through a swapped path, no stacked mounts
