@@ -17,9 +17,9 @@
  * number of open DBFSs, and only once one of them has delayed work
  * scheduled (file expiry, deferred reclaim; dbfs/expire.h): it carries the
  * work of every store out when due, through the same write path as every
- * request; dbfs_close takes the store off its list. It tells the kernel about names it removed through
- * the session of dbfs_set_session: set it to NULL before the session
- * goes. A `struct dbfs` may be used from any
+ * request; dbfs_close takes the store off its list. It tells the kernel
+ * about names it removed through the session of dbfs_set_session: set it
+ * to NULL before the session goes. A `struct dbfs` may be used from any
  * number of threads at once except where a function says otherwise; it
  * takes only its own locks, and none is held when a function returns.
  */
@@ -126,8 +126,9 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
 /*
  * Is `name` the name of a file that a store's directory holds for the store
  * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, the queue files of the
- * change feed and of delayed work, mfsq-feed.* and mfsq-later.*)? For owners that remove a store they just made, or
- * give its files to a user. Any thread.
+ * change feed and of delayed work, mfsq-feed.* and mfsq-later.*)? For
+ * owners that remove a store they just made, or give its files to a user.
+ * Any thread.
  */
 bool dbfs_is_store_file(const char *name);
 
