@@ -506,6 +506,8 @@ static void *later_main(void *arg)
 		uint64_t now = now_us(), next = now + IDLE_MAX_US;
 		struct dbfs_expire *ex, *pick = NULL;
 		for (ex = later.list; ex; ex = ex->next) {
+			if (ex->stop) /* dbfs_close waits to take it off the list */
+				continue;
 			uint64_t due = due_of(ex, now);
 			if (due <= now) {
 				pick = ex;
