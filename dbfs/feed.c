@@ -133,6 +133,14 @@ static int q_errno(int rc)
 	return rc ? dbfs_errno(dbfs_queue_err(rc > 0 ? rc : EIO)) : 0;
 }
 
+/* The same for a queue call that wrote in its own transaction: a failed
+ * write of the store fails the store, as a failed commit does (health.c). */
+static int q_write_errno(struct dbfs *fs, int rc)
+{
+	dbfs_health_check(fs, rc, "a write of the change feed");
+	return q_errno(rc);
+}
+
 /* ---- the feed table ---- */
 
 static MDB_val key_meta = {1, (void *)"M"};
@@ -957,10 +965,21 @@ static int row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	if (rc)
 		return rc;
 	if (c->del) {
+		/* the row and the queue's subscriber in one transaction: an
+		 * answered error leaves the subscription whole */
 		unsigned char kb[1 + DBFS_FEED_SUB_MAX];
 		MDB_val k;
 		sub_key(kb, c->name, &k);
-		return dbfs_del(txn, fs->db_feed, &k, NULL);
+		if ((rc = dbfs_del(txn, fs->db_feed, &k, NULL)))
+			return rc;
+		rc = mfsq_subscriber_delete(fs->feed->q, txn, c->name);
+		if (rc == ENOENT) /* a row without its queue record */
+			return 0;
+		if (rc == EBUSY)
+			return -EBUSY;
+		if (rc == ENOSPC)
+			return MDB_MAP_FULL;
+		return dbfs_queue_err(rc);
 	}
 	if (c->ack_sub) {
 		struct mfsq_msg m = {.shard = FEED_SHARD, .seq = c->rec.acked - 1};
@@ -1088,7 +1107,7 @@ int dbfs_feed_sub_create(struct dbfs *fs, const char *sub, const struct dbfs_fee
 	mfsq_sub *s;
 	QCALL(fs, rc, mfsq_subscribe(f->q, sub, MFSQ_SUB_DURABLE, NULL, NULL, &s));
 	if (rc)
-		return rc == EBUSY ? -EBUSY : q_errno(rc);
+		return rc == EBUSY ? -EBUSY : q_write_errno(fs, rc);
 	uint64_t next, min_ns;
 	struct dbfs_feed_start now = {.from = DBFS_FEED_NOW};
 	rc = seek_to(fs, s, start ? start : &now, &next, &min_ns, true);
@@ -1112,14 +1131,16 @@ static int sub_delete(struct dbfs *fs, const char *sub)
 		return -EBUSY;
 	struct row_ctx c = {.name = sub, .del = true};
 	rc = dbfs_errno(dbfs_write(fs, row_fn, &c));
-	if (rc && rc != -ENOENT)
+	if (rc != -ENOENT)
 		return rc;
+	/* no row: a queue subscriber may be left by a create that died
+	 * before its row was written (dbfs_feed_sub_create) */
 	int qrc;
-	QCALL(fs, qrc, mfsq_subscriber_delete(f->q, sub));
+	QCALL(fs, qrc, mfsq_subscriber_delete(f->q, NULL, sub));
 	if (qrc == EBUSY)
 		return -EBUSY;
 	if (qrc && qrc != ENOENT)
-		return q_errno(qrc);
+		return q_write_errno(fs, qrc);
 	return rc;
 }
 
@@ -1306,7 +1327,7 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 		snprintf(r->name, sizeof(r->name), "%s", sub);
 		QCALL(fs, rc, mfsq_subscribe(f->q, sub, MFSQ_SUB_DURABLE, NULL, NULL, &r->s));
 		if (rc) {
-			rc = rc == EBUSY ? -EBUSY : q_errno(rc);
+			rc = rc == EBUSY ? -EBUSY : q_write_errno(fs, rc);
 			goto fail;
 		}
 		/* from the last ack this feed wrote: if the queue moved the

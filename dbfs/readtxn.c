@@ -42,6 +42,10 @@ int dbfs_read_begin(struct dbfs *fs, MDB_txn **txn)
 		rc = mdb_txn_begin(fs->env, NULL, MDB_RDONLY, txn);
 	}
 	if (rc) {
+		/* LMDB refuses every transaction after a failed meta page write
+		 * (its own or the change feed's queue's): the store has failed */
+		if (rc == MDB_PANIC)
+			dbfs_health_check(fs, rc, "a write of the store");
 		dbfs_guard_read_given(NULL);
 		pthread_rwlock_unlock(&fs->map_lock);
 	} else {

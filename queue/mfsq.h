@@ -600,11 +600,15 @@ void mfsq_unsubscribe(mfsq_sub *s);
 
 /**
  * Remove a durable subscriber, and its rule, from the store (it no longer
- * holds messages).
+ * holds messages), in @p txn, or in an own transaction when @p txn is NULL
+ * (so that a caller can delete its own record of the subscriber in the
+ * same transaction: both go, or neither).
  * @return 0, EINVAL bad name, ENOENT unknown subscriber, EBUSY open in this
- *   process, ENOSPC, LMDB errors. Thread context: as mfsq_subscribe().
+ *   process, ENOSPC, LMDB errors (with @p txn: abort it, as for
+ *   mfsq_enqueue(), except after ENOENT and EBUSY, which changed nothing).
+ * Thread context: as mfsq_subscribe(), or the thread owning @p txn.
  */
-int mfsq_subscriber_delete(mfsq_queue *q, const char *name);
+int mfsq_subscriber_delete(mfsq_queue *q, MDB_txn *txn, const char *name);
 
 /**
  * Dequeue up to @p max messages (merged over the shards by delivery time;

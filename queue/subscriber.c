@@ -300,7 +300,7 @@ void mfsq_unsubscribe(mfsq_sub *s)
 	sub_free(s);
 }
 
-int mfsq_subscriber_delete(mfsq_queue *q, const char *name)
+int mfsq_subscriber_delete(mfsq_queue *q, MDB_txn *txn, const char *name)
 {
 	unsigned char k[MFSQ_NAME_MAX + 1];
 	size_t nl = name ? strlen(name) : 0;
@@ -319,7 +319,7 @@ int mfsq_subscriber_delete(mfsq_queue *q, const char *name)
 		return EBUSY;
 	k[0] = 'U';
 	memcpy(k + 1, name, nl);
-	rc = mfsq_wtx_begin(q, NULL, 0, &w);
+	rc = mfsq_wtx_begin(q, txn, 0, &w);
 	if (rc)
 		return mfsq_lmdb_err(rc);
 	rc = mdb_del(w.txn, q->meta, &key, NULL);

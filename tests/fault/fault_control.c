@@ -29,8 +29,8 @@
  *   - the process has as many descriptors after the run as before it, and
  *     nothing leaks (the sanitizer build's leak check, at exit).
  *
- * Usage: test_fault_control FSCK [--full] [--strict]
- *   --full: persistent faults too; --strict: the known faults below fail.
+ * Usage: test_fault_control FSCK [--full]
+ *   --full: persistent faults too.
  * FAULT_STEP=NAME runs only that step (its name as printed), FAULT_VERBOSE=1
  * lets the manager log.
  */
@@ -67,13 +67,6 @@ static char base[256], tmpl[300], run_dir[300], store[400], mp[400], state[400];
 static struct mfs_manager mgr;
 static int failures;
 static long points, points_kind[FAULT_KINDS], registry_refused, refused, io_errors;
-/* Two known faults of the change feed (dbfs/feed.c), failures with --strict:
- * a failed write of the feed's queue (subscribe, unsubscribe) leaves the
- * store unreadable (EIO) without its health saying so; unsubscribe deletes
- * the subscription's row, then its queue subscriber, in two transactions,
- * and answers an error when the second fails, the subscription gone. */
-static long known_unreadable, known_unsub;
-static bool strict;
 
 #define FAIL(...)                                                                                  \
 	do {                                                                                       \
@@ -236,10 +229,33 @@ static int sub_of_a(void)
 	struct dbfs_feed_sub_info info;
 	pthread_mutex_lock(&mgr.lock);
 	struct mfs_dbfs *d = mfs_find(&mgr, "a");
-	int has = d && d->state == MFS_MOUNTED && d->fs ? dbfs_feed_sub_get(d->fs, "s1", &info) == 0
-							 : -1;
+	int has = -1;
+	if (d && d->state == MFS_MOUNTED && d->fs) {
+		int rc = dbfs_feed_sub_get(d->fs, "s1", &info);
+		has = rc == 0 ? 1 : rc == -ENOENT ? 0 : -2;
+	}
 	pthread_mutex_unlock(&mgr.lock);
 	return has;
+}
+
+/* Subscription s1 in the store as it opens again after the DBFS is
+ * unmounted (from what reached its files; read-write: a read-only store
+ * has no feed): 1 there, 0 not. */
+static int sub_in_store(void)
+{
+	struct dbfs_options opt;
+	struct dbfs *fs;
+	struct dbfs_feed_sub_info info;
+	char err[256];
+	dbfs_options_init(&opt);
+	int rc = dbfs_open(store, &opt, &fs, err, sizeof(err));
+	if (rc)
+		fault_die("reopen the store to read its subscription");
+	rc = dbfs_feed_sub_get(fs, "s1", &info);
+	dbfs_close(fs);
+	if (rc && rc != -ENOENT)
+		fault_die("read the subscription of the reopened store");
+	return rc == 0;
 }
 
 /* Run the jobs a step queued for the control loop (the re-mount of an
@@ -344,7 +360,8 @@ struct outcome {
 	char err[512];
 	int state;       /* of "a", after */
 	bool mounted;    /* something at mp */
-	int sub;         /* subscription s1 of "a": 1 there, 0 not, -1 not mounted */
+	int sub;         /* subscription s1 of "a": 1 there, 0 not, -1 not mounted; after
+			  * a failed store (unreadable): as the store reopens */
 	bool io_error;   /* "a" met an I/O error on its store (read_only=io-error) */
 	struct text reg; /* the registry after */
 	struct text mem; /* the manager's records after */
@@ -433,9 +450,6 @@ static long run(enum step s, int kind, long n, bool persist, struct outcome *o, 
 			/* a failed write of the store: that DBFS fails (mfs.8) */
 			if (o->io_error && errno == EIO)
 				io_errors++;
-			else if ((s == SUBSCRIBE || s == UNSUBSCRIBE) && kind == FAULT_WRITE &&
-				 errno == EIO && !strict)
-				known_unreadable++;
 			else
 				FAIL("%s: %s fault at %ld: mounted but not serving: %s (it answered "
 				     "%d: %s)",
@@ -450,6 +464,13 @@ static long run(enum step s, int kind, long n, bool persist, struct outcome *o, 
 		FAIL("%s: forget after the step: %s", step_name[s], err);
 	if (mounted_at(mp))
 		FAIL("%s: still mounted after the teardown", step_name[s]);
+	if (o->sub == -2) {
+		if (!o->io_error)
+			FAIL("%s: %s fault at %ld: the subscription is unreadable, the store not "
+			     "failed",
+			     step_name[s], kind >= 0 ? fault_kind_name[kind] : "no", n);
+		o->sub = sub_in_store();
+	}
 	mfs_registry_close(mgr.reg);
 	mgr.reg = NULL;
 	return calls;
@@ -475,9 +496,7 @@ static void check(enum step s, const char *what, const struct outcome *o,
 	if (s == SUBSCRIBE && o->sub != (o->rc ? 0 : 1))
 		FAIL("%s: %s: answered %d, subscription %s", step_name[s], what, o->rc,
 		     o->sub > 0 ? "there" : "not there");
-	if (s == UNSUBSCRIBE && o->rc && o->sub == 0 && !strict)
-		known_unsub++;
-	else if (s == UNSUBSCRIBE && o->sub != (o->rc ? 1 : 0))
+	if (s == UNSUBSCRIBE && o->sub != (o->rc ? 1 : 0))
 		FAIL("%s: %s: answered %d, subscription %s", step_name[s], what, o->rc,
 		     o->sub > 0 ? "there" : "not there");
 	if (o->rc && s == MOUNT_CREATE && access(store, F_OK) == 0)
@@ -515,14 +534,12 @@ int main(int argc, char **argv)
 {
 	bool full = false;
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s FSCK [--full] [--strict]\n", argv[0]);
+		fprintf(stderr, "usage: %s FSCK [--full]\n", argv[0]);
 		return 2;
 	}
 	for (int i = 2; i < argc; i++) {
 		if (!strcmp(argv[i], "--full"))
 			full = true;
-		else if (!strcmp(argv[i], "--strict"))
-			strict = true;
 		else {
 			fprintf(stderr, "unknown argument %s\n", argv[i]);
 			return 2;
@@ -623,10 +640,5 @@ int main(int argc, char **argv)
 	       "left the DBFS failed after a store write failed; %d failures\n",
 	       points, points_kind[FAULT_LMDB], points_kind[FAULT_ALLOC], points_kind[FAULT_WRITE],
 	       refused, registry_refused, io_errors, failures);
-	if (known_unreadable || known_unsub)
-		printf("KNOWN (failures with --strict): %ld store left unreadable by a failed feed "
-		       "queue write without read_only=io-error; %ld unsubscribe answered an error "
-		       "with the subscription deleted\n",
-		       known_unreadable, known_unsub);
 	return failures ? 1 : 0;
 }

@@ -171,13 +171,13 @@ START_TEST(bad_input)
 	ck_assert_int_eq(mfsq_enqueue(Q, NULL, &in, NULL), EMSGSIZE);
 	ck_assert_int_eq(mfsq_subscribe(Q, "x", 0, NULL, NULL, &s), EINVAL);
 	ck_assert_int_eq(mfsq_subscribe(Q, NULL, MFSQ_SUB_DURABLE, NULL, NULL, &s), EINVAL);
-	ck_assert_int_eq(mfsq_subscriber_delete(Q, "nobody"), ENOENT);
+	ck_assert_int_eq(mfsq_subscriber_delete(Q, NULL, "nobody"), ENOENT);
 	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	{
 		mfsq_sub *s2;
 
 		ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s2), EBUSY);
-		ck_assert_int_eq(mfsq_subscriber_delete(Q, "d"), EBUSY);
+		ck_assert_int_eq(mfsq_subscriber_delete(Q, NULL, "d"), EBUSY);
 	}
 	{
 		struct mfsq_msg m = {.shard = 0, .seq = 5};
@@ -189,7 +189,7 @@ START_TEST(bad_input)
 	ck_assert_int_eq(mfsq_seek_seq(s, 99, 1), EINVAL);
 	ck_assert_int_eq(mfsq_seek_seq(s, 0, 1000), ERANGE);
 	mfsq_unsubscribe(s);
-	ck_assert_int_eq(mfsq_subscriber_delete(Q, "d"), 0);
+	ck_assert_int_eq(mfsq_subscriber_delete(Q, NULL, "d"), 0);
 }
 END_TEST
 

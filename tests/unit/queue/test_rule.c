@@ -141,7 +141,7 @@ START_TEST(parse_errors)
 	    mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "size >", why, sizeof(why), &s), EINVAL);
 	ck_assert_ptr_null(s);
 	ck_assert_str_eq(why, "column 7: expected a number after 'size ...'");
-	ck_assert_int_eq(mfsq_subscriber_delete(Q, "d"), ENOENT);
+	ck_assert_int_eq(mfsq_subscriber_delete(Q, NULL, "d"), ENOENT);
 	ck_assert_int_eq(
 	    mfsq_subscribe_rule(Q, NULL, MFSQ_SUB_DURABLE, "true", why, sizeof(why), &s),
 	    EINVAL); /* bad flags: no reason */
@@ -392,7 +392,7 @@ START_TEST(durable_rule)
 	ck_assert_int_eq(
 	    mfsq_subscribe_rule(Q, "d", MFSQ_SUB_DURABLE, "tag == 3", why, sizeof(why), &s), 0);
 	mfsq_unsubscribe(s);
-	ck_assert_int_eq(mfsq_subscriber_delete(Q, "d"), 0);
+	ck_assert_int_eq(mfsq_subscriber_delete(Q, NULL, "d"), 0);
 	ck_assert_int_eq(mfsq_subscribe(Q, "d", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	ck_assert_ptr_null(mfsq_sub_rule(s));
 	mfsq_unsubscribe(s);
