@@ -25,21 +25,7 @@ D=$T/u/mp
 xget dbfs.own | grep -q "owner=$U" || fail "the DBFS's owner is not $U: $(xget dbfs.own)"
 
 # drain FILE: every line the feed file has now (O_NONBLOCK until EAGAIN)
-cat >"$T/drain.py" <<'PYEOF'
-import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
-out = b""
-while True:
-    try:
-        b = os.read(fd, 65536)
-    except BlockingIOError:
-        break
-    if not b:
-        break
-    out += b
-os.close(fd)
-sys.stdout.buffer.write(out)
-PYEOF
+cp "$(dirname "$0")/feed_drain.py" "$T/drain.py"
 chmod 644 "$T/drain.py"
 udrain() { as_user $PY "$T/drain.py" "$1"; }
 

@@ -77,21 +77,7 @@ ok "the store's data.mdb: $size bytes on a ${SMALL_MB} MiB tmpfs, df: $(df -k "$
 
 # the abandoned subscriber reads at last: a gap record naming the first
 # event kept, then the events from there
-cat >"$T/drain.py" <<'PYEOF'
-import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
-out = b""
-while True:
-    try:
-        b = os.read(fd, 65536)
-    except BlockingIOError:
-        break
-    if not b:
-        break
-    out += b
-os.close(fd)
-sys.stdout.buffer.write(out)
-PYEOF
+cp "$(dirname "$0")/feed_drain.py" "$T/drain.py"
 $PY "$T/drain.py" "$E/subscriptions/gone" >"$T/sub.out"
 g=$(head -1 "$T/sub.out")
 case "$g" in
