@@ -24,21 +24,7 @@ E=$M/a
 
 # drain FILE: every line the feed file has now, without waiting (O_NONBLOCK
 # until EAGAIN)
-cat >"$T/drain.py" <<'PYEOF'
-import os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
-out = b""
-while True:
-    try:
-        b = os.read(fd, 65536)
-    except BlockingIOError:
-        break
-    if not b:
-        break
-    out += b
-os.close(fd)
-sys.stdout.buffer.write(out)
-PYEOF
+cp "$(dirname "$0")/feed_drain.py" "$T/drain.py"
 drain() { $PY "$T/drain.py" "$1"; }
 next_seq() { sed -n 's/^feed_next_seq=//p' "$E/stats"; }
 
