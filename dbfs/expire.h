@@ -65,6 +65,9 @@ struct dbfs_expire_stats {
 	uint64_t reclaim_bytes;  /* what they still hold (counted as used) */
 	uint64_t reclaimed;      /* files freed since open */
 	uint64_t reclaim_pieces; /* transactions that freed part of one */
+	/* settled events (dbfs/feed.h) */
+	uint64_t settle_pending; /* bursts waiting for their quiet period to end */
+	uint64_t settled;        /* settled events made since open */
 };
 /* 0, or -EIO (the tables could not be read: pending and reclaim_* are 0).
  * Any thread. */

@@ -3,8 +3,8 @@
  * environment and the thread that carries out what falls due in it.
  *
  * Messages. One shard, one enqueuer; each message is a delayed one,
- * deliverable at its due time, tagged with its kind (only TAG_EXPIRE so
- * far); its payload is struct later_msg. The queue's delay shard holds
+ * deliverable at its due time, tagged with its kind (DBFS_LATER_EXPIRE,
+ * _RECLAIM, _SETTLE: internal.h); its payload is struct later_msg. The queue's delay shard holds
  * them in time buckets: nothing per message is in memory, and a restart
  * replays nothing (queue/delay.c).
  *
@@ -76,7 +76,7 @@ struct dbfs_expire {
 	uint64_t retry_us;    /* after a failed run: not before */
 	uint64_t tx_gen, tx_due_us; /* leader only: the transaction's earliest schedule */
 	pthread_mutex_t se_lock;    /* fs->se while the thread tells the kernel */
-	_Atomic uint64_t fired, stale, reclaimed, reclaim_pieces;
+	_Atomic uint64_t fired, stale, reclaimed, reclaim_pieces, settled;
 	_Atomic bool stop_now; /* dbfs_close: leave a reclaim between pieces */
 	pthread_mutex_t hist_lock;
 	uint64_t hist[HIST_MS + 1], late_max_us;
@@ -84,7 +84,7 @@ struct dbfs_expire {
 	/* the batch being carried out (reset when it runs again) */
 	struct gone *gone;
 	size_t ngone, capgone;
-	uint64_t bfired, bstale;
+	uint64_t bfired, bstale, bsettled;
 	uint64_t fired_due[COMMIT_MAX];
 };
 
@@ -114,9 +114,14 @@ unsigned dbfs_expire_dbs_needed(void)
 int dbfs_later_enqueue(struct dbfs *fs, MDB_txn *txn, unsigned tag, uint64_t ino,
 		       uint64_t due_sec)
 {
+	return dbfs_later_enqueue_at(fs, txn, tag, ino, due_sec, due_sec * 1000000u);
+}
+
+int dbfs_later_enqueue_at(struct dbfs *fs, MDB_txn *txn, unsigned tag, uint64_t ino,
+			  uint64_t word, uint64_t due)
+{
 	struct dbfs_expire *ex = fs->expire;
-	struct later_msg m = {ino, due_sec};
-	uint64_t due = due_sec * 1000000u;
+	struct later_msg m = {ino, word};
 	struct mfsq_msg_in in = {
 	    .data = &m, .len = sizeof(m), .enqueuer = LATER_ENQUEUER, .deliver_us = due,
 	    .tag = tag};
@@ -295,14 +300,21 @@ static int deliver_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	const struct chunk *c = arg;
 	int rc = 0;
 	ex->ngone = 0;
-	ex->bfired = ex->bstale = 0;
+	ex->bfired = ex->bstale = ex->bsettled = 0;
 	for (size_t i = 0; !rc && i < c->n; i++) {
 		struct later_msg lm;
-		if (c->m[i].tag != DBFS_LATER_EXPIRE || c->m[i].len != sizeof(lm)) {
+		bool known = c->m[i].tag == DBFS_LATER_EXPIRE || c->m[i].tag == DBFS_LATER_SETTLE;
+		if (!known || c->m[i].len != sizeof(lm)) {
 			ex->bstale++; /* a kind this build does not know: dropped */
 			continue;
 		}
 		memcpy(&lm, c->m[i].data, sizeof(lm));
+		if (c->m[i].tag == DBFS_LATER_SETTLE) {
+			bool fired;
+			rc = dbfs_settle_fire(fs, txn, lm.ino, (uint32_t)lm.due_sec, &fired);
+			ex->bsettled += fired;
+			continue;
+		}
 		rc = expire_one(fs, txn, lm.ino, lm.due_sec);
 	}
 	if (rc)
@@ -362,7 +374,7 @@ static int piece_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	struct dbfs_expire *ex = fs->expire;
 	struct piece *p = arg;
 	ex->ngone = 0;
-	ex->bfired = ex->bstale = 0;
+	ex->bfired = ex->bstale = ex->bsettled = 0;
 	int rc = dbfs_reclaim_piece(fs, txn, p->ino, &p->more);
 	if (rc || p->more)
 		return dbfs_is_refusal(rc) ? MDB_CORRUPTED : rc;
@@ -446,6 +458,7 @@ static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
 		record_lateness(ex, now_us());
 		atomic_fetch_add(&ex->fired, ex->bfired);
 		atomic_fetch_add(&ex->stale, ex->bstale);
+		atomic_fetch_add(&ex->settled, ex->bsettled);
 		tell_kernel(fs, ex);
 		i = j;
 	}
@@ -585,9 +598,11 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 	ex->wake_us = UINT64_MAX;
 	fs->expire = ex;
 	/* something scheduled already (a restart): the thread now */
-	MDB_stat ost = {0};
+	MDB_stat ost = {0}, sst = {0};
 	if ((rc = dbfs_read_begin(fs, &txn)) == 0) {
 		rc = mdb_stat(txn, fs->db_expire, &st) ?: mdb_stat(txn, fs->db_orphan, &ost);
+		if (!rc && fs->db_settle)
+			rc = mdb_stat(txn, fs->db_settle, &sst);
 		dbfs_read_end(fs, txn);
 	}
 	if (rc) {
@@ -595,7 +610,8 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 		dbfs_expire_stop(fs);
 		return dbfs_errno(rc);
 	}
-	if (st.ms_entries || ost.ms_entries) { /* expiries, reclaims left by a crash */
+	/* expiries, reclaims left by a crash, bursts (or the periods' row) */
+	if (st.ms_entries || ost.ms_entries || sst.ms_entries) {
 		pthread_mutex_lock(&later.lock);
 		ex->wake_us = 0;
 		later_join(ex);
@@ -681,5 +697,11 @@ int dbfs_expire_stats(struct dbfs *fs, struct dbfs_expire_stats *st)
 	st->pending = ms.ms_entries;
 	st->reclaimed = atomic_load(&ex->reclaimed);
 	st->reclaim_pieces = atomic_load(&ex->reclaim_pieces);
+	st->settled = atomic_load(&ex->settled);
+	if (!dbfs_read_begin(fs, &txn)) {
+		if (dbfs_settle_pending(fs, txn, &st->settle_pending))
+			st->settle_pending = 0;
+		dbfs_read_end(fs, txn);
+	}
 	return 0;
 }

@@ -402,6 +402,15 @@ int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)
 	return 0;
 }
 
+bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino)
+{
+	struct dbfs_feed *f = fs->feed;
+	for (size_t i = 0; f && i < f->npend; i++)
+		if (f->pend[i].ev.ino == ino && dbfs_settle_is_write(&f->pend[i].ev))
+			return true;
+	return false;
+}
+
 int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 {
 	struct dbfs_feed *f = fs->feed;
@@ -420,6 +429,9 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 		p->ev.new_path = p->ev.new_path_len ? f->arena + p->noff : NULL;
 		p->ev.xattr = p->ev.xattr_len ? f->arena + p->xoff : NULL;
 		total += dbfs_ev_rec_size(&p->ev);
+		/* a write opens or prolongs its bursts (settle.c) */
+		if ((rc = dbfs_settle_wrote(fs, txn, &p->ev, t)))
+			return rc;
 	}
 	if (total > f->rcap) {
 		unsigned char *r = realloc(f->rec, total);

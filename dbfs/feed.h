@@ -53,6 +53,30 @@
  *   - A file whose expiry came (user.dbfs.expire, dbfs/expire.h) yields
  *     one DBFS_EV_EXPIRE per name removed, as unlink would (path, parent,
  *     nlink after); uid/gid are the daemon's, pid 0.
+ *   - DBFS_EV_SETTLED: a regular file was written and then left alone
+ *     for a quiet period P wanted by a subscription (dbfs_settle_set,
+ *     dbfs_settle_hold; mfs's settle=MS). Writes are the events write
+ *     (copy_file_range into the file included), truncate, fallocate,
+ *     punch, setattr with a size change, and create of a regular file;
+ *     nothing else (chmod, xattrs, rename, link, reads) starts or
+ *     prolongs a burst. The event commits no earlier than P after the
+ *     commit time (time_ns) of the burst's last write, one per file, per
+ *     period and per burst: a write before the period is over moves it
+ *     on (the message is sent again for the rest), a write after the
+ *     event starts a new burst. It is due within ~1 s of the period's end
+ *     while the store is open (the delivery thread's pace, like expiry);
+ *     attr_mask = P in ms, off/len the span the burst wrote, path, size,
+ *     mode and nlink as at the event, uid/gid the daemon's, pid 0. The
+ *     burst belongs to the inode: a rename during it changes only the
+ *     path the event carries. A file with no link left when its period
+ *     ends (unlinked, expired, even if still open) yields none. A
+ *     restart or crash keeps the bursts (rows in the store, messages in
+ *     the queue's delay shard): a burst whose period ended while the
+ *     store was closed settles at the next read-write open, late and
+ *     once. A period no longer wanted when its burst ends (its
+ *     subscription deleted) yields none. Writes the kernel holds in its
+ *     cache (writeback_cache) count when they reach the file system
+ *     (at the latest at close or fsync).
  *   - Inodes destroyed later (the last close after the last unlink) yield
  *     nothing more: the unlink was the event.
  *   - path is the inode's path from the root at the time of the change,
@@ -98,13 +122,14 @@ enum dbfs_ev_op {
 	DBFS_EV_SETXATTR,
 	DBFS_EV_REMOVEXATTR,
 	DBFS_EV_EXPIRE, /* a name removed by the file's expiry (dbfs/expire.h) */
+	DBFS_EV_SETTLED, /* a file quiet for a wanted period after writes (below) */
 	DBFS_EV_GAP, /* never stored (its value may change): a reader's gap record */
 };
 #define DBFS_EV_OP_MAX DBFS_EV_GAP
 
 /* "create", "mkdir", "mknod", "symlink", "link", "unlink", "rmdir",
  * "rename", "write", "truncate", "fallocate", "punch", "setattr",
- * "setxattr", "removexattr", "expire", "gap"; NULL for any other value. Pure. */
+ * "setxattr", "removexattr", "expire", "settled", "gap"; NULL for any other value. Pure. */
 const char *dbfs_ev_op_name(unsigned op);
 /* The op named `name` (`len` bytes, as dbfs_ev_op_name gives it), or 0. */
 unsigned dbfs_ev_op_parse(const char *name, size_t len);
@@ -127,8 +152,10 @@ struct dbfs_event {
 	uint32_t mode;       /* st_mode after the change (type + permission bits);
 	                        unlink/rmdir: the removed inode's */
 	uint64_t size;       /* file size after the change */
-	uint64_t off, len;   /* write/fallocate/punch: the range; else 0 */
-	uint32_t attr_mask;  /* setattr: FUSE_SET_ATTR_* bits that changed; else 0 */
+	uint64_t off, len;   /* write/fallocate/punch: the range; settled: the span
+	                        written in the burst (0/0: only truncates); else 0 */
+	uint32_t attr_mask;  /* setattr: FUSE_SET_ATTR_* bits that changed; settled:
+	                        the quiet period in ms; else 0 */
 	uint32_t nlink;      /* links after the change */
 	const char *path;  size_t path_len;      /* "/a/b", not NUL-terminated */
 	const char *new_path; size_t new_path_len; /* rename/link: the new name; else NULL/0 */
@@ -222,6 +249,28 @@ struct dbfs_feed_limits {
 #define DBFS_FEED_BYTES_MAX  (1ull << 30)
 int dbfs_feed_set_limits(struct dbfs *fs, const struct dbfs_feed_limits *l);
 void dbfs_feed_get_limits(struct dbfs *fs, struct dbfs_feed_limits *l);
+
+/* ---- settled events: the quiet periods wanted ----
+ * The store makes DBFS_EV_SETTLED events only for the periods wanted: the
+ * durable set (kept in the store, for subscriptions that exist whether
+ * or not they are read) and the held ones (for readers open now).
+ * At most DBFS_SETTLE_MAX distinct periods at once, each 1 ..
+ * DBFS_SETTLE_MS_MAX ms. Each wanted period costs every write event a
+ * lookup and a put of its row (plus one delayed message per burst).
+ */
+#define DBFS_SETTLE_MAX	   8u
+#define DBFS_SETTLE_MS_MAX 86400000u /* a day */
+/* Replace the durable set by ms[0..n) (duplicates allowed; n 0: none),
+ * written in a commit of its own. Errors: -EINVAL (a period 0 or above
+ * DBFS_SETTLE_MS_MAX), -ENOSPC (more than DBFS_SETTLE_MAX distinct
+ * periods with the held ones), -EOPNOTSUPP (feed off or read-only),
+ * -EROFS, -EIO. Any thread not serving a request of this DBFS. */
+int dbfs_settle_set(struct dbfs *fs, const uint32_t *ms, size_t n);
+/* Want `ms` while a reader needs it (counted: hold twice, release
+ * twice). -EINVAL, -ENOSPC, -EOPNOTSUPP as above. Any thread. */
+int dbfs_settle_hold(struct dbfs *fs, uint32_t ms);
+/* Undo one hold of `ms` (none held: nothing). Any thread. */
+void dbfs_settle_release(struct dbfs *fs, uint32_t ms);
 
 /* ---- stats (for mfs's stats.NAME); the feed's space is reported here, apart
  * from the file system's usage (it counts in no quota) ---- */

@@ -22,6 +22,7 @@ static const char *const op_names[] = {
     [DBFS_EV_SETXATTR] = "setxattr",
     [DBFS_EV_REMOVEXATTR] = "removexattr",
     [DBFS_EV_EXPIRE] = "expire",
+    [DBFS_EV_SETTLED] = "settled",
     [DBFS_EV_GAP] = "gap",
 };
 

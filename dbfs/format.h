@@ -22,6 +22,7 @@
  *   "feed/..." the change feed's queue (libmfsq queue "feed", queue/format.h)
  *   "expire"  the expiry index: files with a user.dbfs.expire (dbfs/expire.c)
  *   "later/..." the queue of delayed work (libmfsq queue "later", expire_run.c)
+ *   "settle"  files written lately, waiting for their settled events (dbfs/settle.c)
  *
  * Integers in keys are big-endian so that memcmp order is numeric order and
  * all records of one inode or directory are adjacent. Integers in values are
@@ -102,6 +103,16 @@
  *   a row). Each row has a delayed message (ino, due) in the queue
  *   "later"; messages matching no row are stale and dropped.
  *
+ * settle (made by a read-write open; an older store has none):
+ *   key  +----------------+-----------+   value  +---------+--------+--------+
+ *        | ino   u64 BE   | ms u32 BE |          | last_ns | lo u64 | hi u64 |
+ *        +----------------+-----------+          +---------+--------+--------+
+ *   One row per (file, quiet period) written since its last settled event:
+ *   last_ns the commit time of its last write, [lo, hi) the bytes written
+ *   in the burst. Each row has exactly one delayed message (ino, ms) in the
+ *   queue "later". Key "P" (1 byte): the quiet periods the durable
+ *   subscriptions want, u32 BE each (dbfs_settle_set).
+ *
  * feed (format 3): see dbfs/feed.c
  *   key 'M'                         value struct dbfs_feed_meta (dbfs_tick and
  *                                   close rewrite it; an open counts the
@@ -155,6 +166,7 @@
 #define DBFS_DB_ORPHAN  "orphan"
 #define DBFS_DB_FEED    "feed"
 #define DBFS_DB_EXPIRE  "expire" /* the expiry index: ino BE -> due seconds BE (expire.c) */
+#define DBFS_DB_SETTLE  "settle" /* (ino, ms) -> the burst waiting to settle (settle.c) */
 #define DBFS_LATER_QUEUE "later" /* the libmfsq queue of delayed work (expire_run.c) */
 #define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
 /* the queue's own files beside data.mdb (its ack and enqueue logs) */

@@ -71,6 +71,8 @@ struct dbfs {
 	                                (dir.c; write transactions only) */
 	MDB_dbi db_expire;           /* the expiry index (expire.c); 0: a read-only older store */
 	struct dbfs_expire *expire;  /* delayed work (expire_run.c); NULL: read-only */
+	MDB_dbi db_settle;           /* settled events' table (settle.c); 0: read-only older */
+	struct dbfs_settle *settle;  /* the quiet periods wanted (settle.c); NULL: read-only */
 	uint8_t uuid[16];            /* the superblock's */
 	int lock_fd;
 	struct dbfs_options opt;
@@ -604,10 +606,38 @@ void dbfs_expire_committed(struct dbfs *fs);
 /* What the queue "later" carries (its messages' tag). */
 #define DBFS_LATER_EXPIRE  1u /* (ino, due): expire.c */
 #define DBFS_LATER_RECLAIM 2u /* (ino, 0): reclaim.c */
+#define DBFS_LATER_SETTLE  3u /* (ino, ms): settle.c */
 /* Enqueue a message of kind `tag` for `ino`, deliverable at `due_sec`
  * (0: at once), in txn. 0, MDB_MAP_FULL or a queue error. */
 int dbfs_later_enqueue(struct dbfs *fs, MDB_txn *txn, unsigned tag, uint64_t ino,
 		       uint64_t due_sec);
+/* The same with a payload word of its own (`word`, the second u64 the
+ * message carries) and a delivery time in microseconds. */
+int dbfs_later_enqueue_at(struct dbfs *fs, MDB_txn *txn, unsigned tag, uint64_t ino,
+			  uint64_t word, uint64_t deliver_us);
+
+/* ---- settled events (settle.c; public side dbfs/feed.h) ---- */
+struct dbfs_event;
+/* dbfs_open (read-write): the quiet periods wanted, from the store. 0 or a
+ * negative errno with err set. stop: at close, after dbfs_expire_stop. */
+int dbfs_settle_start(struct dbfs *fs, char *err, size_t errlen);
+void dbfs_settle_stop(struct dbfs *fs);
+/* The leader's batch, at its end (feed.c): event `ev` committing at
+ * `t_ns`; when it is a write (dbfs/feed.h says which) and periods are
+ * wanted, note the burst for each (a row and, for a new row, its
+ * message). 0, MDB_MAP_FULL, a store failure or a queue error. */
+int dbfs_settle_wrote(struct dbfs *fs, MDB_txn *txn, const struct dbfs_event *ev, uint64_t t_ns);
+/* The delivery thread's batch: the message (ino, ms) came. Emits the
+ * settled event when the file was quiet long enough (and *fired), sends
+ * the message again for the rest of the period when it was not, or
+ * drops the row (period no longer wanted, file gone). 0 or as wrote. */
+int dbfs_settle_fire(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint32_t ms, bool *fired);
+/* Is this event a write that starts or prolongs a burst? Pure. */
+bool dbfs_settle_is_write(const struct dbfs_event *ev);
+/* Rows waiting (stats). */
+int dbfs_settle_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *rows);
+/* Does the batch being built hold a write of `ino` (feed.c)? Leader only. */
+bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino);
 /* Named databases the queue "later" may hold open. */
 unsigned dbfs_expire_dbs_needed(void);
 /* dbfs_set_session: change fs->se under the lock the thread tells the

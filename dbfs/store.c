@@ -54,6 +54,13 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 		fs->db_expire = 0;
 		rc = 0;
 	}
+	/* and the settle table (settle.c) */
+	if (!rc)
+		rc = mdb_dbi_open(txn, DBFS_DB_SETTLE, flags, &fs->db_settle);
+	if (rc == MDB_NOTFOUND && !(flags & MDB_CREATE)) {
+		fs->db_settle = 0;
+		rc = 0;
+	}
 	return rc;
 }
 
@@ -397,6 +404,7 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 			return rc;
 		}
 		if ((rc = dbfs_feed_start(fs, err, errlen)) ||
+		    (rc = dbfs_settle_start(fs, err, errlen)) || /* before its thread */
 		    (rc = dbfs_expire_start(fs, err, errlen)))
 			return rc;
 		if ((rc = dbfs_errno(dbfs_durable_point(fs)))) {
@@ -589,6 +597,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 
 fail_open:
 	dbfs_expire_stop(fs);
+	dbfs_settle_stop(fs);
 	dbfs_feed_stop(fs);
 	while (fs->rpool_n) /* the open's own reads (the feed's start) */
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);
@@ -616,6 +625,7 @@ static void close_env(struct dbfs *fs)
 		reclaim(fs); /* leaves large files to the next open (reclaim.c) */
 	}
 	dbfs_expire_stop(fs); /* its thread stops between two pieces */
+	dbfs_settle_stop(fs);
 	dbfs_feed_stop(fs);
 	while (fs->rpool_n)
 		mdb_txn_abort(fs->rpool[--fs->rpool_n]);

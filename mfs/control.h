@@ -19,6 +19,7 @@
  *   dbfs_mount.c    dbfs_unmount.c   one DBFS up / down
  *   flusher.c                        housekeeping and durable points, off this thread
  *   inbox.c                          the control thread's job queue
+ *   feed_settle.c                    settled events' periods from the subscriptions
  *   feed_fs.c                        the manager mount's feed files
  *   feed_spec.c                      feed positions and filters
  *   feed_decode_json.c               feed lines read back: JSON

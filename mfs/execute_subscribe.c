@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "execute.h"
+#include "feed_settle.h"
+#include "feed_spec.h"
 #include "log.h"
 #include "validate.h"
 
@@ -30,9 +32,25 @@ int mfs_execute_subscribe(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *er
 	if (rc)
 		return rc;
 	mfs_feed_pos_fix(&cmd->pos);
+	/* its settle period wanted before it exists: no burst of its first
+	 * moments is missed (the parser checked the filters already) */
+	struct mfs_feed_filter f;
+	if (!mfs_feed_filter_parse(cmd->opts, &f, err, errlen) && f.settle_ms &&
+	    (rc = mfs_feed_settle_sync(fs, f.settle_ms))) {
+		if (rc == -ENOSPC)
+			snprintf(err, errlen,
+				 "%.120s has %u distinct settle periods already (the most)",
+				 cmd->name, DBFS_SETTLE_MAX);
+		else
+			snprintf(err, errlen, "%s", strerror(-rc));
+		return rc;
+	}
+	err[0] = '\0';
 	rc = dbfs_feed_sub_create(fs, cmd->sub,
 				  cmd->pos.start.from == DBFS_FEED_NOW ? NULL : &cmd->pos.start,
 				  cmd->opts);
+	if (rc && f.settle_ms)
+		mfs_feed_settle_sync(fs, 0); /* as it was */
 	switch (rc) {
 	case 0:
 		mfs_info("%s: subscription %s created (uid %u)", cmd->name, cmd->sub,
@@ -76,5 +94,7 @@ int mfs_execute_unsubscribe(struct mfs_manager *mgr, struct mfs_cmd *cmd, char *
 	else
 		mfs_info("%s: subscription %s deleted (uid %u)", cmd->name, cmd->sub,
 			 (unsigned)cmd->who.uid);
+	if (!rc)
+		mfs_feed_settle_sync(fs, 0); /* its period may be wanted no more */
 	return rc;
 }

@@ -61,7 +61,7 @@ static int unescape(const char *s, size_t n, char *w, size_t *outn)
 const char *const mfs_feed_key_names[K_N] = {
 	"seq", "time", "time_ns", "op", "ino", "path", "new_path", "parent", "new_parent",
 	"type", "mode", "size", "uid", "gid", "pid", "attr", "xattr", "next",
-	"path_b64", "new_path_b64", "xattr_b64", "nlink", "off", "len", "flags",
+	"path_b64", "new_path_b64", "xattr_b64", "nlink", "off", "len", "flags", "settle",
 };
 
 int mfs_feed_key_of(const char *s, size_t n)
@@ -85,6 +85,11 @@ int mfs_feed_set_number(struct dbfs_event *ev, int k, uint64_t v)
 	case K_NEXT: ev->gap_next = v; break;
 	case K_OFF: ev->off = v; break;
 	case K_LEN: ev->len = v; break;
+	case K_SETTLE:
+		if (v > UINT32_MAX)
+			return -EINVAL;
+		ev->attr_mask = (uint32_t)v; /* settled: the quiet period */
+		break;
 	case K_NLINK:
 		if (v > UINT32_MAX)
 			return -EINVAL;
@@ -223,7 +228,7 @@ int mfs_feed_parse_text(const char *line, size_t len, struct mfs_feed_rec *rec, 
 		bool known = k == K_PARENT || k == K_NEW_PARENT || k == K_TYPE || k == K_MODE ||
 			     k == K_SIZE || k == K_UID || k == K_GID || k == K_PID ||
 			     k == K_ATTR || k == K_XATTR || k == K_NEXT || k == K_NLINK ||
-			     k == K_OFF || k == K_LEN || k == K_FLAGS;
+			     k == K_OFF || k == K_LEN || k == K_FLAGS || k == K_SETTLE;
 		if (known && seen[k])
 			FAIL("key %s twice", mfs_feed_key_names[k]);
 		if (known)

@@ -52,6 +52,7 @@ struct handle {
 	bool closed;                /* its DBFS went: end of file */
 	int error;                  /* a read error to hand to the next read */
 	struct mfs_feed_filter filter;
+	bool held;                  /* holds filter.settle_ms on fs (ephemeral) */
 	struct mfs_buf out;         /* lines not yet read */
 	size_t out_off;
 	uint64_t buf_max;           /* highest seq that went into out */
@@ -676,6 +677,19 @@ void mfs_feed_open(fuse_req_t req, fuse_ino_t ino, uint32_t id, enum mfs_feed_ki
 		else if (rc == -ERANGE)
 			snprintf(err, sizeof(err), "sequence number beyond the end of the feed");
 	}
+	/* an ephemeral reader's settle period is wanted while it is open (a
+	 * durable one's always: feed_settle.c) */
+	if (!rc && !h->sub[0] && h->filter.settle_ms && h->r) {
+		rc = dbfs_settle_hold(fs, h->filter.settle_ms);
+		h->held = !rc;
+		if (rc == -ENOSPC)
+			snprintf(err, sizeof(err), "this DBFS has %u distinct settle periods already",
+				 DBFS_SETTLE_MAX);
+		if (rc) {
+			dbfs_feed_close(h->r);
+			h->r = NULL;
+		}
+	}
 	if (!rc) {
 		h->next = hub.list;
 		if (hub.list)
@@ -855,6 +869,9 @@ void mfs_feed_release(fuse_req_t req, struct fuse_file_info *fi)
 		hub.list = h->next;
 	if (h->next)
 		h->next->prev = h->prev;
+	if (h->held && h->fs) /* under hub.lock: mfs_feed_detach cannot take fs away */
+		dbfs_settle_release(h->fs, h->filter.settle_ms);
+	h->held = false;
 	pthread_mutex_unlock(&hub.lock);
 	pthread_mutex_lock(&h->lock);
 	h->closed = true;
@@ -885,6 +902,7 @@ void mfs_feed_detach(struct dbfs *fs)
 		dbfs_feed_close(h->r);
 		h->r = NULL;
 		h->fs = NULL;
+		h->held = false; /* the store goes, its holds with it */
 		h->closed = true;
 		any = true;
 		pthread_mutex_unlock(&h->lock);

@@ -18,7 +18,8 @@
  *   keys    in this order: parent=, new_parent= (rename, link), type=
  *           (file dir symlink fifo socket char block unknown), mode= (4
  *           octal digits), size=, uid=, gid=, pid=, nlink=, off= and len=
- *           (write, fallocate, punch: the range), attr= (setattr: what
+ *           (write, fallocate, punch: the range; settled: the span the
+ *           burst wrote), settle= (settled: the quiet period in ms), attr= (setattr: what
  *           changed, names joined by ','), xattr= (setxattr, removexattr:
  *           the attribute's name, escaped like a path), flags= (rename,
  *           link: "exchange", "replaced"; only when set). A gap line is
@@ -36,7 +37,7 @@
  * JSON (what `cat NAME/events.json` shows): one object per line, keys
  * "seq", "time", "time_ns", "op", "ino", "path", then as the text keys
  * ("new_path", "parent", "new_parent", "type", "mode" (a string of 4 octal
- * digits), "size", "uid", "gid", "pid", "nlink", "off", "len", "attr" (an
+ * digits), "size", "uid", "gid", "pid", "nlink", "off", "len", "settle", "attr" (an
  * array of names), "xattr", "flags" (an array), "next"); a gap object has
  * only "seq", "time", "time_ns", "op" and "next". A name that is not valid UTF-8 is given twice: "path" holds it
  * with every invalid byte replaced by U+FFFD (for display) and "path_b64"

@@ -47,7 +47,7 @@ extern const char mfs_feed_b64[];
 enum {
 	K_SEQ, K_TIME, K_TIME_NS, K_OP, K_INO, K_PATH, K_NEW_PATH, K_PARENT, K_NEW_PARENT,
 	K_TYPE, K_MODE, K_SIZE, K_UID, K_GID, K_PID, K_ATTR, K_XATTR, K_NEXT,
-	K_PATH_B64, K_NEW_PATH_B64, K_XATTR_B64, K_NLINK, K_OFF, K_LEN, K_FLAGS, K_N
+	K_PATH_B64, K_NEW_PATH_B64, K_XATTR_B64, K_NLINK, K_OFF, K_LEN, K_FLAGS, K_SETTLE, K_N
 };
 extern const char *const mfs_feed_key_names[K_N];
 

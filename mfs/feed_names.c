@@ -20,6 +20,7 @@ static const char *const op_names[] = {
 	[DBFS_EV_FALLOCATE] = "fallocate", [DBFS_EV_PUNCH] = "punch",
 	[DBFS_EV_SETATTR] = "setattr",   [DBFS_EV_SETXATTR] = "setxattr",
 	[DBFS_EV_REMOVEXATTR] = "removexattr", [DBFS_EV_EXPIRE] = "expire",
+	[DBFS_EV_SETTLED] = "settled",
 	[DBFS_EV_GAP] = "gap",
 };
 
@@ -105,7 +106,8 @@ void mfs_feed_flag_names(uint32_t mask, void (*put)(const char *s, size_t n, voi
 /* Does the operation carry a range (off, len)? */
 bool mfs_feed_op_has_range(unsigned op)
 {
-	return op == DBFS_EV_WRITE || op == DBFS_EV_FALLOCATE || op == DBFS_EV_PUNCH;
+	return op == DBFS_EV_WRITE || op == DBFS_EV_FALLOCATE || op == DBFS_EV_PUNCH ||
+	       op == DBFS_EV_SETTLED;
 }
 
 /* The bit of an attribute name, also "0xHEX" for bits without a name; 0

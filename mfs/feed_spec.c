@@ -206,6 +206,16 @@ int mfs_feed_filter_key(struct mfs_feed_filter *f, const char *key, const char *
 		return name_mask(key, v, op_bit, &f->ops, err, errlen);
 	if (!strcmp(key, "types"))
 		return name_mask(key, v, type_bit, &f->types, err, errlen);
+	if (!strcmp(key, "settle")) {
+		uint64_t ms;
+		if (!v || mfs_parse_uint(v, DBFS_SETTLE_MS_MAX, &ms) || !ms) {
+			snprintf(err, errlen, "settle needs a quiet period in ms (1 to %u)",
+				 DBFS_SETTLE_MS_MAX);
+			return -EINVAL;
+		}
+		f->settle_ms = (uint32_t)ms;
+		return 0;
+	}
 	if (!strcmp(key, "exclude_pid")) {
 		uint64_t pid;
 		if (!v || mfs_parse_uint(v, INT32_MAX, &pid) || !pid) {
@@ -261,6 +271,8 @@ bool mfs_feed_filter_match(const struct mfs_feed_filter *f, const struct dbfs_ev
 {
 	if (ev->op == DBFS_EV_GAP)
 		return true;
+	if (ev->op == DBFS_EV_SETTLED && (!f->settle_ms || ev->attr_mask != f->settle_ms))
+		return false; /* another reader's period, or none wanted */
 	if (f->ops && !(f->ops & (1u << ev->op)))
 		return false;
 	if (f->types && !(f->types & (1u << ((ev->mode & S_IFMT) >> 12))))

@@ -24,6 +24,11 @@
  *   exclude=PREFIX   not when path (and the new path, if any) is PREFIX or
  *                    below it: a follower logging into the DBFS it follows
  *   exclude_pid=PID  not the changes made by process PID (the follower's)
+ *   settle=MS        also a "settled" event per file once it has been quiet
+ *                    for MS ms (1 .. DBFS_SETTLE_MS_MAX) after writes
+ *                    (dbfs/feed.h says what counts); without it no settled
+ *                    event passes, with it only those of MS (ops=settled:
+ *                    nothing else). The other filters apply to them too.
  * Gap records always pass. PREFIX and PATTERN are printable UTF-8 (the
  * control protocol's rule); in a file name (events@...) a '/' is written
  * %2F and a '%' %25 (every %XX is decoded).
@@ -48,6 +53,7 @@ struct mfs_feed_filter {
 	uint32_t ops;                       /* bit 1 << op; 0: all */
 	uint32_t types;                     /* bit 1 << (S_IFMT >> 12); 0: all */
 	uint32_t exclude_pid;               /* 0: none */
+	uint32_t settle_ms;                 /* settle=MS; 0: no settled events */
 };
 
 /* A position: `start` for dbfs_feed_open, with the UUID it names. */

@@ -78,6 +78,8 @@ void mfs_feed_line_text(const struct dbfs_event *ev, struct mfs_buf *out)
 	if (mfs_feed_op_has_range(ev->op))
 		mfs_buf_printf(out, " off=%llu len=%llu", (unsigned long long)ev->off,
 			       (unsigned long long)ev->len);
+	if (ev->op == DBFS_EV_SETTLED)
+		mfs_buf_printf(out, " settle=%u", ev->attr_mask);
 	if (ev->op == DBFS_EV_SETATTR) {
 		mfs_buf_put(out, " attr=", 6);
 		mfs_feed_attr_names(ev->attr_mask, put_attr_text, out);

@@ -120,7 +120,8 @@ static void text_rates(struct mfs_dbfs *d, const struct mfs_session_stats *st, s
 		       r.demand[0], r.demand[1], r.demand[2], st->worker_share);
 }
 
-/* Delayed work's lines of stats: file expiry, deferred reclaim (dbfs/expire.h). */
+/* Delayed work's lines of stats: file expiry, deferred reclaim, settled
+ * events (dbfs/expire.h). */
 static void text_expire(struct mfs_dbfs *d, struct mfs_buf *b)
 {
 	struct dbfs_expire_stats e;
@@ -135,6 +136,8 @@ static void text_expire(struct mfs_dbfs *d, struct mfs_buf *b)
 		       (unsigned long long)e.late_p99_us, (unsigned long long)e.late_max_us,
 		       (unsigned long long)e.reclaim_files, (unsigned long long)e.reclaim_bytes,
 		       (unsigned long long)e.reclaimed, (unsigned long long)e.reclaim_pieces);
+	mfs_buf_printf(b, "settle_pending=%llu\nsettled=%llu\n",
+		       (unsigned long long)e.settle_pending, (unsigned long long)e.settled);
 }
 
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)

@@ -94,7 +94,10 @@ static struct dbfs_event base(unsigned op)
 		ev.new_path_len = 4;
 		ev.flags = DBFS_EVF_REPLACED;
 	}
-	if (op == DBFS_EV_WRITE || op == DBFS_EV_FALLOCATE || op == DBFS_EV_PUNCH) {
+	if (op == DBFS_EV_SETTLED)
+		ev.attr_mask = 2500;
+	if (op == DBFS_EV_WRITE || op == DBFS_EV_FALLOCATE || op == DBFS_EV_PUNCH ||
+	    op == DBFS_EV_SETTLED) {
 		ev.off = 4096;
 		ev.len = 1ull << 40;
 	}

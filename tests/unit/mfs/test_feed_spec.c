@@ -91,9 +91,22 @@ START_TEST(filters)
 	e = ev(DBFS_EV_WRITE, "/a/b.txt", NULL, S_IFREG, 1);
 	ck_assert(!mfs_feed_filter_match(&f, &e));
 
+	/* settle=MS: settled events of that period only; none without it */
+	e = ev(DBFS_EV_SETTLED, "/up/f", NULL, S_IFREG, 0);
+	e.attr_mask = 1500;
+	ck_assert(!mfs_feed_filter_match(&f, &e));
+	ck_assert_int_eq(mfs_feed_filter_parse("settle=1500", &f, err, sizeof(err)), 0);
+	ck_assert_uint_eq(f.settle_ms, 1500);
+	ck_assert(mfs_feed_filter_match(&f, &e));
+	e.attr_mask = 700;
+	ck_assert(!mfs_feed_filter_match(&f, &e));
+	e = ev(DBFS_EV_WRITE, "/up/f", NULL, S_IFREG, 1); /* the rest as without it */
+	ck_assert(mfs_feed_filter_match(&f, &e));
+
 	static const char *const bad[] = {"path=", "path=rel", "ops=", "ops=create+", "ops=gap",
 					  "types=pipe", "exclude_pid=x", "glob=", "what=1",
-					  "path=/a,path=/b"};
+					  "path=/a,path=/b", "settle=0", "settle=", "settle=1s",
+					  "settle=86400001"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(mfs_feed_filter_parse(bad[i], &f, err, sizeof(err)) == -EINVAL,
 			      "accepted '%s'", bad[i]);
