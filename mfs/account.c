@@ -177,6 +177,7 @@ void mfs_account_stop(struct mfs_account *a)
 		mfs_warn("accounting: history: last minute not saved");
 	free(a->dbfs);
 	free(a->out);
+	free(a->pinned);
 	free(a->in);
 	mfsq_unsubscribe(a->sub);
 	mfsq_close(a->q);

@@ -80,6 +80,10 @@ struct mfs_account {
 	struct acct_dbfs **dbfs; /* by id */
 	uint32_t ndbfs;
 	struct sample *out; /* this tick's records (thread only) */
+	struct account_pin { /* out[i]'s DBFS and its store while its gauges are read */
+		struct mfs_dbfs *d;
+		struct dbfs *fs; /* d->fs when pinned (d->fs is NULL once unmounting) */
+	} *pinned;
 	size_t nout, capout;
 	struct sample *in; /* what the subscriber dequeued (thread only) */
 	size_t nin, capin;
@@ -90,7 +94,8 @@ struct mfs_account {
 uint64_t mfs_account_pct(const uint64_t *h, uint64_t total, double pct);
 
 /* account_sample.c, the accountant's thread only. Sample every mounted
- * DBFS into a->out (takes mgr->lock; gauges: also space, cache, feed). */
+ * DBFS into a->out (takes mgr->lock; gauges: also space, cache, feed,
+ * read without it, the DBFSs pinned: manager.h). */
 void mfs_account_take_samples(struct mfs_account *a, uint64_t t, bool gauges);
 /* Enqueue a->out as memory-only messages (a failure is logged). */
 void mfs_account_enqueue(struct mfs_account *a);

@@ -22,8 +22,9 @@ static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
 	return 0;
 }
 
-/* Sample one mounted DBFS. mgr->lock held. */
-static void sample_one(struct mfs_dbfs *d, uint64_t t, bool gauges, struct sample *s)
+/* Sample one mounted DBFS's counters (no system call, no store work).
+ * mgr->lock held. */
+static void sample_one(struct mfs_dbfs *d, uint64_t t, struct sample *s)
 {
 	struct mfs_session_stats st;
 	uint64_t errs[DBFS_ERRNOS];
@@ -42,22 +43,25 @@ static void sample_one(struct mfs_dbfs *d, uint64_t t, bool gauges, struct sampl
 	dbfs_errno_counts(d->fs, errs);
 	for (int i = 0; i < DBFS_ERRNOS; i++)
 		s->errors += errs[i];
-	if (!gauges)
-		return;
-	/* Space, cache and feed take a read transaction or a short lock of
-	 * the store: every GAUGE_EVERY seconds only. */
+}
+
+/* Space, cache and feed take a read transaction or a short lock of the
+ * store: every GAUGE_EVERY seconds only, without mgr->lock (fs pinned). */
+static void sample_gauges(struct dbfs *fs, struct sample *s)
+{
 	struct dbfs_usage u;
 	struct dbfs_feed_stats f;
 	uint64_t cl, ct;
+
 	s->gauges = 1;
-	if (!dbfs_usage(d->fs, &u)) {
+	if (!dbfs_usage(fs, &u)) {
 		s->bytes_used = u.bytes;
 		s->inodes_used = u.inodes;
 	}
-	dbfs_cache_usage(d->fs, &s->cache_bytes, &cl, &ct);
-	if (!dbfs_feed_stats(d->fs, &f)) {
+	dbfs_cache_usage(fs, &s->cache_bytes, &cl, &ct);
+	if (!dbfs_feed_stats(fs, &f)) {
 		s->feed_events = f.enqueued;
-		dbfs_feed_sub_list(d->fs, lag_of, &s->feed_lag);
+		dbfs_feed_sub_list(fs, lag_of, &s->feed_lag);
 	}
 }
 
@@ -73,13 +77,29 @@ void mfs_account_take_samples(struct mfs_account *a, uint64_t t, bool gauges)
 		if (a->nout == a->capout) {
 			size_t cap = a->capout ? 2 * a->capout : 64;
 			struct sample *p = realloc(a->out, cap * sizeof(*p));
-			if (!p)
+			struct account_pin *q = realloc(a->pinned, cap * sizeof(*q));
+			if (q)
+				a->pinned = q;
+			if (p)
+				a->out = p;
+			if (!p || !q)
 				break;
-			a->out = p;
 			a->capout = cap;
 		}
-		sample_one(d, t, gauges, &a->out[a->nout++]);
+		sample_one(d, t, &a->out[a->nout]);
+		a->pinned[a->nout].d = d;
+		a->pinned[a->nout++].fs = d->fs;
+		if (gauges)
+			mfs_dbfs_pin(d);
 	}
+	pthread_mutex_unlock(&mgr->lock);
+	if (!gauges)
+		return;
+	for (size_t i = 0; i < a->nout; i++)
+		sample_gauges(a->pinned[i].fs, &a->out[i]);
+	pthread_mutex_lock(&mgr->lock);
+	for (size_t i = 0; i < a->nout; i++)
+		mfs_dbfs_unpin(mgr, a->pinned[i].d);
 	pthread_mutex_unlock(&mgr->lock);
 }
 
