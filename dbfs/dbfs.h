@@ -207,10 +207,11 @@ struct dbfs_usage {
  * Fill `u` from the store's usage record and the file's size.
  * Cost: it opens a read transaction from the pool (takes the map lock
  * shared, briefly the pool's mutex; waits while another thread grows the
- * map) and stat()s data.mdb: a few microseconds with no disk access when
+ * map) and fstat()s data.mdb: a few microseconds with no disk access when
  * the inode is cached, but a system call per store. A caller that asks for
- * every DBFS under one lock of its own (mfs does, under the manager lock)
- * pays that per store while holding it; it never waits for the writer.
+ * every DBFS under one lock of its own pays that per store while holding
+ * it (mfs's metrics and accountant call it without the manager lock, the
+ * store pinned); it never waits for the writer.
  * Errors: -EAGAIN (reader slots full), -EIO (record malformed, or a read
  * failed), -ENOENT (no usage record: store damaged). On error `u` is
  * untouched. Any thread, a request thread included.

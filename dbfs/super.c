@@ -221,10 +221,12 @@ int dbfs_usage(struct dbfs *fs, struct dbfs_usage *u)
 	u->bytes = r.bytes;
 	u->inodes = r.inodes;
 	u->map_size = fs->map_size;
-	char path[4200];
 	struct stat sb;
-	snprintf(path, sizeof(path), "%s/data.mdb", fs->dir);
-	/* Allocated bytes: with MDB_WRITEMAP the file is as long as the map. */
-	u->file_size = stat(path, &sb) == 0 ? (uint64_t)sb.st_blocks * 512 : 0;
+	mdb_filehandle_t fd;
+	/* Allocated bytes: with MDB_WRITEMAP the file is as long as the map.
+	 * fstat of the env's own descriptor: no path walk per store (with
+	 * 1,000 DBFSs the lookups were a tenth of reading `metrics`). */
+	u->file_size = mdb_env_get_fd(fs->env, &fd) == 0 && fstat(fd, &sb) == 0
+			       ? (uint64_t)sb.st_blocks * 512 : 0;
 	return 0;
 }

@@ -90,6 +90,7 @@ void mfs_dbfs_finish(struct mfs_manager *mgr, struct mfs_dbfs *d, const char *re
 	d->dev = 0;
 	snprintf(d->reason, sizeof(d->reason), "%s", reason);
 	mfs_cache_rebalance(mgr);
+	mfs_dbfs_wait_unpinned(mgr, d); /* a status reader still using fs */
 	pthread_mutex_unlock(&mgr->lock);
 	/* No longer MOUNTED: nothing posts for it now. A flusher may be in its
 	 * tick, which reaches its session (the cache trim): wait for it, and

@@ -1,6 +1,7 @@
 /*
  * The manager's list of DBFSs (see manager.h): finding, linking, unlinking,
- * saving one to the registry, and the names of the states. Calls nothing
+ * pinning one's store for a reader, saving one to the registry, and the
+ * names of the states. Calls nothing
  * else of the control path.
  */
 #include <string.h>
@@ -55,6 +56,23 @@ void mfs_dbfs_unlink(struct mfs_manager *mgr, struct mfs_dbfs *d)
 			return;
 		}
 	}
+}
+
+void mfs_dbfs_pin(struct mfs_dbfs *d)
+{
+	d->readers++;
+}
+
+void mfs_dbfs_unpin(struct mfs_manager *mgr, struct mfs_dbfs *d)
+{
+	if (--d->readers == 0)
+		pthread_cond_broadcast(&mgr->cond);
+}
+
+void mfs_dbfs_wait_unpinned(struct mfs_manager *mgr, struct mfs_dbfs *d)
+{
+	while (d->readers)
+		pthread_cond_wait(&mgr->cond, &mgr->lock);
 }
 
 void mfs_dbfs_save(struct mfs_manager *mgr, struct mfs_dbfs *d)

@@ -93,7 +93,8 @@ struct mfs_dbfs {
 	uint64_t cache_limit;  /* as last applied: min(cache_mem, manager mem / mounted) */
 	uint64_t quota_bytes;  /* as last applied (0: none) */
 	uint64_t quota_inodes;
-	double demand;        /* lock: workers it kept busy over 10 s (account.c) */
+	double demand;        /* lock: workers it kept busy over 10 s (account_govern.c) */
+	unsigned readers;     /* lock: status readers using fs outside the lock (pin) */
 	uint64_t mounted_at;  /* CLOCK_REALTIME seconds */
 	struct mfs_dbfs *next;
 };
@@ -130,6 +131,21 @@ struct mfs_dbfs *mfs_find_id(struct mfs_manager *mgr, uint32_t id);
 
 /* Text of a state ("mounted", ...). Pure: any thread. */
 const char *mfs_state_name(enum mfs_state st);
+
+/*
+ * Keep a mounted DBFS's store open while a status reader (metrics, the
+ * accountant's gauges) uses it without mgr->lock, so that no store work
+ * (a read transaction, a stat of data.mdb) runs under the manager's lock.
+ * mfs_dbfs_pin: mgr->lock held, d MOUNTED with fs set; d->fs stays valid
+ * until the matching unpin. mfs_dbfs_unpin: mgr->lock held; wakes the
+ * unmount waiting in mfs_dbfs_wait_unpinned. mfs_dbfs_wait_unpinned:
+ * mgr->lock held (released while it waits), called by the unmount after
+ * d is no longer MOUNTED and before it closes the store. A pinned reader
+ * must not wait for the control thread or take mgr->lock meanwhile.
+ */
+void mfs_dbfs_pin(struct mfs_dbfs *d);
+void mfs_dbfs_unpin(struct mfs_manager *mgr, struct mfs_dbfs *d);
+void mfs_dbfs_wait_unpinned(struct mfs_manager *mgr, struct mfs_dbfs *d);
 
 /* Add d to the manager's list, which stays in name order / remove it.
  * mgr->lock held. */

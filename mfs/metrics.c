@@ -33,6 +33,8 @@ static const char *const op_names[MFS_OPCODES] = {
 #define LE_LAST 32
 
 struct snap {
+	struct mfs_dbfs *pinned; /* its store in use outside mgr->lock (mfs_dbfs_pin) */
+	struct dbfs *fs;
 	char name[2 * MFS_NAME_MAX + 1]; /* escaped for a label value */
 	char *mountpoint, *store;
 	const char *state;
@@ -67,6 +69,9 @@ static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
 	return 0;
 }
 
+/* What needs no store work: names, states, the counters request paths
+ * update without locks. mgr->lock held. A mounted DBFS is pinned for
+ * take_store. */
 static void take(struct mfs_dbfs *d, struct snap *s)
 {
 	struct mfs_buf nb = {0};
@@ -86,16 +91,54 @@ static void take(struct mfs_dbfs *d, struct snap *s)
 	mfs_loop_sample(d->sess, &s->st);
 	dbfs_counters(d->fs, &s->c);
 	dbfs_errno_counts(d->fs, s->errs);
-	if (dbfs_usage(d->fs, &s->u))
-		memset(&s->u, 0, sizeof(s->u));
 	uint64_t trimmed;
 	dbfs_cache_usage(d->fs, &s->cache_bytes, &s->cache_limit, &trimmed);
+	mfs_dbfs_pin(d);
+	s->pinned = d;
+	s->fs = d->fs;
+}
+
+/* What takes a read transaction or a stat: space and the feed. Without
+ * mgr->lock, the DBFS pinned. */
+static void take_store(struct snap *s)
+{
+	if (!s->pinned)
+		return;
+	if (dbfs_usage(s->fs, &s->u))
+		memset(&s->u, 0, sizeof(s->u));
 	struct dbfs_feed_stats f;
-	if (!dbfs_feed_stats(d->fs, &f)) {
+	if (!dbfs_feed_stats(s->fs, &f)) {
 		s->feed = true;
 		s->feed_events = f.enqueued;
-		dbfs_feed_sub_list(d->fs, lag_of, &s->feed_lag);
+		dbfs_feed_sub_list(s->fs, lag_of, &s->feed_lag);
 	}
+}
+
+/* The text is made of many short pieces (about 46 lines per DBFS): put
+ * them without printf, whose parsing of the format was most of the time
+ * with 1,000 DBFSs. */
+static void put(struct mfs_buf *b, const char *s)
+{
+	mfs_buf_put(b, s, strlen(s));
+}
+
+static void put_u64(struct mfs_buf *b, uint64_t v)
+{
+	char t[20];
+	size_t i = sizeof(t);
+
+	do
+		t[--i] = (char)('0' + v % 10);
+	while (v /= 10);
+	mfs_buf_put(b, t + i, sizeof(t) - i);
+}
+
+/* "} VALUE\n": the end of a series. */
+static void value(struct mfs_buf *b, uint64_t v)
+{
+	mfs_buf_put(b, "} ", 2);
+	put_u64(b, v);
+	mfs_buf_putc(b, '\n');
 }
 
 static void head(struct mfs_buf *b, const char *name, const char *type, const char *help)
@@ -105,7 +148,10 @@ static void head(struct mfs_buf *b, const char *name, const char *type, const ch
 
 static void dbfs_label(struct mfs_buf *b, const char *name, const struct snap *s)
 {
-	mfs_buf_printf(b, "%s{dbfs=\"%s\"", name, s->name);
+	put(b, name);
+	put(b, "{dbfs=\"");
+	put(b, s->name);
+	mfs_buf_putc(b, '"');
 }
 
 /* One series per mounted DBFS of a value picked by `off` (bytes into
@@ -118,8 +164,7 @@ static void family(struct mfs_buf *b, const struct snap *v, size_t n, const char
 		if (!v[i].mounted || (feed_only && !v[i].feed))
 			continue;
 		dbfs_label(b, name, &v[i]);
-		mfs_buf_printf(b, "} %llu\n",
-			       (unsigned long long)*(const uint64_t *)((const char *)&v[i] + off));
+		value(b, *(const uint64_t *)((const char *)&v[i] + off));
 	}
 }
 
@@ -127,6 +172,11 @@ static void family(struct mfs_buf *b, const struct snap *v, size_t n, const char
 
 static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 {
+	char le_text[LE_LAST + 1][32];
+
+	for (int le = LE_FIRST; le <= LE_LAST; le++)
+		snprintf(le_text[le], sizeof(le_text[le]), ",le=\"%.10g\"", (double)(1ull << le) / 1e9);
+	mfs_buf_reserve(b, 2600 * n); /* what a DBFS takes, about: no regrowth */
 	head(b, "mfs_dbfs_info", "gauge", "A DBFS the manager knows (1), with where it lives.");
 	for (size_t i = 0; i < n; i++) {
 		dbfs_label(b, "mfs_dbfs_info", &v[i]);
@@ -143,8 +193,10 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 			if (!v[i].st.by_opcode[op])
 				continue;
 			dbfs_label(b, "mfs_operations_total", &v[i]);
-			mfs_buf_printf(b, ",op=\"%s\"} %llu\n", op_names[op] ? op_names[op] : "other",
-				       (unsigned long long)v[i].st.by_opcode[op]);
+			put(b, ",op=\"");
+			put(b, op_names[op] ? op_names[op] : "other");
+			mfs_buf_putc(b, '"');
+			value(b, v[i].st.by_opcode[op]);
 		}
 	family(b, v, n, "mfs_read_bytes_total", "counter", "Bytes asked by read requests.",
 	       F(st.read_bytes), false);
@@ -157,8 +209,10 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 				continue;
 			const char *en = e ? strerrorname_np(e) : NULL;
 			dbfs_label(b, "mfs_errors_total", &v[i]);
-			mfs_buf_printf(b, ",errno=\"%s\"} %llu\n", en ? en : "other",
-				       (unsigned long long)v[i].errs[e]);
+			put(b, ",errno=\"");
+			put(b, en ? en : "other");
+			mfs_buf_putc(b, '"');
+			value(b, v[i].errs[e]);
 		}
 	head(b, "mfs_request_duration_seconds", "histogram",
 	     "Time from reading a request to its answer.");
@@ -173,15 +227,16 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 		for (int le = LE_FIRST; le <= LE_LAST; le++) {
 			cum += v[i].st.lat_hist[le - 1];
 			dbfs_label(b, "mfs_request_duration_seconds_bucket", &v[i]);
-			mfs_buf_printf(b, ",le=\"%.10g\"} %llu\n", (double)(1ull << le) / 1e9,
-				       (unsigned long long)cum);
+			put(b, le_text[le]);
+			value(b, cum);
 		}
 		dbfs_label(b, "mfs_request_duration_seconds_bucket", &v[i]);
-		mfs_buf_printf(b, ",le=\"+Inf\"} %llu\n", (unsigned long long)total);
+		put(b, ",le=\"+Inf\"");
+		value(b, total);
 		dbfs_label(b, "mfs_request_duration_seconds_sum", &v[i]);
 		mfs_buf_printf(b, "} %.9f\n", (double)v[i].st.lat_sum_ns / 1e9);
 		dbfs_label(b, "mfs_request_duration_seconds_count", &v[i]);
-		mfs_buf_printf(b, "} %llu\n", (unsigned long long)total);
+		value(b, total);
 	}
 	family(b, v, n, "mfs_throttled_total", "counter",
 	       "Times a request was held back by an IOPS or bandwidth limit.", F(st.throttled),
@@ -193,7 +248,7 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		if (v[i].mounted) {
 			dbfs_label(b, "mfs_inflight_requests", &v[i]);
-			mfs_buf_printf(b, "} %u\n", v[i].st.inflight);
+			value(b, v[i].st.inflight);
 		}
 	family(b, v, n, "mfs_commits_total", "counter", "LMDB write transactions committed.",
 	       F(c.commits), false);
@@ -236,6 +291,13 @@ void mfs_metrics_text(struct mfs_manager *mgr, struct mfs_buf *b)
 		}
 		take(d, &v[n++]);
 	}
+	pthread_mutex_unlock(&mgr->lock);
+	for (size_t i = 0; i < n; i++)
+		take_store(&v[i]);
+	pthread_mutex_lock(&mgr->lock);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].pinned)
+			mfs_dbfs_unpin(mgr, v[i].pinned);
 	pthread_mutex_unlock(&mgr->lock);
 	if (!b->oom)
 		render(b, v, n);

@@ -16,9 +16,11 @@
 #include "buf.h"
 #include "manager.h"
 
-/* The exposition text. Takes mgr->lock while it samples (a read
- * transaction and a stat per mounted DBFS; no DBFS request waits for it:
- * the loop's counters are read without the loop's lock); renders after.
+/* The exposition text. Takes mgr->lock twice, briefly: to copy names and
+ * the counters request paths update without locks (no DBFS request waits
+ * for it), pinning each mounted DBFS (manager.h), and to unpin them; the
+ * store work between (a read transaction and a stat per mounted DBFS) and
+ * the rendering run without it.
  * On allocation failure b->oom is set. A manager request thread or the
  * HTTP thread. */
 void mfs_metrics_text(struct mfs_manager *mgr, struct mfs_buf *b);

@@ -1,0 +1,158 @@
+/*
+ * The accountant's two ends of the queue "usage" (account.h): once a
+ * second, sample every mounted DBFS's counters into one record each (and
+ * every GAUGE_EVERY seconds its space, cache and feed) and enqueue them as
+ * memory-only messages; then, as the queue's subscriber, dequeue what is
+ * waiting for account_fold.c. Accountant thread only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "account_private.h"
+#include "dbfs/feed.h"
+#include "log.h"
+
+static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
+{
+	uint64_t *worst = arg;
+	if (i->lag > *worst)
+		*worst = i->lag;
+	return 0;
+}
+
+/* Sample one mounted DBFS's counters (no system call, no store work).
+ * mgr->lock held. */
+static void sample_one(struct mfs_dbfs *d, uint64_t t, struct sample *s)
+{
+	struct mfs_session_stats st;
+	uint64_t errs[DBFS_ERRNOS];
+
+	memset(s, 0, sizeof(*s));
+	s->id = d->id;
+	snprintf(s->name, sizeof(s->name), "%s", d->conf.name);
+	s->t = t;
+	mfs_loop_sample(d->sess, &st);
+	s->ops = st.ops;
+	s->read_bytes = st.read_bytes;
+	s->write_bytes = st.write_bytes;
+	s->throttled = st.throttled + st.capped + st.yield_waits;
+	s->busy_ns = st.lat_sum_ns;
+	memcpy(s->hist, st.lat_hist, sizeof(s->hist));
+	dbfs_errno_counts(d->fs, errs);
+	for (int i = 0; i < DBFS_ERRNOS; i++)
+		s->errors += errs[i];
+}
+
+/* Space, cache and feed take a read transaction or a short lock of the
+ * store: every GAUGE_EVERY seconds only, without mgr->lock (fs pinned). */
+static void sample_gauges(struct dbfs *fs, struct sample *s)
+{
+	struct dbfs_usage u;
+	struct dbfs_feed_stats f;
+	uint64_t cl, ct;
+
+	s->gauges = 1;
+	if (!dbfs_usage(fs, &u)) {
+		s->bytes_used = u.bytes;
+		s->inodes_used = u.inodes;
+	}
+	dbfs_cache_usage(fs, &s->cache_bytes, &cl, &ct);
+	if (!dbfs_feed_stats(fs, &f)) {
+		s->feed_events = f.enqueued;
+		dbfs_feed_sub_list(fs, lag_of, &s->feed_lag);
+	}
+}
+
+void mfs_account_take_samples(struct mfs_account *a, uint64_t t, bool gauges)
+{
+	struct mfs_manager *mgr = a->mgr;
+
+	a->nout = 0;
+	pthread_mutex_lock(&mgr->lock);
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
+		if (d->state != MFS_MOUNTED || !d->fs || !d->sess)
+			continue;
+		if (a->nout == a->capout) {
+			size_t cap = a->capout ? 2 * a->capout : 64;
+			struct sample *p = realloc(a->out, cap * sizeof(*p));
+			struct account_pin *q = realloc(a->pinned, cap * sizeof(*q));
+			if (q)
+				a->pinned = q;
+			if (p)
+				a->out = p;
+			if (!p || !q)
+				break;
+			a->capout = cap;
+		}
+		sample_one(d, t, &a->out[a->nout]);
+		a->pinned[a->nout].d = d;
+		a->pinned[a->nout++].fs = d->fs;
+		if (gauges)
+			mfs_dbfs_pin(d);
+	}
+	pthread_mutex_unlock(&mgr->lock);
+	if (!gauges)
+		return;
+	for (size_t i = 0; i < a->nout; i++)
+		sample_gauges(a->pinned[i].fs, &a->out[i]);
+	pthread_mutex_lock(&mgr->lock);
+	for (size_t i = 0; i < a->nout; i++)
+		mfs_dbfs_unpin(mgr, a->pinned[i].d);
+	pthread_mutex_unlock(&mgr->lock);
+}
+
+/* Enqueue this tick's records as memory-only messages. */
+void mfs_account_enqueue(struct mfs_account *a)
+{
+	struct mfsq_msg_in m[BATCH];
+
+	for (size_t i = 0; i < a->nout;) {
+		size_t n = 0;
+		for (; n < BATCH && i < a->nout; n++, i++) {
+			memset(&m[n], 0, sizeof(m[n]));
+			m[n].data = &a->out[i];
+			m[n].len = sizeof(a->out[i]);
+			m[n].enqueuer = a->out[i].id;
+			m[n].flags = MFSQ_MSG_BUFFERED;
+		}
+		int rc = mfsq_enqueue_batch(a->q, NULL, m, n, NULL);
+		if (rc)
+			mfs_warn("accounting: enqueue: %s", mfsq_strerror(rc));
+	}
+}
+
+/* Dequeue what this tick enqueued (and anything left) into a->in. */
+void mfs_account_drain(struct mfs_account *a)
+{
+	struct mfsq_msg m[BATCH];
+	size_t n;
+	int rc;
+
+	a->nin = 0;
+	while ((rc = mfsq_dequeue(a->sub, m, BATCH, &n, 0)) == 0 || rc == MFSQ_LAGGED) {
+		if (rc == MFSQ_LAGGED) {
+			mfs_warn("accounting: records lost (the queue dropped them)");
+			continue;
+		}
+		if (a->nin + n > a->capin) {
+			size_t cap = a->capin ? a->capin : 64;
+			while (cap < a->nin + n)
+				cap *= 2;
+			struct sample *p = realloc(a->in, cap * sizeof(*p));
+			if (!p) {
+				mfs_warn("accounting: out of memory: records of a second lost");
+				break;
+			}
+			a->in = p;
+			a->capin = cap;
+		}
+		for (size_t i = 0; i < n; i++)
+			if (m[i].len == sizeof(struct sample))
+				memcpy(&a->in[a->nin++], m[i].data, sizeof(struct sample));
+		mfsq_ack(a->sub, NULL, NULL);
+	}
+	if (rc && rc != EAGAIN && rc != MFSQ_LAGGED)
+		mfs_warn("accounting: dequeue: %s", mfsq_strerror(rc));
+}
