@@ -1,5 +1,5 @@
 # feed_drain.py FILE: every line a feed file (NAME/events..., a subscription)
-# has now, without waiting: O_NONBLOCK reads until EAGAIN. For the t_feed* tests.
+# has now, without waiting: O_NONBLOCK reads until EAGAIN. For the tests that read feeds.
 import os, sys
 fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
 out = b""

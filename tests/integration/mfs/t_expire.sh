@@ -24,17 +24,7 @@ xset mount "name=a,store=$T/s,mountpoint=$D,create" || { fail "mount: $(xget err
 xset subscribe "name=a,sub=c" || { fail "subscribe: $(xget error)"; exit 1; }
 SUB=$M/a/subscriptions/c
 
-cat >"$T/drain.py" <<'PYEOF'
-# everything the subscription holds now (O_NONBLOCK until EAGAIN or EOF)
-import os, sys
-fd, chunks = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK), []
-try:
-    while chunks[-1:] != [b""]:
-        chunks.append(os.read(fd, 1 << 16))
-except BlockingIOError:
-    pass
-sys.stdout.buffer.write(b"".join(chunks))
-PYEOF
+cp "$(dirname "$0")/feed_drain.py" "$T/drain.py" # reads until EAGAIN
 # every event so far, appended to $T/events (the subscription is not
 # acknowledged: each drain gives everything again)
 events() { $PY "$T/drain.py" "$SUB" >"$T/events"; }

@@ -30,17 +30,7 @@ xset subscribe "name=a,sub=s,settle=$P" || { fail "subscribe: $(xget error)"; ex
 xset subscribe "name=a,sub=all" || { fail "subscribe: $(xget error)"; exit 1; }
 SUB=$M/a/subscriptions/s.json
 
-cat >"$T/drain.py" <<'PYEOF'
-# everything the subscription holds now (O_NONBLOCK until EAGAIN or EOF)
-import os, sys
-fd, chunks = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK), []
-try:
-    while chunks[-1:] != [b""]:
-        chunks.append(os.read(fd, 1 << 16))
-except BlockingIOError:
-    pass
-sys.stdout.buffer.write(b"".join(chunks))
-PYEOF
+cp "$(dirname "$0")/feed_drain.py" "$T/drain.py" # reads until EAGAIN
 cat >"$T/check.py" <<'PYEOF'
 # check.py EVENTS INO P BURSTS [PATH]: the events of inode INO obey the
 # settled rule for period P ms: each settled event comes P or more after
