@@ -14,7 +14,7 @@
  * is run again alone, so one failure never leaks into another's commit.
  * MDB_MAP_FULL aborts, grows the map and retries; so does a queue error
  * EAGAIN from an operation (a bounded number of times), or from the
- * enqueue of the batch's change-feed events (feed.c), which runs in the
+ * enqueue of the batch's change-feed events (feed_outbox.c), which runs in the
  * batch's transaction after its operations.
  */
 #include <errno.h>
@@ -101,7 +101,7 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 			if (r && !dbfs_is_refusal(r))
 				failed = r;
 		}
-		if (!failed) /* the events, in the same transaction (feed.c) */
+		if (!failed) /* the events, in the same transaction (feed_outbox.c) */
 			failed = dbfs_feed_batch_end(fs, txn);
 		if (failed) {
 			fs->wtxn = NULL;

@@ -2,7 +2,7 @@
  * libdbfs — the change feed of one DBFS (issue 18; ARCHITECTURE mechanism 6).
  *
  * Every operation that changes a DBFS enqueues one event in the same LMDB
- * write transaction as the change (a transactional outbox, dbfs/feed.c):
+ * write transaction as the change (a transactional outbox, dbfs/feed_outbox.c):
  * after any crash there is no lost event and no event for a change that did
  * not commit. Events are kept in a libmfsq queue ("feed") inside the store's
  * own environment and read through the readers declared here. mfs turns

@@ -67,7 +67,7 @@ void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len)
 		dbfs_tls_caller_set = 0;
 		return;
 	}
-	/* the caller named in the change feed's events (feed.c) */
+	/* the caller named in the change feed's events (feed_outbox.c) */
 	dbfs_tls_caller = (struct dbfs_caller){h->uid, h->gid, h->pid};
 	dbfs_tls_caller_set = 1;
 	size_t arglen = len - sizeof(*h);

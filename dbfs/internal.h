@@ -511,7 +511,7 @@ int dbfs_acl_inherit_mode(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint32
 int dbfs_acl_inherit(struct dbfs *fs, MDB_txn *txn, uint64_t parent, uint64_t ino,
 		     uint32_t mode);
 
-/* ---- the change feed (feed.c; public side dbfs/feed.h) ---- */
+/* ---- the change feed (dbfs/feed*.c; public side dbfs/feed.h) ---- */
 /* Who asked for an operation: the FUSE request's header (fuse_io.c keeps
  * it per thread), else the thread's fsuid/fsgid and pid 0. */
 struct dbfs_caller {
@@ -622,7 +622,7 @@ struct dbfs_event;
  * negative errno with err set. stop: at close, after dbfs_expire_stop. */
 int dbfs_settle_start(struct dbfs *fs, char *err, size_t errlen);
 void dbfs_settle_stop(struct dbfs *fs);
-/* The leader's batch, at its end (feed.c): event `ev` committing at
+/* The leader's batch, at its end (feed_outbox.c): event `ev` committing at
  * `t_ns`; when it is a write (dbfs/feed.h says which) and periods are
  * wanted, note the burst for each (a row and, for a new row, its
  * message). 0, MDB_MAP_FULL, a store failure or a queue error. */
@@ -636,7 +636,7 @@ int dbfs_settle_fire(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint32_t ms, b
 bool dbfs_settle_is_write(const struct dbfs_event *ev);
 /* Rows waiting (stats). */
 int dbfs_settle_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *rows);
-/* Does the batch being built hold a write of `ino` (feed.c)? Leader only. */
+/* Does the batch being built hold a write of `ino` (feed_outbox.c)? Leader only. */
 bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino);
 /* Named databases the queue "later" may hold open. */
 unsigned dbfs_expire_dbs_needed(void);

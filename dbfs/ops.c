@@ -17,7 +17,7 @@
 #define DBFS_LINK_MAX 65000u
 #define COPY_MAX      (64u << 20)
 
-/* The change's event for the feed (feed.c), when the feed is on: after the
+/* The change's event for the feed (feed_outbox.c), when the feed is on: after the
  * operation's last check, so that only a store failure (which aborts the
  * batch and what it noted) can follow. */
 static int note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)

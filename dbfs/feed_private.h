@@ -1,0 +1,184 @@
+/*
+ * What the files of the change feed (dbfs/feed*.c) share: the feed's
+ * state, the reader's, and the low helpers they all call. Not a public
+ * header: only dbfs/feed*.c include it; dbfs/feed.h is the contract.
+ *
+ * Who calls whom: a file calls only files on rows below it (checked by
+ * the test dbfs-layering-feed, tests/unit/layering.sh):
+ *   feed.c          lifetime: start at open, stop at close, upgrade
+ *   feed_retain.c   retention, expiry of idle subscriptions, stats (dbfs_tick)
+ *   feed_reader.c   readers: open, read, ack, close
+ *   feed_subs.c     subscriptions' rows, start positions, create/delete/list
+ *   feed_outbox.c   the caller, paths, the outbox (the batch's events)
+ *   feed_state.c    the feed table's rows, the limits, small accessors
+ * and every file uses the inline helpers below.
+ */
+#ifndef DBFS_FEED_PRIVATE_H
+#define DBFS_FEED_PRIVATE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "dbfs/feed.h"
+#include "dbfs/internal.h"
+#include "queue/mfsq.h"
+
+#define FEED_SHARD    0
+#define FEED_ENQUEUER 1
+#define PATH_BUF      (64u << 10) /* longest path an event carries */
+#define READ_MAX      64	  /* messages one read dequeues */
+#define REC_OVERHEAD                                                                               \
+	64 /* store bytes per record beyond its payload (key,                                      \
+	      header, node): for the space estimate */
+
+struct pend {
+	struct dbfs_event ev;
+	size_t poff, noff, xoff; /* strings in the arena */
+};
+
+struct dbfs_feed_reader {
+	struct dbfs *fs;
+	mfsq_sub *s;
+	char name[DBFS_FEED_SUB_MAX + 1]; /* "" : ephemeral */
+	uint64_t next;			  /* the next seq this reader expects */
+	uint64_t min_ns;		  /* DBFS_FEED_TIME: skip events before it (0: none) */
+	uint64_t delivered;		  /* the last seq handed out (0: none) */
+	uint64_t acked;			  /* next seq not acknowledged (durable) */
+	uint64_t gaps, lost;		  /* since open, not yet written to its row */
+	struct mfsq_msg msg[READ_MAX];
+	size_t nmsg, imsg; /* dequeued, not yet handed out: [imsg, nmsg) */
+	struct dbfs_feed_reader *next_r;
+};
+
+struct dbfs_feed {
+	mfsq_queue *q;
+	/* the batch (leader only) */
+	MDB_txn *txn;
+	struct dbfs_caller who;
+	struct pend *pend;
+	size_t npend, cappend;
+	char *arena;
+	size_t alen, acap;
+	unsigned char *rec;
+	size_t rcap;
+	struct mfsq_msg_in *msgs;
+	uint64_t *seqs;
+	size_t capmsgs;
+	char path[PATH_BUF];
+	struct dbfs_feed_meta meta, txmeta; /* committed / in the batch */
+	size_t tx_n;
+	uint64_t tx_id; /* the batch's mdb_txn_id, for mfsq_txn_committed */
+	/* published */
+	_Atomic uint64_t last_seq, floor;
+	_Atomic uint64_t enqueued, trimmed, gaps, subs_expired;
+	uint64_t ticked_seq;	   /* next_seq when the queue's maintenance last ran */
+	uint64_t saved_seq;	   /* next_seq of the last 'M' written (tick, close) */
+	struct dbfs_feed_meta pub; /* f->meta as of the last commit, under lock */
+	/* waiters, callback, open readers, limits */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t gen;
+	void (*cb)(void *arg, uint64_t last_seq);
+	void *cb_arg;
+	struct dbfs_feed_reader *readers;
+	struct dbfs_feed_limits lim;
+};
+
+/* ---- low helpers ---- */
+
+#define QCALL DBFS_QCALL /* internal.h: a queue call from outside a write */
+
+static inline uint64_t feed_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* A libmfsq result as a public errno. */
+static inline int feed_q_errno(int rc)
+{
+	return rc ? dbfs_errno(dbfs_queue_err(rc > 0 ? rc : EIO)) : 0;
+}
+
+/* The same for a queue call that wrote in its own transaction: a failed
+ * write of the store fails the store, as a failed commit does (health.c). */
+static inline int feed_q_write_errno(struct dbfs *fs, int rc)
+{
+	dbfs_health_check(fs, rc, "a write of the change feed");
+	return feed_q_errno(rc);
+}
+
+/* The feed table's keys: 'M' the totals, 'F' the floor, 'I'+seq a block. */
+extern MDB_val feed_key_meta, feed_key_floor;
+
+static inline void feed_block_key(unsigned char k[9], uint64_t seq, MDB_val *key)
+{
+	k[0] = 'I';
+	dbfs_put_be64(k + 1, seq);
+	key->mv_size = 9;
+	key->mv_data = k;
+}
+
+/* The first seq of the block that holds seq. */
+static inline uint64_t feed_block_of(uint64_t seq)
+{
+	return seq ? (seq - 1) / DBFS_FEED_BLOCK * DBFS_FEED_BLOCK + 1 : 1;
+}
+
+/* The totals as of the last commit, and the floor. */
+static inline void feed_pub_meta(struct dbfs_feed *f, struct dbfs_feed_meta *m, uint64_t *floor)
+{
+	pthread_mutex_lock(&f->lock);
+	*m = f->pub;
+	pthread_mutex_unlock(&f->lock);
+	*floor = atomic_load(&f->floor);
+}
+
+/* ---- feed_state.c ---- */
+
+/* Are the limits within their bounds? */
+int feed_limits_ok(const struct dbfs_feed_limits *l);
+
+/* The totals row and the floor as stored in txn: 0, -EIO (damaged) or an
+ * LMDB code. */
+int feed_read_meta(struct dbfs *fs, MDB_txn *txn, struct dbfs_feed_meta *m, uint64_t *floor);
+/* Count the tail block's events and bytes from the queue (at open). */
+int feed_recount_tail(struct dbfs *fs, struct dbfs_feed *f);
+/* Write the totals row ('M') in a transaction of its own. */
+int feed_save_meta(struct dbfs *fs);
+
+/* ---- feed_subs.c ---- */
+
+/* Rewrite a subscription's row (feed_row_fn, in a dbfs_write transaction):
+ * `spec` NULL keeps the stored one. */
+struct row_ctx {
+	const char *name;
+	struct dbfs_feed_subrec rec;
+	const char *spec;
+	bool create;	   /* refuse an existing row (-EEXIST) */
+	bool del;	   /* delete the row */
+	bool update;	   /* add gaps/lost, set acked/active from rec */
+	mfsq_sub *ack_sub; /* with update: acknowledge up to rec.acked - 1 in the queue */
+	bool ack_name;	   /* with update: the same through the stored record only */
+	bool set_acked;	   /* with update: rec.acked replaces the row's (a replay) */
+};
+int feed_row_fn(struct dbfs *fs, MDB_txn *txn, void *arg);
+/* 1 if s is a valid subscription name. */
+int feed_sub_name_ok(const char *s);
+/* 0 if a reader may start at st (NULL: now): -ESTALE for another store's
+ * position, -ERANGE past the newest event, -EINVAL malformed. */
+int feed_check_start(struct dbfs *fs, const struct dbfs_feed_start *st);
+/* Move `s` to `st`; *next gets the reader's expected seq, *min_ns the
+ * time filter. */
+int feed_seek_to(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *st, uint64_t *next,
+		 uint64_t *min_ns, bool durable);
+int feed_sub_delete(struct dbfs *fs, const char *sub);
+int feed_sub_get(struct dbfs *fs, const char *sub, struct dbfs_feed_sub_info *info,
+		 uint64_t *row_acked);
+int feed_sub_names(struct dbfs *fs, char (**names)[DBFS_FEED_SUB_MAX + 1], size_t *count);
+
+#endif

@@ -1,0 +1,168 @@
+/*
+ * The change feed's state (dbfs/feed.h): its table's rows (the running
+ * totals 'M', the retention floor 'F', one row per DBFS_FEED_BLOCK events
+ * with the byte count before the block and its first commit time), the
+ * count of the tail block at open, the limits, and the small accessors.
+ * The bottom of the feed's files (feed_private.h): it calls none of them.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dbfs/feed.h"
+#include "dbfs/feed_private.h"
+#include "dbfs/internal.h"
+#include "queue/mfsq.h"
+/* ---- the feed table ---- */
+
+MDB_val feed_key_meta = {1, (void *)"M"};
+MDB_val feed_key_floor = {1, (void *)"F"};
+
+int feed_read_meta(struct dbfs *fs, MDB_txn *txn, struct dbfs_feed_meta *m, uint64_t *floor)
+{
+	MDB_val v;
+	int rc = dbfs_get(txn, fs->db_feed, &feed_key_meta, &v);
+	memset(m, 0, sizeof(*m));
+	m->next_seq = 1;
+	if (rc == 0 && v.mv_size == sizeof(*m))
+		memcpy(m, v.mv_data, sizeof(*m));
+	else if (rc == 0)
+		return -EIO;
+	else if (rc != MDB_NOTFOUND)
+		return rc;
+	*floor = 1;
+	rc = dbfs_get(txn, fs->db_feed, &feed_key_floor, &v);
+	if (rc == 0 && v.mv_size == 8)
+		memcpy(floor, v.mv_data, 8);
+	else if (rc == 0)
+		return -EIO;
+	else if (rc != MDB_NOTFOUND)
+		return rc;
+	return 0;
+}
+
+
+int feed_limits_ok(const struct dbfs_feed_limits *l)
+{
+	return (l->max_events || l->max_bytes || l->max_age_sec) &&
+	       l->max_events <= DBFS_FEED_EVENTS_MAX && l->max_bytes <= DBFS_FEED_BYTES_MAX;
+}
+
+/*
+ * The totals ('M') are written now and then: add what the queue holds
+ * beyond them (after a crash, at most the last second's events), reading
+ * the messages themselves: the next seq, the bytes, the newest time.
+ */
+int feed_recount_tail(struct dbfs *fs, struct dbfs_feed *f)
+{
+	mfsq_sub *s;
+	int rc;
+	QCALL(fs, rc, mfsq_subscribe(f->q, NULL, 0, NULL, NULL, &s));
+	if (rc)
+		return feed_q_errno(rc);
+	uint64_t end = mfsq_sub_position(s, FEED_SHARD);
+	if (end > f->meta.next_seq) {
+		QCALL(fs, rc, mfsq_seek_seq(s, FEED_SHARD, f->meta.next_seq));
+		if (rc == ENOENT) /* dropped meanwhile: from what is left */
+			QCALL(fs, rc, mfsq_seek_time(s, 0));
+		struct mfsq_msg m[READ_MAX];
+		size_t n;
+		while (!rc) {
+			QCALL(fs, rc, mfsq_dequeue(s, m, READ_MAX, &n, 0));
+			if (rc == MFSQ_LAGGED) {
+				rc = 0;
+				continue;
+			}
+			for (size_t i = 0; !rc && i < n; i++) {
+				struct dbfs_event ev;
+				if (m[i].seq < f->meta.next_seq)
+					continue;
+				f->meta.bytes += m[i].len;
+				if (!dbfs_ev_decode(m[i].data, m[i].len, &ev) &&
+				    ev.time_ns > f->meta.last_ns)
+					f->meta.last_ns = ev.time_ns;
+			}
+		}
+		if (rc == EAGAIN)
+			rc = 0;
+		f->meta.next_seq = end;
+	}
+	mfsq_unsubscribe(s);
+	return feed_q_errno(rc);
+}
+
+/* Write the totals (a batch operation: f->meta is the leader's). */
+static int meta_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	(void)arg;
+	MDB_val v = {sizeof(fs->feed->meta), &fs->feed->meta};
+	return dbfs_put(txn, fs->db_feed, &feed_key_meta, &v, 0);
+}
+
+int feed_save_meta(struct dbfs *fs)
+{
+	struct dbfs_feed *f = fs->feed;
+	uint64_t next = atomic_load(&f->last_seq) + 1;
+	if (next == f->saved_seq)
+		return 0;
+	int rc = dbfs_write(fs, meta_fn, NULL);
+	if (!rc)
+		f->saved_seq = next;
+	return rc;
+}
+
+/* ---- small public pieces ---- */
+
+void dbfs_feed_uuid(struct dbfs *fs, uint8_t uuid[16])
+{
+	memcpy(uuid, fs->uuid, 16);
+}
+
+bool dbfs_feed_enabled(struct dbfs *fs)
+{
+	return fs->feed != NULL;
+}
+
+uint64_t dbfs_feed_last_seq(struct dbfs *fs)
+{
+	return fs->feed ? atomic_load(&fs->feed->last_seq) : 0;
+}
+
+void dbfs_feed_set_notify(struct dbfs *fs, void (*cb)(void *arg, uint64_t last_seq), void *arg)
+{
+	struct dbfs_feed *f = fs->feed;
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->cb = cb;
+	f->cb_arg = arg;
+	pthread_mutex_unlock(&f->lock);
+}
+
+int dbfs_feed_set_limits(struct dbfs *fs, const struct dbfs_feed_limits *l)
+{
+	struct dbfs_feed *f = fs->feed;
+	if (!f)
+		return -EOPNOTSUPP;
+	if (!feed_limits_ok(l))
+		return -EINVAL;
+	pthread_mutex_lock(&f->lock);
+	f->lim = *l;
+	pthread_mutex_unlock(&f->lock);
+	return 0;
+}
+
+void dbfs_feed_get_limits(struct dbfs *fs, struct dbfs_feed_limits *l)
+{
+	struct dbfs_feed *f = fs->feed;
+	if (!f) {
+		*l = (struct dbfs_feed_limits){fs->opt.feed_max_events, fs->opt.feed_max_bytes,
+					       fs->opt.feed_max_age, fs->opt.feed_sub_idle};
+		return;
+	}
+	pthread_mutex_lock(&f->lock);
+	*l = f->lim;
+	pthread_mutex_unlock(&f->lock);
+}
