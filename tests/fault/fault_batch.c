@@ -357,17 +357,17 @@ int main(int argc, char **argv)
 					points++;
 					points_kind[kind]++;
 				}
-			} while (calls >= n++);
-			printf("batch of %d  %-5s %s N = 1..%ld\n", NOPS, fault_kind_name[kind],
-			       p ? "from N on" : "once     ", n - 2);
+			} while (calls >= n && (n += fault_stride()));
+			printf("batch of %d  %-5s %s N = 1..%ld%s\n", NOPS, fault_kind_name[kind],
+			       p ? "from N on" : "once     ", calls, fault_stride_note());
 		}
 	}
 	rm_rf(work);
 	rm_rf(tmpl);
 	rmdir(base);
 	printf("%ld fault points in one group commit of %d writers (lmdb %ld, alloc %ld, write "
-	       "%ld), %ld operations batched; %d failures\n",
+	       "%ld)%s, %ld operations batched; %d failures\n",
 	       points, NOPS, points_kind[FAULT_LMDB], points_kind[FAULT_ALLOC],
-	       points_kind[FAULT_WRITE], batched, failures);
+	       points_kind[FAULT_WRITE], fault_stride_note(), batched, failures);
 	return failures ? 1 : 0;
 }

@@ -626,9 +626,10 @@ int main(int argc, char **argv)
 					if (nfds() != fds0)
 						FAIL("%s: %s: %d descriptors before, %d after",
 						     step_name[s], what, fds0, nfds());
-				} while (calls >= n++);
-				printf("%-13s %-5s %s N = 1..%ld\n", step_name[s],
-				       fault_kind_name[kind], p ? "from N on" : "once     ", n - 2);
+				} while (calls >= n && (n += fault_stride()));
+				printf("%-13s %-5s %s N = 1..%ld%s\n", step_name[s],
+				       fault_kind_name[kind], p ? "from N on" : "once     ", calls,
+				       fault_stride_note());
 			}
 		}
 	}
@@ -636,9 +637,9 @@ int main(int argc, char **argv)
 	mfs_loop_destroy(mgr.loop);
 	rm_rf(base);
 	printf("%ld fault points on the control steps with mounts (lmdb %ld, alloc %ld, write "
-	       "%ld); %ld refused, %ld of them as the registry could not record the change; %ld "
+	       "%ld)%s; %ld refused, %ld of them as the registry could not record the change; %ld "
 	       "left the DBFS failed after a store write failed; %d failures\n",
 	       points, points_kind[FAULT_LMDB], points_kind[FAULT_ALLOC], points_kind[FAULT_WRITE],
-	       refused, registry_refused, io_errors, failures);
+	       fault_stride_note(), refused, registry_refused, io_errors, failures);
 	return failures ? 1 : 0;
 }

@@ -39,6 +39,7 @@
 
 #include "dbfs/internal.h"
 #include "fake_fuse.h"
+#include "harness.h"
 #include "inject.h"
 
 extern char **environ;
@@ -775,9 +776,9 @@ static void check_scenario(const struct scenario *s)
 
 	for (int persist = 0; persist <= (full ? 1 : 0); persist++) {
 		for (int kind = 0; kind < FAULT_KINDS; kind++) {
-			long n;
-			for (n = 1;; n++) {
-				long calls = run(s, kind, n, persist, &o);
+			long n, calls;
+			for (n = 1;; n += fault_stride()) {
+				calls = run(s, kind, n, persist, &o);
 				const char *how = persist ? "persistent" : "once";
 				if (calls < n) { /* no fault: the run is the fault-free one */
 					if (o.err || strcmp(o.tree, after.tree))
@@ -833,8 +834,8 @@ static void check_scenario(const struct scenario *s)
 				if (failures > 20)
 					exit(1);
 			}
-			printf("%-18s %-5s %-10s N = 1..%ld\n", s->name, fault_kind_name[kind],
-			       persist ? "persistent" : "once", n - 1);
+			printf("%-18s %-5s %-10s N = 1..%ld%s\n", s->name, fault_kind_name[kind],
+			       persist ? "persistent" : "once", calls, fault_stride_note());
 		}
 	}
 	for (long k = 1; k < nreq && k < 8; k++)
@@ -968,9 +969,9 @@ int main(int argc, char **argv)
 			check_scenario(&scenarios[i]);
 	}
 	rm_rf(base);
-	printf("%ld fault points (lmdb %ld, alloc %ld, write %ld); %ld errors left the "
+	printf("%ld fault points (lmdb %ld, alloc %ld, write %ld)%s; %ld errors left the "
 	       "operation done; %d failures\n",
 	       points, points_kind[FAULT_LMDB], points_kind[FAULT_ALLOC], points_kind[FAULT_WRITE],
-	       after_on_error, failures);
+	       fault_stride_note(), after_on_error, failures);
 	return failures ? 1 : 0;
 }

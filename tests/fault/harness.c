@@ -3,6 +3,7 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
 #include "harness.h"
@@ -30,4 +31,28 @@ int fault_fsck(const char *fsck, const char *dir)
 	if (waitpid(pid, &st, 0) < 0)
 		fault_die("waitpid");
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+long fault_stride(void)
+{
+	static long stride;
+	if (!stride) {
+		const char *v = getenv("FAULT_STRIDE");
+		char *end;
+		long k = v && *v ? strtol(v, &end, 10) : 1;
+		if (v && *v && (*end || k < 1)) {
+			fprintf(stderr, "FAULT_STRIDE=%s: not a whole number >= 1\n", v);
+			exit(2);
+		}
+		stride = k;
+	}
+	return stride;
+}
+
+const char *fault_stride_note(void)
+{
+	static char note[40];
+	if (fault_stride() > 1 && !note[0])
+		snprintf(note, sizeof(note), " (every %ldth point)", fault_stride());
+	return note;
 }

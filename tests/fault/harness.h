@@ -10,4 +10,14 @@ void fault_die(const char *what);
  * when it did not exit. */
 int fault_fsck(const char *fsck, const char *dir);
 
+/* The step between two fault points N: FAULT_STRIDE from the environment
+ * (a whole number >= 1), 1 when unset. The default suite's plain build runs
+ * every 4th point (N = 1, 5, 9, ...) and its sanitizer build every point
+ * (tests/fault/meson.build); the slow -full runs take every point. Exits 2
+ * on a malformed value. */
+long fault_stride(void);
+
+/* "" or " (every Kth point)": for the tests' summary lines. */
+const char *fault_stride_note(void);
+
 #endif
