@@ -142,6 +142,8 @@ int mfs_account_start(struct mfs_manager *mgr, const struct mfs_account_conf *co
 		pthread_mutex_destroy(&a->lock);
 		goto fail_q;
 	}
+	/* a name in top, perf and tests/fault/t_slowstat.sh */
+	pthread_setname_np(a->thread, "mfs-account");
 	*out = a;
 	running = a;
 	return 0;

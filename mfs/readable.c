@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,28 +197,86 @@ static void text_usage(struct mfs_dbfs *d, struct mfs_buf *b)
 	mfs_account_history(mfs_account_running(), d->conf.name, b);
 }
 
-static void text_list(struct mfs_manager *mgr, struct mfs_buf *b)
+/* A line of list: its text before and after the usage figures, taken
+ * under mgr->lock (offsets into one buffer), and the store's usage, read
+ * after it with the DBFS pinned (mfs_dbfs_pin), as metrics does. */
+struct list_row {
+	struct mfs_dbfs *pinned;
+	struct dbfs *fs;
+	size_t head, mid, end; /* [head, mid) before bytes=, [mid, end) after */
+	struct dbfs_usage u;
+};
+
+/* mgr->lock held: the texts of d's line into t; d pinned when mounted. */
+static void list_take(struct mfs_dbfs *d, struct mfs_buf *t, struct list_row *r)
 {
-	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
-		struct dbfs_usage u;
-		usage_of(d, &u);
-		mfs_buf_printf(b, "name=");
-		mfs_buf_escaped(b, d->conf.name);
-		mfs_buf_printf(b, ",state=%s", mfs_state_name(d->state));
-		if (d->state == MFS_MOUNTED && d->fs && dbfs_health(d->fs, NULL, 0))
-			mfs_buf_printf(b, ",read_only=io-error");
-		mfs_buf_printf(b, ",mountpoint=");
-		mfs_buf_escaped(b, d->conf.mountpoint);
-		mfs_buf_printf(b, ",store=");
-		mfs_buf_escaped(b, d->conf.store);
-		mfs_buf_printf(b, ",bytes=%llu,inodes=%llu", (unsigned long long)u.bytes,
-			       (unsigned long long)u.inodes);
-		if (d->reason[0] && d->state == MFS_FAILED) {
-			mfs_buf_printf(b, ",reason=");
-			mfs_buf_escaped(b, d->reason);
-		}
-		mfs_buf_printf(b, "\n");
+	memset(r, 0, sizeof(*r));
+	r->head = t->len;
+	mfs_buf_printf(t, "name=");
+	mfs_buf_escaped(t, d->conf.name);
+	mfs_buf_printf(t, ",state=%s", mfs_state_name(d->state));
+	if (d->state == MFS_MOUNTED && d->fs && dbfs_health(d->fs, NULL, 0))
+		mfs_buf_printf(t, ",read_only=io-error");
+	mfs_buf_printf(t, ",mountpoint=");
+	mfs_buf_escaped(t, d->conf.mountpoint);
+	mfs_buf_printf(t, ",store=");
+	mfs_buf_escaped(t, d->conf.store);
+	r->mid = t->len;
+	if (d->reason[0] && d->state == MFS_FAILED) {
+		mfs_buf_printf(t, ",reason=");
+		mfs_buf_escaped(t, d->reason);
 	}
+	r->end = t->len;
+	if (d->state == MFS_MOUNTED && d->fs) {
+		mfs_dbfs_pin(d);
+		r->pinned = d;
+		r->fs = d->fs;
+	}
+}
+
+/* user.mfs.list. Takes mgr->lock itself, twice, never across a store read:
+ * a read transaction can wait while a store's map grows, and the control
+ * thread and every other status reader wait for the lock. */
+static void list_attr(struct mfs_manager *mgr, const struct mfs_caller *who, struct mfs_buf *b)
+{
+	struct mfs_buf t = {0};
+	struct list_row *v = NULL;
+	size_t n = 0, cap = 0;
+
+	(void)who;
+	pthread_mutex_lock(&mgr->lock);
+	for (struct mfs_dbfs *d = mgr->list; d; d = d->next) {
+		if (n == cap) {
+			size_t c2 = cap ? 2 * cap : 16;
+			struct list_row *p = realloc(v, c2 * sizeof(*p));
+			if (!p) {
+				b->oom = true;
+				break;
+			}
+			v = p;
+			cap = c2;
+		}
+		list_take(d, &t, &v[n++]);
+	}
+	pthread_mutex_unlock(&mgr->lock);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].fs)
+			dbfs_usage(v[i].fs, &v[i].u);
+	pthread_mutex_lock(&mgr->lock);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].pinned)
+			mfs_dbfs_unpin(mgr, v[i].pinned);
+	pthread_mutex_unlock(&mgr->lock);
+	b->oom |= t.oom;
+	for (size_t i = 0; i < n && !b->oom; i++) {
+		mfs_buf_put(b, t.p + v[i].head, v[i].mid - v[i].head);
+		mfs_buf_printf(b, ",bytes=%llu,inodes=%llu", (unsigned long long)v[i].u.bytes,
+			       (unsigned long long)v[i].u.inodes);
+		mfs_buf_put(b, t.p + v[i].mid, v[i].end - v[i].mid);
+		mfs_buf_putc(b, '\n');
+	}
+	mfs_buf_free(&t);
+	free(v);
 }
 
 static unsigned count_dir(const char *path)
@@ -273,12 +332,6 @@ typedef void manager_text(struct mfs_manager *mgr, const struct mfs_caller *who,
 /* A DBFS's text. mgr->lock held. */
 typedef void dbfs_text(struct mfs_dbfs *d, struct mfs_buf *b);
 
-static void list_attr(struct mfs_manager *mgr, const struct mfs_caller *who, struct mfs_buf *b)
-{
-	(void)who;
-	text_list(mgr, b);
-}
-
 static void status_attr(struct mfs_manager *mgr, const struct mfs_caller *who, struct mfs_buf *b)
 {
 	(void)who;
@@ -300,7 +353,8 @@ static void error_attr(struct mfs_manager *mgr, const struct mfs_caller *who, st
  * The readable attributes besides the verbs' usage: one row each, in the
  * order listxattr gives them. A row with `manager` is "user.mfs." name; a
  * row with `dbfs` is "user.mfs." name followed by a DBFS's name, one per
- * DBFS. `unlocked`: its text needs no mgr->lock.
+ * DBFS. `unlocked`: called without mgr->lock (it needs none, or takes it
+ * itself).
  */
 static const struct readable {
 	const char *name;
@@ -309,7 +363,7 @@ static const struct readable {
 	bool unlocked;
 } readables[] = {
     /* clang-format off */
-	{.name = "list", .manager = list_attr},
+	{.name = "list", .manager = list_attr, .unlocked = true},
 	{.name = "status", .manager = status_attr},
 	{.name = "error", .manager = error_attr, .unlocked = true},
 	{.name = "dbfs.", .dbfs = text_dbfs},

@@ -10,13 +10,13 @@
  *   user.mfs.error    the caller's last refusal (answer.h)
  * Adding a readable attribute is adding a row to the table in readable.c.
  *
- * Context: any thread (FUSE workers of the manager mount). Every function
- * but the error and usage texts takes mgr->lock for the whole text, and for
- * each mounted DBFS it shows (list, dbfs.N, stats.N, N/stats) calls
- * dbfs_usage under it: that opens an LMDB read transaction and stats
- * data.mdb, so the lock is held for as many of those as there are mounted
- * DBFSs. Neither waits on a FUSE request; the control thread may wait that
- * long for the lock.
+ * Context: any thread (FUSE workers of the manager mount). list takes
+ * mgr->lock to copy what it shows and pins the mounted DBFSs (manager.h),
+ * then reads each store's usage without the lock. The other texts but the
+ * error and usage ones hold mgr->lock for the whole text; stats.N and
+ * N/stats read that one DBFS's store under it (dbfs_usage opens an LMDB
+ * read transaction and stats data.mdb; the feed's and delayed work's
+ * figures read it too). None waits on a FUSE request.
  */
 #ifndef MFS_READABLE_H
 #define MFS_READABLE_H

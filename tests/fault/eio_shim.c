@@ -10,6 +10,12 @@
  * it creates $FAULT_DIR/stuck while it waits, so the test knows a flush is
  * held, and goes on (removing stuck) once slow is gone, or after 120 s so
  * that a broken test cannot hang the daemon for ever.
+ *
+ * A slow store read, for tests/fault/t_slowstat.sh: while
+ * $FAULT_DIR/slowstat exists, an fstat of such a file (dbfs_usage fstats
+ * data.mdb) does not return; the thread creates $FAULT_DIR/held.TID while
+ * it waits (TID: its thread id, so the test can tell who is held), and
+ * goes on once slowstat is gone, or after 120 s.
  */
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
@@ -23,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -80,6 +87,36 @@ static void hold_flush(void)
 	for (int i = 0; i < 12000 && exists("slow"); i++)
 		usleep(10000);
 	unlink(p);
+}
+
+static void hold_stat(void)
+{
+	char p[PATH_MAX];
+	if (!exists("slowstat"))
+		return;
+	snprintf(p, sizeof(p), "%s/held.%ld", getenv("FAULT_DIR"), (long)syscall(SYS_gettid));
+	int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	for (int i = 0; i < 12000 && exists("slowstat"); i++)
+		usleep(10000);
+	unlink(p);
+}
+
+int fstat(int fd, struct stat *st)
+{
+	REAL(fstat);
+	if (under_dir(fd))
+		hold_stat();
+	return real_fstat(fd, st);
+}
+
+int fstat64(int fd, struct stat64 *st)
+{
+	REAL(fstat64);
+	if (under_dir(fd))
+		hold_stat();
+	return real_fstat64(fd, st);
 }
 
 static bool fail_fd(int fd)

@@ -12,10 +12,7 @@ SHIM=$2
 export FAULT_DIR="$T/faulty"
 mkdir -p "$FAULT_DIR" "$T/mbad" "$T/mgood"
 M=$T/mgr
-# under AddressSanitizer its runtime must come first in the preload list
-asan=$(ldd "$MFS" | awk '/libasan/ { print $3 }')
-printf '#!/bin/sh\nLD_PRELOAD="%s" exec "%s" "$@"\n' "${asan:+$asan }$SHIM" "$MFS" >"$T/mfs-shim"
-chmod +x "$T/mfs-shim"
+shim_mfs "$SHIM"
 MFS=$T/mfs-shim start_manager "$M"
 xset mount "name=bad,store=$FAULT_DIR/store,mountpoint=$T/mbad,create" ||
 	{ fail "mount bad: $(cat "$T/xset.err")"; exit 1; }

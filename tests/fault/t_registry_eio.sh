@@ -14,10 +14,7 @@ SHIM=$2
 export FAULT_DIR="$T/state"
 mkdir -p "$T/m1" "$T/m2"
 M=$T/mgr
-# under AddressSanitizer its runtime must come first in the preload list
-asan=$(ldd "$MFS" | awk '/libasan/ { print $3 }')
-printf '#!/bin/sh\nLD_PRELOAD="%s" exec "%s" "$@"\n' "${asan:+$asan }$SHIM" "$MFS" >"$T/mfs-shim"
-chmod +x "$T/mfs-shim"
+shim_mfs "$SHIM"
 MFS=$T/mfs-shim start_manager "$M"
 state_of() { xget list | sed -n "s/^name=$1,state=\([a-z]*\).*/\1/p"; }
 opts_of() { xget dbfs.$1 | sed -n 's/^options=//p'; }

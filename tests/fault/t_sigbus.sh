@@ -35,10 +35,7 @@ M=$T/mfs
 echo "leak:mdb_txn_begin" >"$T/lsan.supp"
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$T/lsan.supp"
 export FAULT_DIR="$T/u/s"
-# under AddressSanitizer its runtime must come first in the preload list
-asan=$(ldd "$MFS" | awk '/libasan/ { print $3 }')
-printf '#!/bin/sh\nLD_PRELOAD="%s" exec "%s" "$@"\n' "${asan:+$asan }$SHIM" "$MFS" >"$T/mfs-shim"
-chmod +x "$T/mfs-shim"
+shim_mfs "$SHIM"
 MFS=$T/mfs-shim start_manager "$M" "allow_other"
 mkdir -p "$T/u/mp1" "$T/u/mp2" "$T/u/mp3" "$T/u/s" "$T/rmp"
 chown -R $U:$U "$T/u"

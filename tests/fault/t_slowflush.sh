@@ -13,9 +13,7 @@ SHIM=$2
 export FAULT_DIR="$T/faulty"
 mkdir -p "$FAULT_DIR" "$T/mslow" "$T/mfast" "$T/mthird"
 M=$T/mgr
-asan=$(ldd "$MFS" | awk '/libasan/ { print $3 }')
-printf '#!/bin/sh\nLD_PRELOAD="%s" exec "%s" "$@"\n' "${asan:+$asan }$SHIM" "$MFS" >"$T/mfs-shim"
-chmod +x "$T/mfs-shim"
+shim_mfs "$SHIM"
 MFS=$T/mfs-shim start_manager "$M"
 release() { rm -f "$FAULT_DIR/slow"; }
 trap 'rc=$?; release; (exit $rc); cleanup' EXIT
@@ -27,15 +25,6 @@ xset mount "name=slow,store=$FAULT_DIR/store,mountpoint=$T/mslow,create,commit_i
 xset mount "name=fast,store=$T/sfast,mountpoint=$T/mfast,create,commit_interval=3600" ||
 	{ fail "mount fast: $(cat "$T/xset.err")"; exit 1; }
 
-# bg NAME CMD...: run a command in the background, its status in $T/NAME.rc
-bg() {
-	n=$1
-	shift
-	rm -f "$T/$n.rc"
-	("$@" >"$T/$n.out" 2>&1; echo $? >"$T/$n.rc") &
-	PIDS="$PIDS $!"
-}
-done_ok() { [ -f "$T/$1.rc" ] && [ "$(cat "$T/$1.rc")" = 0 ]; }
 
 touch "$FAULT_DIR/slow"
 echo change >"$T/mslow/f" || fail "write to slow"

@@ -174,3 +174,23 @@ writers_off() {
 	for p in $WP; do wait "$p"; done
 	WP=""
 }
+
+# shim_mfs SHIM: write $T/mfs-shim, which runs $MFS with the LD_PRELOAD shim
+# SHIM (tests/fault); under AddressSanitizer its runtime must come first in
+# the preload list. Start it with: MFS=$T/mfs-shim start_manager ...
+shim_mfs() {
+	asan=$(ldd "$MFS" | awk '/libasan/ { print $3 }')
+	printf '#!/bin/sh\nLD_PRELOAD="%s" exec "%s" "$@"\n' "${asan:+$asan }$1" "$MFS" >"$T/mfs-shim"
+	chmod +x "$T/mfs-shim"
+}
+
+# bg NAME CMD...: run a command in the background, its status in $T/NAME.rc
+# and its output in $T/NAME.out; done_ok NAME: it ended with status 0
+bg() {
+	n=$1
+	shift
+	rm -f "$T/$n.rc"
+	("$@" >"$T/$n.out" 2>&1; echo $? >"$T/$n.rc") &
+	PIDS="$PIDS $!"
+}
+done_ok() { [ -f "$T/$1.rc" ] && [ "$(cat "$T/$1.rc")" = 0 ]; }

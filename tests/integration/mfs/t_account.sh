@@ -1,8 +1,9 @@
 #!/bin/sh
 # Accounting (issue 20): the `metrics` file parsed by a real Prometheus
 # parser, its counters equal to the operations made; rates over 1/10/60 s
-# in stats that rise under load and fall back; the usage history in
-# NAME/usage, surviving a restart of mfs; the reserved name "metrics".
+# in NAME/stats, user.mfs.stats.NAME and mfsctl stats that rise under load
+# and fall back; the usage history in NAME/usage, surviving a restart of
+# mfs; the reserved name "metrics".
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
@@ -67,6 +68,14 @@ idle() { r=$(rate ops_rate); [ "$r" = 0 ]; }
 LP=$!
 PIDS="$PIDS $LP"
 wait_for 20 busy || fail "ops_rate (1 s) not above 50 under load: $(grep _rate "$M/one/stats")"
+# the same rates in user.mfs.stats.NAME and in mfsctl stats
+ctl() { sh "$MFSCTL" -m "$M" "$@"; }
+xattr_busy() { xget stats.one | grep -q '^ops_rate=[1-9][0-9]*\.[0-9]*,[0-9.]*,[0-9.]*$'; }
+ctl_busy() { ctl stats one | grep -q '^ops_rate  *[1-9][0-9]*\.[0-9]*,[0-9.]*,[0-9.]*$'; }
+wait_for 20 xattr_busy || fail "user.mfs.stats.one: no ops_rate above 0: $(xget stats.one | grep _rate)"
+if [ -f "$MFSCTL" ]; then
+	wait_for 20 ctl_busy || fail "mfsctl stats: no ops_rate above 0: $(ctl stats one | grep _rate)"
+fi
 touch "$T/stopload"
 wait "$LP"
 grep -q '^ops_rate=[0-9.]*,[0-9.]*,[0-9.]*$' "$M/one/stats" || fail "ops_rate is not 1s,10s,60s"
@@ -80,7 +89,6 @@ n=$(rows)
 [ "$n" -ge 2 ] || fail "usage has $n busy rows: $(head -5 "$M/one/usage")"
 head -1 "$M/one/usage" | grep -q '^# time date span_s ops_per_s' || fail "usage header"
 # mfsctl usage: the same rows, as a table and as JSON, within the range
-ctl() { sh "$MFSCTL" -m "$M" "$@"; }
 if [ -f "$MFSCTL" ]; then
 	j=$(ctl usage one --json -p) || fail "mfsctl usage --json"
 	jn=$(printf '%s' "$j" | grep -o '"ops_per_s":[1-9]' | wc -l)
