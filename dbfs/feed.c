@@ -43,6 +43,7 @@
 #define FEED_ENQUEUER 1
 #define PATH_BUF      (64u << 10) /* longest path an event carries */
 #define READ_MAX      64	  /* messages one read dequeues */
+#define PATH_CACHE    512	  /* longest directory path the leader keeps */
 #define REC_OVERHEAD                                                                               \
 	64 /* store bytes per record beyond its payload (key,                                      \
 	      header, node): for the space estimate */
@@ -81,6 +82,17 @@ struct dbfs_feed {
 	uint64_t *seqs;
 	size_t capmsgs;
 	char path[PATH_BUF];
+	/* The path of the directory the last event named a child of (most
+	 * events of a burst are in one directory): it saves walking the name
+	 * rows up to the root. Valid in the transaction that computed it and,
+	 * once that one committed, in the very next (pc_next: nobody, in any
+	 * process, committed in between); dropped at once when any
+	 * directory's name row changes (dbfs_feed_paths_changed) and when a
+	 * batch aborted. Leader only. */
+	uint64_t pc_dir; /* 0: none */
+	size_t pc_len;
+	uint64_t cur_id, pc_next; /* this batch's txn id; the id the cache is valid in */
+	char pc_path[PATH_CACHE];
 	struct dbfs_feed_meta meta, txmeta; /* committed / in the batch */
 	size_t tx_n;
 	uint64_t tx_id; /* the batch's mdb_txn_id, for mfsq_txn_committed */
@@ -280,11 +292,27 @@ static int path_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *nam
 	struct dbfs_feed *f = fs->feed;
 	size_t at, pl;
 	uint64_t d0;
-	int rc = path_of(fs, txn, dir, &at, &pl, &d0);
+	int rc;
+	if (name && dir == f->pc_dir && dir != DBFS_ROOT_INO) {
+		/* a child of the cached directory (dir0 is asked only for an
+		 * inode's own path, never with a name) */
+		size_t o;
+		if ((rc = arena_add(f, f->pc_path, f->pc_len, off)) || (rc = arena_add(f, "/", 1, &o)) ||
+		    (rc = arena_add(f, name, nl, &o)))
+			return rc;
+		*len = f->pc_len + 1 + nl;
+		return 0;
+	}
+	rc = path_of(fs, txn, dir, &at, &pl, &d0);
 	if (dir0)
 		*dir0 = d0;
 	if (rc)
 		return rc;
+	if (name && dir != DBFS_ROOT_INO && pl && pl <= PATH_CACHE) {
+		memcpy(f->pc_path, f->path + at, pl);
+		f->pc_len = pl;
+		f->pc_dir = dir;
+	}
 	if (name) {
 		if (pl == 1) /* the root: "/" + name */
 			pl = 0;
@@ -314,6 +342,10 @@ void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn)
 	struct dbfs_feed *f = fs->feed;
 	if (!f)
 		return;
+	uint64_t id = mdb_txn_id(txn);
+	if (f->txn || id != f->pc_next) /* the last batch aborted, or another committed */
+		f->pc_dir = 0;
+	f->cur_id = id;
 	f->txn = txn;
 	f->npend = 0;
 	f->alen = 0;
@@ -400,6 +432,12 @@ int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)
 		return rc;
 	f->npend++;
 	return 0;
+}
+
+void dbfs_feed_paths_changed(struct dbfs *fs)
+{
+	if (fs->feed)
+		fs->feed->pc_dir = 0;
 }
 
 bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino)
@@ -493,6 +531,8 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 void dbfs_feed_batch_committed(struct dbfs *fs)
 {
 	struct dbfs_feed *f = fs->feed;
+	if (f)
+		f->pc_next = f->cur_id + 1;
 	if (!f || !f->npend || !f->tx_n) {
 		if (f)
 			f->txn = NULL;
@@ -623,6 +663,7 @@ static int empty_ilink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	MDB_cursor *c;
 	MDB_val k, v;
 	(void)arg;
+	dbfs_feed_paths_changed(fs);
 	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
 	if (rc)
 		return rc;
@@ -788,6 +829,7 @@ static int upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	struct upgrade_ctx *c = arg;
 	MDB_cursor *cur;
 	MDB_val k, v;
+	dbfs_feed_paths_changed(fs);
 	int rc = mdb_cursor_open(txn, fs->db_dirent, &cur);
 	if (rc)
 		return rc;
