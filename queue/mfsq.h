@@ -355,7 +355,10 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  *   ENOMEM   out of memory;
  *   MDB_DBS_FULL  mdb_env_set_maxdbs() too small;
  *   ENOSPC   the map is full;
- *   MDB_VERSION_MISMATCH  the queue was written by another format version;
+ *   MDB_VERSION_MISMATCH  the queue was written by a format version this
+ *            build does not read (a newer one; format.h): an open of a
+ *            version 1 queue marks it version 2, which version 1 builds
+ *            refuse;
  *   EBADMSG  a queue record has the wrong size, or the stored
  *            configuration is damaged: a value outside the
  *            ranges a new queue's must meet (nshards 1..1024,
