@@ -84,7 +84,8 @@ struct dbfs_feed {
 	char path[PATH_BUF];
 	/* The path of the directory the last event named a child of (most
 	 * events of a burst are in one directory): it saves walking the name
-	 * rows up to the root. Valid in the transaction that computed it and,
+	 * rows up to the root, for its children's names and for the walk up
+	 * from any inode below it. Valid in the transaction that computed it and,
 	 * once that one committed, in the very next (pc_next: nobody, in any
 	 * process, committed in between); dropped at once when any
 	 * directory's name row changes (dbfs_feed_paths_changed) and when a
@@ -257,6 +258,16 @@ static int path_of(struct dbfs *fs, MDB_txn *txn, uint64_t ino, size_t *start, s
 		ino = dbfs_get_be64((unsigned char *)k.mv_data + 8);
 		if (!depth)
 			*dir0 = ino;
+		if (ino == fs->feed->pc_dir && ino != DBFS_ROOT_INO) {
+			/* the cached directory's path (path_add) ends the walk */
+			if (fs->feed->pc_len > at) {
+				at = PATH_BUF;
+				break;
+			}
+			at -= fs->feed->pc_len;
+			memcpy(p + at, fs->feed->pc_path, fs->feed->pc_len);
+			break;
+		}
 	}
 	mdb_cursor_close(c);
 	if (at == PATH_BUF)

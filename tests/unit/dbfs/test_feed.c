@@ -561,8 +561,24 @@ START_TEST(test_dir_path_cache)
 	dbfs_ilink_key(kb, b, a, "o", 1, &k);
 	ck_assert_int_eq(mdb_put(txn, fs->db_inode, &k, &v, 0), 0);
 	ck_assert_int_eq(mdb_txn_commit(txn), 0);
-	mk(b, "v", S_IFREG | 0644);
+	uint64_t fv = mk(b, "v", S_IFREG | 0644);
 	path_is((e = one(r), &e), "/c/o/v");
+	/* an inode's own path walks up to the cached directory */
+	uint64_t sub = mk(b, "sub", S_IFDIR | 0755);
+	one(r);
+	uint64_t f = mk(sub, "f", S_IFREG | 0644);
+	path_is((e = one(r), &e), "/c/o/sub/f");
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = f, .len = 10}, NULL), 0);
+	path_is((e = one(r), &e), "/c/o/sub/f");
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = fv, .len = 10}, NULL), 0);
+	path_is((e = one(r), &e), "/c/o/v");
+	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "c",
+					 .b = DBFS_ROOT_INO, .n2 = "e"},
+			     NULL),
+			 0);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = f, .len = 10}, NULL), 0);
+	path_is((e = one(r), &e), "/e/o/sub/f");
 	dbfs_feed_close(r);
 }
 END_TEST
