@@ -3,8 +3,8 @@
  * Writing a batch of enqueued messages in a write transaction (the
  * caller's, a group commit's, a log replay's): each message into its
  * shard's stream (stream.c) or its delay shard, with its stream time; then
- * the shard records where needed (shardstate.c); and after an own commit, the runtime state, the
- * cache and the wake-up. All messages of one enqueuer land in one shard
+ * the shard records where needed (shardstate.c); and after an own commit,
+ * the runtime state, the cache and the wake-up. All messages of one enqueuer land in one shard
  * (affinity.c) in commit order, so that order holds for every subscriber;
  * sequence numbers and stream times are assigned under LMDB's single
  * writer, so two processes enqueueing into one shard still produce one
@@ -15,13 +15,14 @@
 #include "internal.h"
 
 /*
- * The shard record of shard @s as a caller's transaction T last wrote it,
- * when it is what @txn would read: T committed (the caller said so,
+ * The state of shard @s as a caller's transaction T left it (and its
+ * record's next_seq, which may lag: shardstate.c), when it is what @txn
+ * would read: T committed (the caller said so,
  * mfsq_txn_committed()) and @txn is the very next transaction (its id is
  * T's + 1: nobody, in any process, committed in between). An aborted T
  * never counts, even though LMDB gives its id to the next transaction.
- * Saves reading the record in every caller's transaction of a lone
- * writer (the file system's outbox).
+ * Saves reading the record and the tail in every caller's transaction of
+ * a lone writer (the file system's outbox).
  */
 static int remembered(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_loaded *l)
 {
