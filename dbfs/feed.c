@@ -308,8 +308,8 @@ static int path_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *nam
 		/* a child of the cached directory (dir0 is asked only for an
 		 * inode's own path, never with a name) */
 		size_t o;
-		if ((rc = arena_add(f, f->pc_path, f->pc_len, off)) || (rc = arena_add(f, "/", 1, &o)) ||
-		    (rc = arena_add(f, name, nl, &o)))
+		if ((rc = arena_add(f, f->pc_path, f->pc_len, off)) ||
+		    (rc = arena_add(f, "/", 1, &o)) || (rc = arena_add(f, name, nl, &o)))
 			return rc;
 		*len = f->pc_len + 1 + nl;
 		return 0;

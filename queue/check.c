@@ -232,7 +232,8 @@ int mfsq_check(MDB_txn *txn, const char *name, mfsq_check_report *report, void *
 		goto out;
 	}
 	memcpy(&dc, v.mv_data, sizeof(dc));
-	if (dc.version < MFSQ_FORMAT_OLDEST || dc.version > MFSQ_FORMAT_VERSION || dc.nshards < 1 || dc.nshards > 1024 ||
+	if (dc.version < MFSQ_FORMAT_OLDEST || dc.version > MFSQ_FORMAT_VERSION ||
+	    dc.nshards < 1 || dc.nshards > 1024 ||
 	    !dc.subshard_msgs || !dc.subshard_bytes || dc.retain_max < 2 || !dc.max_payload ||
 	    !dc.bucket_us) {
 		bad(&c, "configuration out of range (version %u, %u shards)", dc.version,

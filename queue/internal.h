@@ -273,7 +273,8 @@ void mfsq_wake(mfsq_queue *q);
 
 /* config.c: checks and the stored record ('C'); _get: MDB_NOTFOUND,
  * EBADMSG (size); _load: as _get, MDB_VERSION_MISMATCH (a version
- * outside MFSQ_FORMAT_OLDEST..MFSQ_FORMAT_VERSION, checked first), EBADMSG (a value out of mfsq_config_valid()'s ranges), else
+ * outside MFSQ_FORMAT_OLDEST..MFSQ_FORMAT_VERSION, checked first),
+ * EBADMSG (a value out of mfsq_config_valid()'s ranges), else
  * q->cfg holds the stored configuration (unchanged on error); _store: a
  * new queue's (MDB_NOOVERWRITE). */
 int mfsq_config_valid(const struct mfsq_config *c);

@@ -4,11 +4,11 @@
  * caller's, a group commit's, a log replay's): each message into its
  * shard's stream (stream.c) or its delay shard, with its stream time; then
  * the shard records where needed (shardstate.c); and after an own commit,
- * the runtime state, the cache and the wake-up. All messages of one enqueuer land in one shard
- * (affinity.c) in commit order, so that order holds for every subscriber;
- * sequence numbers and stream times are assigned under LMDB's single
- * writer, so two processes enqueueing into one shard still produce one
- * gap-free, time-ordered stream.
+ * the runtime state, the cache and the wake-up. All messages of one
+ * enqueuer land in one shard (affinity.c) in commit order, so that order
+ * holds for every subscriber; sequence numbers and stream times are
+ * assigned under LMDB's single writer, so two processes enqueueing into
+ * one shard still produce one gap-free, time-ordered stream.
  */
 #include <string.h>
 

@@ -140,8 +140,8 @@ static int op_fn(struct dbfs *f, MDB_txn *txn, void *arg)
 		int rc = dbfs_op_rename(f, txn, o->a, o->n1, o->a, o->n2, 0);
 		uint64_t ino;
 		if (!rc)
-			rc = dbfs_op_mknod(f, txn, &cred, o->b, "new", S_IFREG | 0644, 0, NULL, &ino,
-					   &in);
+			rc = dbfs_op_mknod(f, txn, &cred, o->b, "new", S_IFREG | 0644, 0, NULL,
+					   &ino, &in);
 		return rc ? rc : EIO; /* not a refusal: the batch is aborted */
 	}
 	}
