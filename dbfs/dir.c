@@ -55,8 +55,8 @@ static int ilink_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint32_t type,
 	MDB_val k, v = {0, NULL};
 	if (!fs->feed)
 		return 0;
-	if (S_ISDIR(type))
-		dbfs_feed_paths_changed(fs); /* its path and its descendants' */
+	/* a directory's: its path and its descendants' */
+	dbfs_feed_paths_changed(fs, S_ISDIR(type) ? 0 : ino);
 	dbfs_ilink_key(kb, ino, dir, name, len, &k);
 	if (!del && ino > fs->ilink_top) {
 		/* a new inode's first name: most likely the table's last key

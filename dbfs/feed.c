@@ -94,6 +94,13 @@ struct dbfs_feed {
 	size_t pc_len;
 	uint64_t cur_id, pc_next; /* this batch's txn id; the id the cache is valid in */
 	char pc_path[PATH_CACHE];
+	/* Likewise the path of the inode the last event named (a file's
+	 * create, then its writes and setattrs in commits of their own: tar
+	 * -x), and the directory of that path; dropped also when that inode's
+	 * own name rows change. */
+	uint64_t pf_ino, pf_dir; /* 0: none */
+	size_t pf_len;
+	char pf_path[PATH_CACHE];
 	struct dbfs_feed_meta meta, txmeta; /* committed / in the batch */
 	size_t tx_n;
 	uint64_t tx_id; /* the batch's mdb_txn_id, for mfsq_txn_committed */
@@ -346,6 +353,21 @@ static int path_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *nam
 	return 0;
 }
 
+/* The inode's path is the one just put at `off` (`len` bytes), its
+ * directory `dir`: keep it for the inode's next events (see pf_ino). */
+static void inode_path_keep(struct dbfs_feed *f, uint64_t ino, uint64_t dir, size_t off,
+			    size_t len)
+{
+	if (!len || len > PATH_CACHE) {
+		f->pf_ino = 0;
+		return;
+	}
+	memcpy(f->pf_path, f->arena + off, len);
+	f->pf_len = len;
+	f->pf_dir = dir;
+	f->pf_ino = ino;
+}
+
 /* ---- the outbox (leader only) ---- */
 
 void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn)
@@ -355,7 +377,7 @@ void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn)
 		return;
 	uint64_t id = mdb_txn_id(txn);
 	if (f->txn || id != f->pc_next) /* the last batch aborted, or another committed */
-		f->pc_dir = 0;
+		f->pc_dir = f->pf_ino = 0;
 	f->cur_id = id;
 	f->txn = txn;
 	f->npend = 0;
@@ -427,11 +449,23 @@ int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)
 	e->off = n->off;
 	e->len = n->len;
 	e->attr_mask = n->attr_mask;
-	if (n->parent)
+	if (n->parent) {
 		rc = path_add(fs, txn, n->parent, n->name, n->name_len, &p->poff, &e->path_len,
 			      NULL);
-	else /* the inode's own path: its directory is its first name's */
+		/* a new inode's one name: its path until a name row of it or
+		 * of a directory changes */
+		if (!rc && (n->op == DBFS_EV_CREATE || n->op == DBFS_EV_MKDIR ||
+			    n->op == DBFS_EV_MKNOD || n->op == DBFS_EV_SYMLINK))
+			inode_path_keep(f, n->ino, n->parent, p->poff, e->path_len);
+	} else if (n->ino == f->pf_ino) { /* the inode's own path, kept */
+		e->parent = f->pf_dir;
+		e->path_len = f->pf_len;
+		rc = arena_add(f, f->pf_path, f->pf_len, &p->poff);
+	} else { /* the inode's own path: its directory is its first name's */
 		rc = path_add(fs, txn, n->ino, NULL, 0, &p->poff, &e->path_len, &e->parent);
+		if (!rc)
+			inode_path_keep(f, n->ino, e->parent, p->poff, e->path_len);
+	}
 	if (!rc && n->new_name)
 		rc = path_add(fs, txn, n->new_parent, n->new_name, n->new_name_len, &p->noff,
 			      &e->new_path_len, NULL);
@@ -445,11 +479,15 @@ int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)
 	return 0;
 }
 
-void dbfs_feed_paths_changed(struct dbfs *fs)
+void dbfs_feed_paths_changed(struct dbfs *fs, uint64_t ino)
 {
-	if (fs->feed)
-		fs->feed->pc_dir = 0;
+	struct dbfs_feed *f = fs->feed;
+	if (f && !ino)
+		f->pc_dir = f->pf_ino = 0;
+	else if (f && ino == f->pf_ino)
+		f->pf_ino = 0;
 }
+
 
 bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino)
 {
@@ -674,7 +712,7 @@ static int empty_ilink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	MDB_cursor *c;
 	MDB_val k, v;
 	(void)arg;
-	dbfs_feed_paths_changed(fs);
+	dbfs_feed_paths_changed(fs, 0);
 	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
 	if (rc)
 		return rc;
@@ -840,7 +878,7 @@ static int upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	struct upgrade_ctx *c = arg;
 	MDB_cursor *cur;
 	MDB_val k, v;
-	dbfs_feed_paths_changed(fs);
+	dbfs_feed_paths_changed(fs, 0);
 	int rc = mdb_cursor_open(txn, fs->db_dirent, &cur);
 	if (rc)
 		return rc;

@@ -519,10 +519,11 @@ START_TEST(test_names_any_byte)
 }
 END_TEST
 
-/* The leader keeps the path of the directory it last named a child of
- * (feed.c): a directory renamed (its own name or an ancestor's), a batch
- * aborted after a rename, and a commit of another writer all leave no
- * stale path behind. */
+/* The leader keeps the path of the directory it last named a child of,
+ * and of the inode it last named (feed.c): a directory renamed (its own
+ * name or an ancestor's), a batch aborted after a rename, a commit of
+ * another writer, and the inode's own rename, link and unlink all leave
+ * no stale path behind. */
 START_TEST(test_dir_path_cache)
 {
 	struct dbfs_feed_reader *r = rd_open(NULL, NULL);
@@ -579,6 +580,25 @@ START_TEST(test_dir_path_cache)
 	one(r);
 	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = f, .len = 10}, NULL), 0);
 	path_is((e = one(r), &e), "/e/o/sub/f");
+	/* the inode's own names change: a rename, a link, an unlink */
+	uint64_t g = mk(sub, "g", S_IFREG | 0644);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = sub, .n1 = "g", .b = sub, .n2 = "g2"},
+			     NULL),
+			 0);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = g, .len = 10}, NULL), 0);
+	path_is((e = one(r), &e), "/e/o/sub/g2");
+	ck_assert_int_eq(run((struct op){.kind = LINK, .ino = g, .a = DBFS_ROOT_INO, .n1 = "h"},
+			     NULL),
+			 0);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = UNLINK, .a = sub, .n1 = "g2"}, NULL), 0);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = g, .len = 10}, NULL), 0);
+	e = one(r);
+	path_is(&e, "/h");
+	ck_assert_uint_eq(e.parent, DBFS_ROOT_INO);
 	dbfs_feed_close(r);
 }
 END_TEST
