@@ -48,13 +48,15 @@ void dbfs_ilink_key(unsigned char *kb, uint64_t ino, uint64_t dir, const char *n
  * missing row is not an error: it only names paths in feed events. Kept
  * only while the feed is on (feed=off marks the table stale and the next
  * open with the feed rebuilds it, feed.c). */
-static int ilink_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t dir, const char *name,
-		     size_t len, bool del)
+static int ilink_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint32_t type, uint64_t dir,
+		     const char *name, size_t len, bool del)
 {
 	unsigned char kb[16 + DBFS_NAME_MAX];
 	MDB_val k, v = {0, NULL};
 	if (!fs->feed)
 		return 0;
+	/* a directory's: its path and its descendants' */
+	dbfs_feed_paths_changed(fs, S_ISDIR(type) ? 0 : ino);
 	dbfs_ilink_key(kb, ino, dir, name, len, &k);
 	if (!del && ino > fs->ilink_top) {
 		/* a new inode's first name: most likely the table's last key
@@ -121,7 +123,7 @@ int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode 
 	struct dbfs_dirent_val dv = {.ino = ino, .cookie = din->next_cookie++, .type = type};
 	int rc = put_entry(fs, txn, dir, name, len, &dv, MDB_NOOVERWRITE, true);
 	if (!rc)
-		rc = ilink_set(fs, txn, ino, dir, name, len, false);
+		rc = ilink_set(fs, txn, ino, type, dir, name, len, false);
 	if (rc)
 		return rc;
 	din->nentries++;
@@ -136,9 +138,9 @@ int dbfs_dir_replace(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *na
 	dv.type = type;
 	int rc = put_entry(fs, txn, dir, name, len, &dv, 0, false);
 	if (!rc)
-		rc = ilink_set(fs, txn, old->ino, dir, name, len, true);
+		rc = ilink_set(fs, txn, old->ino, old->type, dir, name, len, true);
 	if (!rc)
-		rc = ilink_set(fs, txn, ino, dir, name, len, false);
+		rc = ilink_set(fs, txn, ino, type, dir, name, len, false);
 	return rc;
 }
 
@@ -155,7 +157,7 @@ int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_ino
 	cookie_key(ck, dir, dv->cookie, &k);
 	rc = dbfs_del(txn, fs->db_dircook, &k, NULL);
 	if (!rc)
-		rc = ilink_set(fs, txn, dv->ino, dir, name, len, true);
+		rc = ilink_set(fs, txn, dv->ino, dv->type, dir, name, len, true);
 	if (rc)
 		return rc;
 	if (din->nentries)

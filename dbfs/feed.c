@@ -55,6 +55,7 @@ static int empty_ilink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	MDB_cursor *c;
 	MDB_val k, v;
 	(void)arg;
+	dbfs_feed_paths_changed(fs, 0);
 	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
 	if (rc)
 		return rc;
@@ -220,6 +221,7 @@ static int upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	struct upgrade_ctx *c = arg;
 	MDB_cursor *cur;
 	MDB_val k, v;
+	dbfs_feed_paths_changed(fs, 0);
 	int rc = mdb_cursor_open(txn, fs->db_dirent, &cur);
 	if (rc)
 		return rc;

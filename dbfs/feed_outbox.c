@@ -96,6 +96,16 @@ static int path_of(struct dbfs *fs, MDB_txn *txn, uint64_t ino, size_t *start, s
 		ino = dbfs_get_be64((unsigned char *)k.mv_data + 8);
 		if (!depth)
 			*dir0 = ino;
+		if (ino == fs->feed->pc_dir && ino != DBFS_ROOT_INO) {
+			/* the cached directory's path (path_add) ends the walk */
+			if (fs->feed->pc_len > at) {
+				at = PATH_BUF;
+				break;
+			}
+			at -= fs->feed->pc_len;
+			memcpy(p + at, fs->feed->pc_path, fs->feed->pc_len);
+			break;
+		}
 	}
 	mdb_cursor_close(c);
 	if (at == PATH_BUF)
@@ -131,11 +141,27 @@ static int path_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *nam
 	struct dbfs_feed *f = fs->feed;
 	size_t at, pl;
 	uint64_t d0;
-	int rc = path_of(fs, txn, dir, &at, &pl, &d0);
+	int rc;
+	if (name && dir == f->pc_dir && dir != DBFS_ROOT_INO) {
+		/* a child of the cached directory (dir0 is asked only for an
+		 * inode's own path, never with a name) */
+		size_t o;
+		if ((rc = arena_add(f, f->pc_path, f->pc_len, off)) ||
+		    (rc = arena_add(f, "/", 1, &o)) || (rc = arena_add(f, name, nl, &o)))
+			return rc;
+		*len = f->pc_len + 1 + nl;
+		return 0;
+	}
+	rc = path_of(fs, txn, dir, &at, &pl, &d0);
 	if (dir0)
 		*dir0 = d0;
 	if (rc)
 		return rc;
+	if (name && dir != DBFS_ROOT_INO && pl && pl <= PATH_CACHE) {
+		memcpy(f->pc_path, f->path + at, pl);
+		f->pc_len = pl;
+		f->pc_dir = dir;
+	}
 	if (name) {
 		if (pl == 1) /* the root: "/" + name */
 			pl = 0;
@@ -158,6 +184,21 @@ static int path_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *nam
 	return 0;
 }
 
+/* The inode's path is the one just put at `off` (`len` bytes), its
+ * directory `dir`: keep it for the inode's next events (see pf_ino). */
+static void inode_path_keep(struct dbfs_feed *f, uint64_t ino, uint64_t dir, size_t off,
+			    size_t len)
+{
+	if (!len || len > PATH_CACHE) {
+		f->pf_ino = 0;
+		return;
+	}
+	memcpy(f->pf_path, f->arena + off, len);
+	f->pf_len = len;
+	f->pf_dir = dir;
+	f->pf_ino = ino;
+}
+
 /* ---- the outbox (leader only) ---- */
 
 void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn)
@@ -165,6 +206,10 @@ void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn)
 	struct dbfs_feed *f = fs->feed;
 	if (!f)
 		return;
+	uint64_t id = mdb_txn_id(txn);
+	if (f->txn || id != f->pc_next) /* the last batch aborted, or another committed */
+		f->pc_dir = f->pf_ino = 0;
+	f->cur_id = id;
 	f->txn = txn;
 	f->npend = 0;
 	f->alen = 0;
@@ -235,11 +280,23 @@ int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)
 	e->off = n->off;
 	e->len = n->len;
 	e->attr_mask = n->attr_mask;
-	if (n->parent)
+	if (n->parent) {
 		rc = path_add(fs, txn, n->parent, n->name, n->name_len, &p->poff, &e->path_len,
 			      NULL);
-	else /* the inode's own path: its directory is its first name's */
+		/* a new inode's one name: its path until a name row of it or
+		 * of a directory changes */
+		if (!rc && (n->op == DBFS_EV_CREATE || n->op == DBFS_EV_MKDIR ||
+			    n->op == DBFS_EV_MKNOD || n->op == DBFS_EV_SYMLINK))
+			inode_path_keep(f, n->ino, n->parent, p->poff, e->path_len);
+	} else if (n->ino == f->pf_ino) { /* the inode's own path, kept */
+		e->parent = f->pf_dir;
+		e->path_len = f->pf_len;
+		rc = arena_add(f, f->pf_path, f->pf_len, &p->poff);
+	} else { /* the inode's own path: its directory is its first name's */
 		rc = path_add(fs, txn, n->ino, NULL, 0, &p->poff, &e->path_len, &e->parent);
+		if (!rc)
+			inode_path_keep(f, n->ino, e->parent, p->poff, e->path_len);
+	}
 	if (!rc && n->new_name)
 		rc = path_add(fs, txn, n->new_parent, n->new_name, n->new_name_len, &p->noff,
 			      &e->new_path_len, NULL);
@@ -252,6 +309,16 @@ int dbfs_feed_note(struct dbfs *fs, MDB_txn *txn, const struct dbfs_ev_note *n)
 	f->npend++;
 	return 0;
 }
+
+void dbfs_feed_paths_changed(struct dbfs *fs, uint64_t ino)
+{
+	struct dbfs_feed *f = fs->feed;
+	if (f && !ino)
+		f->pc_dir = f->pf_ino = 0;
+	else if (f && ino == f->pf_ino)
+		f->pf_ino = 0;
+}
+
 
 bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino)
 {
@@ -344,6 +411,8 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 void dbfs_feed_batch_committed(struct dbfs *fs)
 {
 	struct dbfs_feed *f = fs->feed;
+	if (f)
+		f->pc_next = f->cur_id + 1;
 	if (!f || !f->npend || !f->tx_n) {
 		if (f)
 			f->txn = NULL;

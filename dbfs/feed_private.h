@@ -30,6 +30,7 @@
 #define FEED_ENQUEUER 1
 #define PATH_BUF      (64u << 10) /* longest path an event carries */
 #define READ_MAX      64	  /* messages one read dequeues */
+#define PATH_CACHE    512	  /* longest directory path the leader keeps */
 #define REC_OVERHEAD                                                                               \
 	64 /* store bytes per record beyond its payload (key,                                      \
 	      header, node): for the space estimate */
@@ -68,6 +69,25 @@ struct dbfs_feed {
 	uint64_t *seqs;
 	size_t capmsgs;
 	char path[PATH_BUF];
+	/* The path of the directory the last event named a child of (most
+	 * events of a burst are in one directory): it saves walking the name
+	 * rows up to the root, for its children's names and for the walk up
+	 * from any inode below it. Valid in the transaction that computed it and,
+	 * once that one committed, in the very next (pc_next: nobody, in any
+	 * process, committed in between); dropped at once when any
+	 * directory's name row changes (dbfs_feed_paths_changed) and when a
+	 * batch aborted. Leader only. */
+	uint64_t pc_dir; /* 0: none */
+	size_t pc_len;
+	uint64_t cur_id, pc_next; /* this batch's txn id; the id the cache is valid in */
+	char pc_path[PATH_CACHE];
+	/* Likewise the path of the inode the last event named (a file's
+	 * create, then its writes and setattrs in commits of their own: tar
+	 * -x), and the directory of that path; dropped also when that inode's
+	 * own name rows change. */
+	uint64_t pf_ino, pf_dir; /* 0: none */
+	size_t pf_len;
+	char pf_path[PATH_CACHE];
 	struct dbfs_feed_meta meta, txmeta; /* committed / in the batch */
 	size_t tx_n;
 	uint64_t tx_id; /* the batch's mdb_txn_id, for mfsq_txn_committed */

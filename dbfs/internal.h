@@ -638,6 +638,10 @@ bool dbfs_settle_is_write(const struct dbfs_event *ev);
 int dbfs_settle_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *rows);
 /* Does the batch being built hold a write of `ino` (feed_outbox.c)? Leader only. */
 bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino);
+/* A name row of inode `ino` changed (dir.c), or (`ino` 0) a directory's
+ * or many rows did: the leader's cached paths that it may change are
+ * dropped (feed.c). Leader only; no-op with feed=off. */
+void dbfs_feed_paths_changed(struct dbfs *fs, uint64_t ino);
 /* Named databases the queue "later" may hold open. */
 unsigned dbfs_expire_dbs_needed(void);
 /* dbfs_set_session: change fs->se under the lock the thread tells the

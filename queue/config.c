@@ -59,7 +59,7 @@ int mfsq_config_load(mfsq_queue *q, MDB_txn *txn)
 	if (rc)
 		return rc;
 	/* The version first: another format's fields mean other things. */
-	if (dc.version != MFSQ_FORMAT_VERSION)
+	if (dc.version < MFSQ_FORMAT_OLDEST || dc.version > MFSQ_FORMAT_VERSION)
 		return MDB_VERSION_MISMATCH;
 	c = (struct mfsq_config){
 	    .nshards = dc.nshards,
@@ -76,6 +76,18 @@ int mfsq_config_load(mfsq_queue *q, MDB_txn *txn)
 		return EBADMSG;
 	q->cfg = c;
 	return 0;
+}
+
+int mfsq_config_upgrade(mfsq_queue *q, MDB_txn *txn)
+{
+	struct mfsq_disk_config dc;
+	MDB_val key = {1, "C"}, val = {sizeof(dc), &dc};
+	int rc = mfsq_config_get(q, txn, &dc);
+
+	if (rc || dc.version == MFSQ_FORMAT_VERSION)
+		return rc;
+	dc.version = MFSQ_FORMAT_VERSION; /* 1 -> 2: the fields are the same */
+	return mdb_put(txn, q->meta, &key, &val, 0);
 }
 
 int mfsq_config_store(mfsq_queue *q, MDB_txn *txn)

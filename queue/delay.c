@@ -186,7 +186,7 @@ static int promote_shard(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, uint64_t
 			 unsigned char **buf, size_t *bufcap, int *moved)
 {
 	struct mfsq_disk_shard st;
-	int rc = mfsq_read_shard(q, w->txn, s, &st);
+	int rc = mfsq_shard_read_w(q, w, s, &st, NULL);
 
 	if (rc)
 		return rc;

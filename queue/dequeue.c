@@ -326,8 +326,10 @@ static int start(struct dq *d)
 	for (uint32_t i = 0; i < q->cfg.nshards; i++) {
 		struct mfsq_disk_shard st;
 		struct src *r = &d->src[i];
-		int rc = mfsq_read_shard(q, d->txn, i, &st);
+		int rc = mfsq_shard_read_r(q, d->txn, i, &st, &d->rid);
 
+		if (rc == MFSQ_RETRY)
+			d->rs = i;
 		if (rc)
 			return rc;
 		atomic_store(&q->shards[i].min_due, st.min_due);

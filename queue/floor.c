@@ -107,7 +107,12 @@ int mfsq_subscriber_ack(mfsq_queue *q, MDB_txn *txn, const char *name, uint32_t 
 		return EINVAL;
 	k[0] = 'U';
 	memcpy(k + 1, name, nl);
-	rc = mfsq_read_shard(q, txn, shard, &st);
+	struct mfsq_wtx w;
+
+	rc = mfsq_wtx_begin(q, txn, 0, &w); /* the caller's */
+	if (!rc)
+		rc = mfsq_shard_read_w(q, &w, shard, &st, NULL);
+	mfsq_wtx_end(q, &w, rc);
 	if (rc)
 		return mfsq_lmdb_err(rc);
 	if (next > st.next_seq)

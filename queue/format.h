@@ -12,7 +12,11 @@
  *   | 'C' |                 ->  | struct mfsq_disk_config      |
  *   +-----+                     +----------------------------+
  *
- *   shard state, one per shard, rewritten by every enqueue to the shard
+ *   shard state, one per shard, rewritten by every change but appends to
+ *   the tail (shardstate.c): next_seq, tail_count, tail_bytes and last_us
+ *   may stand for an earlier message of the tail subshard (at most
+ *   MFSQ_STATE_LAG behind): the messages from next_seq on are in the tail,
+ *   and its last key + 1 is the shard's next seq
  *   +-----+-----------+         +----------------------------+
  *   | 'S' | shard u32 |     ->  | struct mfsq_disk_shard       |
  *   +-----+-----------+         +----------------------------+
@@ -67,7 +71,12 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MFSQ_FORMAT_VERSION 1
+/* 2: shard records may lag behind their tails (shardstate.c); a version 1
+ * queue (records always exact) is read as it is and marked 2 by its first
+ * open, after which builds of version 1, which would reuse sequence
+ * numbers, refuse it (MDB_VERSION_MISMATCH). */
+#define MFSQ_FORMAT_VERSION 2
+#define MFSQ_FORMAT_OLDEST  1
 
 struct mfsq_disk_config {
 	uint32_t version;
@@ -81,6 +90,8 @@ struct mfsq_disk_config {
 };
 
 struct mfsq_disk_shard {
+	/* next_seq, tail_count, tail_bytes, last_us: as of the record's last
+	 * write (see 'S' above); the other fields are exact */
 	uint64_t next_seq;	/* next stream sequence number (first is 1) */
 	uint64_t head_first;	/* first seq of the oldest live subshard */
 	uint64_t tail_first;	/* first seq of the subshard being filled */

@@ -79,6 +79,7 @@ struct mfsq_shard_rt {
 	 * them), trusted by the next one only (put.c) */
 	struct mfsq_disk_shard wst;
 	uint64_t wst_txnid;
+	uint64_t wst_stored_next; /* next_seq in the record that transaction left */
 	struct mfsq_centry *cache; /* q->cache_lock: read shared, changed exclusive */
 	/* memory-only messages [bfirst, bfirst + bn), ring, q->cache_lock as cache */
 	struct mfsq_cmsg **bring;
@@ -245,10 +246,11 @@ void mfsq_late_record(mfsq_queue *q, uint64_t late_us);
 uint64_t mfsq_late_pct(mfsq_queue *q, double p); /* @p in 0..1 */
 /* record.c: fixed-size meta records: the value at @key into @out, exactly
  * @size bytes; MDB_NOTFOUND, EBADMSG (another size). The shard state
- * records through it. */
+ * records through it: _row reads one as stored, its per-message fields
+ * possibly behind its tail (shardstate.c says what is exact). */
 int mfsq_record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, void *out, size_t size);
 void mfsq_shard_key(unsigned char k[5], uint32_t s);
-int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
+int mfsq_shard_row(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st);
 /* floor.c: the retention floor of shard s (0: none) */
 int mfsq_floor_get(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t *floor);
 int mfsq_write_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, const struct mfsq_disk_shard *st);
@@ -270,14 +272,17 @@ void mfsq_wake(mfsq_queue *q);
 /* affinity.c: mfsq_shard_of() and mfsq_enqueuer_in_shard() (mfsq.h) */
 
 /* config.c: checks and the stored record ('C'); _get: MDB_NOTFOUND,
- * EBADMSG (size); _load: as _get, MDB_VERSION_MISMATCH (checked
- * first), EBADMSG (a value out of mfsq_config_valid()'s ranges), else
+ * EBADMSG (size); _load: as _get, MDB_VERSION_MISMATCH (a version
+ * outside MFSQ_FORMAT_OLDEST..MFSQ_FORMAT_VERSION, checked first),
+ * EBADMSG (a value out of mfsq_config_valid()'s ranges), else
  * q->cfg holds the stored configuration (unchanged on error); _store: a
  * new queue's (MDB_NOOVERWRITE). */
 int mfsq_config_valid(const struct mfsq_config *c);
 int mfsq_config_get(mfsq_queue *q, MDB_txn *txn, struct mfsq_disk_config *dc);
 int mfsq_config_load(mfsq_queue *q, MDB_txn *txn);
 int mfsq_config_store(mfsq_queue *q, MDB_txn *txn);
+/* An older version's record (checked by _load) marked as this version's. */
+int mfsq_config_upgrade(mfsq_queue *q, MDB_txn *txn);
 
 /* maintenance.c: before a dequeue's read, promotion and retention when due
  * (failures counted in mfsq_stats() and retried 100 ms later), cache sizing
@@ -339,6 +344,27 @@ int mfsq_subshard_locate(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t seq, 
 int mfsq_subshard_index_put(mfsq_queue *q, MDB_txn *txn, uint32_t s, uint64_t first, uint64_t id);
 int mfsq_retention(mfsq_queue *q);
 
+/* shardstate.c: a shard's state as it is now (its record caught up with
+ * its tail's messages). The record may lag by up to MFSQ_STATE_LAG
+ * messages; every other field is exact. _catch_up: advance @st over the
+ * messages of @tail (its tail's handle) from st->next_seq on; tail_bytes
+ * too if @bytes (a walk over them, for writers). _read_w: in a write
+ * transaction, exact, *@stored_next (may be NULL) the record's own
+ * next_seq; MFSQ_RETRY (own) or EAGAIN (a caller's) when the tail's
+ * handle is newer than the transaction (as mfsq_wtx_subshard). _read_r:
+ * in a read transaction (q->droplock held shared), tail_bytes not caught
+ * up; MFSQ_RETRY with *@rid the tail's id to resolve (mfsq_dbi_get, after
+ * ending @txn) before trying again. _read_rtxn: in a read transaction of
+ * its own, resolving as it needs. Errors: LMDB's, EBADMSG (a damaged
+ * record, tail or message header). */
+#define MFSQ_STATE_LAG 256
+int mfsq_shard_catch_up(MDB_txn *txn, MDB_dbi tail, struct mfsq_disk_shard *st, int bytes);
+int mfsq_shard_read_w(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, struct mfsq_disk_shard *st,
+		      uint64_t *stored_next);
+int mfsq_shard_read_r(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st,
+		      uint64_t *rid);
+int mfsq_shard_read_rtxn(mfsq_queue *q, uint32_t s, struct mfsq_disk_shard *st);
+
 /* stream.c: append p (shard, header, payload) to its shard's stream in @w,
  * rolling a full tail; sets p->seq and p->sub_first, advances *@st. */
 struct mfsq_put {
@@ -358,10 +384,12 @@ int mfsq_stream_put(mfsq_queue *q, struct mfsq_wtx *w, struct mfsq_disk_shard *s
 struct mfsq_loaded {
 	int loaded;
 	struct mfsq_disk_shard st;
+	struct mfsq_disk_shard st0; /* as loaded: a field but the per-message ones changed? */
+	uint64_t stored_next;	    /* next_seq in the stored record (shardstate.c) */
 };
 int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m, size_t n,
 		  uint64_t *seqs, struct mfsq_put *puts, size_t *nputs, struct mfsq_loaded *ls);
-int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_loaded *ls);
+int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, struct mfsq_loaded *ls);
 /* After mfsq_put_states() in a caller's transaction: remember (ok) or
  * forget (!ok) the shard records it wrote, for the next transaction. */
 void mfsq_put_remember(mfsq_queue *q, MDB_txn *txn, const struct mfsq_loaded *ls, int ok);

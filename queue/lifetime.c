@@ -52,6 +52,8 @@ static int open_dbs(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 		create = 1;
 	else if (rc)
 		return rc; /* MDB_NOTFOUND: no such queue, ENOENT */
+	if (!create && (rc = mfsq_config_upgrade(q, txn)))
+		return rc;
 	q->shards = calloc(q->cfg.nshards, sizeof(*q->shards));
 	if (!q->shards)
 		return ENOMEM;
@@ -67,7 +69,7 @@ static int open_dbs(mfsq_queue *q, struct mfsq_wtx *w, unsigned flags)
 		snprintf(nm, sizeof(nm), "%s/d/%u", q->name, s);
 		rc = mdb_dbi_open(txn, nm, MDB_CREATE, &q->shards[s].delay);
 		if (!rc)
-			rc = mfsq_read_shard(q, txn, s, &st);
+			rc = mfsq_shard_read_w(q, w, s, &st, NULL);
 		/* shared handles for the tail and the spare: enqueues inside
 		 * callers' transactions then never need to open one */
 		if (!rc)

@@ -355,7 +355,10 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  *   ENOMEM   out of memory;
  *   MDB_DBS_FULL  mdb_env_set_maxdbs() too small;
  *   ENOSPC   the map is full;
- *   MDB_VERSION_MISMATCH  the queue was written by another format version;
+ *   MDB_VERSION_MISMATCH  the queue was written by a format version this
+ *            build does not read (a newer one; format.h): an open of a
+ *            version 1 queue marks it version 2, which version 1 builds
+ *            refuse;
  *   EBADMSG  a queue record has the wrong size, or the stored
  *            configuration is damaged: a value outside the
  *            ranges a new queue's must meet (nshards 1..1024,
@@ -485,8 +488,9 @@ int mfsq_enqueue_batch(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in *m,
  * mdb_txn_id(), taken before mdb_txn_commit()) committed, after it
  * enqueued into it with mfsq_enqueue() or mfsq_enqueue_batch(). Optional:
  * a caller that says so after each such commit lets the next transaction
- * of the environment skip reading the shard records back (a lone writer
- * such as a file system's outbox: one table lookup less per commit).
+ * of the environment skip reading the shard records back and catching
+ * them up with their tails (a lone writer such as a file system's outbox:
+ * two table lookups less per commit).
  * The queue trusts what it remembers only in the transaction whose id is
  * @p txnid + 1, so any commit in between, by this process or another,
  * makes it read the store again. Never call it for a transaction that

@@ -680,7 +680,7 @@ void mfsq_cache_prefetch(mfsq_queue *q, uint64_t now, MDB_txn **spare)
 		pthread_rwlock_unlock(&q->droplock);
 		return;
 	}
-	rc = mfsq_read_shard(q, txn, s, &st);
+	rc = mfsq_shard_read_r(q, txn, s, &st, NULL);
 	if (!rc)
 		rc = mfsq_subshard_locate(q, txn, s, seq, &first, &id, &end);
 	if (!rc)

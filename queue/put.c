@@ -3,34 +3,36 @@
  * Writing a batch of enqueued messages in a write transaction (the
  * caller's, a group commit's, a log replay's): each message into its
  * shard's stream (stream.c) or its delay shard, with its stream time; then
- * the shard records; and after an own commit, the runtime state, the
- * cache and the wake-up. All messages of one enqueuer land in one shard
- * (affinity.c) in commit order, so that order holds for every subscriber;
- * sequence numbers and stream times are assigned under LMDB's single
- * writer, so two processes enqueueing into one shard still produce one
- * gap-free, time-ordered stream.
+ * the shard records where needed (shardstate.c); and after an own commit,
+ * the runtime state, the cache and the wake-up. All messages of one
+ * enqueuer land in one shard (affinity.c) in commit order, so that order
+ * holds for every subscriber; sequence numbers and stream times are
+ * assigned under LMDB's single writer, so two processes enqueueing into
+ * one shard still produce one gap-free, time-ordered stream.
  */
 #include <string.h>
 
 #include "internal.h"
 
 /*
- * The shard record of shard @s as a caller's transaction T last wrote it,
- * when it is what @txn would read: T committed (the caller said so,
+ * The state of shard @s as a caller's transaction T left it (and its
+ * record's next_seq, which may lag: shardstate.c), when it is what @txn
+ * would read: T committed (the caller said so,
  * mfsq_txn_committed()) and @txn is the very next transaction (its id is
  * T's + 1: nobody, in any process, committed in between). An aborted T
  * never counts, even though LMDB gives its id to the next transaction.
- * Saves reading the record in every caller's transaction of a lone
- * writer (the file system's outbox).
+ * Saves reading the record and the tail in every caller's transaction of
+ * a lone writer (the file system's outbox).
  */
-static int remembered(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st)
+static int remembered(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_loaded *l)
 {
 	struct mfsq_shard_rt *sh = &q->shards[s];
 	uint64_t t = sh->wst_txnid;
 
 	if (!t || t != atomic_load(&q->committed_txnid) || (uint64_t)mdb_txn_id(txn) != t + 1)
 		return 0;
-	*st = sh->wst;
+	l->st = sh->wst;
+	l->stored_next = sh->wst_stored_next;
 	return 1;
 }
 
@@ -42,6 +44,7 @@ void mfsq_put_remember(mfsq_queue *q, MDB_txn *txn, const struct mfsq_loaded *ls
 		if (!ls[s].loaded)
 			continue;
 		q->shards[s].wst = ls[s].st;
+		q->shards[s].wst_stored_next = ls[s].stored_next;
 		q->shards[s].wst_txnid = id;
 	}
 }
@@ -59,10 +62,13 @@ int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m
 		struct mfsq_disk_msg h = {0};
 		uint64_t t;
 
-		if (!ls[s].loaded && !w->own && remembered(q, w->txn, s, st))
-			ls[s].loaded = 1; /* as mfsq_read_shard() would read it */
+		if (!ls[s].loaded && !w->own && remembered(q, w->txn, s, &ls[s])) {
+			ls[s].st0 = *st; /* as mfsq_shard_read_w() would read it */
+			ls[s].loaded = 1;
+		}
 		if (!ls[s].loaded) {
-			rc = mfsq_read_shard(q, w->txn, s, st);
+			rc = mfsq_shard_read_w(q, w, s, st, &ls[s].stored_next);
+			ls[s].st0 = *st;
 			if (!rc && st->min_due <= now)
 				rc = mfsq_delay_promote_loaded(q, w, s, st, now);
 			if (rc)
@@ -103,13 +109,34 @@ int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m
 	return rc;
 }
 
-int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_loaded *ls)
+/* Did a field change that the tail cannot tell (all but next_seq,
+ * tail_count, tail_bytes and last_us: shardstate.c)? */
+static int record_needed(const struct mfsq_disk_shard *a, const struct mfsq_disk_shard *b)
+{
+	return a->head_first != b->head_first || a->tail_first != b->tail_first ||
+	       a->next_dseq != b->next_dseq || a->delay_pending != b->delay_pending ||
+	       a->min_due != b->min_due || a->nlive != b->nlive || a->tail_id != b->tail_id ||
+	       a->next_id != b->next_id || a->spare_id != b->spare_id;
+}
+
+int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, struct mfsq_loaded *ls)
 {
 	int rc = 0;
 
-	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++)
-		if (ls[s].loaded)
-			rc = mfsq_write_shard(q, w->txn, s, &ls[s].st);
+	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++) {
+		struct mfsq_loaded *l = &ls[s];
+
+		if (!l->loaded)
+			continue;
+		/* messages appended to the tail alone leave the record behind
+		 * (shardstate.c), by MFSQ_STATE_LAG at most */
+		if (!record_needed(&l->st0, &l->st) &&
+		    l->st.next_seq - l->stored_next < MFSQ_STATE_LAG)
+			continue;
+		rc = mfsq_write_shard(q, w->txn, s, &l->st);
+		if (!rc)
+			l->stored_next = l->st.next_seq;
+	}
 	return rc;
 }
 

@@ -29,7 +29,7 @@ int mfsq_record_get(MDB_txn *txn, MDB_dbi dbi, MDB_val *key, void *out, size_t s
 	return 0;
 }
 
-int mfsq_read_shard(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st)
+int mfsq_shard_row(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_shard *st)
 {
 	unsigned char k[5];
 	MDB_val key = {sizeof(k), k};

@@ -45,7 +45,7 @@ void mfsq_stats(mfsq_queue *q, struct mfsq_stats *st)
 		for (uint32_t s = 0; s < q->cfg.nshards; s++) {
 			struct mfsq_disk_shard ds;
 
-			if (!mfsq_read_shard(q, txn, s, &ds)) {
+			if (!mfsq_shard_row(q, txn, s, &ds)) { /* fields kept exact in the record */
 				st->subshards_live += ds.nlive;
 				st->delayed_pending += ds.delay_pending;
 			}

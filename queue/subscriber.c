@@ -153,11 +153,11 @@ static void sub_free(mfsq_sub *s)
 	free(s);
 }
 
-static int start_positions(mfsq_sub *s, MDB_txn *txn)
+static int start_positions(mfsq_sub *s, struct mfsq_wtx *w)
 {
 	for (uint32_t i = 0; i < s->q->cfg.nshards; i++) {
 		struct mfsq_disk_shard st;
-		int rc = mfsq_read_shard(s->q, txn, i, &st);
+		int rc = mfsq_shard_read_w(s->q, w, i, &st, NULL);
 
 		if (rc)
 			return rc;
@@ -230,19 +230,27 @@ static int subscribe(mfsq_queue *q, const char *name, unsigned flags, const char
 			return EBUSY;
 		}
 	}
-	rc = mfsq_wtx_begin(q, NULL, 0, &w);
-	if (!rc && name) /* positions a dead process left in the ack log first */
-		rc = mfsq_acklog_reap(q, w.txn, &reaped);
-	if (!rc && name)
-		rc = sub_load(s, w.txn, &found);
-	if (!rc && name)
-		rc = rule ? rule_store(s, w.txn, s->rule) : rule_load(s, w.txn, why, whylen);
-	if (!rc && !found)
-		rc = start_positions(s, w.txn);
-	if (!rc && name && !found)
-		rc = sub_store(s, w.txn, 1);
-	rc = rc ? mfsq_wtx_end(q, &w, rc) : mfsq_wtx_end(q, &w, 0);
-	mfsq_acklog_reaped(q, reaped, !rc);
+	for (;;) {
+		rc = mfsq_wtx_begin(q, NULL, 0, &w);
+		if (!rc && name) /* positions a dead process left in the ack log first */
+			rc = mfsq_acklog_reap(q, w.txn, &reaped);
+		if (!rc && name)
+			rc = sub_load(s, w.txn, &found);
+		if (!rc && name)
+			rc = rule ? rule_store(s, w.txn, s->rule)
+				  : rule_load(s, w.txn, why, whylen);
+		if (!rc && !found)
+			rc = start_positions(s, &w);
+		if (!rc && name && !found)
+			rc = sub_store(s, w.txn, 1);
+		rc = rc ? mfsq_wtx_end(q, &w, rc) : mfsq_wtx_end(q, &w, 0);
+		mfsq_acklog_reaped(q, reaped, !rc);
+		/* the tail's handle was newer than the transaction: it is
+		 * registered now (mfsq_wtx_subshard), so once more */
+		if (rc != MFSQ_RETRY)
+			break;
+		reaped = 0;
+	}
 	if (rc) {
 		sub_free(s);
 		return mfsq_lmdb_err(rc);
@@ -470,16 +478,11 @@ static int set_position(mfsq_sub *s, uint32_t shard, uint64_t seq)
 int mfsq_seek_seq(mfsq_sub *s, uint32_t shard, uint64_t seq)
 {
 	struct mfsq_disk_shard st;
-	MDB_txn *txn;
 	int rc;
 
 	if (shard >= s->q->cfg.nshards)
 		return EINVAL;
-	rc = mdb_txn_begin(s->q->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return mfsq_lmdb_err(rc);
-	rc = mfsq_read_shard(s->q, txn, shard, &st);
-	mdb_txn_abort(txn);
+	rc = mfsq_shard_read_rtxn(s->q, shard, &st);
 	if (rc)
 		return mfsq_lmdb_err(rc);
 	if (seq > st.next_seq)
@@ -497,7 +500,7 @@ static int find_time(mfsq_queue *q, MDB_txn *txn, uint32_t sh, uint64_t t, uint6
 {
 	struct mfsq_disk_shard st;
 	uint64_t at;
-	int rc = mfsq_read_shard(q, txn, sh, &st);
+	int rc = mfsq_shard_read_r(q, txn, sh, &st, rid);
 
 	if (rc)
 		return rc;

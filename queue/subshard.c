@@ -358,7 +358,7 @@ int mfsq_retention(mfsq_queue *q)
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct mfsq_disk_shard st;
 
-		rc = mfsq_read_shard(q, w.txn, s, &st);
+		rc = mfsq_shard_read_w(q, &w, s, &st, NULL);
 		if (!rc)
 			rc = mfsq_subshard_spare(q, &w, s, &st);
 		if (!rc && st.tail_count >= q->cfg.subshard_msgs)
@@ -392,7 +392,7 @@ int mfsq_retention(mfsq_queue *q)
 		struct mfsq_disk_shard st;
 		uint64_t first, id, next;
 
-		rc = mfsq_read_shard(q, w.txn, s, &st);
+		rc = mfsq_shard_read_w(q, &w, s, &st, NULL);
 		while (!rc && st.nlive > 1) {
 			rc = mfsq_subshard_locate(q, w.txn, s, st.head_first, &first, &id, &next);
 			if (rc || next == UINT64_MAX || next > minpos[s])

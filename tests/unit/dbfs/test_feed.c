@@ -95,7 +95,8 @@ struct op {
 	unsigned flags;
 	uint64_t ino;
 };
-enum { MKNOD, UNLINK, RMDIR, RENAME, LINK, WRITE, WRITE2, SETATTR, FALLOC, SETX, REMX, SYMLINK };
+enum { MKNOD, UNLINK, RMDIR, RENAME, LINK, WRITE, WRITE2, SETATTR, FALLOC, SETX, REMX, SYMLINK,
+       RENAME_MKNOD_FAIL };
 
 static int op_fn(struct dbfs *f, MDB_txn *txn, void *arg)
 {
@@ -135,6 +136,14 @@ static int op_fn(struct dbfs *f, MDB_txn *txn, void *arg)
 		return dbfs_op_setxattr(f, txn, o->ino, o->n1, "v", 1, 0);
 	case REMX:
 		return dbfs_op_removexattr(f, txn, o->ino, o->n1);
+	case RENAME_MKNOD_FAIL: { /* rename a/n1 to a/n2, create n2/new, then a store failure */
+		int rc = dbfs_op_rename(f, txn, o->a, o->n1, o->a, o->n2, 0);
+		uint64_t ino;
+		if (!rc)
+			rc = dbfs_op_mknod(f, txn, &cred, o->b, "new", S_IFREG | 0644, 0, NULL,
+					   &ino, &in);
+		return rc ? rc : EIO; /* not a refusal: the batch is aborted */
+	}
 	}
 	return -EINVAL;
 }
@@ -506,6 +515,90 @@ START_TEST(test_names_any_byte)
 	char want[600];
 	snprintf(want, sizeof(want), "/sp ace\nnl/%s", name);
 	path_is(&e, want);
+	dbfs_feed_close(r);
+}
+END_TEST
+
+/* The leader keeps the path of the directory it last named a child of,
+ * and of the inode it last named (feed.c): a directory renamed (its own
+ * name or an ancestor's), a batch aborted after a rename, a commit of
+ * another writer, and the inode's own rename, link and unlink all leave
+ * no stale path behind. */
+START_TEST(test_dir_path_cache)
+{
+	struct dbfs_feed_reader *r = rd_open(NULL, NULL);
+	struct dbfs_event e;
+	uint64_t a = mk(DBFS_ROOT_INO, "a", S_IFDIR | 0755);
+	one(r);
+	uint64_t b = mk(a, "b", S_IFDIR | 0755);
+	one(r);
+	mk(b, "x", S_IFREG | 0644);
+	path_is((e = one(r), &e), "/a/b/x");
+	mk(b, "y", S_IFREG | 0644);
+	path_is((e = one(r), &e), "/a/b/y");
+	/* an ancestor renamed */
+	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "a",
+					 .b = DBFS_ROOT_INO, .n2 = "c"},
+			     NULL),
+			 0);
+	one(r);
+	mk(b, "z", S_IFREG | 0644);
+	path_is((e = one(r), &e), "/c/b/z");
+	/* the directory itself renamed, in a batch that then fails */
+	ck_assert_int_eq(run((struct op){.kind = RENAME_MKNOD_FAIL, .a = a, .n1 = "b", .n2 = "q",
+					 .b = b},
+			     NULL),
+			 EIO);
+	mk(b, "w", S_IFREG | 0644);
+	path_is((e = one(r), &e), "/c/b/w");
+	/* another writer (as another process sharing the store would) renames
+	 * it: only the name row matters to paths */
+	MDB_txn *txn;
+	unsigned char kb[16 + 8];
+	MDB_val k, v = {0, NULL};
+	ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, 0, &txn), 0);
+	dbfs_ilink_key(kb, b, a, "b", 1, &k);
+	ck_assert_int_eq(mdb_del(txn, fs->db_inode, &k, NULL), 0);
+	dbfs_ilink_key(kb, b, a, "o", 1, &k);
+	ck_assert_int_eq(mdb_put(txn, fs->db_inode, &k, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(txn), 0);
+	uint64_t fv = mk(b, "v", S_IFREG | 0644);
+	path_is((e = one(r), &e), "/c/o/v");
+	/* an inode's own path walks up to the cached directory */
+	uint64_t sub = mk(b, "sub", S_IFDIR | 0755);
+	one(r);
+	uint64_t f = mk(sub, "f", S_IFREG | 0644);
+	path_is((e = one(r), &e), "/c/o/sub/f");
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = f, .len = 10}, NULL), 0);
+	path_is((e = one(r), &e), "/c/o/sub/f");
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = fv, .len = 10}, NULL), 0);
+	path_is((e = one(r), &e), "/c/o/v");
+	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "c",
+					 .b = DBFS_ROOT_INO, .n2 = "e"},
+			     NULL),
+			 0);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = f, .len = 10}, NULL), 0);
+	path_is((e = one(r), &e), "/e/o/sub/f");
+	/* the inode's own names change: a rename, a link, an unlink */
+	uint64_t g = mk(sub, "g", S_IFREG | 0644);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = RENAME, .a = sub, .n1 = "g", .b = sub, .n2 = "g2"},
+			     NULL),
+			 0);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = g, .len = 10}, NULL), 0);
+	path_is((e = one(r), &e), "/e/o/sub/g2");
+	ck_assert_int_eq(run((struct op){.kind = LINK, .ino = g, .a = DBFS_ROOT_INO, .n1 = "h"},
+			     NULL),
+			 0);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = UNLINK, .a = sub, .n1 = "g2"}, NULL), 0);
+	one(r);
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = g, .len = 10}, NULL), 0);
+	e = one(r);
+	path_is(&e, "/h");
+	ck_assert_uint_eq(e.parent, DBFS_ROOT_INO);
 	dbfs_feed_close(r);
 }
 END_TEST
@@ -1208,6 +1301,7 @@ static Suite *feed_suite(void)
 	tcase_add_test(tc, test_record_codec);
 	tcase_add_test(tc, test_each_op_its_event);
 	tcase_add_test(tc, test_names_any_byte);
+	tcase_add_test(tc, test_dir_path_cache);
 	tcase_add_test(tc, test_seq_dense_replay);
 	tcase_add_test(tc, test_positions_refused);
 	tcase_add_test(tc, test_durable_resume);

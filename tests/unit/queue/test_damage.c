@@ -277,7 +277,7 @@ static void retain_one(struct mfsq_disk_config *dc) { dc->retain_max = 1; }
 /* another version's fields mean other things: refused as that, first */
 static void version_huge(struct mfsq_disk_config *dc)
 {
-	dc->version = 2;
+	dc->version = MFSQ_FORMAT_VERSION + 1;
 	dc->nshards = 1u << 28;
 }
 
@@ -509,6 +509,117 @@ START_TEST(missing_message)
 }
 END_TEST
 
+/* The stored record of shard 0 ('S'). */
+static struct mfsq_disk_shard shard_record(void)
+{
+	unsigned char k[5] = {'S', 0, 0, 0, 0};
+	MDB_val key = {sizeof(k), k}, v;
+	struct mfsq_disk_shard st;
+	MDB_txn *txn;
+	MDB_dbi meta;
+
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, MDB_RDONLY, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "q/m", 0, &meta), 0);
+	ck_assert_int_eq(mdb_get(txn, meta, &key, &v), 0);
+	ck_assert_uint_eq(v.mv_size, sizeof(st));
+	memcpy(&st, v.mv_data, sizeof(st));
+	mdb_txn_abort(txn);
+	return st;
+}
+
+static uint64_t check_problems(void)
+{
+	uint64_t problems = 99;
+	MDB_txn *txn;
+
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, MDB_RDONLY, &txn), 0);
+	ck_assert_int_eq(mfsq_check(txn, "q", NULL, NULL, &problems), 0);
+	mdb_txn_abort(txn);
+	return problems;
+}
+
+/* A shard record left behind its tail by enqueues that only append
+ * (shardstate.c) is no damage: it lags by less than MFSQ_STATE_LAG, a
+ * reopen numbers on from the tail (no seq reused), mfsq_check finds
+ * nothing, and a subscriber from the start gets every message in order. */
+START_TEST(record_behind_tail)
+{
+	mfsq_queue *q = make_queue(1, 100000);
+	struct mfsq_msg out[64];
+	uint64_t seq = 0, lagged = 0, got = 0, en, num;
+	MDB_txn *txn;
+	mfsq_sub *s;
+	size_t n;
+
+	ck_assert_int_eq(mdb_env_set_flags(T.env, MDB_NOSYNC, 1), 0); /* 768 commits */
+	for (uint64_t i = 0; i < 3 * MFSQ_STATE_LAG; i++) {
+		ck_assert_int_eq(mdb_txn_begin(T.env, NULL, 0, &txn), 0);
+		ck_assert_int_eq(put_msg(q, txn, 1, i, &seq), 0);
+		uint64_t id = mdb_txn_id(txn);
+		ck_assert_int_eq(mdb_txn_commit(txn), 0);
+		if (i % 2)
+			mfsq_txn_committed(q, id); /* the record from memory, half the time */
+		struct mfsq_disk_shard st = shard_record();
+		ck_assert_uint_eq(seq, i + 1);
+		ck_assert_uint_le(st.next_seq, seq + 1);
+		ck_assert_uint_lt(seq + 1 - st.next_seq, MFSQ_STATE_LAG);
+		lagged += st.next_seq < seq + 1;
+	}
+	ck_assert_int_eq(mdb_env_set_flags(T.env, MDB_NOSYNC, 0), 0);
+	ck_assert_uint_gt(lagged, 2 * MFSQ_STATE_LAG); /* it did lag */
+	ck_assert_uint_eq(check_problems(), 0);
+	mfsq_close(q);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), 0);
+	ck_assert_int_eq(put_msg(q, NULL, 1, seq, &seq), 0);
+	ck_assert_uint_eq(seq, 3 * MFSQ_STATE_LAG + 1);
+	ck_assert_int_eq(mfsq_subscribe(q, NULL, MFSQ_SUB_FROM_START, NULL, NULL, &s), 0);
+	while (got < seq) {
+		ck_assert_int_eq(mfsq_dequeue(s, out, 64, &n, 1000), 0);
+		ck_assert_uint_gt(n, 0);
+		for (size_t i = 0; i < n; i++, got++) {
+			ck_assert_uint_eq(out[i].seq, got + 1);
+			ck_assert_int_eq(parse_msg(&out[i], &en, &num), 0);
+			ck_assert_uint_eq(num, got);
+		}
+	}
+	mfsq_unsubscribe(s);
+	mfsq_close(q);
+	ck_assert_uint_eq(check_problems(), 0);
+}
+END_TEST
+
+static void version_one(struct mfsq_disk_config *dc) { dc->version = 1; }
+
+/* A version 1 queue (records always exact) opens, numbers on, and is
+ * marked version 2 so that version 1 builds refuse it from then on. */
+START_TEST(version_one_upgraded)
+{
+	mfsq_queue *q = make_queue(1, 8);
+	uint64_t seq;
+
+	for (uint64_t i = 0; i < 3; i++)
+		ck_assert_int_eq(put_msg(q, NULL, 1, i, NULL), 0);
+	mfsq_close(q);
+	edit_config(version_one);
+	ck_assert_int_eq(mfsq_open(T.env, "q", NULL, 0, &q), 0);
+	ck_assert_int_eq(put_msg(q, NULL, 1, 3, &seq), 0);
+	ck_assert_uint_eq(seq, 4);
+	mfsq_close(q);
+
+	MDB_txn *txn;
+	MDB_dbi meta;
+	MDB_val k = {1, "C"}, v;
+	struct mfsq_disk_config dc;
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, MDB_RDONLY, &txn), 0);
+	ck_assert_int_eq(mdb_dbi_open(txn, "q/m", 0, &meta), 0);
+	ck_assert_int_eq(mdb_get(txn, meta, &k, &v), 0);
+	memcpy(&dc, v.mv_data, sizeof(dc));
+	mdb_txn_abort(txn);
+	ck_assert_uint_eq(dc.version, MFSQ_FORMAT_VERSION);
+	ck_assert_uint_eq(check_problems(), 0);
+}
+END_TEST
+
 Suite *suite_damage(void)
 {
 	Suite *s = suite_create("damage");
@@ -526,6 +637,8 @@ Suite *suite_damage(void)
 	tcase_add_test(tc, shard_nlive_huge);
 	tcase_add_test(tc, wrong_size_meta);
 	tcase_add_test(tc, missing_message);
+	tcase_add_test(tc, record_behind_tail);
+	tcase_add_test(tc, version_one_upgraded);
 	suite_add_tcase(s, tc);
 	return s;
 }
