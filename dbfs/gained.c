@@ -1,0 +1,159 @@
+/*
+ * The pages a snapshot's tree gained since an older one, from LMDB's free
+ * lists alone (a listed durable point names them, durable.c).
+ *
+ * Take `from` (transaction T, pinned: a read transaction has been open on
+ * it since before any later commit) and `to` (T', newer). A page of T''s
+ * tree that T's tree does not use was taken by a commit after T, and LMDB
+ * takes pages from two places only: the free list's records older than
+ * the oldest reader (with T pinned: keys < T; as T saw them, since records
+ * are only added under the freeing commit's own, larger, id), and the end
+ * of the file (pages T.last_pg+1 on). So
+ *
+ *   gained(T -> T') = (F_T[key < T] U (T.last_pg, T'.last_pg]) \ F_T'
+ *
+ * where F_X is the set of pages that X's free list names: a page taken
+ * after T is in T''s tree unless T''s free list names it again (freed
+ * again, or taken into memory and put back unused). Subtracting F_T' keeps
+ * out the pages written after T and freed before T': they are no page of
+ * T', so T''s pin does not keep them, and a record listing them would fail
+ * its check once they are reused. A record that is in both free lists
+ * with the same bytes changes neither side and is skipped (by its address
+ * when it sits in the same page in both snapshots): the cost follows the
+ * free-list records written or consumed between T and T', not the store's
+ * size. (LMDB reuses the oldest records first and rewrites the ones it
+ * took part of, so those are the low keys and the new ones.)
+ *
+ * FREE_DBI is database 0: key a txnid (size_t), value an MDB_IDL (the
+ * count, then that many page numbers, size_t each).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dbfs/internal.h"
+
+/* Append the page numbers of the free-list record `v` to a. */
+static int add_idl(struct dbfs_ids *a, const MDB_val *v)
+{
+	size_t n = v->mv_size / sizeof(size_t);
+	if (!n)
+		return 0;
+	size_t cnt;
+	memcpy(&cnt, v->mv_data, sizeof(cnt));
+	if (cnt > n - 1)
+		cnt = n - 1; /* never beyond the record */
+	if (a->n + cnt > a->cap) {
+		size_t cap = a->cap ? a->cap : 1024;
+		while (cap < a->n + cnt)
+			cap *= 2;
+		uint64_t *p = realloc(a->v, cap * sizeof(*p));
+		if (!p)
+			return ENOMEM;
+		a->v = p;
+		a->cap = cap;
+	}
+	memcpy(a->v + a->n, (const size_t *)v->mv_data + 1, cnt * sizeof(size_t));
+	a->n += cnt;
+	return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Sort a and drop repeats. */
+static void sort_ids(struct dbfs_ids *a)
+{
+	if (a->n < 2)
+		return;
+	qsort(a->v, a->n, sizeof(*a->v), cmp_u64);
+	size_t k = 1;
+	for (size_t i = 1; i < a->n; i++)
+		if (a->v[i] != a->v[k - 1])
+			a->v[k++] = a->v[i];
+	a->n = k;
+}
+
+static uint64_t key_of(const MDB_val *k)
+{
+	size_t id = 0;
+	if (k->mv_size == sizeof(id))
+		memcpy(&id, k->mv_data, sizeof(id));
+	return id;
+}
+
+int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
+		      uint64_t from_last, MDB_txn *to, uint64_t to_last)
+{
+	int rc;
+	g->cand.n = g->sub.n = g->out.n = 0;
+	for (int i = 0; i < 2; i++) {
+		MDB_txn *t = i ? to : from;
+		rc = g->cur[i] ? mdb_cursor_renew(t, g->cur[i]) : mdb_cursor_open(t, 0, &g->cur[i]);
+		if (rc)
+			return rc;
+	}
+	MDB_val kf, df, kt, dt;
+	int rf = mdb_cursor_get(g->cur[0], &kf, &df, MDB_FIRST);
+	int rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_FIRST);
+	while (!rf || !rt) {
+		uint64_t a = rf ? UINT64_MAX : key_of(&kf), b = rt ? UINT64_MAX : key_of(&kt);
+		bool take_f = a <= b, take_t = b <= a;
+		if (take_f && take_t && (df.mv_data == dt.mv_data ||
+					 (df.mv_size == dt.mv_size &&
+					  !memcmp(df.mv_data, dt.mv_data, df.mv_size))))
+			take_f = take_t = false; /* the same record in both: skip */
+		/* F_T's records of T and later: pages no commit may take while
+		 * T is pinned. */
+		if (take_f && a < from_txnid && (rc = add_idl(&g->cand, &df)))
+			return rc;
+		if (take_t && (rc = add_idl(&g->sub, &dt)))
+			return rc;
+		if (a <= b)
+			rf = mdb_cursor_get(g->cur[0], &kf, &df, MDB_NEXT);
+		if (b <= a)
+			rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_NEXT);
+	}
+	if (rf != MDB_NOTFOUND)
+		return rf;
+	if (rt != MDB_NOTFOUND)
+		return rt;
+	sort_ids(&g->cand);
+	sort_ids(&g->sub);
+	/* cand (all <= T.last_pg) then the file's new end, less sub. */
+	size_t j = 0;
+	uint64_t next_new = from_last + 1;
+	for (size_t i = 0;; i++) {
+		uint64_t p;
+		if (i < g->cand.n)
+			p = g->cand.v[i];
+		else if (next_new <= to_last)
+			p = next_new++;
+		else
+			break;
+		while (j < g->sub.n && g->sub.v[j] < p)
+			j++;
+		if (j < g->sub.n && g->sub.v[j] == p)
+			continue;
+		if (p > to_last || (g->out.n && p <= g->out.v[g->out.n - 1]))
+			continue; /* no page of T' (or a repeat) */
+		if (g->out.n == g->out.cap)
+			return E2BIG;
+		g->out.v[g->out.n++] = p;
+	}
+	return 0;
+}
+
+void dbfs_gained_free(struct dbfs_gained *g)
+{
+	for (int i = 0; i < 2; i++)
+		if (g->cur[i])
+			mdb_cursor_close(g->cur[i]);
+	free(g->cand.v);
+	free(g->sub.v);
+	free(g->out.v);
+	memset(g, 0, sizeof(*g));
+}
