@@ -85,8 +85,8 @@ static uint64_t key_of(const MDB_val *k)
 	return id;
 }
 
-int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
-		      uint64_t from_last, MDB_txn *to, uint64_t to_last)
+int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid, uint64_t from_last,
+		      MDB_txn *to, uint64_t to_last)
 {
 	int rc;
 	g->cand.n = g->sub.n = g->out.n = 0;
@@ -102,9 +102,9 @@ int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 	while (!rf || !rt) {
 		uint64_t a = rf ? UINT64_MAX : key_of(&kf), b = rt ? UINT64_MAX : key_of(&kt);
 		bool take_f = a <= b, take_t = b <= a;
-		if (take_f && take_t && (df.mv_data == dt.mv_data ||
-					 (df.mv_size == dt.mv_size &&
-					  !memcmp(df.mv_data, dt.mv_data, df.mv_size))))
+		if (take_f && take_t &&
+		    (df.mv_data == dt.mv_data ||
+		     (df.mv_size == dt.mv_size && !memcmp(df.mv_data, dt.mv_data, df.mv_size))))
 			take_f = take_t = false; /* the same record in both: skip */
 		/* F_T's records of T and later: pages no commit may take while
 		 * T is pinned. */
