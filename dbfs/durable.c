@@ -193,13 +193,16 @@ static int list_pages(struct dbfs *fs, MDB_txn *pin, const unsigned char *meta, 
 /* Lay dbfs.durable out as version 2 wants it (format.h): every byte
  * written, so that a record's write changes no metadata. Only right
  * after a full flush of data.mdb, which a store without a valid record is
- * trusted to have had. */
+ * trusted to have had. With listed points at every open: a pushed record
+ * is durable after data.mdb's flush only if its write allocated nothing,
+ * and a copy of the store may share its blocks (a reflink: the next write
+ * of a shared block allocates one) or hold them unwritten (fallocate). */
 static int lay_out(struct dbfs *fs)
 {
 	struct stat st;
 	if (fstat(fs->dur_fd, &st) < 0)
 		return errno;
-	if (st.st_size == DBFS_DREC_FILE_SIZE && fs->dur_seq) {
+	if (st.st_size == DBFS_DREC_FILE_SIZE && fs->dur_seq && !fs->dur_listed) {
 		struct dbfs_drec r;
 		/* version 2 already (a version-1 record would be at 0) */
 		if (pread(fs->dur_fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r) && r.version != 1)
