@@ -22,7 +22,9 @@
  * when it sits in the same page in both snapshots): the cost follows the
  * free-list records written or consumed between T and T', not the store's
  * size. (LMDB reuses the oldest records first and rewrites the ones it
- * took part of, so those are the low keys and the new ones.)
+ * took part of, so those are the low keys and the new ones.) A leaf page
+ * both free lists share is skipped whole (shared_leaf_last): the walk
+ * costs a step per changed record and per shared leaf, not per record.
  *
  * FREE_DBI is database 0: key a txnid (size_t), value an MDB_IDL (the
  * count, then that many page numbers, size_t each).
@@ -30,6 +32,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dbfs/internal.h"
 
@@ -85,8 +88,55 @@ static uint64_t key_of(const MDB_val *k)
 	return id;
 }
 
+/*
+ * LMDB 0.9's page layout (mdb.c): a 16-byte header (mp_pgno u64, mp_pad
+ * u16, mp_flags u16, mp_lower u16, mp_upper u16), then the u16 offsets of
+ * its nodes up to mp_lower; a node is lo u16, hi u16, flags u16, ksize u16,
+ * the key, then the value (or, F_BIGDATA, the number of its overflow page).
+ */
+#define LMDB_P_LEAF    0x02u
+#define LMDB_P_DIRTY   0x10u
+#define LMDB_F_BIGDATA 0x01u
+
+/* A record whose value lies at the same address in both snapshots sits in
+ * a leaf page that both trees use, and a page that a pinned tree uses is
+ * never written again: every record of that page is the same in both. The
+ * largest key of that page, or 0 when the page does not read as the leaf
+ * holding this record (then the caller steps record by record). */
+static uint64_t shared_leaf_last(const void *v, uint64_t key, size_t psize)
+{
+	if (psize != (size_t)getpagesize())
+		return 0; /* the map aligns only OS pages */
+	const unsigned char *pg = (const unsigned char *)((uintptr_t)v & ~(uintptr_t)(psize - 1));
+	uint16_t flags, lower, upper;
+	memcpy(&flags, pg + 10, 2);
+	memcpy(&lower, pg + 12, 2);
+	memcpy(&upper, pg + 14, 2);
+	if ((flags & ~LMDB_P_DIRTY) != LMDB_P_LEAF || lower < 16 || lower > upper || upper > psize)
+		return 0;
+	bool found = false;
+	uint64_t prev = 0;
+	for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
+		uint16_t off, nflags, ksize;
+		memcpy(&off, pg + 16 + 2 * i, 2);
+		if (off < upper || (size_t)off + 16 > psize)
+			return 0;
+		const unsigned char *node = pg + off;
+		memcpy(&nflags, node + 4, 2);
+		memcpy(&ksize, node + 6, 2);
+		uint64_t k;
+		memcpy(&k, node + 8, 8);
+		if (ksize != 8 || (i && k <= prev))
+			return 0;
+		prev = k;
+		found |=
+		    k == key && !(nflags & LMDB_F_BIGDATA) && node + 16 == (const unsigned char *)v;
+	}
+	return found ? prev : 0;
+}
+
 int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid, uint64_t from_last,
-		      MDB_txn *to, uint64_t to_last)
+		      MDB_txn *to, uint64_t to_last, size_t psize)
 {
 	int rc;
 	g->cand.n = g->sub.n = g->out.n = 0;
@@ -112,10 +162,23 @@ int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 			return rc;
 		if (take_t && (rc = add_idl(&g->sub, &dt)))
 			return rc;
+		uint64_t last =
+		    a == b && df.mv_data == dt.mv_data ? shared_leaf_last(df.mv_data, a, psize) : 0;
+		if (last >= a && last < UINT64_MAX) {
+			/* the rest of a leaf both trees share: skip it */
+			size_t next = (size_t)last + 1;
+			MDB_val k = {sizeof(next), &next};
+			kf = kt = k;
+			rf = mdb_cursor_get(g->cur[0], &kf, &df, MDB_SET_RANGE);
+			rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_SET_RANGE);
+			g->skipped++;
+			continue;
+		}
 		if (a <= b)
 			rf = mdb_cursor_get(g->cur[0], &kf, &df, MDB_NEXT);
 		if (b <= a)
 			rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_NEXT);
+		g->stepped++;
 	}
 	if (rf != MDB_NOTFOUND)
 		return rf;

@@ -73,6 +73,7 @@ struct dbfs_ids {
 struct dbfs_gained {
 	MDB_cursor *cur[2];     /* on FREE_DBI of the older and the newer snapshot */
 	struct dbfs_ids cand, sub, out;
+	uint64_t stepped, skipped; /* records stepped over, shared leaves skipped (ever) */
 };
 
 struct dbfs {
@@ -225,11 +226,12 @@ extern int dbfs_durable_test_listed;
  * file's comment), sorted, into g->out (at most g->out.cap of them).
  * from: a read transaction on T = from_txnid, open since before any later
  * commit; from_last, to_last: the snapshots' last pages (their meta's
- * mm_last_pg). Reads the map: the caller holds the map lock for reading.
- * Returns 0, E2BIG (more than g->out.cap pages), ENOMEM, or an LMDB error.
+ * mm_last_pg); psize: LMDB's page size. Reads the map: the caller holds
+ * the map lock for reading. Returns 0, E2BIG (more than g->out.cap
+ * pages), ENOMEM, or an LMDB error.
  */
 int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
-		      uint64_t from_last, MDB_txn *to, uint64_t to_last);
+		      uint64_t from_last, MDB_txn *to, uint64_t to_last, size_t psize);
 void dbfs_gained_free(struct dbfs_gained *g);
 /* Count a request answered with errno `e` (> 0) in errors and by_errno
  * (counters.c). Any thread, no lock. */
