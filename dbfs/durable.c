@@ -375,9 +375,10 @@ int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen)
 	mdb_env_stat(fs->env, &st); /* no other thread yet: no map lock */
 	fs->dur_psize = st.ms_psize;
 	struct statfs sf;
-	fs->dur_listed = dbfs_durable_test_listed > 0 ||
-			 (dbfs_durable_test_listed < 0 && fstatfs(fs->dur_fd, &sf) == 0 &&
-			  (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC));
+	fs->dur_listed = !fs->dur_trust &&
+			 (dbfs_durable_test_listed > 0 ||
+			  (dbfs_durable_test_listed < 0 && fstatfs(fs->dur_fd, &sf) == 0 &&
+			   (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC)));
 	fs->dur_gained.out.v = malloc(DBFS_DREC_LIST_MAX * sizeof(uint64_t));
 	fs->dur_gained.out.cap = DBFS_DREC_LIST_MAX;
 	/* a record, and a page being hashed */
