@@ -319,7 +319,7 @@ static int point_locked(struct dbfs *fs, bool leader)
 	/* Listed (one flush): the record first, pushed to the device, then
 	 * data.mdb's flush carries both. Otherwise data.mdb, then the record,
 	 * each flushed. */
-	uint64_t n = 0;
+	uint64_t n = 0, seq0 = fs->dur_seq;
 	bool listed = false;
 	if (fs->dur_listed && fs->dur_pin) {
 		rc = list_pages(fs, pin, meta, &n);
@@ -329,11 +329,20 @@ static int point_locked(struct dbfs *fs, bool leader)
 	}
 	if (!rc && listed)
 		rc = write_record(fs, txnid, meta, DBFS_DREC_LISTED, n, true);
+	if (!rc && listed && dbfs_durable_fault == DBFS_FAULT_FLUSH_AFTER_PUSH) {
+		dbfs_durable_fault = 0; /* a test: the device failed the flush */
+		rc = EIO;
+	}
 	if (!rc)
 		rc = flush_data(fs);
 	if (!rc && !listed)
 		rc = write_record(fs, txnid, meta, 0, 0, false);
 	if (rc) {
+		/* A pushed record whose flush failed may be on the disk without
+		 * its pages: the next record goes to its slot again, never over
+		 * the previous one, which recovery may still need. */
+		if (listed && fs->dur_seq == seq0 + 1)
+			fs->dur_seq = seq0;
 		mdb_txn_abort(pin);
 		return rc;
 	}

@@ -47,8 +47,15 @@ extern const char *dbfs_boot_id_override;
 /* Tests only (tests/crash/fs/powerloss.c shows that it notices): break
  * one part of the design. NO_PIN ends each durable point's read
  * transaction at once; NO_RECOVER makes dbfs_durable_recover do nothing;
- * SHORT_LIST leaves the last page out of each listed record. */
-enum { DBFS_FAULT_NO_PIN = 1, DBFS_FAULT_NO_RECOVER = 2, DBFS_FAULT_SHORT_LIST = 3 };
+ * SHORT_LIST leaves the last page out of each listed record;
+ * FLUSH_AFTER_PUSH fails the next flush of data.mdb that follows a pushed
+ * record with EIO (once: the fault is then cleared). */
+enum {
+	DBFS_FAULT_NO_PIN = 1,
+	DBFS_FAULT_NO_RECOVER = 2,
+	DBFS_FAULT_SHORT_LIST = 3,
+	DBFS_FAULT_FLUSH_AFTER_PUSH = 4,
+};
 extern int dbfs_durable_fault;
 /* Tests: recoveries that fell back from a listed record to the other. */
 extern unsigned long dbfs_recover_fallbacks;

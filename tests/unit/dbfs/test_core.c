@@ -1789,6 +1789,40 @@ START_TEST(test_listed_point_falls_back)
 }
 END_TEST
 
+/* A listed record whose flush failed may be on the disk without its
+ * pages: the next record must take its slot again, never the slot of the
+ * point before, which a recovery would still need. Fails without the
+ * roll-back of dur_seq (the close's point lands on the older slot). */
+START_TEST(test_failed_flush_keeps_previous)
+{
+	static struct dbfs_drec_page list[DBFS_DREC_LIST_MAX];
+	reopen_listed();
+	mk_committed("a");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	uint64_t n;
+	struct dbfs_drec good = newest_record(dir, list, &n);
+	mk_committed("b");
+	dbfs_durable_fault = DBFS_FAULT_FLUSH_AFTER_PUSH;
+	ck_assert_int_eq(dbfs_sync(fs), -EIO);
+	ck_assert_int_eq(dbfs_durable_fault, 0);
+	/* the store is read-only now; closing it makes a last point */
+	dbfs_close(fs);
+	fs = NULL;
+	char p[400];
+	struct dbfs_drec r;
+	snprintf(p, sizeof(p), "%s/" DBFS_DREC_FILE, dir);
+	int fd = open(p, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &r, sizeof(r), (off_t)(good.seq & 1) * DBFS_DREC_SLOT2),
+			 (ssize_t)sizeof(r));
+	close(fd);
+	ck_assert_uint_eq(r.seq, good.seq);
+	ck_assert_uint_eq(r.txnid, good.txnid);
+	open_store(); /* for teardown */
+	dbfs_durable_test_listed = -1;
+}
+END_TEST
+
 /* A store whose dbfs.durable is of version 1 (main's code before listed
  * records, format 3) recovers from it after a reboot, and its next
  * read-write open lays the file out as version 2. */
@@ -1935,6 +1969,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_durable_point_after_reboot);
 	tcase_add_test(tc, test_upgrade_format_1);
 	tcase_add_test(tc, test_listed_point_falls_back);
+	tcase_add_test(tc, test_failed_flush_keeps_previous);
 	tcase_add_test(tc, test_upgrade_durable_v1);
 	tcase_add_test(tc, test_commit_interval_tick);
 	tcase_add_test(tc, test_sync_shared);
