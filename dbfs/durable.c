@@ -321,11 +321,17 @@ static int point_locked(struct dbfs *fs, bool leader)
 	 * each flushed. */
 	uint64_t n = 0, seq0 = fs->dur_seq;
 	bool listed = false;
-	if (fs->dur_listed && fs->dur_pin) {
+	if (fs->dur_listed && fs->dur_pin && fs->dur_list_pause)
+		fs->dur_list_pause--;
+	else if (fs->dur_listed && fs->dur_pin) {
 		rc = list_pages(fs, pin, meta, &n);
 		listed = !rc;
-		if (rc == E2BIG)
+		if (rc == E2BIG) {
+			/* too big, or a free list too long to walk: the next
+			 * points are likely so too, and each try costs its walk */
+			fs->dur_list_pause = DBFS_LIST_PAUSE;
 			rc = 0;
+		}
 	}
 	if (!rc && listed)
 		rc = write_record(fs, txnid, meta, DBFS_DREC_LISTED, n, true);

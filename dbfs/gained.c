@@ -25,6 +25,16 @@
  * took part of, so those are the low keys and the new ones.) A leaf page
  * both free lists share is skipped whole (shared_leaf_last): the walk
  * costs a step per changed record and per shared leaf, not per record.
+ * LMDB 0.9 writes the whole rest of a record back at each commit that took
+ * a page from it, so on a store whose free list is large a changed record
+ * may be, too: past DBFS_GAINED_BUDGET page numbers compared, the point
+ * gives up listing (E2BIG: two flushes, as LMDB's own commits pay the same
+ * walk of that record anyway). Likewise past DBFS_GAINED_STEPS records
+ * stepped over and leaves skipped: a free list of thousands of leaves (a
+ * store filled fast, whose pinned windows left gigabytes free) would cost
+ * more to walk than the flush it saves. (A walk of the two trees' branch
+ * pages, skipping every subtree they share, would cost what changed
+ * only; LMDB's API has no such walk.)
  *
  * FREE_DBI is database 0: key a txnid (size_t), value an MDB_IDL (the
  * count, then that many page numbers, size_t each).
@@ -37,27 +47,83 @@
 #include "dbfs/internal.h"
 
 /* Append the page numbers of the free-list record `v` to a. */
-static int add_idl(struct dbfs_ids *a, const MDB_val *v)
+/* The page numbers of a free-list record: *n of them at *ids. */
+static const size_t *idl_of(const MDB_val *v, size_t *n)
 {
-	size_t n = v->mv_size / sizeof(size_t);
-	if (!n)
+	size_t room = v->mv_size / sizeof(size_t), cnt = 0;
+	if (room)
+		memcpy(&cnt, v->mv_data, sizeof(cnt));
+	*n = room && cnt <= room - 1 ? cnt : room ? room - 1 : 0; /* never beyond the record */
+	return (const size_t *)v->mv_data + 1;
+}
+
+static int grow(struct dbfs_ids *a, size_t more)
+{
+	if (a->n + more <= a->cap)
 		return 0;
-	size_t cnt;
-	memcpy(&cnt, v->mv_data, sizeof(cnt));
-	if (cnt > n - 1)
-		cnt = n - 1; /* never beyond the record */
-	if (a->n + cnt > a->cap) {
-		size_t cap = a->cap ? a->cap : 1024;
-		while (cap < a->n + cnt)
-			cap *= 2;
-		uint64_t *p = realloc(a->v, cap * sizeof(*p));
-		if (!p)
-			return ENOMEM;
-		a->v = p;
-		a->cap = cap;
+	size_t cap = a->cap ? a->cap : 1024;
+	while (cap < a->n + more)
+		cap *= 2;
+	uint64_t *p = realloc(a->v, cap * sizeof(*p));
+	if (!p)
+		return ENOMEM;
+	a->v = p;
+	a->cap = cap;
+	return 0;
+}
+
+/* Append n page numbers to a. */
+static int add_ids(struct dbfs_ids *a, const size_t *ids, size_t n)
+{
+	if (grow(a, n))
+		return ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		a->v[a->n++] = ids[i];
+	return 0;
+}
+
+static bool descending(const size_t *ids, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (ids[i] >= ids[i - 1])
+			return false;
+	return true;
+}
+
+/*
+ * One key's record in both free lists, changed: the pages only the older
+ * names go to cand (if the key is below T), those only the newer names to
+ * sub. LMDB 0.9 writes back the whole rest of a record it took pages from
+ * at every commit, so a record can hold most of the free pages of the
+ * store while a point changed a few of them: a merge of the two sorted
+ * lists (LMDB keeps them in descending order; anything else: both whole)
+ * keeps cand and sub to what changed. A page in only one of the two is
+ * in no other record of that snapshot, so the diff per key is the diff of
+ * the whole free lists.
+ */
+static int diff_record(struct dbfs_gained *g, const MDB_val *old, const MDB_val *new, bool take_old)
+{
+	size_t na, nb;
+	const size_t *a = idl_of(old, &na), *b = idl_of(new, &nb);
+	if ((g->work += na + nb) > DBFS_GAINED_BUDGET)
+		return E2BIG;
+	if (!descending(a, na) || !descending(b, nb))
+		return (take_old ? add_ids(&g->cand, a, na) : 0) ?: add_ids(&g->sub, b, nb);
+	size_t i = 0, j = 0;
+	while (i < na || j < nb) {
+		if (j == nb || (i < na && a[i] > b[j])) {
+			if (take_old && add_ids(&g->cand, &a[i], 1))
+				return ENOMEM;
+			i++;
+		} else if (i == na || b[j] > a[i]) {
+			if (add_ids(&g->sub, &b[j], 1))
+				return ENOMEM;
+			j++;
+		} else {
+			i++;
+			j++;
+		}
 	}
-	memcpy(a->v + a->n, (const size_t *)v->mv_data + 1, cnt * sizeof(size_t));
-	a->n += cnt;
 	return 0;
 }
 
@@ -140,6 +206,8 @@ int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 {
 	int rc;
 	g->cand.n = g->sub.n = g->out.n = 0;
+	g->work = 0;
+	size_t steps = 0;
 	for (int i = 0; i < 2; i++) {
 		MDB_txn *t = i ? to : from;
 		rc = g->cur[i] ? mdb_cursor_renew(t, g->cur[i]) : mdb_cursor_open(t, 0, &g->cur[i]);
@@ -158,10 +226,24 @@ int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 			take_f = take_t = false; /* the same record in both: skip */
 		/* F_T's records of T and later: pages no commit may take while
 		 * T is pinned. */
-		if (take_f && a < from_txnid && (rc = add_idl(&g->cand, &df)))
-			return rc;
-		if (take_t && (rc = add_idl(&g->sub, &dt)))
-			return rc;
+		size_t n;
+		const size_t *ids;
+		if (take_f && take_t) {
+			if ((rc = diff_record(g, &df, &dt, a < from_txnid)))
+				return rc;
+		} else if (take_f && a < from_txnid) {
+			ids = idl_of(&df, &n);
+			if ((g->work += n) > DBFS_GAINED_BUDGET)
+				return E2BIG;
+			if ((rc = add_ids(&g->cand, ids, n)))
+				return rc;
+		} else if (take_t) {
+			ids = idl_of(&dt, &n);
+			if ((g->work += n) > DBFS_GAINED_BUDGET)
+				return E2BIG;
+			if ((rc = add_ids(&g->sub, ids, n)))
+				return rc;
+		}
 		uint64_t last =
 		    a == b && df.mv_data == dt.mv_data ? shared_leaf_last(df.mv_data, a, psize) : 0;
 		if (last >= a && last < UINT64_MAX) {
@@ -172,6 +254,8 @@ int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 			rf = mdb_cursor_get(g->cur[0], &kf, &df, MDB_SET_RANGE);
 			rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_SET_RANGE);
 			g->skipped++;
+			if (++steps > DBFS_GAINED_STEPS)
+				return E2BIG;
 			continue;
 		}
 		if (a <= b)
@@ -179,6 +263,8 @@ int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 		if (b <= a)
 			rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_NEXT);
 		g->stepped++;
+		if (++steps > DBFS_GAINED_STEPS)
+			return E2BIG;
 	}
 	if (rf != MDB_NOTFOUND)
 		return rf;

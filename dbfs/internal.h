@@ -74,6 +74,7 @@ struct dbfs_gained {
 	MDB_cursor *cur[2];     /* on FREE_DBI of the older and the newer snapshot */
 	struct dbfs_ids cand, sub, out;
 	uint64_t stepped, skipped; /* records stepped over, shared leaves skipped (ever) */
+	size_t work;               /* page numbers compared by this point */
 };
 
 struct dbfs {
@@ -177,6 +178,7 @@ struct dbfs {
 	bool dur_listed;            /* listed points (one flush) may be made: ext4, XFS */
 	unsigned char dur_meta[DBFS_DREC_META]; /* dur_txn's meta page (its record's copy) */
 	struct dbfs_gained dur_gained;
+	unsigned dur_list_pause;    /* points left to make unlisted after an E2BIG */
 	unsigned char *dur_buf;     /* a record being written: DBFS_DREC_SLOT2 bytes */
 	uint32_t sb_version;        /* the superblock's format version as opened */
 };
@@ -228,11 +230,21 @@ extern int dbfs_durable_test_listed;
  * commit; from_last, to_last: the snapshots' last pages (their meta's
  * mm_last_pg); psize: LMDB's page size. Reads the map: the caller holds
  * the map lock for reading. Returns 0, E2BIG (more than g->out.cap
- * pages), ENOMEM, or an LMDB error.
+ * pages, more than DBFS_GAINED_BUDGET page numbers to compare or
+ * DBFS_GAINED_STEPS steps through the free lists), ENOMEM,
+ * or an LMDB error.
  */
 int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 		      uint64_t from_last, MDB_txn *to, uint64_t to_last, size_t psize);
 void dbfs_gained_free(struct dbfs_gained *g);
+/* What a point may compare before it makes a point of two flushes instead
+ * (about 0.3 ms of merging on this machine). */
+#define DBFS_GAINED_BUDGET (256u * 1024u)
+/* ... and the free-list records it may step over and leaves it may skip. */
+#define DBFS_GAINED_STEPS 512u
+/* Points made with two flushes, without trying to list, after one that
+ * could not be listed (durable.c). */
+#define DBFS_LIST_PAUSE 32u
 /* Count a request answered with errno `e` (> 0) in errors and by_errno
  * (counters.c). Any thread, no lock. */
 void dbfs_count_error(struct dbfs *fs, int e);
