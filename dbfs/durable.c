@@ -49,7 +49,9 @@
  *   1. pin:   as above, T';
  *   2. list:  the pages T''s tree gained since the durable point T, from
  *             LMDB's free lists alone (gained.c), each with a hash; more
- *             than DBFS_DREC_LIST_MAX, or no pin of T: a point as above;
+ *             than DBFS_DREC_LIST_MAX, free lists too long to compare
+ *             (then the next DBFS_LIST_PAUSE points do not try), or no
+ *             pin of T: a point as above;
  *   3. push:  write the record (T''s meta and the list) into the slot the
  *             previous record does not use, and sync_file_range it to the
  *             device (written, not flushed: nothing durable yet);
