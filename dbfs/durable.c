@@ -325,6 +325,8 @@ static int point_locked(struct dbfs *fs, bool leader)
 	bool listed = false;
 	if (fs->dur_listed && fs->dur_pin && fs->dur_list_pause)
 		fs->dur_list_pause--;
+	else if (dbfs_durable_fault == DBFS_FAULT_MIXED && (fs->dur_seq & 1))
+		(void)0; /* a test: a point of two flushes between listed ones */
 	else if (fs->dur_listed && fs->dur_pin) {
 		rc = list_pages(fs, pin, meta, &n);
 		listed = !rc;

@@ -49,12 +49,15 @@ extern const char *dbfs_boot_id_override;
  * transaction at once; NO_RECOVER makes dbfs_durable_recover do nothing;
  * SHORT_LIST leaves the last page out of each listed record;
  * FLUSH_AFTER_PUSH fails the next flush of data.mdb that follows a pushed
- * record with EIO (once: the fault is then cleared). */
+ * record with EIO (once: the fault is then cleared). Not a fault but a
+ * mix: MIXED makes every other point one of two flushes, as a point too
+ * big to list does. */
 enum {
 	DBFS_FAULT_NO_PIN = 1,
 	DBFS_FAULT_NO_RECOVER = 2,
 	DBFS_FAULT_SHORT_LIST = 3,
 	DBFS_FAULT_FLUSH_AFTER_PUSH = 4,
+	DBFS_FAULT_MIXED = 5,
 };
 extern int dbfs_durable_fault;
 /* Tests: recoveries that fell back from a listed record to the other. */
