@@ -227,7 +227,8 @@ struct dbfs_counters {
 	uint64_t batched_ops;  /* write operations that shared a commit */
 	uint64_t map_grows;
 	uint64_t errors;       /* requests answered with an error */
-	uint64_t flushes;      /* durable points made (each: two device flushes) */
+	uint64_t flushes;      /* durable points made (two device flushes each, but */
+	uint64_t flushes_listed; /* these, listed points: one; dbfs/durable.c) */
 	uint64_t unsynced_age_ms; /* age of the oldest commit not durable yet; 0: none */
 	uint64_t unsynced_bytes;  /* data bytes written since the last durable point */
 };

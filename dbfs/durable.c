@@ -21,7 +21,8 @@
  *             newest snapshot T and copy T's meta page (page T & 1);
  *   2. flush: mdb_env_sync(force): every page of T is on the disk;
  *   3. name:  write T's meta copy into dbfs.durable (format.h), the slot
- *             the previous record does not use, and flush that file;
+ *             the previous record does not use, and flush that file
+ *             (two device flushes in all);
  *   4. move:  T is durable; end the read transaction of the previous
  *             durable point.
  *
@@ -40,16 +41,47 @@
  * (a process crash, kill -9), the page cache holds everything and LMDB's
  * newest meta is used as it is: nothing acknowledged is lost.
  *
+ * A *listed* point costs one device flush instead of two (ext4 and XFS,
+ * where a file's fdatasync flushes the device's write cache for the whole
+ * device, and so makes durable whatever was written to the device before
+ * it began, of any file):
+ *
+ *   1. pin:   as above, T';
+ *   2. list:  the pages T''s tree gained since the durable point T, from
+ *             LMDB's free lists alone (gained.c), each with a hash; more
+ *             than DBFS_DREC_LIST_MAX, free lists too long to compare
+ *             (then the next DBFS_LIST_PAUSE points do not try), or no
+ *             pin of T: a point as above;
+ *   3. push:  write the record (T''s meta and the list) into the slot the
+ *             previous record does not use, and sync_file_range it to the
+ *             device (written, not flushed: nothing durable yet);
+ *   4. flush: mdb_env_sync(force): data.mdb's pages and the pushed record
+ *             are on the disk together;
+ *   5. move:  end T's pin.
+ *
+ * A power loss between 3 and 4 may leave the record on the disk without
+ * some of its pages: recovery checks every listed page's hash, and when
+ * one differs it falls back to the other slot, T, whose tree was pinned
+ * until 5 (and blanks the listed record, so that the next record goes to
+ * its slot, not over T's). The list must hold every page of T' that is not
+ * T's (a missing one may be stale on the disk) and nothing that is not
+ * T''s: a page written after T and freed before T' is kept by neither pin,
+ * so once reused it would fail the check forever, and after 5 nothing
+ * would be left to fall back to. Pages T' shares with T were on the disk
+ * at T's point and unchanged since (pinned).
+ *
  * When points happen: fsync, fdatasync, O_SYNC/O_DSYNC writes (the kernel
  * sends FUSE_FSYNC) and dbfs_sync make one and wait for it; concurrent
  * callers share it (whoever finds its commit already durable returns at
  * once; the others wait for the one flush in progress, then one flushes
  * for all of them). dbfs_tick makes one when the oldest change that is not
  * durable is commit_interval old (less the tick's period), and close makes
- * a last one. A point's cost is two flushes of what changed since the last
- * one, not of the store: its price does not grow with the store's size.
- * The price of the pin: space freed after a point is reused after the next
- * one, so the file may hold up to commit_interval of churn more.
+ * a last one. A point's cost is the flush of what changed since the last
+ * one (and the walk of the free-list records written or consumed since,
+ * for the list), not of the store: its price does not grow with the
+ * store's size. The price of the pin: space freed after a point is reused
+ * after the next one, so the file may hold up to commit_interval of churn
+ * more.
  *
  * durability=full keeps LMDB's synced commits (every commit durable, two
  * flushes per commit) and marks the record DBFS_DREC_TRUST_LMDB. So does a
@@ -62,6 +94,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <linux/magic.h>
 #include <unistd.h>
 
 #include "dbfs/internal.h"
@@ -76,31 +111,128 @@ static int64_t mono_ns(void)
 
 int64_t (*dbfs_durable_clock)(void) = mono_ns;
 bool dbfs_durable_test_on_disk;
+int dbfs_durable_test_listed = -1;
 
+/* Write record dur_seq + 1 naming txnid (meta: its meta page; n pages
+ * listed in dur_buf already) into its slot. push: write it to the device
+ * and wait (sync_file_range: no flush of the device's cache; the flush of
+ * data.mdb that follows makes it durable, see the comment at the top),
+ * with data.mdb's dirty pages started meanwhile, so that the two writes
+ * cost one round trip to the device, not two; otherwise flush it. */
 static int write_record(struct dbfs *fs, uint64_t txnid, const unsigned char *meta,
-			unsigned flags)
+			unsigned flags, uint64_t n, bool push)
 {
 	struct dbfs_drec r;
-	unsigned char slot[DBFS_DREC_SLOT];
 	memset(&r, 0, sizeof(r));
 	memcpy(r.magic, DBFS_DREC_MAGIC, 8);
-	r.version = 1;
+	r.version = DBFS_DREC_VERSION;
 	r.flags = flags;
-	r.seq = ++fs->dur_seq;
+	r.seq = fs->dur_seq + 1;
 	r.txnid = txnid;
 	r.psize = fs->dur_psize;
 	dbfs_boot_id(r.boot);
 	if (meta)
 		memcpy(r.meta, meta, DBFS_DREC_META);
-	r.sum = dbfs_drec_sum(&r);
-	memset(slot, 0, sizeof(slot));
-	memcpy(slot, &r, sizeof(r));
-	if (pwrite(fs->dur_fd, slot, sizeof(slot), (off_t)(r.seq & 1) * DBFS_DREC_SLOT) !=
-	    (ssize_t)sizeof(slot))
+	unsigned char *b = fs->dur_buf;
+	memcpy(b + DBFS_DREC_HEAD, &n, sizeof(n));
+	r.sum = dbfs_drec_list_sum(&r, b + DBFS_DREC_HEAD + 8, n);
+	memset(b, 0, DBFS_DREC_HEAD);
+	memcpy(b, &r, sizeof(r));
+	size_t len = DBFS_DREC_HEAD + 8 + (size_t)n * sizeof(struct dbfs_drec_page);
+	off_t off = (off_t)(r.seq & 1) * DBFS_DREC_SLOT2;
+	errno = 0;
+	if (pwrite(fs->dur_fd, b, len, off) != (ssize_t)len)
 		return errno ? errno : EIO;
-	if (fdatasync(fs->dur_fd) < 0)
+	if (push) {
+		int fd;
+		mdb_env_get_fd(fs->env, &fd);
+		/* Both only start writes (an error here comes back below or
+		 * from the flush). */
+		sync_file_range(fs->dur_fd, off, (off_t)len, SYNC_FILE_RANGE_WRITE);
+		if (!fs->writemap)
+			sync_file_range(fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+	}
+	if (push ? sync_file_range(fs->dur_fd, off, (off_t)len,
+				   SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+					   SYNC_FILE_RANGE_WAIT_AFTER) < 0
+		 : fdatasync(fs->dur_fd) < 0)
 		return errno;
+	fs->dur_seq = r.seq;
 	return 0;
+}
+
+static uint64_t meta_u64(const unsigned char *meta, size_t off)
+{
+	uint64_t v;
+	memcpy(&v, meta + off, sizeof(v));
+	return v;
+}
+
+/* List in dur_buf the pages that snapshot `pin` (txnid, meta) gained since
+ * the durable point dur_txn, with their hashes: *n of them. E2BIG: more
+ * than a record holds (the caller makes a point of two flushes). The
+ * pages are read through the page cache (pread: what write-back will put
+ * on the disk), which no write changes while pin is open. */
+static int list_pages(struct dbfs *fs, MDB_txn *pin, const unsigned char *meta, uint64_t *n)
+{
+	struct dbfs_gained *g = &fs->dur_gained;
+	pthread_rwlock_rdlock(&fs->map_lock); /* the cursors read the map */
+	int rc = dbfs_gained_pages(g, fs->dur_pin, fs->dur_txn,
+				   meta_u64(fs->dur_meta, DBFS_LMDB_META_LASTPG), pin,
+				   meta_u64(meta, DBFS_LMDB_META_LASTPG), fs->dur_psize);
+	pthread_rwlock_unlock(&fs->map_lock);
+	if (rc)
+		return rc;
+	int fd;
+	mdb_env_get_fd(fs->env, &fd);
+	struct dbfs_drec_page *list = (void *)(fs->dur_buf + DBFS_DREC_HEAD + 8);
+	unsigned char *page = fs->dur_buf + DBFS_DREC_SLOT2;
+	size_t ps = fs->dur_psize;
+	for (size_t i = 0; i < g->out.n; i++) {
+		uint64_t pgno = g->out.v[i];
+		errno = 0;
+		if (pread(fd, page, ps, (off_t)(pgno * ps)) != (ssize_t)ps)
+			return errno ? errno : EIO;
+		list[i].pgno = pgno;
+		list[i].hash = dbfs_drec_page_hash(pgno, page, ps);
+	}
+	*n = g->out.n;
+	if (dbfs_durable_fault == DBFS_FAULT_SHORT_LIST && *n)
+		--*n; /* a test: a page the record should name and does not */
+	return 0;
+}
+
+/* Lay dbfs.durable out as version 2 wants it (format.h): every byte
+ * written, so that a record's write changes no metadata. Only right
+ * after a full flush of data.mdb, which a store without a valid record is
+ * trusted to have had. With listed points at every open: a pushed record
+ * is durable after data.mdb's flush only if its write allocated nothing,
+ * and a copy of the store may share its blocks (a reflink: the next write
+ * of a shared block allocates one) or hold them unwritten (fallocate). */
+static int lay_out(struct dbfs *fs)
+{
+	struct stat st;
+	if (fstat(fs->dur_fd, &st) < 0)
+		return errno;
+	if (st.st_size == DBFS_DREC_FILE_SIZE && fs->dur_seq && !fs->dur_listed) {
+		struct dbfs_drec r;
+		/* version 2 already (a version-1 record would be at 0) */
+		if (pread(fs->dur_fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r) && r.version != 1)
+			return 0;
+	}
+	memset(fs->dur_buf, 0, DBFS_DREC_SLOT2);
+	for (off_t off = 0; off < DBFS_DREC_FILE_SIZE; off += DBFS_DREC_SLOT2)
+		if (pwrite(fs->dur_fd, fs->dur_buf, DBFS_DREC_SLOT2, off) != DBFS_DREC_SLOT2)
+			return errno ? errno : EIO;
+	if (ftruncate(fs->dur_fd, DBFS_DREC_FILE_SIZE) < 0 || fsync(fs->dur_fd) < 0)
+		return errno;
+	int rc = 0, dfd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (fsync(dfd) < 0)
+			rc = errno;
+		close(dfd);
+	}
+	return rc;
 }
 
 /* Wait until no write transaction runs, and keep others from starting one
@@ -146,6 +278,16 @@ static int pin_newest(struct dbfs *fs, MDB_txn **pin, uint64_t *txnid, unsigned 
 	return 0;
 }
 
+/* Flush data.mdb (with MDB_WRITEMAP this msyncs the map: it must not
+ * move meanwhile). */
+static int flush_data(struct dbfs *fs)
+{
+	pthread_rwlock_rdlock(&fs->map_lock);
+	int rc = mdb_env_sync(fs->env, 1);
+	pthread_rwlock_unlock(&fs->map_lock);
+	return rc;
+}
+
 /* A durable point; fs->dur_lock held. `leader`: the caller already holds
  * the writer (commit.c on a full disk). */
 static int point_locked(struct dbfs *fs, bool leader)
@@ -176,17 +318,50 @@ static int point_locked(struct dbfs *fs, bool leader)
 		mdb_txn_abort(pin); /* nothing committed since the last point */
 		return 0;
 	}
-	/* With MDB_WRITEMAP this msyncs the map: it must not move meanwhile. */
-	pthread_rwlock_rdlock(&fs->map_lock);
-	rc = mdb_env_sync(fs->env, 1);
-	pthread_rwlock_unlock(&fs->map_lock);
+	/* Listed (one flush): the record first, pushed to the device, then
+	 * data.mdb's flush carries both. Otherwise data.mdb, then the record,
+	 * each flushed. */
+	uint64_t n = 0, seq0 = fs->dur_seq;
+	bool listed = false;
+	if (fs->dur_listed && fs->dur_pin && fs->dur_list_pause)
+		fs->dur_list_pause--;
+	else if (dbfs_durable_fault == DBFS_FAULT_MIXED && (fs->dur_seq & 1))
+		(void)0; /* a test: a point of two flushes between listed ones */
+	else if (fs->dur_listed && fs->dur_pin) {
+		rc = list_pages(fs, pin, meta, &n);
+		listed = !rc;
+		if (rc == E2BIG) {
+			/* too big, or a free list too long to walk: the next
+			 * points are likely so too, and each try costs its walk */
+			fs->dur_list_pause = DBFS_LIST_PAUSE;
+			rc = 0;
+		}
+	}
+	if (!rc && listed)
+		rc = write_record(fs, txnid, meta, DBFS_DREC_LISTED, n, true);
+	if (!rc && listed && dbfs_durable_fault == DBFS_FAULT_FLUSH_AFTER_PUSH) {
+		dbfs_durable_fault = 0; /* a test: the device failed the flush */
+		rc = EIO;
+	}
 	if (!rc)
-		rc = write_record(fs, txnid, meta, 0);
+		rc = flush_data(fs);
+	if (!rc && !listed)
+		rc = write_record(fs, txnid, meta, 0, 0, false);
 	if (rc) {
+		/* A pushed record whose flush failed may be on the disk without
+		 * its pages: the next record goes to its slot again, never over
+		 * the previous one, which recovery may still need. */
+		if (listed && fs->dur_seq == seq0 + 1)
+			fs->dur_seq = seq0;
 		mdb_txn_abort(pin);
 		return rc;
 	}
 	fs->cnt.flushes++;
+	if (listed)
+		fs->cnt.flushes_listed++;
+	memcpy(fs->dur_meta, meta, DBFS_DREC_META);
+	/* Only now may the pages that T' does not use and T did be reused:
+	 * until the flush, T was the point a recovery falls back to. */
 	if (fs->dur_pin)
 		mdb_txn_abort(fs->dur_pin);
 	fs->dur_pin = pin;
@@ -218,20 +393,24 @@ int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen)
 	MDB_stat st;
 	mdb_env_stat(fs->env, &st); /* no other thread yet: no map lock */
 	fs->dur_psize = st.ms_psize;
+	struct statfs sf;
+	fs->dur_listed = !fs->dur_trust &&
+			 (dbfs_durable_test_listed > 0 ||
+			  (dbfs_durable_test_listed < 0 && fstatfs(fs->dur_fd, &sf) == 0 &&
+			   (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC)));
+	fs->dur_gained.out.v = malloc(DBFS_DREC_LIST_MAX * sizeof(uint64_t));
+	fs->dur_gained.out.cap = DBFS_DREC_LIST_MAX;
+	/* a record, and a page being hashed */
+	fs->dur_buf = malloc(DBFS_DREC_SLOT2 + (1u << 16));
+	int rc = fs->dur_gained.out.v && fs->dur_buf ? 0 : ENOMEM;
 	/* Whatever the record said, the store as opened becomes the durable
 	 * point now: its pages are flushed before the record names it (a new
-	 * file's first record: after its directory entry is on the disk). */
-	int rc = mdb_env_sync(fs->env, 1);
-	if (!rc && !fs->dur_seq) {
-		if (fsync(fs->dur_fd) < 0)
-			rc = errno;
-		int dfd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd >= 0) {
-			if (fsync(dfd) < 0 && !rc)
-				rc = errno;
-			close(dfd);
-		}
-	}
+	 * or rewritten file's first record: after its directory entry and
+	 * its zeros are on the disk). */
+	if (!rc)
+		rc = mdb_env_sync(fs->env, 1);
+	if (!rc)
+		rc = lay_out(fs);
 	if (!rc) {
 		MDB_txn *pin;
 		uint64_t txnid;
@@ -239,24 +418,35 @@ int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen)
 		rc = pin_newest(fs, &pin, &txnid, meta);
 		if (!rc && fs->dur_trust) {
 			mdb_txn_abort(pin);
-			rc = write_record(fs, txnid, meta, DBFS_DREC_TRUST_LMDB);
+			rc = write_record(fs, txnid, meta, DBFS_DREC_TRUST_LMDB, 0, false);
 		} else if (!rc) {
-			rc = write_record(fs, txnid, meta, 0);
+			rc = write_record(fs, txnid, meta, 0, 0, false);
 			if (rc)
 				mdb_txn_abort(pin);
 			else
 				fs->dur_pin = pin;
 		}
-		if (!rc)
+		if (!rc) {
 			fs->dur_txn = fs->last_txn = txnid;
+			memcpy(fs->dur_meta, meta, DBFS_DREC_META);
+		}
 	}
 	if (rc) {
 		snprintf(err, errlen, "cannot make the store durable: %s", mdb_strerror(rc));
-		close(fs->dur_fd);
-		fs->dur_fd = -1;
+		dbfs_durable_drop(fs);
 		return dbfs_errno(rc);
 	}
 	return 0;
+}
+
+void dbfs_durable_drop(struct dbfs *fs)
+{
+	if (fs->dur_fd >= 0)
+		close(fs->dur_fd);
+	fs->dur_fd = -1;
+	dbfs_gained_free(&fs->dur_gained);
+	free(fs->dur_buf);
+	fs->dur_buf = NULL;
 }
 
 void dbfs_durable_committed(struct dbfs *fs, uint64_t txnid, size_t bytes)
@@ -338,8 +528,7 @@ void dbfs_durable_stop(struct dbfs *fs)
 	if (fs->dur_pin)
 		mdb_txn_abort(fs->dur_pin);
 	fs->dur_pin = NULL;
-	close(fs->dur_fd);
-	fs->dur_fd = -1;
+	dbfs_durable_drop(fs);
 }
 
 void dbfs_set_commit_interval(struct dbfs *fs, double secs)

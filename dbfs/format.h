@@ -1,5 +1,5 @@
 /*
- * On-store layout of a DBFS (format version 3; version 1 and 2 stores are
+ * On-store layout of a DBFS (format version 4; version 1 to 3 stores are
  * upgraded in place when opened read-write, see dbfs/durable.c and
  * dbfs/feed.c).
  *
@@ -141,7 +141,8 @@
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 3u  /* 2: the store has dbfs.durable; 3: ilink rows, feed */
+#define DBFS_FORMAT_VERSION 4u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
+				 * 4: dbfs.durable of version 2 (listed records) */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16
 #define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB: the largest block size */
@@ -264,14 +265,17 @@ static inline bool dbfs_lock_is_current(int fd, const char *path)
  *
  * In the default durability mode LMDB commits without flushing
  * (MDB_NOSYNC), so the meta pages of data.mdb may reach the disk before the
- * pages they point at. This file, written only after data.mdb was flushed,
- * names the newest transaction whose pages are all on the disk, and keeps
- * a copy of its LMDB meta page. After a reboot, dbfs_open writes that copy
- * over both meta pages of data.mdb before LMDB reads them.
+ * pages they point at. This file names the newest transaction whose pages
+ * are all on the disk, and keeps a copy of its LMDB meta page. After a
+ * reboot, dbfs_open writes that copy over both meta pages of data.mdb
+ * before LMDB reads them.
  *
- * Two slots of DBFS_DREC_SLOT bytes; record `seq` goes to slot seq & 1, so
- * a torn write leaves the other slot whole. The valid record (magic, sum)
- * with the larger seq rules:
+ * Two slots of DBFS_DREC_SLOT2 bytes (the file is DBFS_DREC_FILE_SIZE
+ * long, every byte written, so that rewriting a slot changes no file
+ * system metadata); record `seq` goes to slot seq & 1, so a torn write
+ * leaves the other slot whole. The valid record (magic, version, sum) with
+ * the larger seq rules, unless it is a *listed* record whose pages are not
+ * all on the disk (then the other slot rules, dbfs/recover.c):
  *
  *   slot +--------+---------+-------+-----+-------+-------+--------+
  *        | magic  | version | flags | seq | txnid | psize | boot   |
@@ -280,25 +284,46 @@ static inline bool dbfs_lock_is_current(int fd, const char *path)
  *        | meta: bytes [16, 16+DBFS_DREC_META) of LMDB meta page    |
  *        |       txnid & 1 as committed (the page header excluded)  |
  *        +----------------------------------------------------------+
- *        | sum: FNV-1a 64 of everything above                       |
+ *        | sum: FNV-1a 64 of everything above, then (version 2)     |
+ *        |      dbfs_drec_list_sum of the list                      |
  *        +----------------------------------------------------------+
+ *   at DBFS_DREC_HEAD (version 2):
+ *        +-----------+------------------+------------------+-----+
+ *        | n u64     | pgno u64, hash u64 (dbfs_page_hash) | ... |  n pairs
+ *        +-----------+------------------+------------------+-----+
  *
  * flags DBFS_DREC_TRUST_LMDB: every commit is flushed (durability=full),
- * LMDB's own meta pages are right, nothing is restored. boot is the
- * kernel's boot_id when written: a record of this boot means no power was
- * lost since (the page cache held every write), so nothing is restored
- * either. A store without this file (format 1, or a copy without it) is
- * trusted as LMDB left it.
+ * LMDB's own meta pages are right, nothing is restored. DBFS_DREC_LISTED:
+ * the record was pushed to the disk before data.mdb's flush, not after it
+ * (one flush per durable point instead of two); it lists every page of
+ * its transaction's tree that the previous record's tree did not use,
+ * with the hash each page must have, and counts only if they all do. n is
+ * at most DBFS_DREC_LIST_MAX. boot is the kernel's boot_id when written:
+ * a record of this boot means no power was lost since (the page cache held
+ * every write), so nothing is restored either. A store without this file
+ * (format 1, or a copy without it), or with no valid record in it, is
+ * trusted as LMDB left it: the file is made, grown or rewritten only
+ * right after a full flush of data.mdb.
+ *
+ * Version 1 (format 2 stores before listed records): 2 slots of
+ * DBFS_DREC_SLOT (512) bytes, no list; still read, and replaced by
+ * version 2's layout at the next read-write open.
  */
 #define DBFS_DREC_FILE  "dbfs.durable"
 #define DBFS_DREC_MAGIC "DBFSDUR1"
-#define DBFS_DREC_SLOT  512u
+#define DBFS_DREC_SLOT  512u   /* version 1's slot */
 #define DBFS_DREC_META  256u
 #define DBFS_DREC_TRUST_LMDB 1u
+#define DBFS_DREC_LISTED     2u
+#define DBFS_DREC_VERSION    2u
+#define DBFS_DREC_HEAD  512u   /* where a version-2 slot's list begins */
+#define DBFS_DREC_LIST_MAX 4096u /* pages a listed record names at most */
+#define DBFS_DREC_SLOT2 69632u /* 68 KiB: head, n, DBFS_DREC_LIST_MAX pairs */
+#define DBFS_DREC_FILE_SIZE (2u * DBFS_DREC_SLOT2)
 
 struct dbfs_drec {
 	char magic[8];
-	uint32_t version;       /* 1 */
+	uint32_t version;       /* 1 or 2 */
 	uint32_t flags;
 	uint64_t seq;
 	uint64_t txnid;
@@ -306,6 +331,12 @@ struct dbfs_drec {
 	char boot[40];          /* boot_id, NUL padded */
 	unsigned char meta[DBFS_DREC_META];
 	uint64_t sum;
+};
+
+/* One listed page: its number in data.mdb and dbfs_page_hash of its bytes. */
+struct dbfs_drec_page {
+	uint64_t pgno;
+	uint64_t hash;
 };
 
 static inline uint64_t dbfs_drec_sum(const struct dbfs_drec *r)
@@ -317,10 +348,35 @@ static inline uint64_t dbfs_drec_sum(const struct dbfs_drec *r)
 	return h;
 }
 
+/* A 64-bit hash of n bytes (n a multiple of 8) from seed h: eight bytes a
+ * step, so that hashing a 4 KiB page costs about a microsecond (FNV's byte
+ * steps cost ten). It tells a page that was written from one that was not
+ * or was torn, not an adversary's forgery. */
+static inline uint64_t dbfs_page_hash(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+	for (size_t i = 0; i + 8 <= n; i += 8) {
+		uint64_t w;
+		__builtin_memcpy(&w, c + i, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	return h ^ (h >> 32);
+}
+
+/* Version 2's sum: the head's FNV, then the list (n and its pairs). */
+static inline uint64_t dbfs_drec_list_sum(const struct dbfs_drec *r, const void *list,
+					  uint64_t n)
+{
+	uint64_t h = dbfs_page_hash(dbfs_drec_sum(r), &n, sizeof(n));
+	return dbfs_page_hash(h, list, (size_t)n * sizeof(struct dbfs_drec_page));
+}
+
 /* LMDB 0.9's meta page (data format MDB_DATA_VERSION 1): after the 16-byte
  * page header, MDB_meta ends with mm_last_pg and mm_txnid (8 bytes each)
  * at these offsets within the part dbfs_drec.meta copies. */
 #define DBFS_LMDB_META_MAGIC 0xBEEFC0DEu
+#define DBFS_LMDB_META_LASTPG 120u
 #define DBFS_LMDB_META_TXNID 128u
 #define DBFS_LMDB_META_END   136u
 

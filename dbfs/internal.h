@@ -61,6 +61,22 @@ struct dbfs_cache {
 	void *cb_arg;
 };
 
+/* A growable array of page numbers (gained.c). */
+struct dbfs_ids {
+	uint64_t *v;
+	size_t n, cap;
+};
+
+/* What a listed durable point computes with (gained.c), kept between
+ * points so that it allocates nothing on the way (a SIGBUS in the map may
+ * cut a point short: nothing of it may leak). out.cap is the limit. */
+struct dbfs_gained {
+	MDB_cursor *cur[2];     /* on FREE_DBI of the older and the newer snapshot */
+	struct dbfs_ids cand, sub, out;
+	uint64_t stepped, skipped; /* records stepped over, shared leaves skipped (ever) */
+	size_t work;               /* page numbers compared by this point */
+};
+
 struct dbfs {
 	char *dir;
 	MDB_env *env;
@@ -142,7 +158,7 @@ struct dbfs {
 	MDB_txn *wtxn;
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
-			errors, flushes;
+			errors, flushes, flushes_listed;
 		_Atomic uint64_t by_errno[DBFS_ERRNOS]; /* counters.c */
 	} cnt;
 
@@ -159,6 +175,11 @@ struct dbfs {
 	uint64_t dur_bytes;         /* bytes of operations committed since dur_txn */
 	_Atomic uint64_t commit_interval_ms;
 	bool dur_trust;             /* no points: mode full, or the store is in memory */
+	bool dur_listed;            /* listed points (one flush) may be made: ext4, XFS */
+	unsigned char dur_meta[DBFS_DREC_META]; /* dur_txn's meta page (its record's copy) */
+	struct dbfs_gained dur_gained;
+	unsigned dur_list_pause;    /* points left to make unlisted after an E2BIG */
+	unsigned char *dur_buf;     /* a record being written: DBFS_DREC_SLOT2 bytes */
 	uint32_t sb_version;        /* the superblock's format version as opened */
 };
 
@@ -192,10 +213,38 @@ int dbfs_durable_tick(struct dbfs *fs);
 /* A last point; ends the pin and closes dbfs.durable. */
 void dbfs_durable_stop(struct dbfs *fs);
 #define DBFS_TICK_NS 1000000000ll /* dbfs_tick's period, as dbfs.h asks */
+/* Close dbfs.durable and free what points keep, without a last point (a
+ * store whose maps faulted, guard.c). */
+void dbfs_durable_drop(struct dbfs *fs);
 /* Tests: the monotonic clock of durable.c (ns); treat a store in memory
- * as on a disk (it makes durable points). */
+ * as on a disk (it makes durable points); listed points: -1 where the
+ * file system's flush is the device's (ext4, XFS), 0 never, 1 always. */
 extern int64_t (*dbfs_durable_clock)(void);
 extern bool dbfs_durable_test_on_disk;
+extern int dbfs_durable_test_listed;
+
+/*
+ * gained.c: the pages of `to`'s tree that `from`'s does not use (see the
+ * file's comment), sorted, into g->out (at most g->out.cap of them).
+ * from: a read transaction on T = from_txnid, open since before any later
+ * commit; from_last, to_last: the snapshots' last pages (their meta's
+ * mm_last_pg); psize: LMDB's page size. Reads the map: the caller holds
+ * the map lock for reading. Returns 0, E2BIG (more than g->out.cap
+ * pages, more than DBFS_GAINED_BUDGET page numbers to compare or
+ * DBFS_GAINED_STEPS steps through the free lists), ENOMEM,
+ * or an LMDB error.
+ */
+int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
+		      uint64_t from_last, MDB_txn *to, uint64_t to_last, size_t psize);
+void dbfs_gained_free(struct dbfs_gained *g);
+/* What a point may compare before it makes a point of two flushes instead
+ * (about 0.3 ms of merging on this machine). */
+#define DBFS_GAINED_BUDGET (256u * 1024u)
+/* ... and the free-list records it may step over and leaves it may skip. */
+#define DBFS_GAINED_STEPS 512u
+/* Points made with two flushes, without trying to list, after one that
+ * could not be listed (durable.c). */
+#define DBFS_LIST_PAUSE 32u
 /* Count a request answered with errno `e` (> 0) in errors and by_errno
  * (counters.c). Any thread, no lock. */
 void dbfs_count_error(struct dbfs *fs, int e);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 
 const char *dbfs_boot_id_override;
 int dbfs_durable_fault;
+unsigned long dbfs_recover_fallbacks;
 
 void dbfs_boot_id(char out[40])
 {
@@ -41,22 +43,93 @@ static uint32_t get_u32(const unsigned char *p)
 	return v;
 }
 
-/* Read the newest valid record of the file `fd`: 1 found, 0 none. */
+/* One slot of dbfs.durable as read: its record, where it is, and (a
+ * listed record) its list. */
+struct slot_rec {
+	struct dbfs_drec r;
+	off_t off;
+	struct dbfs_drec_page *list;
+	uint64_t n;
+};
+
+/* The record of version `version` at `off` (slot `slot`), if valid: 1. */
+static int read_slot(int fd, off_t off, unsigned slot, uint32_t version, struct slot_rec *s)
+{
+	struct dbfs_drec *r = &s->r;
+	s->off = off;
+	s->list = NULL;
+	s->n = 0;
+	if (pread(fd, r, sizeof(*r), off) != (ssize_t)sizeof(*r))
+		return 0;
+	if (memcmp(r->magic, DBFS_DREC_MAGIC, 8) || r->version != version ||
+	    (r->seq & 1) != slot)
+		return 0;
+	if (version == 1)
+		return r->sum == dbfs_drec_sum(r);
+	uint64_t n;
+	if (pread(fd, &n, sizeof(n), off + DBFS_DREC_HEAD) != (ssize_t)sizeof(n) ||
+	    n > DBFS_DREC_LIST_MAX)
+		return 0;
+	size_t len = (size_t)n * sizeof(*s->list);
+	s->list = malloc(len ? len : 1);
+	if (!s->list)
+		return 0; /* counted as torn: the other slot, or LMDB, rules */
+	if (pread(fd, s->list, len, off + DBFS_DREC_HEAD + 8) != (ssize_t)len ||
+	    r->sum != dbfs_drec_list_sum(r, s->list, n)) {
+		free(s->list);
+		s->list = NULL;
+		return 0;
+	}
+	s->n = n;
+	return 1;
+}
+
+/* The valid records of dbfs.durable, newest first: how many (0..2).
+ * Version 2's slots, or else version 1's (a store not yet upgraded). */
+static int read_slots(int fd, struct slot_rec out[2])
+{
+	int n = 0;
+	for (unsigned slot = 0; slot < 2; slot++)
+		n += read_slot(fd, (off_t)slot * DBFS_DREC_SLOT2, slot, 2, &out[n]);
+	for (unsigned slot = 0; slot < 2 && !n; slot++)
+		n += read_slot(fd, (off_t)slot * DBFS_DREC_SLOT, slot, 1, &out[n]);
+	if (n == 2 && out[1].r.seq > out[0].r.seq) {
+		struct slot_rec t = out[0];
+		out[0] = out[1];
+		out[1] = t;
+	}
+	return n;
+}
+
 int dbfs_drec_read(int fd, struct dbfs_drec *out)
 {
-	int found = 0;
-	for (unsigned slot = 0; slot < 2; slot++) {
-		struct dbfs_drec r;
-		if (pread(fd, &r, sizeof(r), (off_t)slot * DBFS_DREC_SLOT) != (ssize_t)sizeof(r))
-			continue;
-		if (memcmp(r.magic, DBFS_DREC_MAGIC, 8) || r.version != 1 ||
-		    r.sum != dbfs_drec_sum(&r) || (r.seq & 1) != slot)
-			continue;
-		if (!found || r.seq > out->seq)
-			*out = r;
-		found = 1;
+	struct slot_rec s[2];
+	int n = read_slots(fd, s);
+	if (n)
+		*out = s[0].r;
+	for (int i = 0; i < n; i++)
+		free(s[i].list);
+	return n > 0;
+}
+
+uint64_t dbfs_drec_page_hash(uint64_t pgno, const void *page, size_t psize)
+{
+	return dbfs_page_hash(0xcbf29ce484222325ull ^ pgno, page, psize);
+}
+
+/* Is every page that s lists in data.mdb (fd) with its hash? */
+static bool pages_on_disk(int fd, const struct slot_rec *s)
+{
+	unsigned char *page = malloc(s->r.psize);
+	bool ok = page != NULL;
+	for (uint64_t i = 0; ok && i < s->n; i++) {
+		uint64_t pgno = s->list[i].pgno;
+		ok = pread(fd, page, s->r.psize, (off_t)(pgno * s->r.psize)) ==
+			     (ssize_t)s->r.psize &&
+		     dbfs_drec_page_hash(pgno, page, s->r.psize) == s->list[i].hash;
 	}
-	return found;
+	free(page);
+	return ok;
 }
 
 /* Is `m` (meta page bytes after the page header) a meta of LMDB data
@@ -67,75 +140,104 @@ bool dbfs_lmdb_meta_ok(const unsigned char *m, uint64_t txnid)
 	       get_u64(m + DBFS_LMDB_META_TXNID) == txnid;
 }
 
+/* Make the record at `off` invalid and flush it: the one recovery found
+ * wanting, so that the slot the next record goes to is its own and the
+ * older, good record is never overwritten first. */
+static int blank_slot(int dfd, off_t off)
+{
+	static const unsigned char zero[DBFS_DREC_HEAD];
+	if (pwrite(dfd, zero, sizeof(zero), off) != (ssize_t)sizeof(zero))
+		return errno ? -errno : -EIO;
+	return fdatasync(dfd) < 0 ? -errno : 0;
+}
+
 int dbfs_durable_recover(const char *dir, bool read_only, int *restored, char *err,
 			 size_t errlen)
 {
 	char path[4200];
-	struct dbfs_drec r;
+	struct slot_rec s[2];
 	*restored = 0;
 	if (dbfs_durable_fault == DBFS_FAULT_NO_RECOVER)
 		return 0;
 	snprintf(path, sizeof(path), "%s/" DBFS_DREC_FILE, dir);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int dfd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (dfd < 0)
 		return errno == ENOENT ? 0 : -errno; /* format 1, or a fresh store */
-	int found = dbfs_drec_read(fd, &r);
-	close(fd);
+	int found = read_slots(dfd, s);
 	char boot[40];
 	dbfs_boot_id(boot);
+	int rc = 0, fd = -1;
 	/* No valid record: the file was being made, after a full sync of
 	 * data.mdb (dbfs_durable_start). Trusted: LMDB's own meta is right. */
-	if (!found || (r.flags & DBFS_DREC_TRUST_LMDB) || !strncmp(r.boot, boot, 40))
-		return 0;
-	if (r.psize < 512 || r.psize > (1u << 16) || !dbfs_lmdb_meta_ok(r.meta, r.txnid)) {
-		snprintf(err, errlen, "store is damaged: %s names no LMDB meta page", path);
-		return -EINVAL;
-	}
-
+	if (!found || (s[0].r.flags & DBFS_DREC_TRUST_LMDB) || !strncmp(s[0].r.boot, boot, 40))
+		goto out;
 	snprintf(path, sizeof(path), "%s/data.mdb", dir);
 	fd = open(path, (read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (fd < 0) {
-		int e = errno;
-		snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
-		return -e;
+		rc = -errno;
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(-rc));
+		goto out;
+	}
+	/* The newest record whose pages are all there: a listed record was
+	 * pushed before its pages were flushed, and power may have failed in
+	 * between. The previous one's tree was still pinned then (durable.c). */
+	int use = 0;
+	while (use < found && s[use].r.psize >= 512 && s[use].r.psize <= (1u << 16) &&
+	       (s[use].r.flags & DBFS_DREC_LISTED) && !pages_on_disk(fd, &s[use]))
+		use++;
+	dbfs_recover_fallbacks += use > 0;
+	struct dbfs_drec *r = use < found ? &s[use].r : NULL;
+	if (!r || r->psize < 512 || r->psize > (1u << 16) || !dbfs_lmdb_meta_ok(r->meta, r->txnid)) {
+		snprintf(err, errlen, "store is damaged: %s/%s names no %s", dir, DBFS_DREC_FILE,
+			 r ? "LMDB meta page" : "durable point whose pages are on the disk");
+		rc = -EINVAL;
+		goto out;
 	}
 	/* Nothing to undo when the durable point is the newest meta and the
 	 * other one is older (a clean close, or nothing written since). */
 	unsigned char m[2][DBFS_DREC_META];
 	bool same = true;
 	for (unsigned i = 0; i < 2; i++) {
-		if (pread(fd, m[i], DBFS_DREC_META, (off_t)i * r.psize + 16) != DBFS_DREC_META)
+		if (pread(fd, m[i], DBFS_DREC_META, (off_t)i * r->psize + 16) != DBFS_DREC_META)
 			memset(m[i], 0, DBFS_DREC_META);
 		uint64_t t = get_u64(m[i] + DBFS_LMDB_META_TXNID);
-		if (i == (r.txnid & 1))
-			same = same && !memcmp(m[i], r.meta, DBFS_LMDB_META_END);
+		if (i == (r->txnid & 1))
+			same = same && !memcmp(m[i], r->meta, DBFS_LMDB_META_END);
 		else
-			same = same && dbfs_lmdb_meta_ok(m[i], t) && t <= r.txnid;
+			same = same && dbfs_lmdb_meta_ok(m[i], t) && t <= r->txnid;
 	}
-	int rc = 0;
-	if (same) {
-		close(fd);
-		return 0;
-	}
+	if (same && !use)
+		goto out;
 	if (read_only) {
 		snprintf(err, errlen,
 			 "store needs its power-loss recovery: open it read-write once");
-		close(fd);
-		return -EROFS;
+		rc = -EROFS;
+		goto out;
 	}
+	if (use && (rc = blank_slot(dfd, s[0].off))) {
+		snprintf(err, errlen, "cannot blank the record of %s/%s: %s", dir,
+			 DBFS_DREC_FILE, strerror(-rc));
+		goto out;
+	}
+	if (same)
+		goto out;
 	/* Both meta pages name T, so that LMDB can pick no other. */
 	for (unsigned i = 0; i < 2 && !rc; i++)
-		if (pwrite(fd, r.meta, DBFS_DREC_META, (off_t)i * r.psize + 16) != DBFS_DREC_META)
+		if (pwrite(fd, r->meta, DBFS_DREC_META, (off_t)i * r->psize + 16) != DBFS_DREC_META)
 			rc = -EIO;
 	if (!rc && fdatasync(fd) < 0)
 		rc = -errno;
-	close(fd);
 	if (rc) {
 		snprintf(err, errlen, "cannot restore the durable meta page of %s: %s", path,
 			 strerror(-rc));
-		return rc;
+		goto out;
 	}
 	*restored = 1;
-	return 0;
+out:
+	if (fd >= 0)
+		close(fd);
+	close(dfd);
+	for (int i = 0; i < found; i++)
+		free(s[i].list);
+	return rc;
 }
-

@@ -10,24 +10,33 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dbfs/format.h"
 
 /*
  * Run the recovery of the store in `dir` if it needs one: its dbfs.durable
  * record is of another boot and data.mdb's meta pages are not the
- * recorded durable point. *restored is 1 when the meta pages were
- * rewritten (and flushed). With read_only, a store that needs it is
- * refused (-EROFS). The caller holds the store's lock (dbfs.lock) and has
- * no LMDB environment open on it.
- * Returns 0, or a negative errno with a reason in err: -EINVAL (the record
- * names no LMDB meta page), -EROFS, or the errno of open/pwrite/fdatasync.
+ * recorded durable point. The durable point is the newest valid record,
+ * unless it is a listed one (format.h) whose pages are not all on the
+ * disk with their hashes: then the other record, and the listed one is
+ * blanked (flushed) first, so that the next record goes to its slot.
+ * *restored is 1 when the meta pages were rewritten (and flushed). With
+ * read_only, a store that needs either write is refused (-EROFS). The
+ * caller holds the store's lock (dbfs.lock) and has no LMDB environment
+ * open on it.
+ * Returns 0, or a negative errno with a reason in err: -EINVAL (no record
+ * names an LMDB meta page whose pages are on the disk), -EROFS, or the
+ * errno of open/pwrite/fdatasync.
  */
 int dbfs_durable_recover(const char *dir, bool read_only, int *restored, char *err,
 			 size_t errlen);
 
-/* The newest valid record of dbfs.durable open at fd: 1, or 0 if none. */
+/* The newest valid record of dbfs.durable open at fd (version 2's
+ * layout, or else version 1's), its head only: 1, or 0 if none. */
 int dbfs_drec_read(int fd, struct dbfs_drec *out);
+/* The hash a listed record keeps for page pgno of psize bytes. */
+uint64_t dbfs_drec_page_hash(uint64_t pgno, const void *page, size_t psize);
 /* Is m (a meta page's bytes after its 16-byte header) an LMDB 0.9 meta
  * of transaction txnid? */
 bool dbfs_lmdb_meta_ok(const unsigned char *m, uint64_t txnid);
@@ -36,9 +45,22 @@ void dbfs_boot_id(char out[40]);
 /* Tests: the boot_id to use instead of the kernel's (a simulated reboot). */
 extern const char *dbfs_boot_id_override;
 /* Tests only (tests/crash/fs/powerloss.c shows that it notices): break
- * one half of the design. NO_PIN ends each durable point's read
- * transaction at once; NO_RECOVER makes dbfs_durable_recover do nothing. */
-enum { DBFS_FAULT_NO_PIN = 1, DBFS_FAULT_NO_RECOVER = 2 };
+ * one part of the design. NO_PIN ends each durable point's read
+ * transaction at once; NO_RECOVER makes dbfs_durable_recover do nothing;
+ * SHORT_LIST leaves the last page out of each listed record;
+ * FLUSH_AFTER_PUSH fails the next flush of data.mdb that follows a pushed
+ * record with EIO (once: the fault is then cleared). Not a fault but a
+ * mix: MIXED makes every other point one of two flushes, as a point too
+ * big to list does. */
+enum {
+	DBFS_FAULT_NO_PIN = 1,
+	DBFS_FAULT_NO_RECOVER = 2,
+	DBFS_FAULT_SHORT_LIST = 3,
+	DBFS_FAULT_FLUSH_AFTER_PUSH = 4,
+	DBFS_FAULT_MIXED = 5,
+};
 extern int dbfs_durable_fault;
+/* Tests: recoveries that fell back from a listed record to the other. */
+extern unsigned long dbfs_recover_fallbacks;
 
 #endif

@@ -444,9 +444,7 @@ static int open_guarded(struct dbfs *fs, const struct dbfs_options *o, char *err
 	if (rc && atomic_load(&fs->map_lost)) {
 		dbfs_guard_keep(fs->env);
 		fs->env = NULL;
-		if (fs->dur_fd >= 0)
-			close(fs->dur_fd);
-		fs->dur_fd = -1;
+		dbfs_durable_drop(fs);
 	}
 	return rc;
 }
@@ -647,8 +645,7 @@ void dbfs_close(struct dbfs *fs)
 		 * is (never closed twice), with the descriptors LMDB holds. */
 		dbfs_guard_recovered(&g);
 		dbfs_guard_keep(fs->env);
-		if (fs->dur_fd >= 0)
-			close(fs->dur_fd);
+		dbfs_durable_drop(fs);
 	}
 	close(fs->lock_fd);
 	dbfs_lookups_destroy(&fs->lookups);

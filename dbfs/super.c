@@ -119,7 +119,9 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
 /* Format 1 -> 2: dbfs.durable exists now (dbfs_durable_start made it
  * before this commit), so older builds, which would not read it, must
  * refuse the store. 2 -> 3: ilink is filled (dbfs_feed_upgrade, before
- * this commit) and "feed" exists; older builds would not keep them. */
+ * this commit) and "feed" exists; older builds would not keep them. 3 -> 4:
+ * dbfs.durable has version 2's layout (dbfs_durable_start laid it out
+ * before this commit), which older builds would misread. */
 int dbfs_super_upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	MDB_val v;

@@ -166,7 +166,7 @@ static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	    "map_size=%llu\nfile_size=%llu\n"
 	    "max_concurrent=%u\niops_limit=%llu\nbandwidth_limit=%llu\n"
 	    "cache_bytes=%llu\ncache_limit=%llu\ncache_trimmed=%llu\n"
-	    "flushes=%llu\nunsynced_age_ms=%llu\nunsynced_bytes=%llu\n",
+	    "flushes=%llu\nflushes_listed=%llu\nunsynced_age_ms=%llu\nunsynced_bytes=%llu\n",
 	    d->conf.name, mfs_state_name(d->state), (unsigned long long)st.ops,
 	    (unsigned long long)c.ops, (unsigned long long)c.errors,
 	    (unsigned long long)st.read_bytes, (unsigned long long)st.write_bytes,
@@ -184,7 +184,8 @@ static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	    (unsigned long long)u.file_size, d->limits.max_concurrent,
 	    (unsigned long long)d->limits.iops, (unsigned long long)d->limits.bandwidth,
 	    (unsigned long long)cb, (unsigned long long)cl, (unsigned long long)ct,
-	    (unsigned long long)c.flushes, (unsigned long long)c.unsynced_age_ms,
+	    (unsigned long long)c.flushes, (unsigned long long)c.flushes_listed,
+	    (unsigned long long)c.unsynced_age_ms,
 	    (unsigned long long)c.unsynced_bytes);
 	text_rates(d, &st, b);
 	text_feed(d, b);

@@ -3,13 +3,13 @@
  * dbfs/durable.c).
  *
  *   powerloss [--mode normal|full] [--writemap 0|1] [--ops N] [--states N]
- *             [--seed S] [--break pin|recover]
+ *             [--seed S] [--break pin|recover|list] [--listed 0|1] [--mixed 0|1]
  *
  * A workload runs against a store through libdbfs's own write path
  * (dbfs_write, dbfs_sync, dbfs_tick) while this program records every
  * write and flush that reaches the store's files. It defines pwrite,
  * write, writev, pwritev, ftruncate, fallocate, fsync, fdatasync, msync,
- * mmap and munmap itself, so that liblmdb's and libdbfs's calls land here
+ * sync_file_range, mmap and munmap itself, so that liblmdb's and libdbfs's calls land here
  * first (ELF interposition: the executable's definitions win) and go on
  * to libc's. With MDB_WRITEMAP the pages are written by stores into the
  * map, not by calls: the map is compared with a copy of the file at every
@@ -37,9 +37,17 @@
  *            advances it by STEP_NS, dbfs_tick runs after each),
  *       k >= every operation acknowledged before c in mode full,
  *       k <= the operations started before c.
- * It prints how many distinct states it checked. --break pin|recover
- * disables one half of the design (tests only, dbfs_durable_fault) and
- * exits 0 only if the test then finds a broken state: proof that it can.
+ * A flush makes durable what was written to its file before it began,
+ * and (the device's cache) whatever sync_file_range pushed to the device,
+ * of any file, before it began. In mode normal every dbfs_sync that
+ * flushed must have flushed once (listed points, --listed 1, the default
+ * here as on ext4 and XFS; --listed 0 makes two-flush points, and the
+ * test fails; --mixed 1 makes every other point one of two flushes, as a
+ * point too big to list does, and checks the mix, not the flush count).
+ * It prints how many distinct states it checked.
+ * --break pin|recover|list disables one part of the design (tests only,
+ * dbfs_durable_fault) and exits 0 only if the test then finds a broken
+ * state: proof that it can.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -96,6 +104,9 @@ enum ev_kind {
 	EV_OP_START,    /* op: operation `op` (1-based) began */
 	EV_OP_ACK,      /* op: and was acknowledged */
 	EV_SYNC_DONE,   /* op: dbfs_sync returned; every op <= op is durable */
+	EV_PUSH,        /* file; units [unit, unit + size): sync_file_range wrote them
+			 * to the device (its cache): durable after any later flush */
+	EV_SYNC_START,  /* dbfs_sync was called */
 };
 
 struct ev {
@@ -314,6 +325,25 @@ int fdatasync(int fd)
 {
 	REAL(int, fdatasync, int);
 	return flushed(file_of(fd), real_fdatasync, fd);
+}
+
+/* sync_file_range(WAIT_BEFORE | WRITE | WAIT_AFTER): the range's pages
+ * are on the device when it returns, not flushed from its cache; the
+ * next flush of any file of the file system flushes the device (ext4,
+ * XFS: what durable.c relies on for listed points). */
+int sync_file_range(int fd, off_t off, off_t len, unsigned int flags)
+{
+	REAL(int, sync_file_range, int, off_t, off_t, unsigned int);
+	int f = file_of(fd);
+	int r = real_sync_file_range(fd, off, len, flags);
+	unsigned want = SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+			SYNC_FILE_RANGE_WAIT_AFTER;
+	if (f >= 0 && r == 0 && (flags & want) == want && len > 0) {
+		unsigned us = unit_size[f];
+		uint64_t u0 = (uint64_t)off / us, u1 = ((uint64_t)off + (uint64_t)len - 1) / us;
+		log_ev((struct ev){.kind = EV_PUSH, .file = f, .unit = u0, .size = u1 + 1 - u0});
+	}
+	return r;
 }
 
 int msync(void *addr, size_t len, int flags)
@@ -549,6 +579,7 @@ static void workload(struct dbfs *fs, int nops)
 		memset(&c, 0, sizeof(c));
 		if (r < 8) {
 			int last = nops_done;
+			log_ev((struct ev){.kind = EV_SYNC_START});
 			int rc = dbfs_sync(fs);
 			if (rc)
 				die("dbfs_sync: %d", rc);
@@ -638,6 +669,7 @@ static const char *fsck_bin;
 static char state_dir[PATH_MAX];
 static struct dbfs_options opts;
 static bool mode_full;
+static int mixed; /* --mixed 1: every other point of two flushes */
 
 struct unitref {
 	uint64_t unit;
@@ -665,12 +697,28 @@ static int cmp_u64(const void *a, const void *b)
 static void compute_durable(void)
 {
 	size_t *pending = malloc(nev * sizeof(size_t)), np = 0;
+	/* units pushed to the device, and the event that pushed each */
+	size_t *pushed = malloc(nev * sizeof(size_t)), *pushed_at = malloc(nev * sizeof(size_t));
+	size_t npushed = 0;
 	durable_at = malloc(nev * sizeof(size_t));
 	for (size_t i = 0; i < nev; i++) {
 		struct ev *e = &evs[i];
 		durable_at[i] = SIZE_MAX;
 		if (e->kind == EV_UNIT || e->kind == EV_SIZE) {
 			pending[np++] = i;
+		} else if (e->kind == EV_PUSH) {
+			size_t keep = 0;
+			for (size_t k = 0; k < np; k++) {
+				struct ev *w = &evs[pending[k]];
+				if (w->file == e->file && w->kind == EV_UNIT && w->unit >= e->unit &&
+				    w->unit < e->unit + e->size) {
+					pushed[npushed] = pending[k];
+					pushed_at[npushed++] = i;
+				} else {
+					pending[keep++] = pending[k];
+				}
+			}
+			np = keep;
 		} else if (e->kind == EV_FLUSH_BEGIN) {
 			/* Its end: the next EV_FLUSH_END naming it. */
 			size_t end = SIZE_MAX;
@@ -692,9 +740,22 @@ static void compute_durable(void)
 					pending[keep++] = pending[k];
 			}
 			np = keep;
+			/* The device's cache: every push before this flush began. */
+			keep = 0;
+			for (size_t k = 0; k < npushed; k++) {
+				if (pushed_at[k] < i) {
+					durable_at[pushed[k]] = end;
+				} else {
+					pushed[keep] = pushed[k];
+					pushed_at[keep++] = pushed_at[k];
+				}
+			}
+			npushed = keep;
 		}
 	}
 	free(pending);
+	free(pushed);
+	free(pushed_at);
 }
 
 /* What the disk may hold if power fails right after event c. */
@@ -1012,10 +1073,16 @@ int main(int argc, char **argv)
 			rng_state ^= strtoull(argv[i + 1], NULL, 0) * 0x2545f4914f6cdd1dull;
 		else if (!strcmp(argv[i], "--break"))
 			brk = argv[i + 1];
+		else if (!strcmp(argv[i], "--listed"))
+			dbfs_durable_test_listed = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--mixed"))
+			mixed = atoi(argv[i + 1]);
 		else
 			die("unknown argument %s", argv[i]);
 	}
 	opts.durability = mode_full ? DBFS_DURABLE_FULL : DBFS_DURABLE_NORMAL;
+	if (dbfs_durable_test_listed < 0)
+		dbfs_durable_test_listed = 1; /* as on ext4 or XFS, wherever TMPDIR is */
 	opts.writemap_auto = false; /* as asked, wherever TMPDIR is */
 	dbfs_durable_test_on_disk = true; /* durable points even in /dev/shm */
 	fsck_bin = getenv("DBFS_FSCK");
@@ -1025,8 +1092,12 @@ int main(int argc, char **argv)
 		dbfs_durable_fault = DBFS_FAULT_NO_PIN;
 	else if (brk && !strcmp(brk, "recover"))
 		dbfs_durable_fault = DBFS_FAULT_NO_RECOVER;
+	else if (brk && !strcmp(brk, "list"))
+		dbfs_durable_fault = DBFS_FAULT_SHORT_LIST;
 	else if (brk)
-		die("--break pin|recover");
+		die("--break pin|recover|list");
+	if (mixed)
+		dbfs_durable_fault = DBFS_FAULT_MIXED;
 
 	/* Memory, where it can: a state costs several flushes to check. */
 	const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR")
@@ -1077,8 +1148,25 @@ int main(int argc, char **argv)
 	int flushes = 0;
 	for (size_t i = 0; i < nevents; i++)
 		flushes += evs[i].kind == EV_FLUSH_END;
-	printf("powerloss: mode=%s writemap=%d: %d operations, %zu events recorded, %d flushes\n",
-	       mode_full ? "full" : "normal", opts.writemap, nops_done, nevents, flushes);
+	printf("powerloss: mode=%s writemap=%d listed=%d: %d operations, %zu events recorded, "
+	       "%d flushes\n",
+	       mode_full ? "full" : "normal", opts.writemap, dbfs_durable_test_listed, nops_done,
+	       nevents, flushes);
+	/* What a sync costs: one device flush (listed points), never two. */
+	int syncs = 0, costly = 0;
+	for (size_t i = 0, in = 0, n = 0; i < nevents; i++) {
+		if (evs[i].kind == EV_SYNC_START) {
+			in = 1;
+			n = 0;
+		} else if (evs[i].kind == EV_FLUSH_END && in) {
+			n++;
+		} else if (evs[i].kind == EV_SYNC_DONE && in) {
+			in = 0;
+			syncs += n > 0;
+			costly += n > 1;
+		}
+	}
+	printf("powerloss: %d syncs flushed, %d of them more than once\n", syncs, costly);
 	fflush(stdout);
 
 	/* Crash points: every event in turn, round-robin, until enough
@@ -1118,8 +1206,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	printf("powerloss: %d crash states checked: %d failed, %d held the newest "
-	       "operation\n",
-	       states, failures, at_newest);
+	       "operation, %lu fell back from a listed record\n",
+	       states, failures, at_newest, dbfs_recover_fallbacks);
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	if (system(cmd))
@@ -1128,6 +1216,10 @@ int main(int argc, char **argv)
 		printf("powerloss: with --break %s the test %s\n", brk,
 		       failures ? "found a broken state, as it must" : "found NOTHING: it is blind");
 		return failures ? 0 : 1;
+	}
+	if (!mode_full && !mixed && (costly || !syncs)) {
+		printf("FAIL: %d of %d syncs cost more than one device flush\n", costly, syncs);
+		return 1;
 	}
 	return failures || states < want_states / 2 ? 1 : 0;
 }

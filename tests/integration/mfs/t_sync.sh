@@ -16,21 +16,32 @@ D=$T/d
 mkdir -p "$D"
 start_manager "$M"
 
-# durable STORE: "DURABLE_TXNID LAST_TXNID" (format.h: dbfs_drec; LMDB's meta)
+# durable STORE: "DURABLE_TXNID LAST_TXNID" (format.h: dbfs_drec version 2;
+# LMDB's meta)
 durable() {
 	python3 - "$1" <<'EOF'
 import struct, sys
 d = sys.argv[1]
 rec = open(d + "/dbfs.durable", "rb").read()
 best = None
+# version 2: slots of 69632 bytes, the sum goes on over the list
+# (dbfs_drec_list_sum); a listed record counts here as it is (no reboot)
+def page_hash(h, b):
+    for i in range(0, len(b) - 7, 8):
+        w = struct.unpack_from("<Q", b, i)[0]
+        h = ((h ^ w) * 0x9e3779b97f4a7c15) & 0xFFFFFFFFFFFFFFFF
+        h ^= h >> 29
+    return h ^ (h >> 32)
 for slot in (0, 1):
-    b = rec[slot * 512:slot * 512 + 344]
-    if len(b) < 344 or b[:8] != b"DBFSDUR1":
+    b = rec[slot * 69632:slot * 69632 + 344]
+    if len(b) < 344 or b[:8] != b"DBFSDUR1" or struct.unpack_from("<I", b, 8)[0] != 2:
         continue
     h = 0xcbf29ce484222325
     for c in b[:336]:
         h = ((h ^ c) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    if struct.unpack_from("<Q", b, 336)[0] != h:
+    n = struct.unpack_from("<Q", rec, slot * 69632 + 512)[0]
+    tail = rec[slot * 69632 + 512:slot * 69632 + 520 + 16 * n]
+    if struct.unpack_from("<Q", b, 336)[0] != page_hash(page_hash(h, tail[:8]), tail[8:]):
         continue
     seq, txn = struct.unpack_from("<QQ", b, 16)
     psize = struct.unpack_from("<I", b, 32)[0]

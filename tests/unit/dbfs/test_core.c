@@ -1696,6 +1696,182 @@ START_TEST(test_upgrade_format_1)
 }
 END_TEST
 
+/* Reopen the test's store with listed points on, whatever /tmp is. */
+static void reopen_listed(void)
+{
+	dbfs_close(fs);
+	dbfs_durable_test_listed = 1;
+	open_store();
+}
+
+/* The newest record of the store in d: its head, and a copy of its list. */
+static struct dbfs_drec newest_record(const char *d, struct dbfs_drec_page *list, uint64_t *n)
+{
+	char p[400];
+	struct dbfs_drec r;
+	snprintf(p, sizeof(p), "%s/" DBFS_DREC_FILE, d);
+	int fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(dbfs_drec_read(fd, &r), 1);
+	*n = 0;
+	if (r.version == DBFS_DREC_VERSION) {
+		off_t off = (off_t)(r.seq & 1) * DBFS_DREC_SLOT2 + DBFS_DREC_HEAD;
+		ck_assert_int_eq(pread(fd, n, 8, off), 8);
+		ck_assert_uint_le(*n, DBFS_DREC_LIST_MAX);
+		ssize_t len = (ssize_t)(*n * sizeof(*list));
+		ck_assert_int_eq(pread(fd, list, (size_t)len, off + 8), len);
+	}
+	close(fd);
+	return r;
+}
+
+/* A listed point is one flush; after a reboot whose disk misses one page
+ * that the newest (listed) record names, the store opens at the point
+ * before, and that record is blanked so that the next one takes its slot.
+ * Fails without the fallback ("names no durable point whose pages are on
+ * the disk") and with the newest record trusted blindly (finds "b"). */
+START_TEST(test_listed_point_falls_back)
+{
+	static struct dbfs_drec_page list[DBFS_DREC_LIST_MAX];
+	struct dbfs_counters c0, c1;
+	reopen_listed();
+	mk_committed("a");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	mk_committed("b");
+	dbfs_counters(fs, &c0);
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	dbfs_counters(fs, &c1);
+	ck_assert_uint_eq(c1.flushes, c0.flushes + 1);
+	ck_assert_uint_eq(c1.flushes_listed, c0.flushes_listed + 1);
+
+	char whole[300], torn[300];
+	snprintf(whole, sizeof(whole), "%s/whole", dir);
+	snprintf(torn, sizeof(torn), "%s/torn", dir);
+	snapshot_store(whole);
+	snapshot_store(torn);
+	uint64_t n;
+	struct dbfs_drec r = newest_record(torn, list, &n);
+	ck_assert_uint_ne(r.flags & DBFS_DREC_LISTED, 0);
+	ck_assert_uint_gt(n, 0);
+	char p[400];
+	snprintf(p, sizeof(p), "%s/data.mdb", torn);
+	int fd = open(p, O_RDWR);
+	ck_assert_int_ge(fd, 0);
+	static const char zero[4096];
+	ck_assert_int_eq(pwrite(fd, zero, r.psize, (off_t)(list[n - 1].pgno * r.psize)),
+			 (ssize_t)r.psize);
+	close(fd);
+
+	struct dbfs *f;
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	dbfs_boot_id_override = "another-boot";
+	int rc = dbfs_open(whole, &o, &f, err, sizeof(err));
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert_int_eq(lookup_in(f, "b"), 0);
+	dbfs_close(f);
+	unsigned long fell = dbfs_recover_fallbacks;
+	int restored;
+	ck_assert_int_eq(dbfs_durable_recover(torn, true, &restored, err, sizeof(err)), -EROFS);
+	ck_assert_int_eq(dbfs_durable_recover(torn, false, &restored, err, sizeof(err)), 0);
+	ck_assert_uint_eq(dbfs_recover_fallbacks, fell + 2);
+	/* The record found wanting is blanked: the older one rules now. */
+	struct dbfs_drec after = newest_record(torn, list, &n);
+	ck_assert_uint_eq(after.seq, r.seq - 1);
+	rc = dbfs_open(torn, &o, &f, err, sizeof(err));
+	dbfs_boot_id_override = NULL;
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert_int_eq(lookup_in(f, "a"), 0);
+	ck_assert_int_eq(lookup_in(f, "b"), -ENOENT);
+	dbfs_close(f);
+	dbfs_durable_test_listed = -1;
+}
+END_TEST
+
+/* A listed record whose flush failed may be on the disk without its
+ * pages: the next record must take its slot again, never the slot of the
+ * point before, which a recovery would still need. Fails without the
+ * roll-back of dur_seq (the close's point lands on the older slot). */
+START_TEST(test_failed_flush_keeps_previous)
+{
+	static struct dbfs_drec_page list[DBFS_DREC_LIST_MAX];
+	reopen_listed();
+	mk_committed("a");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	uint64_t n;
+	struct dbfs_drec good = newest_record(dir, list, &n);
+	mk_committed("b");
+	dbfs_durable_fault = DBFS_FAULT_FLUSH_AFTER_PUSH;
+	ck_assert_int_eq(dbfs_sync(fs), -EIO);
+	ck_assert_int_eq(dbfs_durable_fault, 0);
+	/* the store is read-only now; closing it makes a last point */
+	dbfs_close(fs);
+	fs = NULL;
+	char p[400];
+	struct dbfs_drec r;
+	snprintf(p, sizeof(p), "%s/" DBFS_DREC_FILE, dir);
+	int fd = open(p, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &r, sizeof(r), (off_t)(good.seq & 1) * DBFS_DREC_SLOT2),
+			 (ssize_t)sizeof(r));
+	close(fd);
+	ck_assert_uint_eq(r.seq, good.seq);
+	ck_assert_uint_eq(r.txnid, good.txnid);
+	open_store(); /* for teardown */
+	dbfs_durable_test_listed = -1;
+}
+END_TEST
+
+/* A store whose dbfs.durable is of version 1 (main's code before listed
+ * records, format 3) recovers from it after a reboot, and its next
+ * read-write open lays the file out as version 2. */
+START_TEST(test_upgrade_durable_v1)
+{
+	static struct dbfs_drec_page list[DBFS_DREC_LIST_MAX];
+	mk_committed("synced");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	mk_committed("later0");
+	char reboot[300], p[400];
+	snprintf(reboot, sizeof(reboot), "%s/reboot", dir);
+	snapshot_store(reboot);
+	uint64_t n;
+	struct dbfs_drec r = newest_record(reboot, list, &n);
+	/* As the code before wrote it: 2 slots of 512 bytes, no list. */
+	r.version = 1;
+	r.flags &= ~DBFS_DREC_LISTED;
+	r.sum = dbfs_drec_sum(&r);
+	snprintf(p, sizeof(p), "%s/" DBFS_DREC_FILE, reboot);
+	int fd = open(p, O_RDWR | O_TRUNC);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(ftruncate(fd, 2 * DBFS_DREC_SLOT), 0);
+	ck_assert_int_eq(pwrite(fd, &r, sizeof(r), (off_t)(r.seq & 1) * DBFS_DREC_SLOT),
+			 (ssize_t)sizeof(r));
+	close(fd);
+
+	struct dbfs *f;
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	o.read_only = true;
+	dbfs_boot_id_override = "another-boot";
+	ck_assert_int_eq(dbfs_open(reboot, &o, &f, err, sizeof(err)), -EROFS);
+	o.read_only = false;
+	int rc = dbfs_open(reboot, &o, &f, err, sizeof(err));
+	dbfs_boot_id_override = NULL;
+	ck_assert_msg(rc == 0, "%s", err);
+	ck_assert_int_eq(lookup_in(f, "synced"), 0);
+	ck_assert_int_eq(lookup_in(f, "later0"), -ENOENT);
+	ck_assert_uint_eq(f->sb_version, DBFS_FORMAT_VERSION);
+	dbfs_close(f);
+	struct stat st;
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_int_eq(st.st_size, DBFS_DREC_FILE_SIZE);
+	r = newest_record(reboot, list, &n);
+	ck_assert_uint_eq(r.version, DBFS_DREC_VERSION);
+}
+END_TEST
+
 /* commit_interval: dbfs_tick makes a point once the oldest change not
  * durable is that old (the clock is the test's). */
 static int64_t test_ns;
@@ -1792,6 +1968,9 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_full_disk);
 	tcase_add_test(tc, test_durable_point_after_reboot);
 	tcase_add_test(tc, test_upgrade_format_1);
+	tcase_add_test(tc, test_listed_point_falls_back);
+	tcase_add_test(tc, test_failed_flush_keeps_previous);
+	tcase_add_test(tc, test_upgrade_durable_v1);
 	tcase_add_test(tc, test_commit_interval_tick);
 	tcase_add_test(tc, test_sync_shared);
 	tcase_add_test(tc, test_errno_boundary);
