@@ -70,6 +70,8 @@ struct dbfs_options {
 	uint64_t feed_max_age;       /* feed_age=SECS: events kept at most this long (7 days) */
 	uint64_t feed_sub_idle;      /* feed_sub_idle=SECS: idle durable subscriptions
 	                                are deleted after this (30 days; 0: never) */
+	bool shared;                 /* shared: several processes may open the store at once
+	                                (dbfs/shared.h says what holds) */
 };
 
 /* Fill `o` with the defaults documented in struct dbfs_options. Any thread;
@@ -81,7 +83,7 @@ void dbfs_options_init(struct dbfs_options *o);
  * Known keys: create, ro, durability=full|normal|none, commit_interval=SECS,
  * max_readers=N,
  * map_size=SIZE, quota_bytes=SIZE, quota_inodes=N, attr_timeout=SECS,
- * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE, feed=on|off,
+ * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE, feed=on|off, shared,
  * feed_events=N, feed_bytes=SIZE, feed_age=SECS, feed_sub_idle=SECS (the
  * change feed, dbfs/feed.h; 0 for one of feed_events/bytes/age: no bound
  * by it, but not all three). SIZE accepts K, M, G, T suffixes.

@@ -19,6 +19,7 @@
 
 #include "dbfs/guard.h"
 #include "dbfs/internal.h"
+#include "dbfs/shared.h"
 
 /* A read of up to 1 MiB over blocks of 4080 bytes, with zero runs (more
  * pieces than that are copied, see op_read). */
@@ -1071,7 +1072,11 @@ static const struct fuse_lowlevel_ops dbfs_ops = {
 
 void dbfs_set_session(struct dbfs *fs, struct fuse_session *se)
 {
+	if (!se)
+		dbfs_shared_session(fs, NULL); /* joined before the session goes */
 	dbfs_expire_session(fs, se); /* fs->se, under the expiry thread's lock */
+	if (se)
+		dbfs_shared_session(fs, se); /* the notifier of a shared store */
 }
 
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void)

@@ -1,0 +1,288 @@
+/*
+ * A shared store's coherence (dbfs/shared.h): this process's writer id,
+ * the wake-up word the processes share, and the notifier thread that
+ * follows the other processes' change events and invalidates the kernel's
+ * caches for what they changed.
+ *
+ * Wake-up. The file dbfs.wake in the store's directory holds one 32-bit
+ * word, mapped shared by every process of the store. A leader whose commit
+ * enqueued events bumps it and wakes its futex (not FUTEX_PRIVATE: the
+ * waiters are other processes); a notifier reads the feed until it is
+ * empty, then waits on the word as it was before that read, so a commit
+ * that lands between the read and the wait changed the word and the wait
+ * returns at once. The wait is bounded (WAIT_MS): a lost wake costs that
+ * long, never more.
+ *
+ * Notifications follow libfuse's rules (fuse_lowlevel.h): they are sent
+ * from this thread, never from a request, and the thread holds no lock and
+ * no transaction of the store while it sends (the feed's read returned).
+ * The kernel may wait inside a notification for a request of this mount
+ * (an inval_entry takes the directory's lock); the workers serve it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dbfs/feed.h"
+#include "dbfs/internal.h"
+#include "dbfs/shared.h"
+
+#define WAKE_FILE "dbfs.wake"
+#define WAIT_MS	  200 /* the longest wait for a wake-up that got lost */
+#define READ_MAX  64
+
+int dbfs_shared_open(struct dbfs *fs, char *err, size_t errlen)
+{
+	struct dbfs_shared *sh = calloc(1, sizeof(*sh));
+	if (!sh) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	sh->wake_fd = -1;
+	int rc = dbfs_shared_claim(sh, fs->dir, err, errlen);
+	if (rc) {
+		free(sh);
+		return rc;
+	}
+	/* Unique among the live processes (the pid) and across their
+	 * lifetimes (random bits); never 1, the exclusive opens' id. */
+	uint32_t rnd = 0;
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+		rnd = (uint32_t)time(NULL);
+	sh->writer = 1ull << 63 | (uint64_t)getpid() << 32 | rnd;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/" WAKE_FILE, fs->dir);
+	sh->wake_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (sh->wake_fd >= 0 && ftruncate(sh->wake_fd, 4096) == 0) {
+		void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, sh->wake_fd, 0);
+		if (m != MAP_FAILED)
+			sh->wake = m;
+	}
+	/* without it the notifier polls every WAIT_MS: slower, still right */
+	fs->shared = sh;
+	return 0;
+}
+
+void dbfs_shared_close(struct dbfs *fs)
+{
+	struct dbfs_shared *sh = fs->shared;
+	if (!sh)
+		return;
+	dbfs_shared_session(fs, NULL);
+	if (sh->wake)
+		munmap((void *)sh->wake, 4096);
+	if (sh->wake_fd >= 0)
+		close(sh->wake_fd);
+	dbfs_shared_unclaim(sh);
+	free(sh);
+	fs->shared = NULL;
+}
+
+void dbfs_shared_committed(struct dbfs *fs)
+{
+	struct dbfs_shared *sh = fs->shared;
+	if (!sh || !sh->wake)
+		return;
+	atomic_fetch_add(sh->wake, 1);
+	syscall(SYS_futex, sh->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	atomic_fetch_add(&sh->wakes_sent, 1);
+}
+
+static void wait_wake(struct dbfs_shared *sh, uint32_t seen)
+{
+	struct timespec ts = {0, WAIT_MS * 1000000l};
+	if (sh->wake)
+		syscall(SYS_futex, sh->wake, FUTEX_WAIT, seen, &ts, NULL, 0);
+	else
+		nanosleep(&ts, NULL);
+}
+
+/* The last component of a path ("/a/b" -> "b"; "" for "/" or none). */
+static const char *base(const char *p, size_t len, size_t *blen)
+{
+	size_t i = len;
+	while (i > 0 && p[i - 1] != '/')
+		i--;
+	*blen = len - i;
+	return p + i;
+}
+
+static void count(struct dbfs_shared *sh, _Atomic uint64_t *c, int rc)
+{
+	/* -ENOENT: the kernel does not have it cached, nothing to drop */
+	if (rc && rc != -ENOENT)
+		atomic_fetch_add(&sh->inval_failed, 1);
+	else
+		atomic_fetch_add(c, 1);
+}
+
+static void inval_entry(struct dbfs_shared *sh, uint64_t dir, const char *name, size_t len)
+{
+	if (!dir || !len)
+		return;
+	count(sh, &sh->inval_entry, fuse_lowlevel_notify_inval_entry(sh->se, dir, name, len));
+}
+
+/* off < 0: only the attributes; else the attributes and the data. */
+static void inval_inode(struct dbfs_shared *sh, uint64_t ino, off_t off)
+{
+	if (!ino)
+		return;
+	count(sh, &sh->inval_inode, fuse_lowlevel_notify_inval_inode(sh->se, ino, off, 0));
+}
+
+static void removed(struct dbfs_shared *sh, const struct dbfs_event *ev)
+{
+	size_t bl;
+	const char *b = base(ev->path, ev->path_len, &bl);
+	if (!ev->parent || !bl)
+		return;
+	/* delete: local inotify watchers see it; the entry's dentry may not
+	 * be cached (ENOENT): nothing else to drop then */
+	int rc = fuse_lowlevel_notify_delete(sh->se, ev->parent, ev->ino, b, bl);
+	if (rc == -ENOENT || rc == -ENOTDIR || rc == -EBUSY)
+		inval_entry(sh, ev->parent, b, bl);
+	else
+		count(sh, &sh->inval_delete, rc);
+	inval_inode(sh, ev->parent, -1);
+	if (ev->nlink)
+		inval_inode(sh, ev->ino, -1); /* another link is left: its count */
+}
+
+static void apply(struct dbfs_shared *sh, const struct dbfs_event *ev)
+{
+	size_t bl, nl;
+	const char *b = base(ev->path, ev->path_len, &bl);
+	const char *n = ev->new_path ? base(ev->new_path, ev->new_path_len, &nl) : NULL;
+	switch (ev->op) {
+	case DBFS_EV_CREATE:
+	case DBFS_EV_MKDIR:
+	case DBFS_EV_MKNOD:
+	case DBFS_EV_SYMLINK:
+		inval_entry(sh, ev->parent, b, bl); /* a cached negative entry */
+		inval_inode(sh, ev->parent, 0);	    /* its mtime, nlink, listing */
+		break;
+	case DBFS_EV_LINK:
+		if (n)
+			inval_entry(sh, ev->new_parent, n, nl);
+		inval_inode(sh, ev->new_parent, 0);
+		inval_inode(sh, ev->ino, -1);
+		break;
+	case DBFS_EV_UNLINK:
+	case DBFS_EV_RMDIR:
+	case DBFS_EV_EXPIRE:
+		removed(sh, ev);
+		break;
+	case DBFS_EV_RENAME:
+		inval_entry(sh, ev->parent, b, bl);
+		if (n)
+			inval_entry(sh, ev->new_parent, n, nl);
+		inval_inode(sh, ev->parent, 0);
+		if (ev->new_parent != ev->parent)
+			inval_inode(sh, ev->new_parent, 0);
+		inval_inode(sh, ev->ino, -1); /* its ctime */
+		break;
+	case DBFS_EV_WRITE:
+	case DBFS_EV_TRUNCATE:
+	case DBFS_EV_FALLOCATE:
+	case DBFS_EV_PUNCH:
+		inval_inode(sh, ev->ino, 0);
+		break;
+	case DBFS_EV_SETATTR:
+		inval_inode(sh, ev->ino, (ev->attr_mask & FUSE_SET_ATTR_SIZE) ? 0 : -1);
+		break;
+	case DBFS_EV_SETXATTR:
+	case DBFS_EV_REMOVEXATTR:
+		inval_inode(sh, ev->ino, -1); /* an ACL changes the mode */
+		break;
+	default:
+		break; /* settled: nothing changed */
+	}
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void *notifier(void *arg)
+{
+	struct dbfs *fs = arg;
+	struct dbfs_shared *sh = fs->shared;
+	struct dbfs_feed_reader *r = NULL;
+	struct dbfs_event ev[READ_MAX];
+	while (!atomic_load(&sh->stop)) {
+		uint32_t seen = sh->wake ? atomic_load(sh->wake) : 0;
+		if (!r && dbfs_feed_open(fs, NULL, NULL, &r)) {
+			r = NULL;
+			wait_wake(sh, seen); /* a transient failure: again later */
+			continue;
+		}
+		for (;;) {
+			size_t n = 0;
+			int rc = dbfs_feed_read(r, ev, READ_MAX, &n, 0);
+			if (rc == -EAGAIN)
+				break; /* read it all */
+			if (rc) {
+				/* another process grew the map: a read takes its
+				 * size (readtxn.c); anything else, again later */
+				MDB_txn *t;
+				if (!dbfs_read_begin(fs, &t))
+					dbfs_read_end(fs, t);
+				break;
+			}
+			uint64_t t = now_ns();
+			for (size_t i = 0; i < n && !atomic_load(&sh->stop); i++) {
+				if (ev[i].op == DBFS_EV_GAP)
+					continue;
+				if (ev[i].writer == sh->writer) {
+					atomic_fetch_add(&sh->ev_own, 1);
+					continue;
+				}
+				atomic_fetch_add(&sh->ev_others, 1);
+				apply(sh, &ev[i]);
+				uint64_t lag = t > ev[i].time_ns ? (t - ev[i].time_ns) / 1000 : 0;
+				atomic_store(&sh->lag_last_us, lag);
+				if (lag > atomic_load(&sh->lag_max_us))
+					atomic_store(&sh->lag_max_us, lag);
+			}
+		}
+		wait_wake(sh, seen);
+	}
+	if (r)
+		dbfs_feed_close(r);
+	return NULL;
+}
+
+void dbfs_shared_session(struct dbfs *fs, struct fuse_session *se)
+{
+	struct dbfs_shared *sh = fs->shared;
+	if (!sh)
+		return;
+	if (sh->running) {
+		atomic_store(&sh->stop, 1);
+		if (sh->wake) {
+			atomic_fetch_add(sh->wake, 1); /* wakes the other processes too: harmless */
+			syscall(SYS_futex, sh->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+		}
+		pthread_join(sh->thread, NULL);
+		sh->running = false;
+	}
+	sh->se = se;
+	if (!se || !fs->feed)
+		return;
+	atomic_store(&sh->stop, 0);
+	if (pthread_create(&sh->thread, NULL, notifier, fs) == 0)
+		sh->running = true;
+}
