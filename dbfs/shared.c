@@ -13,6 +13,22 @@
  * returns at once. The wait is bounded (WAIT_MS): a lost wake costs that
  * long, never more.
  *
+ * Close-to-open. The same page holds one slot per sharing process: its
+ * writer id and the last sequence number its notifier has applied. A
+ * close (FUSE flush) in one process waits, up to BARRIER_MS, until every
+ * other live process's notifier has applied the events this process
+ * committed so far (dbfs_shared_barrier): an open after the close,
+ * through any mount, then finds the kernel's caches invalidated. A slot
+ * whose process no longer holds dbfs.lock (killed) is freed by the
+ * waiter.
+ *
+ *   +------------+-------------+--------------------------------------+
+ *   | wake u32   | applied u32 | slot[SLOTS]: writer u64 | seq u64    |
+ *   +------------+-------------+--------------------------------------+
+ *   host order; wake: bumped per commit with events; applied: bumped
+ *   when a notifier advanced its slot; writer 0: a free slot; seq
+ *   UINT64_MAX: a notifier not started (nothing cached to invalidate)
+ *
  * Notifications follow libfuse's rules (fuse_lowlevel.h): they are sent
  * from this thread, never from a request, and the thread holds no lock and
  * no transaction of the store while it sends (the feed's read returned).
@@ -36,9 +52,107 @@
 #include "dbfs/internal.h"
 #include "dbfs/shared.h"
 
-#define WAKE_FILE "dbfs.wake"
-#define WAIT_MS	  200 /* the longest wait for a wake-up that got lost */
-#define READ_MAX  64
+#define WAKE_FILE  "dbfs.wake"
+#define WAIT_MS	   200	/* the longest wait for a wake-up that got lost */
+#define BARRIER_MS 2000 /* the longest a close waits for the other processes */
+#define READ_MAX   64
+#define SLOTS	   126
+
+struct wake_page {
+	_Atomic uint32_t wake, applied;
+	struct {
+		_Atomic uint64_t writer, seq;
+	} slot[SLOTS];
+};
+_Static_assert(sizeof(struct wake_page) <= 4096, "one page");
+
+static struct wake_page *page(struct dbfs_shared *sh)
+{
+	return (struct wake_page *)sh->wake;
+}
+
+/* A free slot for this process (or none: then others do not wait for it,
+ * and it sees their changes only within the notifier's lag). */
+static void claim_slot(struct dbfs_shared *sh)
+{
+	struct wake_page *p = page(sh);
+	sh->slot = -1;
+	for (int i = 0; p && i < SLOTS; i++) {
+		uint64_t zero = 0;
+		if (atomic_load(&p->slot[i].writer) == 0 &&
+		    atomic_compare_exchange_strong(&p->slot[i].writer, &zero, sh->writer)) {
+			atomic_store(&p->slot[i].seq, UINT64_MAX);
+			sh->slot = i;
+			return;
+		}
+	}
+}
+
+/* Free slot i (seq first: a waiter never sees a new owner's old seq). */
+static void free_slot(struct wake_page *p, int i, uint64_t writer)
+{
+	atomic_store(&p->slot[i].seq, UINT64_MAX);
+	atomic_compare_exchange_strong(&p->slot[i].writer, &writer, 0);
+}
+
+/* The notifier applied everything up to `seq`: say so, wake waiters. */
+static void applied(struct dbfs_shared *sh, uint64_t seq)
+{
+	struct wake_page *p = page(sh);
+	if (!p || sh->slot < 0 || atomic_load(&p->slot[sh->slot].seq) == seq)
+		return;
+	atomic_store(&p->slot[sh->slot].seq, seq);
+	atomic_fetch_add(&p->applied, 1);
+	syscall(SYS_futex, &p->applied, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* Is the process of writer id w (its pid in bits 32..62) still holding
+ * dbfs.lock? /proc/locks names the pid that took each flock. */
+static bool writer_alive(struct dbfs *fs, uint64_t w)
+{
+	pid_t pid = (pid_t)((w >> 32) & 0x7fffffff);
+	return dbfs_lock_held_by(fs->lock_fd, pid);
+}
+
+int dbfs_shared_barrier(struct dbfs *fs)
+{
+	struct dbfs_shared *sh = fs->shared;
+	struct wake_page *p = sh ? page(sh) : NULL;
+	if (!p)
+		return 0;
+	uint64_t want = dbfs_feed_last_seq(fs);
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	bool checked[SLOTS] = {false};
+	for (;;) {
+		uint32_t gen = atomic_load(&p->applied);
+		int behind = -1;
+		for (int i = 0; i < SLOTS && behind < 0; i++) {
+			uint64_t w = atomic_load(&p->slot[i].writer);
+			if (w && w != sh->writer && atomic_load(&p->slot[i].seq) < want)
+				behind = i;
+		}
+		if (behind < 0)
+			return 0;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		int64_t ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (ms >= 20 && !checked[behind]) {
+			/* slow: is it alive at all? (a SIGKILL leaves its slot) */
+			checked[behind] = true;
+			uint64_t w = atomic_load(&p->slot[behind].writer);
+			if (w && !writer_alive(fs, w)) {
+				free_slot(p, behind, w);
+				continue;
+			}
+		}
+		if (ms >= BARRIER_MS) {
+			atomic_fetch_add(&sh->barrier_timeouts, 1);
+			return -ETIMEDOUT;
+		}
+		struct timespec ts = {0, 10 * 1000000l};
+		syscall(SYS_futex, &p->applied, FUTEX_WAIT, gen, &ts, NULL, 0);
+	}
+}
 
 int dbfs_shared_open(struct dbfs *fs, char *err, size_t errlen)
 {
@@ -48,6 +162,7 @@ int dbfs_shared_open(struct dbfs *fs, char *err, size_t errlen)
 		return -ENOMEM;
 	}
 	sh->wake_fd = -1;
+	pthread_mutex_init(&sh->self_lock, NULL);
 	int rc = dbfs_shared_claim(sh, fs->dir, err, errlen);
 	if (rc) {
 		free(sh);
@@ -67,7 +182,9 @@ int dbfs_shared_open(struct dbfs *fs, char *err, size_t errlen)
 		if (m != MAP_FAILED)
 			sh->wake = m;
 	}
-	/* without it the notifier polls every WAIT_MS: slower, still right */
+	/* without it the notifier polls every WAIT_MS and a close waits for
+	 * nobody: slower, and close-to-open only within the notifier's lag */
+	claim_slot(sh);
 	fs->shared = sh;
 	return 0;
 }
@@ -78,11 +195,14 @@ void dbfs_shared_close(struct dbfs *fs)
 	if (!sh)
 		return;
 	dbfs_shared_session(fs, NULL);
+	if (sh->wake && sh->slot >= 0)
+		free_slot(page(sh), sh->slot, sh->writer);
 	if (sh->wake)
 		munmap((void *)sh->wake, 4096);
 	if (sh->wake_fd >= 0)
 		close(sh->wake_fd);
 	dbfs_shared_unclaim(sh);
+	pthread_mutex_destroy(&sh->self_lock);
 	free(sh);
 	fs->shared = NULL;
 }
@@ -216,6 +336,37 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+void dbfs_shared_self_inval(struct dbfs *fs, uint64_t ino)
+{
+	struct dbfs_shared *sh = fs->shared;
+	if (!sh)
+		return;
+	pthread_mutex_lock(&sh->self_lock);
+	if (sh->nself == sizeof(sh->self) / sizeof(sh->self[0])) {
+		memmove(sh->self, sh->self + 1, (sh->nself - 1) * sizeof(sh->self[0]));
+		sh->nself--;
+	}
+	sh->self[sh->nself++] = ino;
+	pthread_mutex_unlock(&sh->self_lock);
+	if (sh->wake) { /* wakes the others too: they find nothing new */
+		atomic_fetch_add(sh->wake, 1);
+		syscall(SYS_futex, sh->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	}
+}
+
+/* The notifier: what our own requests asked to invalidate. */
+static void self_inval(struct dbfs_shared *sh)
+{
+	uint64_t inos[64];
+	pthread_mutex_lock(&sh->self_lock);
+	unsigned n = sh->nself;
+	memcpy(inos, sh->self, n * sizeof(inos[0]));
+	sh->nself = 0;
+	pthread_mutex_unlock(&sh->self_lock);
+	for (unsigned i = 0; i < n; i++)
+		inval_inode(sh, inos[i], -1);
+}
+
 static void *notifier(void *arg)
 {
 	struct dbfs *fs = arg;
@@ -224,6 +375,7 @@ static void *notifier(void *arg)
 	struct dbfs_event ev[READ_MAX];
 	while (!atomic_load(&sh->stop)) {
 		uint32_t seen = sh->wake ? atomic_load(sh->wake) : 0;
+		self_inval(sh);
 		if (!r && dbfs_feed_open(fs, NULL, NULL, &r)) {
 			r = NULL;
 			wait_wake(sh, seen); /* a transient failure: again later */
@@ -232,8 +384,10 @@ static void *notifier(void *arg)
 		for (;;) {
 			size_t n = 0;
 			int rc = dbfs_feed_read(r, ev, READ_MAX, &n, 0);
-			if (rc == -EAGAIN)
+			if (rc == -EAGAIN) {
+				applied(sh, dbfs_feed_reader_next(r) - 1);
 				break; /* read it all */
+			}
 			if (rc) {
 				/* another process grew the map: a read takes its
 				 * size (readtxn.c); anything else, again later */

@@ -49,7 +49,11 @@ struct dbfs_shared {
 	struct fuse_session *se;
 	/* counters for stats */
 	_Atomic uint64_t ev_others, ev_own, inval_entry, inval_inode, inval_delete, inval_failed;
-	_Atomic uint64_t lag_last_us, lag_max_us, wakes_sent;
+	_Atomic uint64_t lag_last_us, lag_max_us, wakes_sent, barrier_timeouts;
+	int slot;                   /* this process's slot in dbfs.wake; -1: none */
+	pthread_mutex_t self_lock;  /* self[]: inodes of our own kernel to invalidate */
+	uint64_t self[64];
+	unsigned nself;
 };
 
 /* ---- shared_lock.c ---- */
@@ -64,6 +68,9 @@ bool dbfs_lock_alone(int fd);
 /* Number of processes holding dbfs.lock (fd), this one included; 0 when
  * /proc/locks cannot be read. */
 unsigned dbfs_lock_holders(int fd);
+/* Does process `pid` hold a flock on dbfs.lock (fd)? true when /proc/locks
+ * cannot be read (the safe answer). */
+bool dbfs_lock_held_by(int fd, pid_t pid);
 /* One shared open per store per process: register (dev, ino) of the store
  * directory. 0, or -EBUSY when this process has it open already. */
 int dbfs_shared_claim(struct dbfs_shared *sh, const char *dir, char *err, size_t errlen);
@@ -81,5 +88,17 @@ void dbfs_shared_committed(struct dbfs *fs);
 /* Start (se non-NULL) or stop and join (NULL) the notifier thread. From
  * dbfs_set_session only: the session outlives the thread. */
 void dbfs_shared_session(struct dbfs *fs, struct fuse_session *se);
+/* Close-to-open (FUSE flush of a shared store): wait until every other
+ * live process's notifier applied the events this process committed so
+ * far, at most BARRIER_MS (2 s). 0, or -ETIMEDOUT (counted; the close
+ * still succeeds). From a worker serving the flush: it holds no lock and
+ * no transaction; the other processes' notifiers never wait for it. */
+int dbfs_shared_barrier(struct dbfs *fs);
+/* After a reply: this process's kernel holds a wrong size for ino (an
+ * append that went where another process's data ended). The notifier
+ * invalidates its attributes (never the request: libfuse's rule). Any
+ * thread; never blocks (a full list drops the oldest: the attribute
+ * timeout then bounds it). */
+void dbfs_shared_self_inval(struct dbfs *fs, uint64_t ino);
 
 #endif

@@ -50,8 +50,9 @@ int dbfs_lock_take(int fd, bool shared, const char *dir, char *err, size_t errle
 	return -EBUSY;
 }
 
-/* Count the flock locks /proc/locks lists on fd's file. */
-static unsigned count_locks(int fd, bool *ok)
+/* Count the flock locks /proc/locks lists on fd's file (of process
+ * `only` if not 0). */
+static unsigned count_locks(int fd, pid_t only, bool *ok)
 {
 	struct stat sb;
 	char line[256];
@@ -73,7 +74,7 @@ static unsigned count_locks(int fd, bool *ok)
 			   &min, &ino) != 7)
 			continue;
 		if (!strcmp(type, "FLOCK") && maj == major(sb.st_dev) && min == minor(sb.st_dev) &&
-		    ino == (unsigned long long)sb.st_ino)
+		    ino == (unsigned long long)sb.st_ino && (!only || pid == only))
 			n++;
 	}
 	*ok = !ferror(f);
@@ -84,15 +85,22 @@ static unsigned count_locks(int fd, bool *ok)
 bool dbfs_lock_alone(int fd)
 {
 	bool ok;
-	unsigned n = count_locks(fd, &ok);
+	unsigned n = count_locks(fd, 0, &ok);
 	return ok && n <= 1;
 }
 
 unsigned dbfs_lock_holders(int fd)
 {
 	bool ok;
-	unsigned n = count_locks(fd, &ok);
+	unsigned n = count_locks(fd, 0, &ok);
 	return ok ? n : 0;
+}
+
+bool dbfs_lock_held_by(int fd, pid_t pid)
+{
+	bool ok;
+	unsigned n = count_locks(fd, pid, &ok);
+	return !ok || n > 0; /* unknown: alive (the safe answer) */
 }
 
 /* The stores this process has open shared: LMDB must never open one
