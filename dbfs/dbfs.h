@@ -134,6 +134,25 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  */
 bool dbfs_is_store_file(const char *name);
 
+/* A shared store's figures (the option shared; dbfs/shared.h). Counters
+ * are this process's since the open. */
+struct dbfs_shared_stats {
+	bool shared;               /* false: opened exclusively, the rest 0 */
+	unsigned processes;        /* processes holding the store now, this one included
+	                              (0: /proc/locks unreadable) */
+	uint64_t writer;           /* this process's writer id in the feed */
+	uint64_t events_received;  /* other processes' events its notifier applied */
+	uint64_t events_own;       /* its own events the notifier skipped */
+	uint64_t inval_entry, inval_inode, inval_delete; /* notifications sent to its kernel */
+	uint64_t inval_failed;     /* refused by the kernel (other than ENOENT) */
+	uint64_t wakes_sent;       /* commits with events announced to the others */
+	uint64_t close_timeouts;   /* closes that stopped waiting for the others (2 s) */
+	uint64_t lag_p50_us, lag_p99_us, lag_max_us; /* commit in another process to the
+	                              invalidation here (50 us buckets; the upper end) */
+};
+/* Fill st. 0. Any thread. */
+int dbfs_shared_stats(struct dbfs *fs, struct dbfs_shared_stats *st);
+
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen);
 

@@ -408,6 +408,8 @@ static void *notifier(void *arg)
 				apply(sh, &ev[i]);
 				uint64_t lag = t > ev[i].time_ns ? (t - ev[i].time_ns) / 1000 : 0;
 				atomic_store(&sh->lag_last_us, lag);
+				uint64_t bk = lag / 50;
+				atomic_fetch_add(&sh->lag_hist[bk < DBFS_SHARED_HIST ? bk : DBFS_SHARED_HIST], 1);
 				if (lag > atomic_load(&sh->lag_max_us))
 					atomic_store(&sh->lag_max_us, lag);
 			}
@@ -439,4 +441,41 @@ void dbfs_shared_session(struct dbfs *fs, struct fuse_session *se)
 	atomic_store(&sh->stop, 0);
 	if (pthread_create(&sh->thread, NULL, notifier, fs) == 0)
 		sh->running = true;
+}
+
+static uint64_t percentile(const _Atomic uint64_t *h, uint64_t total, unsigned pct)
+{
+	uint64_t want = (total * pct + 99) / 100, seen = 0;
+	for (unsigned b = 0; b <= DBFS_SHARED_HIST && want; b++) {
+		seen += atomic_load(&h[b]);
+		if (seen >= want)
+			return (uint64_t)(b + 1) * 50u; /* the bucket's upper end */
+	}
+	return 0;
+}
+
+int dbfs_shared_stats(struct dbfs *fs, struct dbfs_shared_stats *st)
+{
+	struct dbfs_shared *sh = fs->shared;
+	memset(st, 0, sizeof(*st));
+	if (!sh)
+		return 0;
+	st->shared = true;
+	st->processes = dbfs_lock_holders(fs->lock_fd);
+	st->writer = sh->writer;
+	st->events_received = atomic_load(&sh->ev_others);
+	st->events_own = atomic_load(&sh->ev_own);
+	st->inval_entry = atomic_load(&sh->inval_entry);
+	st->inval_inode = atomic_load(&sh->inval_inode);
+	st->inval_delete = atomic_load(&sh->inval_delete);
+	st->inval_failed = atomic_load(&sh->inval_failed);
+	st->wakes_sent = atomic_load(&sh->wakes_sent);
+	st->close_timeouts = atomic_load(&sh->barrier_timeouts);
+	uint64_t total = 0;
+	for (unsigned b = 0; b <= DBFS_SHARED_HIST; b++)
+		total += atomic_load(&sh->lag_hist[b]);
+	st->lag_p50_us = percentile(sh->lag_hist, total, 50);
+	st->lag_p99_us = percentile(sh->lag_hist, total, 99);
+	st->lag_max_us = atomic_load(&sh->lag_max_us);
+	return 0;
 }

@@ -50,6 +50,8 @@ struct dbfs_shared {
 	/* counters for stats */
 	_Atomic uint64_t ev_others, ev_own, inval_entry, inval_inode, inval_delete, inval_failed;
 	_Atomic uint64_t lag_last_us, lag_max_us, wakes_sent, barrier_timeouts;
+#define DBFS_SHARED_HIST 1000 /* lag buckets of 50 us; the last takes the rest */
+	_Atomic uint64_t lag_hist[DBFS_SHARED_HIST + 1];
 	int slot;                   /* this process's slot in dbfs.wake; -1: none */
 	pthread_mutex_t self_lock;  /* self[]: inodes of our own kernel to invalidate */
 	uint64_t self[64];

@@ -109,6 +109,14 @@ wait_for 5 sh -c "[ ! -e '$B/d/r' ]" && ok "unlink seen" || fail "unlink not see
 rmdir "$C/d"
 wait_for 5 sh -c "[ ! -e '$B/d' ]" && ok "rmdir seen" || fail "rmdir not seen"
 
+# the manager's stats of its shared DBFS
+st=$(cat "$M/s/stats")
+echo "$st" | grep -q -x "shared_processes=3" && ok "stats: shared_processes=3" || fail "stats: $(echo "$st" | grep shared_)"
+n=$(echo "$st" | sed -n 's/^shared_events_received=//p')
+e=$(echo "$st" | sed -n 's/^shared_inval_entry=//p')
+[ "${n:-0}" -gt 0 ] && [ "${e:-0}" -gt 0 ] && ok "stats: events received $n, entries invalidated $e" ||
+	fail "stats: received '$n' entries '$e'"
+
 # 4. unlinked in one process while open in another: it keeps working
 head -c 100000 /dev/urandom >"$A/held"
 sum=$(cksum <"$A/held")
