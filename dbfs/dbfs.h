@@ -97,7 +97,12 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
 /*
  * Open (and with o->create, format) the store in directory `dir`, which must
  * exist. Takes an exclusive lock on the store: a second open, from this or
- * another process, fails with -EBUSY. The lock is dbfs.lock; a read-only
+ * another process, fails with -EBUSY. With o->shared the lock is shared:
+ * other processes may open the store shared too (dbfs/shared.h says what
+ * holds), an exclusive open of it fails with -EBUSY, as a shared open of
+ * a store held exclusively or already open in this process; a shared open
+ * with writeback_cache, ro, feed=off or (on a store not in memory)
+ * durability=normal is refused with -EINVAL. The lock is dbfs.lock; a read-only
  * open of a store that has none (a data.mdb restored from an mdb_copy
  * backup) makes it, as LMDB makes lock.mdb. Removes the files of inodes that were
  * unlinked but still open when the store was last closed (orphans).
@@ -127,7 +132,7 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  */
 /*
  * Is `name` the name of a file that a store's directory holds for the store
- * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, the queue files of the
+ * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, dbfs.wake, the queue files of the
  * change feed and of delayed work, mfsq-feed.* and mfsq-later.*)? For
  * owners that remove a store they just made, or give its files to a user.
  * Any thread.
