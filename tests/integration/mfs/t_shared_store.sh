@@ -146,11 +146,23 @@ wait_for 10 sh -c "[ \$(ls '$A' | grep -c '^v_') = 120 ] && [ \$(ls '$B' | grep 
 	fail "concurrent: $(ls "$A" | grep -c '^v_') $(ls "$B" | grep -c '^v_') $(ls "$C" | grep -c '^v_')"
 [ "$(wc -l <"$B/common")" = 180 ] && ok "appends through three mounts: 180 lines" || fail "common: $(wc -l <"$B/common")"
 
-# 6. SIGKILL of one process (B, with a file open) leaves the others serving
+# 6. SIGKILL of one process (B, with a file open, in the middle of writes)
+# leaves the others serving
 echo keep >"$A/k"
 exec 4<"$B/k"
 rm "$A/k"
+mkdir "$B/kw"
+(
+	i=0
+	while [ $i -lt 100000 ]; do
+		head -c 5000 /dev/zero >"$B/kw/$i" 2>/dev/null || exit 0
+		i=$((i + 1))
+	done
+) &
+KW=$!
+wait_for 20 sh -c "[ \$(ls '$A/kw' | wc -l) -ge 50 ]" || fail "B's writer did not start"
 kill -KILL "$PB"
+wait "$KW" 2>/dev/null
 wait_for 10 is_dead "$PB" || fail "B did not die"
 exec 4<&-
 umount -l "$B" 2>/dev/null
