@@ -152,6 +152,7 @@ struct dbfs_shared_stats {
 	uint64_t inval_failed;     /* refused by the kernel (other than ENOENT) */
 	uint64_t wakes_sent;       /* commits with events announced to the others */
 	uint64_t close_timeouts;   /* closes that stopped waiting for the others (2 s) */
+	uint64_t events_lost;      /* events the notifier never saw (feed gap records) */
 	uint64_t lag_p50_us, lag_p99_us, lag_max_us; /* commit in another process to the
 	                              invalidation here (50 us buckets; the upper end) */
 };

@@ -371,8 +371,9 @@ static void *notifier(void *arg)
 {
 	struct dbfs *fs = arg;
 	struct dbfs_shared *sh = fs->shared;
-	struct dbfs_feed_reader *r = NULL;
+	struct dbfs_feed_reader *r = sh->reader; /* opened before the mount is served */
 	struct dbfs_event ev[READ_MAX];
+	sh->reader = NULL;
 	while (!atomic_load(&sh->stop)) {
 		uint32_t seen = sh->wake ? atomic_load(sh->wake) : 0;
 		self_inval(sh);
@@ -398,8 +399,10 @@ static void *notifier(void *arg)
 			}
 			uint64_t t = now_ns();
 			for (size_t i = 0; i < n && !atomic_load(&sh->stop); i++) {
-				if (ev[i].op == DBFS_EV_GAP)
+				if (ev[i].op == DBFS_EV_GAP) {
+					atomic_fetch_add(&sh->gaps, ev[i].gap_next - ev[i].seq);
 					continue;
+				}
 				if (ev[i].writer == sh->writer) {
 					atomic_fetch_add(&sh->ev_own, 1);
 					continue;
@@ -439,8 +442,19 @@ void dbfs_shared_session(struct dbfs *fs, struct fuse_session *se)
 	if (!se || !fs->feed)
 		return;
 	atomic_store(&sh->stop, 0);
-	if (pthread_create(&sh->thread, NULL, notifier, fs) == 0)
+	/* The reader starts here, before the kernel's first request to this
+	 * mount is served: every change after anything it caches is read.
+	 * Its position in the slot: from now on closes wait for it. */
+	if (dbfs_feed_open(fs, NULL, NULL, &sh->reader))
+		sh->reader = NULL; /* the thread tries again */
+	else
+		applied(sh, dbfs_feed_reader_next(sh->reader) - 1);
+	if (pthread_create(&sh->thread, NULL, notifier, fs) == 0) {
 		sh->running = true;
+	} else if (sh->reader) {
+		dbfs_feed_close(sh->reader);
+		sh->reader = NULL;
+	}
 }
 
 static uint64_t percentile(const _Atomic uint64_t *h, uint64_t total, unsigned pct)
@@ -471,6 +485,7 @@ int dbfs_shared_stats(struct dbfs *fs, struct dbfs_shared_stats *st)
 	st->inval_failed = atomic_load(&sh->inval_failed);
 	st->wakes_sent = atomic_load(&sh->wakes_sent);
 	st->close_timeouts = atomic_load(&sh->barrier_timeouts);
+	st->events_lost = atomic_load(&sh->gaps);
 	uint64_t total = 0;
 	for (unsigned b = 0; b <= DBFS_SHARED_HIST; b++)
 		total += atomic_load(&sh->lag_hist[b]);

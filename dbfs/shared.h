@@ -47,9 +47,10 @@ struct dbfs_shared {
 	bool running;
 	_Atomic int stop;
 	struct fuse_session *se;
+	struct dbfs_feed_reader *reader; /* handed to the thread when it starts */
 	/* counters for stats */
 	_Atomic uint64_t ev_others, ev_own, inval_entry, inval_inode, inval_delete, inval_failed;
-	_Atomic uint64_t lag_last_us, lag_max_us, wakes_sent, barrier_timeouts;
+	_Atomic uint64_t lag_last_us, lag_max_us, wakes_sent, barrier_timeouts, gaps;
 #define DBFS_SHARED_HIST 1000 /* lag buckets of 50 us; the last takes the rest */
 	_Atomic uint64_t lag_hist[DBFS_SHARED_HIST + 1];
 	int slot;                   /* this process's slot in dbfs.wake; -1: none */

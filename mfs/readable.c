@@ -152,14 +152,14 @@ static void text_shared(struct mfs_dbfs *d, struct mfs_buf *b)
 		       "shared_events_own=%llu\nshared_inval_entry=%llu\nshared_inval_inode=%llu\n"
 		       "shared_inval_delete=%llu\nshared_inval_failed=%llu\nshared_wakes_sent=%llu\n"
 		       "shared_close_timeouts=%llu\nshared_lag_p50_us=%llu\nshared_lag_p99_us=%llu\n"
-		       "shared_lag_max_us=%llu\n",
+		       "shared_lag_max_us=%llu\nshared_events_lost=%llu\n",
 		       s.processes, (unsigned long long)s.writer,
 		       (unsigned long long)s.events_received, (unsigned long long)s.events_own,
 		       (unsigned long long)s.inval_entry, (unsigned long long)s.inval_inode,
 		       (unsigned long long)s.inval_delete, (unsigned long long)s.inval_failed,
 		       (unsigned long long)s.wakes_sent, (unsigned long long)s.close_timeouts,
 		       (unsigned long long)s.lag_p50_us, (unsigned long long)s.lag_p99_us,
-		       (unsigned long long)s.lag_max_us);
+		       (unsigned long long)s.lag_max_us, (unsigned long long)s.events_lost);
 }
 
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
