@@ -194,6 +194,10 @@ int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count, int *mo
 			return rc;
 		if (!ino)
 			return -EIO;
+		if (fs->shared && dbfs_lookups_count(&fs->lookups, ino)) {
+			dbfs_put_be64(from, ino + 1); /* this kernel holds it: later */
+			continue;
+		}
 		if ((rc = dbfs_inode_destroy(fs, txn, ino, more)) || *more)
 			return rc;
 		/* destroy deletes the orphan key only if the inode existed */

@@ -14,8 +14,10 @@
  *     running totals are read back from the store in shared mode (feed.c).
  *   - An unlinked inode is never destroyed while the store is shared: it
  *     waits in the orphan table (another process may hold it open) and is
- *     reclaimed by an open or a close that finds no other process holding
- *     dbfs.lock (a process killed holds nothing: the kernel drops its lock).
+ *     reclaimed by an open, a close or a reap (reap.c: statfs, the tick)
+ *     that finds no other process holding dbfs.lock (a process killed
+ *     holds nothing: the kernel drops its lock), unless this process's
+ *     kernel still holds it.
  *   - Each process's events carry its own writer id (the queue's enqueuer):
  *     the notifier skips its own and invalidates the kernel's caches for
  *     the others'.
