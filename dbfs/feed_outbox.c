@@ -374,6 +374,32 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	return 0;
 }
 
+/* last_seq only grows: in a shared store the notifier may have seen a
+ * later event of another process before the leader publishes its own. */
+static bool raise_last(struct dbfs_feed *f, uint64_t seq)
+{
+	uint64_t cur = atomic_load(&f->last_seq);
+	while (seq > cur)
+		if (atomic_compare_exchange_weak(&f->last_seq, &cur, seq))
+			return true;
+	return false;
+}
+
+void dbfs_feed_seen(struct dbfs *fs, uint64_t seq)
+{
+	struct dbfs_feed *f = fs->feed;
+	if (!f || !raise_last(f, seq))
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->gen++;
+	pthread_cond_broadcast(&f->cond);
+	void (*cb)(void *, uint64_t) = f->cb;
+	void *arg = f->cb_arg;
+	pthread_mutex_unlock(&f->lock);
+	if (cb)
+		cb(arg, seq);
+}
+
 void dbfs_feed_batch_committed(struct dbfs *fs)
 {
 	struct dbfs_feed *f = fs->feed;
@@ -385,7 +411,7 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 	f->meta = f->txmeta;
 	f->txn = NULL;
 	mfsq_txn_committed(f->q, f->tx_id); /* the next batch need not read the shard back */
-	atomic_store(&f->last_seq, f->meta.next_seq - 1);
+	raise_last(f, f->meta.next_seq - 1);
 	atomic_fetch_add(&f->enqueued, f->tx_n);
 	f->tx_n = 0;
 	f->npend = 0;

@@ -542,6 +542,11 @@ void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn);
 void dbfs_feed_batch_op(struct dbfs *fs, const struct dbfs_caller *who);
 int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn);
 void dbfs_feed_batch_committed(struct dbfs *fs);
+/* A shared store's notifier (shared.c) read the feed up to seq, other
+ * processes' events included: last_seq grows to it and this process's
+ * waiting readers and notify callback are woken, as by a commit here
+ * (acks and starts up to it are then in range). Not from a request. */
+void dbfs_feed_seen(struct dbfs *fs, uint64_t seq);
 /* An operation changed the store: what its event says (ops.c). Inside a
  * batch's transaction only (else nothing is noted): write operations run
  * directly in a transaction of their own (tests, housekeeping) have no

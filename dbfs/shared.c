@@ -386,7 +386,9 @@ static void *notifier(void *arg)
 			size_t n = 0;
 			int rc = dbfs_feed_read(r, ev, READ_MAX, &n, 0);
 			if (rc == -EAGAIN) {
-				applied(sh, dbfs_feed_reader_next(r) - 1);
+				uint64_t last = dbfs_feed_reader_next(r) - 1;
+				dbfs_feed_seen(fs, last); /* this process's feed readers */
+				applied(sh, last);
 				break; /* read it all */
 			}
 			if (rc) {

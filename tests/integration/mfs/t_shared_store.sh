@@ -117,6 +117,19 @@ e=$(echo "$st" | sed -n 's/^shared_inval_entry=//p')
 [ "${n:-0}" -gt 0 ] && [ "${e:-0}" -gt 0 ] && ok "stats: events received $n, entries invalidated $e" ||
 	fail "stats: received '$n' entries '$e'"
 
+# the change feed through the manager (process C) holds the events A made,
+# and C's durable subscription acknowledges them (they are beyond the last
+# event C itself committed)
+cp "$(dirname "$0")/feed_drain.py" "$T/drain.py"
+xset subscribe "name=s,sub=watch" || fail "subscribe: $(xget error)"
+echo z >"$A/zz"
+wait_for 5 sh -c "python3 '$T/drain.py' '$M/s/subscriptions/watch' | grep -q ' /zz'" &&
+	ok "C's subscription reads A's event" || fail "C's feed misses A's /zz"
+seq=$(python3 "$T/drain.py" "$M/s/subscriptions/watch" | grep ' /zz' | tail -1 | cut -d' ' -f1)
+echo "$seq" >"$M/s/subscriptions/watch" 2>"$T/ack.err" && ok "C acks A's event $seq" ||
+	fail "ack of A's event $seq in C: $(xget error)"
+rm "$A/zz"
+
 # 4. unlinked in one process while open in another: it keeps working
 head -c 100000 /dev/urandom >"$A/held"
 sum=$(cksum <"$A/held")
