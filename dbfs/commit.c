@@ -65,6 +65,10 @@ static bool may_retry(struct dbfs *fs, int failed, uint64_t seen, int *tries, in
 		*rc = dbfs_grow_map(fs, seen);
 		return *rc == 0;
 	}
+	if (failed == MDB_MAP_RESIZED) { /* by another process (a shared store) */
+		*rc = dbfs_adopt_map(fs);
+		return *rc == 0;
+	}
 	*rc = failed;
 	return failed == DBFS_QUEUE_ERR(EAGAIN) && ++*tries < QUEUE_RETRIES;
 }
@@ -83,6 +87,11 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 		pthread_rwlock_rdlock(&fs->map_lock);
 		seen = fs->map_size;
 		rc = mdb_txn_begin(fs->env, NULL, 0, &txn);
+		if (rc == MDB_MAP_RESIZED) {
+			pthread_rwlock_unlock(&fs->map_lock);
+			failed = rc;
+			continue; /* to may_retry */
+		}
 		if (rc) {
 			pthread_rwlock_unlock(&fs->map_lock);
 			dbfs_health_check(fs, rc, "commit");

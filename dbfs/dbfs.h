@@ -70,6 +70,8 @@ struct dbfs_options {
 	uint64_t feed_max_age;       /* feed_age=SECS: events kept at most this long (7 days) */
 	uint64_t feed_sub_idle;      /* feed_sub_idle=SECS: idle durable subscriptions
 	                                are deleted after this (30 days; 0: never) */
+	bool shared;                 /* shared: several processes may open the store at once
+	                                (dbfs/shared.h says what holds) */
 };
 
 /* Fill `o` with the defaults documented in struct dbfs_options. Any thread;
@@ -81,7 +83,7 @@ void dbfs_options_init(struct dbfs_options *o);
  * Known keys: create, ro, durability=full|normal|none, commit_interval=SECS,
  * max_readers=N,
  * map_size=SIZE, quota_bytes=SIZE, quota_inodes=N, attr_timeout=SECS,
- * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE, feed=on|off,
+ * entry_timeout=SECS, writeback_cache=0|1, writemap=0|1, mem=SIZE, feed=on|off, shared,
  * feed_events=N, feed_bytes=SIZE, feed_age=SECS, feed_sub_idle=SECS (the
  * change feed, dbfs/feed.h; 0 for one of feed_events/bytes/age: no bound
  * by it, but not all three). SIZE accepts K, M, G, T suffixes.
@@ -95,7 +97,12 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
 /*
  * Open (and with o->create, format) the store in directory `dir`, which must
  * exist. Takes an exclusive lock on the store: a second open, from this or
- * another process, fails with -EBUSY. The lock is dbfs.lock; a read-only
+ * another process, fails with -EBUSY. With o->shared the lock is shared:
+ * other processes may open the store shared too (dbfs/shared.h says what
+ * holds), an exclusive open of it fails with -EBUSY, as a shared open of
+ * a store held exclusively or already open in this process; a shared open
+ * with writeback_cache, ro, feed=off or (on a store not in memory)
+ * durability=normal is refused with -EINVAL. The lock is dbfs.lock; a read-only
  * open of a store that has none (a data.mdb restored from an mdb_copy
  * backup) makes it, as LMDB makes lock.mdb. Removes the files of inodes that were
  * unlinked but still open when the store was last closed (orphans).
@@ -125,12 +132,32 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  */
 /*
  * Is `name` the name of a file that a store's directory holds for the store
- * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, the queue files of the
+ * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, dbfs.wake, the queue files of the
  * change feed and of delayed work, mfsq-feed.* and mfsq-later.*)? For
  * owners that remove a store they just made, or give its files to a user.
  * Any thread.
  */
 bool dbfs_is_store_file(const char *name);
+
+/* A shared store's figures (the option shared; dbfs/shared.h). Counters
+ * are this process's since the open. */
+struct dbfs_shared_stats {
+	bool shared;               /* false: opened exclusively, the rest 0 */
+	unsigned processes;        /* processes holding the store now, this one included
+	                              (0: /proc/locks unreadable) */
+	uint64_t writer;           /* this process's writer id in the feed */
+	uint64_t events_received;  /* other processes' events its notifier applied */
+	uint64_t events_own;       /* its own events the notifier skipped */
+	uint64_t inval_entry, inval_inode, inval_delete; /* notifications sent to its kernel */
+	uint64_t inval_failed;     /* refused by the kernel (other than ENOENT) */
+	uint64_t wakes_sent;       /* commits with events announced to the others */
+	uint64_t close_timeouts;   /* closes that stopped waiting for the others (2 s) */
+	uint64_t events_lost;      /* events the notifier never saw (feed gap records) */
+	uint64_t lag_p50_us, lag_p99_us, lag_max_us; /* commit in another process to the
+	                              invalidation here (50 us buckets; the upper end) */
+};
+/* Fill st. 0. Any thread. */
+int dbfs_shared_stats(struct dbfs *fs, struct dbfs_shared_stats *st);
 
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
 	      size_t errlen);

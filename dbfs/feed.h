@@ -162,6 +162,8 @@ struct dbfs_event {
 	const char *xattr; size_t xattr_len;     /* setxattr/removexattr: the name; else NULL/0 */
 	uint64_t gap_next;   /* DBFS_EV_GAP: first sequence number still available;
 	                        the events seq .. gap_next-1 are lost to this reader */
+	uint64_t writer;     /* who committed it: 1 for an exclusive open, a process's
+	                        own id in a shared store (dbfs/shared.h); not in the record */
 };
 
 /* ---- the binary record (what the queue stores; exposed for tests and fuzzing) ----

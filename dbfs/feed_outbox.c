@@ -22,6 +22,7 @@
 #include "dbfs/feed.h"
 #include "dbfs/feed_private.h"
 #include "dbfs/internal.h"
+#include "dbfs/shared.h"
 #include "queue/mfsq.h"
 
 #include <sys/fsuid.h>
@@ -329,6 +330,30 @@ bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino)
 	return false;
 }
 
+/*
+ * A shared store (dbfs/shared.h): the running totals of the other
+ * processes' batches are in the store, not in f->meta. In shared mode every
+ * batch writes them ('M'), so the stored ones are current when they end
+ * where this batch begins (seq `first`); when they do not (an exclusive
+ * process's totals, written only by its ticks and close), the newer of the
+ * stored and this process's is taken, and the bytes of the events between
+ * are not counted (the byte bound of retention undercounts them).
+ */
+static int shared_meta(struct dbfs *fs, MDB_txn *txn, uint64_t first, struct dbfs_feed_meta *m)
+{
+	struct dbfs_feed_meta st;
+	uint64_t floor;
+	int rc = feed_read_meta(fs, txn, &st, &floor);
+	if (rc)
+		return rc;
+	if (st.next_seq == first || st.next_seq > m->next_seq) {
+		if (st.last_ns < m->last_ns)
+			st.last_ns = m->last_ns;
+		*m = st;
+	}
+	return 0;
+}
+
 int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 {
 	struct dbfs_feed *f = fs->feed;
@@ -373,7 +398,8 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	for (size_t i = 0; i < n; i++) {
 		size_t len = dbfs_ev_encode(&f->pend[i].ev, f->rec + at);
 		f->msgs[i] = (struct mfsq_msg_in){
-		    .data = f->rec + at, .len = len, .enqueuer = FEED_ENQUEUER};
+		    .data = f->rec + at, .len = len,
+		    .enqueuer = fs->shared ? fs->shared->writer : FEED_ENQUEUER};
 		at += len;
 	}
 	rc = mfsq_enqueue_batch(f->q, txn, f->msgs, n, f->seqs);
@@ -383,6 +409,8 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 		return dbfs_queue_err(rc);
 	/* block rows and the running totals, in the same transaction */
 	struct dbfs_feed_meta m = f->meta;
+	if (fs->shared && (rc = shared_meta(fs, txn, f->seqs[0], &m)))
+		return rc;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t seq = f->seqs[i];
 		if (seq % DBFS_FEED_BLOCK == 1) {
@@ -399,6 +427,11 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	}
 	m.next_seq = f->seqs[n - 1] + 1;
 	m.last_ns = t;
+	if (fs->shared) {
+		MDB_val v = {sizeof(m), &m};
+		if ((rc = dbfs_put(txn, fs->db_feed, &feed_key_meta, &v, 0)))
+			return rc;
+	}
 	/* the totals are written by dbfs_tick and close, not per batch (a
 	 * page of another table per commit); an open after a crash counts
 	 * what came after them from the queue itself (feed_recount_tail) */
@@ -406,6 +439,32 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	f->tx_n = n;
 	f->tx_id = mdb_txn_id(txn);
 	return 0;
+}
+
+/* last_seq only grows: in a shared store the notifier may have seen a
+ * later event of another process before the leader publishes its own. */
+static bool raise_last(struct dbfs_feed *f, uint64_t seq)
+{
+	uint64_t cur = atomic_load(&f->last_seq);
+	while (seq > cur)
+		if (atomic_compare_exchange_weak(&f->last_seq, &cur, seq))
+			return true;
+	return false;
+}
+
+void dbfs_feed_seen(struct dbfs *fs, uint64_t seq)
+{
+	struct dbfs_feed *f = fs->feed;
+	if (!f || !raise_last(f, seq))
+		return;
+	pthread_mutex_lock(&f->lock);
+	f->gen++;
+	pthread_cond_broadcast(&f->cond);
+	void (*cb)(void *, uint64_t) = f->cb;
+	void *arg = f->cb_arg;
+	pthread_mutex_unlock(&f->lock);
+	if (cb)
+		cb(arg, seq);
 }
 
 void dbfs_feed_batch_committed(struct dbfs *fs)
@@ -421,10 +480,11 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 	f->meta = f->txmeta;
 	f->txn = NULL;
 	mfsq_txn_committed(f->q, f->tx_id); /* the next batch need not read the shard back */
-	atomic_store(&f->last_seq, f->meta.next_seq - 1);
+	raise_last(f, f->meta.next_seq - 1);
 	atomic_fetch_add(&f->enqueued, f->tx_n);
 	f->tx_n = 0;
 	f->npend = 0;
+	dbfs_shared_committed(fs); /* the other processes' notifiers */
 	pthread_mutex_lock(&f->lock);
 	f->gen++;
 	f->pub = f->meta;

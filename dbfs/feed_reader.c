@@ -115,6 +115,7 @@ static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t
 		}
 		ev[k].seq = m->seq;
 		int rc = dbfs_ev_decode(m->data, m->len, &ev[k]);
+		ev[k].writer = m->enqueuer;
 		if (rc) {
 			if (!k)
 				*err = rc;

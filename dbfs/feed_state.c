@@ -97,6 +97,8 @@ int feed_recount_tail(struct dbfs *fs, struct dbfs_feed *f)
 static int meta_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	(void)arg;
+	if (fs->shared)
+		return 0; /* every batch writes them (feed_outbox.c, shared_meta) */
 	MDB_val v = {sizeof(fs->feed->meta), &fs->feed->meta};
 	return dbfs_put(txn, fs->db_feed, &feed_key_meta, &v, 0);
 }

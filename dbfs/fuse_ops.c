@@ -19,6 +19,7 @@
 
 #include "dbfs/guard.h"
 #include "dbfs/internal.h"
+#include "dbfs/shared.h"
 
 /* A read of up to 1 MiB over blocks of 4080 bytes, with zero runs (more
  * pieces than that are copied, see op_read). */
@@ -92,13 +93,28 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* With no open handler the kernel never tells us about O_TRUNC:
 	 * let it send a setattr instead. */
 	conn->want &= ~FUSE_CAP_ATOMIC_O_TRUNC;
-	fs->no_open = (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
+	/* shared: opens come here, so that closes send the flush that waits
+	 * for the other processes (close-to-open, dbfs/shared.h) */
+	fs->no_open = !fs->shared && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT) != 0;
 	fs->no_opendir = (conn->capable & FUSE_CAP_NO_OPENDIR_SUPPORT) != 0;
 	/* We are the only writer of the store: cached pages stay valid. */
 	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_write = 1u << 20;
 	conn->max_readahead = DBFS_READ_AHEAD;
 	conn->time_gran = 1;
+}
+
+/*
+ * A new name's EEXIST in a shared store: the kernel believed the name
+ * free (a negative or missing entry) while another process made it (the
+ * invalidation is on its way). ESTALE makes the VFS run the call again
+ * with LOOKUP_REVAL, which looks the name up afresh: an open with O_CREAT
+ * then opens the file another process made, mkdir or O_EXCL get EEXIST
+ * from the VFS, as on a local file system. Exclusive stores never see it.
+ */
+static int new_name_rc(fuse_req_t req, int rc)
+{
+	return rc == -EEXIST && req_fs(req)->shared ? -ESTALE : rc;
 }
 
 /* ---- opening ---- */
@@ -354,7 +370,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	struct mknod_ctx c = {.parent = parent, .name = name, .mode = mode, .rdev = rdev};
 	int rc = do_mknod(req, &c);
 	if (rc)
-		reply_err(req, rc);
+		reply_err(req, new_name_rc(req, rc));
 	else
 		reply_entry(req, c.ino, &c.in);
 }
@@ -370,7 +386,7 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 			      .link = link};
 	int rc = do_mknod(req, &c);
 	if (rc)
-		reply_err(req, rc);
+		reply_err(req, new_name_rc(req, rc));
 	else
 		reply_entry(req, c.ino, &c.in);
 }
@@ -463,7 +479,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	req_fs(req)->cnt.ops++;
 	int rc = dbfs_write(req_fs(req), link_fn, &c);
 	if (rc)
-		reply_err(req, rc);
+		reply_err(req, new_name_rc(req, rc));
 	else
 		reply_entry(req, ino, &c.in);
 }
@@ -602,11 +618,21 @@ struct write_ctx {
 	const void *buf;
 	size_t len;
 	unsigned kill;
+	bool append; /* O_APPEND in a shared store: at the size in the store */
 };
 
 static int write_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	struct write_ctx *c = arg;
+	if (c->append) {
+		/* the kernel's offset is its cached size, which another process
+		 * may have outgrown: append where the file ends now */
+		struct dbfs_inode in;
+		int rc = dbfs_inode_get(fs, txn, c->ino, &in);
+		if (rc)
+			return rc;
+		c->off = in.size;
+	}
 	return dbfs_op_write(fs, txn, c->ino, c->off, c->buf, c->len, c->kill);
 }
 
@@ -614,8 +640,8 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		     struct fuse_file_info *fi)
 {
 	struct dbfs *fs = req_fs(req);
-	struct write_ctx c = {ino, (uint64_t)off, buf, size, 0};
-	(void)fi;
+	struct write_ctx c = {ino, (uint64_t)off, buf, size, 0,
+			      fs->shared && fi && (fi->flags & O_APPEND)};
 	if (fs->killpriv_v2)
 		c.kill = DBFS_SET_KILL_CAPS | (dbfs_io_write_kill() ? DBFS_SET_KILL_SUIDGID : 0);
 	fs->cnt.ops++;
@@ -626,7 +652,25 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 	}
 	fs->cnt.write_bytes += size;
 	fuse_reply_write(req, size);
-	dbfs_cache_note(fs, ino, size, (uint64_t)off + size);
+	dbfs_cache_note(fs, ino, size, c.off + size);
+	if (c.append && c.off != (uint64_t)off)
+		dbfs_shared_self_inval(fs, ino); /* our kernel's size is off too */
+}
+
+/* A close. Exclusive: nothing to do (ENOSYS: the kernel sends no more).
+ * Shared: return once the other processes' kernels forgot what this
+ * process changed (close-to-open; a timeout still closes). */
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)fi;
+	struct dbfs *fs = req_fs(req);
+	if (!fs->shared) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	dbfs_shared_barrier(fs);
+	fuse_reply_err(req, 0);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -1046,6 +1090,7 @@ static const struct fuse_lowlevel_ops dbfs_ops = {
 	.setattr = g_setattr,
 	.readlink = g_readlink,
 	.open = g_open,
+	.flush = op_flush,
 	.opendir = g_opendir,
 	.mknod = g_mknod,
 	.mkdir = g_mkdir,
@@ -1071,7 +1116,11 @@ static const struct fuse_lowlevel_ops dbfs_ops = {
 
 void dbfs_set_session(struct dbfs *fs, struct fuse_session *se)
 {
+	if (!se)
+		dbfs_shared_session(fs, NULL); /* joined before the session goes */
 	dbfs_expire_session(fs, se); /* fs->se, under the expiry thread's lock */
+	if (se)
+		dbfs_shared_session(fs, se); /* the notifier of a shared store */
 }
 
 const struct fuse_lowlevel_ops *dbfs_fuse_ops(void)

@@ -149,7 +149,9 @@ int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more)
 
 int dbfs_inode_unlinked(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
-	if (dbfs_lookups_count(&fs->lookups, ino) == 0) {
+	/* shared: another process may hold it open; an open or close that
+	 * finds the store no longer shared reclaims it (dbfs/shared.h) */
+	if (!fs->shared && dbfs_lookups_count(&fs->lookups, ino) == 0) {
 		struct dbfs_inode in;
 		bool later = false;
 		int more, rc = dbfs_inode_get(fs, txn, ino, &in);
@@ -192,6 +194,10 @@ int dbfs_orphans_reclaim(struct dbfs *fs, MDB_txn *txn, uint64_t *count, int *mo
 			return rc;
 		if (!ino)
 			return -EIO;
+		if (fs->shared && dbfs_lookups_count(&fs->lookups, ino)) {
+			dbfs_put_be64(from, ino + 1); /* this kernel holds it: later */
+			continue;
+		}
 		if ((rc = dbfs_inode_destroy(fs, txn, ino, more)) || *more)
 			return rc;
 		/* destroy deletes the orphan key only if the inode existed */

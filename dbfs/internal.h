@@ -83,6 +83,7 @@ struct dbfs {
 	MDB_dbi db_super, db_inode, db_dirent, db_dircook, db_data, db_xattr, db_orphan;
 	MDB_dbi db_feed;             /* format 3; 0 in a read-only older store */
 	struct dbfs_feed *feed;      /* the change feed (feed.c); NULL: feed=off */
+	struct dbfs_shared *shared;  /* open shared (dbfs/shared.h); NULL: exclusively */
 	uint64_t ilink_top;          /* highest inode given an ilink row by this process
 	                                (dir.c; write transactions only) */
 	MDB_dbi db_expire;           /* the expiry index (expire.c); 0: a read-only older store */
@@ -253,6 +254,10 @@ void dbfs_durable_state(struct dbfs *fs, uint64_t *age_ms, uint64_t *bytes);
 
 /* Grow the map if it is still `seen` bytes (takes the map lock; map.c). */
 int dbfs_grow_map(struct dbfs *fs, uint64_t seen);
+/* Another process grew the map (a shared store; mdb_txn_begin said
+ * MDB_MAP_RESIZED): take its size. No transaction of this thread open;
+ * takes the map lock. 0 or an LMDB error. */
+int dbfs_adopt_map(struct dbfs *fs);
 /* Restore the space reserve before a batch (leader only). */
 void dbfs_space_refresh(struct dbfs *fs);
 /* Does the store's file system support fallocate on fd? */
@@ -586,6 +591,11 @@ void dbfs_feed_batch_begin(struct dbfs *fs, MDB_txn *txn);
 void dbfs_feed_batch_op(struct dbfs *fs, const struct dbfs_caller *who);
 int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn);
 void dbfs_feed_batch_committed(struct dbfs *fs);
+/* A shared store's notifier (shared.c) read the feed up to seq, other
+ * processes' events included: last_seq grows to it and this process's
+ * waiting readers and notify callback are woken, as by a commit here
+ * (acks and starts up to it are then in range). Not from a request. */
+void dbfs_feed_seen(struct dbfs *fs, uint64_t seq);
 /* An operation changed the store: what its event says (ops.c). Inside a
  * batch's transaction only (else nothing is noted): write operations run
  * directly in a transaction of their own (tests, housekeeping) have no

@@ -64,6 +64,18 @@ static int map_wrlock(struct dbfs *fs)
 	return 0;
 }
 
+int dbfs_adopt_map(struct dbfs *fs)
+{
+	int rc = map_wrlock(fs);
+	if (rc)
+		return rc;
+	rc = mdb_env_set_mapsize(fs->env, 0); /* the size the store's meta page says */
+	if (!rc)
+		dbfs_find_map(fs);
+	pthread_rwlock_unlock(&fs->map_lock);
+	return rc;
+}
+
 int dbfs_grow_map(struct dbfs *fs, uint64_t seen)
 {
 	int rc = map_wrlock(fs);

@@ -784,7 +784,8 @@ int dbfs_op_copy_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino_in, uint64_t 
 int dbfs_op_reap(struct dbfs *fs, MDB_txn *txn, uint64_t ino)
 {
 	struct dbfs_inode in;
-	if (dbfs_lookups_count(&fs->lookups, ino))
+	/* shared: it waits in the orphan table (dbfs/shared.h) */
+	if (fs->shared || dbfs_lookups_count(&fs->lookups, ino))
 		return 0;
 	int rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (rc)

@@ -138,6 +138,8 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *v, ch
 		bad = parse_u64(v, &o->feed_max_age, 0);
 	} else if (!strcmp(key, "feed_sub_idle")) {
 		bad = parse_u64(v, &o->feed_sub_idle, 0);
+	} else if (!strcmp(key, "shared")) {
+		bad = parse_bool(v, &o->shared);
 	} else if (!strcmp(key, "writeback_cache")) {
 		bad = parse_bool(v, &o->writeback_cache);
 	} else {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "dbfs/internal.h"
+#include "dbfs/shared.h"
 
 /* Append ino to the reap queue; returns the queue's length. */
 static size_t reap_append(struct dbfs *fs, uint64_t ino)
@@ -71,6 +72,38 @@ static int noop_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	return 0;
 }
 
+struct orphans_ctx {
+	uint64_t count;
+	int more;
+};
+
+static int orphans_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
+{
+	struct orphans_ctx *c = arg;
+	return dbfs_orphans_reclaim(fs, txn, &c->count, &c->more);
+}
+
+/* A shared store's unlinked inodes wait in the orphan table while another
+ * process holds the store (dbfs/shared.h). Alone now (no other holder of
+ * dbfs.lock): those this kernel no longer holds go. A process opening the
+ * store meanwhile cannot reach them: they have no name. */
+static int shared_orphans(struct dbfs *fs)
+{
+	MDB_txn *t;
+	MDB_stat st = {0};
+	if (!fs->shared || !dbfs_lock_alone(fs->lock_fd))
+		return 0;
+	int rc = dbfs_read_begin(fs, &t);
+	if (rc)
+		return rc;
+	rc = mdb_stat(t, fs->db_orphan, &st);
+	dbfs_read_end(fs, t);
+	struct orphans_ctx c = {0, 0};
+	while (!rc && st.ms_entries && (rc = dbfs_write(fs, orphans_fn, &c)) == 0 && c.more)
+		;
+	return rc;
+}
+
 int dbfs_reap_now(struct dbfs *fs)
 {
 	/* The leader of the batch takes the queue (commit.c); a large file
@@ -84,7 +117,7 @@ int dbfs_reap_now(struct dbfs *fs)
 		size_t n = fs->nreap;
 		pthread_mutex_unlock(&fs->reap_lock);
 		if (!n)
-			return 0;
+			return shared_orphans(fs);
 		int rc = dbfs_write(fs, noop_fn, NULL);
 		if (rc)
 			return rc;

@@ -19,6 +19,7 @@
 #include "dbfs/guard.h"
 #include "dbfs/internal.h"
 #include "dbfs/recover.h"
+#include "dbfs/shared.h"
 
 static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 {
@@ -106,7 +107,8 @@ static void unmake(struct dbfs *fs, unsigned made)
 
 bool dbfs_is_store_file(const char *name)
 {
-	static const char *const names[] = {"data.mdb", "lock.mdb", "dbfs.lock", DBFS_DREC_FILE};
+	static const char *const names[] = {"data.mdb", "lock.mdb", "dbfs.lock", DBFS_DREC_FILE,
+					    "dbfs.wake"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i]))
@@ -140,20 +142,14 @@ static int lock_store(struct dbfs *fs, unsigned *made, char *err, size_t errlen)
 			snprintf(err, errlen, "cannot open %s: %s", path, strerror(e));
 			return -e;
 		}
-		if (flock(fs->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+		/* exclusive, or shared (dbfs/shared_lock.c) */
+		int rc = dbfs_lock_take(fs->lock_fd, fs->opt.shared, fs->dir, err, errlen);
+		if (rc) {
 			/* Not ours to remove, even if we made it: its holder
 			 * opened it after us. */
-			int e = errno;
 			close(fs->lock_fd);
 			fs->lock_fd = -1;
-			if (e == EWOULDBLOCK) {
-				snprintf(err, errlen,
-					 "store %s is in use (mounted by this or another process)",
-					 fs->dir);
-				return -EBUSY;
-			}
-			snprintf(err, errlen, "cannot lock %s: %s", path, strerror(e));
-			return -e;
+			return rc;
 		}
 		if (dbfs_lock_is_current(fs->lock_fd, path)) {
 			if (created)
@@ -397,15 +393,19 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 			snprintf(err, errlen, "cannot upgrade the store's format: %s", strerror(-rc));
 			return rc;
 		}
-		rc = reclaim(fs);
+		/* shared: orphans may be open in another process (shared.h) */
+		rc = !fs->shared || dbfs_lock_alone(fs->lock_fd) ? reclaim(fs) : 0;
 		if (rc) {
 			rc = dbfs_errno(rc);
 			snprintf(err, errlen, "cannot reclaim orphans: %s", strerror(-rc));
 			return rc;
 		}
-		if ((rc = dbfs_feed_start(fs, err, errlen)) ||
-		    (rc = dbfs_settle_start(fs, err, errlen)) || /* before its thread */
-		    (rc = dbfs_expire_start(fs, err, errlen)))
+		if ((rc = dbfs_feed_start(fs, err, errlen)))
+			return rc;
+		/* delayed work's queue has one subscriber, one process's: not
+		 * while shared (shared.h) */
+		if (!fs->shared && ((rc = dbfs_settle_start(fs, err, errlen)) || /* before its thread */
+				    (rc = dbfs_expire_start(fs, err, errlen))))
 			return rc;
 		if ((rc = dbfs_errno(dbfs_durable_point(fs)))) {
 			snprintf(err, errlen, "cannot flush the store: %s", strerror(-rc));
@@ -447,6 +447,29 @@ static int open_guarded(struct dbfs *fs, const struct dbfs_options *o, char *err
 		dbfs_durable_drop(fs);
 	}
 	return rc;
+}
+
+/* What a shared open cannot give (dbfs/shared.h): -EINVAL and why. */
+static int shared_refusals(struct dbfs *fs, const struct dbfs_options *o, char *err,
+			   size_t errlen)
+{
+	const char *why = NULL;
+	if (o->writeback_cache)
+		why = "writeback_cache is refused with shared: the kernel would keep writes, "
+		      "sizes and times that the other processes cannot see";
+	else if (o->read_only)
+		why = "ro is refused with shared: the cache invalidation follows the change "
+		      "feed, which a read-only open does not open";
+	else if (!o->feed)
+		why = "feed=off is refused with shared: the processes see each other's "
+		      "changes through the change feed";
+	else if (o->durability != DBFS_DURABLE_FULL && !in_memory(fs->dir))
+		why = "shared needs durability=full on a store that is not in memory: the "
+		      "durable points of durability=normal (dbfs.durable) are one process's";
+	if (!why)
+		return 0;
+	snprintf(err, errlen, "%s", why);
+	return -EINVAL;
 }
 
 int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, char *err,
@@ -521,8 +544,14 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 		rc = -ENOENT;
 		goto fail_lock;
 	}
-	if ((rc = lock_store(fs, &made, err, errlen)))
+	if (o->shared && (rc = shared_refusals(fs, o, err, errlen)))
 		goto fail_lock;
+	if (o->shared && (rc = dbfs_shared_open(fs, err, errlen)))
+		goto fail_lock;
+	if ((rc = lock_store(fs, &made, err, errlen))) {
+		dbfs_shared_close(fs);
+		goto fail_lock;
+	}
 	/* Again, under the lock: a concurrent opener may have made or removed it. */
 	exists = stat(path, &sb) == 0;
 	if (!exists && !o->create) {
@@ -602,8 +631,11 @@ fail_open:
 	dbfs_durable_stop(fs);
 	mdb_env_close(fs->env);
 fail_env:
-	unmake(fs, made);
+	/* files made by this open may be another sharing process's by now */
+	if (!fs->opt.shared || dbfs_lock_alone(fs->lock_fd))
+		unmake(fs, made);
 	close(fs->lock_fd);
+	dbfs_shared_close(fs);
 fail_lock:
 	dbfs_lookups_destroy(&fs->lookups);
 fail_lookups:
@@ -616,11 +648,14 @@ fail_lookups:
 /* What closing does to the LMDB environment; under a guard (dbfs_close). */
 static void close_env(struct dbfs *fs)
 {
+	dbfs_shared_session(fs, NULL); /* the notifier reads the feed */
 	if (!fs->opt.read_only && !atomic_load(&fs->map_lost)) {
 		/* The session is gone: the kernel holds no inode any more, and
 		 * it may have dropped its last forgets at unmount. */
 		dbfs_reap_now(fs);
-		reclaim(fs); /* leaves large files to the next open (reclaim.c) */
+		/* shared: the last process out reclaims (shared.h) */
+		if (!fs->shared || dbfs_lock_alone(fs->lock_fd))
+			reclaim(fs); /* leaves large files to the next open (reclaim.c) */
 	}
 	dbfs_expire_stop(fs); /* its thread stops between two pieces */
 	dbfs_settle_stop(fs);
@@ -648,6 +683,7 @@ void dbfs_close(struct dbfs *fs)
 		dbfs_durable_drop(fs);
 	}
 	close(fs->lock_fd);
+	dbfs_shared_close(fs);
 	dbfs_lookups_destroy(&fs->lookups);
 	dbfs_cache_destroy(fs);
 	pthread_rwlock_destroy(&fs->map_lock);

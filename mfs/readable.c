@@ -141,6 +141,28 @@ static void text_expire(struct mfs_dbfs *d, struct mfs_buf *b)
 		       (unsigned long long)e.settle_pending, (unsigned long long)e.settled);
 }
 
+/* A shared store's lines of stats (dbfs_shared_stats): none when the
+ * store is open exclusively. */
+static void text_shared(struct mfs_dbfs *d, struct mfs_buf *b)
+{
+	struct dbfs_shared_stats s;
+	if (d->state != MFS_MOUNTED || !d->fs || dbfs_shared_stats(d->fs, &s) || !s.shared)
+		return;
+	mfs_buf_printf(b,
+		       "shared_processes=%u\nshared_writer=%llx\nshared_events_received=%llu\n"
+		       "shared_events_own=%llu\nshared_inval_entry=%llu\nshared_inval_inode=%llu\n"
+		       "shared_inval_delete=%llu\nshared_inval_failed=%llu\nshared_wakes_sent=%llu\n"
+		       "shared_close_timeouts=%llu\nshared_lag_p50_us=%llu\nshared_lag_p99_us=%llu\n"
+		       "shared_lag_max_us=%llu\nshared_events_lost=%llu\n",
+		       s.processes, (unsigned long long)s.writer,
+		       (unsigned long long)s.events_received, (unsigned long long)s.events_own,
+		       (unsigned long long)s.inval_entry, (unsigned long long)s.inval_inode,
+		       (unsigned long long)s.inval_delete, (unsigned long long)s.inval_failed,
+		       (unsigned long long)s.wakes_sent, (unsigned long long)s.close_timeouts,
+		       (unsigned long long)s.lag_p50_us, (unsigned long long)s.lag_p99_us,
+		       (unsigned long long)s.lag_max_us, (unsigned long long)s.events_lost);
+}
+
 static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 {
 	struct dbfs_usage u;
@@ -190,6 +212,7 @@ static void text_stats(struct mfs_dbfs *d, struct mfs_buf *b)
 	text_rates(d, &st, b);
 	text_feed(d, b);
 	text_expire(d, b);
+	text_shared(d, b);
 }
 
 /* NAME/usage: its history (usage_store.h's text). */
