@@ -601,11 +601,14 @@ int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t du
 int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen);
 void dbfs_expire_stop(struct dbfs *fs);
 /* The leader, after each commit: wake (or start) the thread when the
- * transaction scheduled something. */
+ * transaction scheduled something or added reclaim work. */
 void dbfs_expire_committed(struct dbfs *fs);
+/* In a write transaction: it adds reclaim work (reclaim.c); the thread
+ * hears of it at the commit. */
+void dbfs_later_reclaim_noted(struct dbfs *fs);
 /* What the queue "later" carries (its messages' tag). */
 #define DBFS_LATER_EXPIRE  1u /* (ino, due): expire.c */
-#define DBFS_LATER_RECLAIM 2u /* (ino, 0): reclaim.c */
+#define DBFS_LATER_RECLAIM 2u /* (ino, 0): older builds' reclaim; acknowledged unread */
 #define DBFS_LATER_SETTLE  3u /* (ino, ms): settle.c */
 /* Enqueue a message of kind `tag` for `ino`, deliverable at `due_sec`
  * (0: at once), in txn. 0, MDB_MAP_FULL or a queue error. */
@@ -653,9 +656,11 @@ int dbfs_reclaim_defer(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct
 		       bool *deferred);
 /* Is this orphan row's value the mark of a queued reclaim? */
 bool dbfs_reclaim_marked(const MDB_val *orphan_val);
-/* One piece of a queued reclaim (DBFS_FREE_MAX at most); *more: pieces
- * are left. 0 or a store failure. */
-int dbfs_reclaim_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more);
+/* The delivery thread (expire_run.c), in a write transaction of its own:
+ * one piece (DBFS_FREE_MAX at most) of the first reclaim waiting. *did:
+ * there was one (0: none is left), *finished: this piece ended a file's.
+ * 0 or a store failure (nothing of the piece may commit then). */
+int dbfs_reclaim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished);
 /* Files waiting for their reclaim and the bytes they still hold. */
 int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
 
