@@ -622,11 +622,13 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 	ex->wake_us = UINT64_MAX;
 	fs->expire = ex;
 	/* something scheduled already (a restart): the thread now */
-	MDB_stat ost = {0}, sst = {0};
+	MDB_stat ost = {0}, sst = {0}, tst = {0};
 	if ((rc = dbfs_read_begin(fs, &txn)) == 0) {
 		rc = mdb_stat(txn, fs->db_expire, &st) ?: mdb_stat(txn, fs->db_orphan, &ost);
 		if (!rc && fs->db_settle)
 			rc = mdb_stat(txn, fs->db_settle, &sst);
+		if (!rc && fs->db_trim)
+			rc = mdb_stat(txn, fs->db_trim, &tst);
 		dbfs_read_end(fs, txn);
 	}
 	if (rc) {
@@ -635,10 +637,11 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 		return dbfs_errno(rc);
 	}
 	/* expiries, reclaims left by a crash, bursts (or the periods' row) */
-	if (st.ms_entries || ost.ms_entries || sst.ms_entries) {
+	if (st.ms_entries || ost.ms_entries || sst.ms_entries || tst.ms_entries) {
 		pthread_mutex_lock(&later.lock);
 		ex->wake_us = 0;
-		ex->reclaim_seq = ost.ms_entries != 0; /* orphans marked "R", if any */
+		/* orphans marked "R", truncated blocks: whatever waits */
+		ex->reclaim_seq = ost.ms_entries || tst.ms_entries;
 		later_join(ex);
 		pthread_mutex_unlock(&later.lock);
 	}

@@ -15,8 +15,8 @@
  * piece committed; dbfs_open leaves "R" orphans to it instead of freeing
  * them before the mount.
  *
- * Truncation is not deferred: a shrinking truncate frees its blocks in
- * pieces before it returns (dbfs_op_free_piece).
+ * A truncate that frees as much is deferred too, with rows of its own
+ * (trim.c); the thread takes those after the orphans.
  */
 #include <errno.h>
 #include <string.h>
@@ -110,7 +110,7 @@ int dbfs_reclaim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished)
 	}
 	if (rc != MDB_NOTFOUND)
 		return rc;
-	return 0;
+	return dbfs_trim_step(fs, txn, did, finished); /* truncated files' blocks (trim.c) */
 }
 
 int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes)
@@ -132,5 +132,12 @@ int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_
 		*bytes += in.alloc;
 	}
 	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	if (rc != MDB_NOTFOUND)
+		return rc;
+	uint64_t tf, tb;
+	if ((rc = dbfs_trim_pending(fs, txn, &tf, &tb)))
+		return rc;
+	*files += tf;
+	*bytes += tb;
+	return 0;
 }
