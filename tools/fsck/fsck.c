@@ -320,6 +320,7 @@ static void run_passes(struct fsck *f)
 	fsck_pass_counts(f);
 	fsck_pass_feed(f);
 	fsck_pass_expire(f);
+	fsck_pass_settle(f);
 }
 
 static int check_only(struct fsck *f)

@@ -100,6 +100,8 @@ void fsck_pass_feed(struct fsck *f);
 void fsck_pass_expire(struct fsck *f);
 /* trim.c: deferred truncation's rows. load: into the model (fsck_load);
  * waits: may block `blk` of `in` lie past its size (a row's range)? */
+/* settle.c: the settled events' rows (a malformed one is deleted). */
+void fsck_pass_settle(struct fsck *f);
 void fsck_load_trim(struct fsck *f);
 bool fsck_trim_waits(const struct fsck_inode *in, uint64_t blk);
 /* true when it changed the store (--repair): reload the model */
