@@ -143,6 +143,9 @@ int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
 	const uint64_t bs = fs->block_size;
 	int64_t dalloc = 0;
 	const unsigned char *p = buf;
+	int rc0 = off + len > in->size ? dbfs_trim_uncover(fs, txn, ino, in, off + len) : 0;
+	if (rc0)
+		return rc0; /* blocks a truncate left to the reclaim must not show */
 	while (len) {
 		uint64_t blk = off / bs;
 		size_t boff = (size_t)(off % bs);
@@ -307,15 +310,23 @@ static int zero_in_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t b
 	return 0;
 }
 
-int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
-		       uint64_t size)
+static int truncate_blocks(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+			   uint64_t size, bool defer)
 {
 	const uint64_t bs = fs->block_size;
 	int64_t dalloc = 0;
 	int rc = 0;
+	if (size > in->size && (rc = dbfs_trim_uncover(fs, txn, ino, in, size)))
+		return rc;
 	if (size < in->size) {
+		bool later = false;
+		if (defer && ((rc = dbfs_trim_truncate(fs, txn, ino, in, size, &later)) || later))
+			return rc; /* a large tail: freed in the background (trim.c) */
 		uint64_t first_whole = (size + bs - 1) / bs;
 		rc = delete_range(fs, txn, ino, first_whole, UINT64_MAX, &dalloc, NULL);
+		/* blocks that waited for the reclaim went with the others */
+		if (!rc)
+			rc = dbfs_trim_drop(fs, txn, ino, in);
 		if (!rc && size % bs)
 			rc = zero_in_block(fs, txn, ino, size / bs, (size_t)(size % bs), bs,
 					   &dalloc);
@@ -324,6 +335,64 @@ int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 	}
 	in->size = size;
 	return finish(fs, txn, in, dalloc);
+}
+
+int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		       uint64_t size)
+{
+	return truncate_blocks(fs, txn, ino, in, size, true);
+}
+
+int dbfs_data_truncate_now(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+			   uint64_t size)
+{
+	return truncate_blocks(fs, txn, ino, in, size, false);
+}
+
+int dbfs_data_cut_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+			uint64_t size)
+{
+	const uint64_t bs = fs->block_size;
+	int64_t dalloc = 0;
+	int rc = size % bs ? zero_in_block(fs, txn, ino, size / bs, (size_t)(size % bs), bs,
+					   &dalloc)
+			   : 0;
+	return rc ? rc : finish(fs, txn, in, dalloc);
+}
+
+int dbfs_data_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		   uint64_t first, uint64_t end, uint64_t *freed, int *more)
+{
+	int64_t dalloc = 0;
+	if (more)
+		*more = 0;
+	int rc = end > first ? delete_range(fs, txn, ino, first, end - 1, &dalloc, more) : 0;
+	*freed = (uint64_t)-dalloc;
+	return rc ? rc : finish(fs, txn, in, dalloc);
+}
+
+int dbfs_data_held(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,
+		   uint64_t *bytes)
+{
+	unsigned char kb[16];
+	MDB_val k, v;
+	MDB_cursor *c;
+	*bytes = 0;
+	if (end <= first)
+		return 0;
+	data_key(kb, ino, first, &k);
+	int rc = mdb_cursor_open(txn, fs->db_data, &c);
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size != 16 || dbfs_get_be64(k.mv_data) != ino ||
+		    dbfs_get_be64((unsigned char *)k.mv_data + 8) >= end)
+			break;
+		*bytes += dbfs_alloc_round(v.mv_size);
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 int dbfs_data_punch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
@@ -363,6 +432,9 @@ int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 	const uint64_t bs = fs->block_size;
 	int64_t dalloc = 0;
 	uint64_t end = off + len;
+	int rc0 = end > in->size ? dbfs_trim_uncover(fs, txn, ino, in, end) : 0;
+	if (rc0)
+		return rc0;
 	for (uint64_t blk = off / bs; blk * bs < end; blk++) {
 		uint64_t bstart = blk * bs;
 		size_t hi = end - bstart > bs ? bs : end - bstart;

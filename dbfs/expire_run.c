@@ -25,6 +25,17 @@
  * After the commit it tells the kernel that the names are gone
  * (fuse_lowlevel_notify_delete), under se_lock, which dbfs_set_session
  * takes: the session never goes away under it.
+ *
+ * Reclaims (reclaim.c) are not messages: their rows (orphans marked "R",
+ * truncated ranges) are the work list, and a commit that adds one bumps
+ * the store's reclaim_seq. A store with reclaim work gets one piece
+ * (DBFS_FREE_MAX) per turn, after its due messages, and then goes to the
+ * end of the list like any store served: a 10 GiB reclaim on one store
+ * holds the others back by one piece at most, and its own expiries not
+ * at all. Between pieces, while requests wait to commit on that store,
+ * its next piece waits too (YIELD_MAX_MS at most) without holding the
+ * thread. Messages of kind DBFS_LATER_RECLAIM (from an older build) are
+ * acknowledged as they come: the rows alone carry the work.
  */
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -75,9 +86,13 @@ struct dbfs_expire {
 	uint64_t wake_us;     /* earliest schedule committed since the thread looked */
 	uint64_t retry_us;    /* after a failed run: not before */
 	uint64_t tx_gen, tx_due_us; /* leader only: the transaction's earliest schedule */
+	uint64_t tx_reclaim_gen;    /* leader only: the transaction added reclaim work */
+	/* under later.lock: reclaim work is left while seq != done */
+	uint64_t reclaim_seq, reclaim_done;
+	uint64_t reclaim_at_us;	    /* the next piece not before (yield to writers) */
+	unsigned reclaim_yields;    /* consecutive waits for writers */
 	pthread_mutex_t se_lock;    /* fs->se while the thread tells the kernel */
 	_Atomic uint64_t fired, stale, reclaimed, reclaim_pieces, settled;
-	_Atomic bool stop_now; /* dbfs_close: leave a reclaim between pieces */
 	pthread_mutex_t hist_lock;
 	uint64_t hist[HIST_MS + 1], late_max_us;
 	struct mfsq_msg *msgs;      /* TAKE_MAX, the thread's */
@@ -142,6 +157,12 @@ int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t du
 	return dbfs_later_enqueue(fs, txn, DBFS_LATER_EXPIRE, ino, due_sec);
 }
 
+void dbfs_later_reclaim_noted(struct dbfs *fs)
+{
+	if (fs->expire)
+		fs->expire->tx_reclaim_gen = fs->txn_gen;
+}
+
 /* The process's one delivery thread and the stores it serves. */
 static struct {
 	pthread_mutex_t lock;
@@ -186,12 +207,14 @@ static void later_join(struct dbfs_expire *ex)
 void dbfs_expire_committed(struct dbfs *fs)
 {
 	struct dbfs_expire *ex = fs->expire;
-	if (!ex || ex->tx_gen != fs->txn_gen)
+	if (!ex || (ex->tx_gen != fs->txn_gen && ex->tx_reclaim_gen != fs->txn_gen))
 		return;
-	ex->tx_gen = 0;
 	pthread_mutex_lock(&later.lock);
-	if (ex->tx_due_us < ex->wake_us)
+	if (ex->tx_gen == fs->txn_gen && ex->tx_due_us < ex->wake_us)
 		ex->wake_us = ex->tx_due_us;
+	if (ex->tx_reclaim_gen == fs->txn_gen)
+		ex->reclaim_seq++;
+	ex->tx_gen = ex->tx_reclaim_gen = 0;
 	later_join(ex);
 	pthread_mutex_unlock(&later.lock);
 }
@@ -304,6 +327,8 @@ static int deliver_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	for (size_t i = 0; !rc && i < c->n; i++) {
 		struct later_msg lm;
 		bool known = c->m[i].tag == DBFS_LATER_EXPIRE || c->m[i].tag == DBFS_LATER_SETTLE;
+		if (c->m[i].tag == DBFS_LATER_RECLAIM)
+			continue; /* an older build's: the orphan row carries the work */
 		if (!known || c->m[i].len != sizeof(lm)) {
 			ex->bstale++; /* a kind this build does not know: dropped */
 			continue;
@@ -364,68 +389,68 @@ static int resubscribe(struct dbfs *fs, struct dbfs_expire *ex)
 }
 
 struct piece {
-	const struct mfsq_msg *m;
-	uint64_t ino;
-	int more;
+	int did, finished;
 };
 
 static int piece_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
-	struct dbfs_expire *ex = fs->expire;
 	struct piece *p = arg;
-	ex->ngone = 0;
-	ex->bfired = ex->bstale = ex->bsettled = 0;
-	int rc = dbfs_reclaim_piece(fs, txn, p->ino, &p->more);
-	if (rc || p->more)
-		return dbfs_is_refusal(rc) ? MDB_CORRUPTED : rc;
-	/* the last piece: the message goes with the inode */
-	rc = mfsq_ack(ex->sub, txn, p->m);
-	if (rc == ENOSPC)
-		return MDB_MAP_FULL;
-	return dbfs_queue_err(rc);
+	int rc = dbfs_reclaim_step(fs, txn, &p->did, &p->finished);
+	return dbfs_is_refusal(rc) ? MDB_CORRUPTED : rc;
 }
 
-/* Between two pieces: let the requests queued meanwhile commit in a batch
- * of their own first (a piece queued with them would join their batch and
- * make them wait for its 64 MiB), for up to YIELD_MAX_MS. */
+/* A piece queued with requests that wait to commit would join their batch
+ * and make them wait for its 64 MiB: the next piece waits until they have
+ * committed in a batch of their own, for up to YIELD_MAX_MS (polled every
+ * millisecond by the thread, which serves the other stores meanwhile). */
 #define YIELD_MAX_MS 50
-static void yield_to_writers(struct dbfs *fs)
+static bool writers_waiting(struct dbfs *fs)
 {
-	for (int ms = 0; ms < YIELD_MAX_MS; ms++) {
-		pthread_mutex_lock(&fs->wq_lock);
-		bool busy = fs->wq_head || fs->wq_leader;
-		pthread_mutex_unlock(&fs->wq_lock);
-		if (!busy)
-			return;
-		nanosleep(&(struct timespec){0, 1000000}, NULL);
-	}
+	pthread_mutex_lock(&fs->wq_lock);
+	bool busy = fs->wq_head || fs->wq_leader;
+	pthread_mutex_unlock(&fs->wq_lock);
+	return busy;
 }
 
-/* Free a deferred file, a transaction of its own per piece. */
-static int reclaim_one(struct dbfs *fs, struct dbfs_expire *ex, const struct mfsq_msg *m)
+/* One piece of the store's reclaim work, a transaction of its own. 0:
+ * none left (or not its turn yet), 1: more, else an error. */
+static int reclaim_step(struct dbfs *fs, struct dbfs_expire *ex)
 {
-	struct later_msg lm;
-	if (m->len != sizeof(lm))
+	pthread_mutex_lock(&later.lock);
+	uint64_t seq = ex->reclaim_seq;
+	bool want = seq != ex->reclaim_done && ex->reclaim_at_us <= now_us();
+	pthread_mutex_unlock(&later.lock);
+	if (!want)
 		return 0;
-	memcpy(&lm, m->data, sizeof(lm));
-	struct piece p = {m, lm.ino, 0};
-	int rc;
-	do {
-		rc = dbfs_write_sized(fs, piece_fn, &p, DBFS_BATCH_BYTES); /* no data write joins */
-		if (!rc && p.more) {
-			atomic_fetch_add(&ex->reclaim_pieces, 1);
-			yield_to_writers(fs);
-		}
-	} while (!rc && p.more && !atomic_load(&ex->stop_now));
-	if (!rc && !p.more)
+	if (ex->reclaim_yields < YIELD_MAX_MS && writers_waiting(fs)) {
+		ex->reclaim_yields++;
+		pthread_mutex_lock(&later.lock);
+		ex->reclaim_at_us = now_us() + 1000u;
+		pthread_mutex_unlock(&later.lock);
+		return 0;
+	}
+	ex->reclaim_yields = 0;
+	struct piece p = {0, 0};
+	int rc = dbfs_write_sized(fs, piece_fn, &p, DBFS_BATCH_BYTES); /* no data write joins */
+	if (rc)
+		return rc;
+	if (!p.did) {
+		pthread_mutex_lock(&later.lock);
+		if (ex->reclaim_seq == seq) /* nothing committed meanwhile */
+			ex->reclaim_done = seq;
+		pthread_mutex_unlock(&later.lock);
+		return 0;
+	}
+	if (p.finished)
 		atomic_fetch_add(&ex->reclaimed, 1);
-	if (!rc && p.more)
-		return 2; /* stopping: the message comes again at the next open */
-	return rc;
+	else
+		atomic_fetch_add(&ex->reclaim_pieces, 1);
+	return 1;
 }
 
-/* One dequeue and what it brought. 1: there may be more due at once, 0:
- * nothing more, else an error (the caller waits a while). */
+/* One dequeue and what it brought, then one piece of reclaim work. 1:
+ * there may be more due at once, 0: nothing more, else an error (the
+ * caller waits a while). */
 static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
 {
 	size_t n = 0;
@@ -434,23 +459,16 @@ static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
 		return rc;
 	DBFS_QCALL(fs, rc, mfsq_dequeue(ex->sub, ex->msgs, TAKE_MAX, &n, 0));
 	if (rc == EAGAIN)
-		return 0;
-	if (rc == MFSQ_LAGGED)
-		return 1; /* cannot happen while it keeps up (TAKE_MAX); read on */
-	if (rc)
+		rc = 0;
+	else if (rc == MFSQ_LAGGED)
+		rc = 1; /* cannot happen while it keeps up (TAKE_MAX); read on */
+	else if (rc)
 		return rc;
 	for (size_t i = 0; i < n;) {
-		/* expiries in batches; a reclaim alone, in pieces (reclaim.c) */
-		size_t j = i;
-		while (j < n && j - i < COMMIT_MAX && ex->msgs[j].tag != DBFS_LATER_RECLAIM)
-			j++;
-		if (j == i) {
-			rc = reclaim_one(fs, ex, &ex->msgs[i]);
-			j = i + 1;
-		} else {
-			struct chunk c = {ex->msgs + i, j - i};
-			rc = dbfs_write(fs, deliver_fn, &c);
-		}
+		/* in batches of COMMIT_MAX, each acknowledging its messages */
+		size_t j = i + COMMIT_MAX < n ? i + COMMIT_MAX : n;
+		struct chunk c = {ex->msgs + i, j - i};
+		rc = dbfs_write(fs, deliver_fn, &c);
 		if (rc) {
 			resubscribe(fs, ex);
 			return rc;
@@ -462,7 +480,11 @@ static int run_once(struct dbfs *fs, struct dbfs_expire *ex)
 		tell_kernel(fs, ex);
 		i = j;
 	}
-	return n == TAKE_MAX;
+	int more = n == TAKE_MAX || rc == 1;
+	rc = reclaim_step(fs, ex);
+	if (rc < 0 || rc > 1)
+		return rc;
+	return more || rc;
 }
 
 /* run_once under a guard of its own: the thread reads the maps. -EIO when
@@ -497,6 +519,8 @@ static uint64_t due_of(const struct dbfs_expire *ex, uint64_t now)
 	uint64_t due = mfsq_next_due(ex->q);
 	if (ex->wake_us < due)
 		due = ex->wake_us;
+	if (ex->reclaim_seq != ex->reclaim_done && ex->reclaim_at_us < due)
+		due = ex->reclaim_at_us;
 	if (due > now + IDLE_MAX_US)
 		due = now + IDLE_MAX_US;
 	return ex->retry_us > due ? ex->retry_us : due;
@@ -598,11 +622,13 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 	ex->wake_us = UINT64_MAX;
 	fs->expire = ex;
 	/* something scheduled already (a restart): the thread now */
-	MDB_stat ost = {0}, sst = {0};
+	MDB_stat ost = {0}, sst = {0}, tst = {0};
 	if ((rc = dbfs_read_begin(fs, &txn)) == 0) {
 		rc = mdb_stat(txn, fs->db_expire, &st) ?: mdb_stat(txn, fs->db_orphan, &ost);
 		if (!rc && fs->db_settle)
 			rc = mdb_stat(txn, fs->db_settle, &sst);
+		if (!rc && fs->db_trim)
+			rc = mdb_stat(txn, fs->db_trim, &tst);
 		dbfs_read_end(fs, txn);
 	}
 	if (rc) {
@@ -611,9 +637,11 @@ int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen)
 		return dbfs_errno(rc);
 	}
 	/* expiries, reclaims left by a crash, bursts (or the periods' row) */
-	if (st.ms_entries || ost.ms_entries || sst.ms_entries) {
+	if (st.ms_entries || ost.ms_entries || sst.ms_entries || tst.ms_entries) {
 		pthread_mutex_lock(&later.lock);
 		ex->wake_us = 0;
+		/* orphans marked "R", truncated blocks: whatever waits */
+		ex->reclaim_seq = ost.ms_entries || tst.ms_entries;
 		later_join(ex);
 		pthread_mutex_unlock(&later.lock);
 	}
@@ -625,10 +653,9 @@ void dbfs_expire_stop(struct dbfs *fs)
 	struct dbfs_expire *ex = fs->expire;
 	if (!ex)
 		return;
-	atomic_store(&ex->stop_now, true);
 	pthread_mutex_lock(&later.lock);
 	ex->stop = true;
-	while (ex->busy) /* the thread leaves a reclaim between pieces */
+	while (ex->busy) /* the thread is in a batch or a piece of this store */
 		pthread_cond_wait(&later.cond, &later.lock);
 	if (ex->listed) {
 		struct dbfs_expire **pp = &later.list;

@@ -23,6 +23,7 @@
  *   "expire"  the expiry index: files with a user.dbfs.expire (dbfs/expire.c)
  *   "later/..." the queue of delayed work (libmfsq queue "later", expire_run.c)
  *   "settle"  files written lately, waiting for their settled events (dbfs/settle.c)
+ *   "trim"    truncated files' blocks waiting for the background reclaim (dbfs/trim.c)
  *
  * Integers in keys are big-endian so that memcmp order is numeric order and
  * all records of one inode or directory are adjacent. Integers in values are
@@ -113,6 +114,18 @@
  *   queue "later". Key "P" (1 byte): the quiet periods the durable
  *   subscriptions want, u32 BE each (dbfs_settle_set).
  *
+ * trim (made by a read-write open; an older store has none):
+ *   key  +----------------+      value  +-----------+----------+-----------+
+ *        | ino   u64 BE   |             | first u64 | last u64 | bytes u64 |
+ *        +----------------+             +-----------+----------+-----------+
+ *   One row per regular file whose blocks [first, last) (block numbers)
+ *   lie past its size after a large truncate, waiting for the background
+ *   reclaim; bytes is what they hold (alloc units, still in the inode's
+ *   alloc). first >= ceil(size / B); no block of the file is numbered
+ *   last or more. The inode's flags has DBFS_INODE_TRIM (1) while it has
+ *   a row (internal.h). The one exception to "no block lies past the
+ *   file size" below.
+ *
  * feed (format 3): see dbfs/feed.c
  *   key 'M'                         value struct dbfs_feed_meta (dbfs_tick and
  *                                   close rewrite it; an open counts the
@@ -168,6 +181,7 @@
 #define DBFS_DB_FEED    "feed"
 #define DBFS_DB_EXPIRE  "expire" /* the expiry index: ino BE -> due seconds BE (expire.c) */
 #define DBFS_DB_SETTLE  "settle" /* (ino, ms) -> the burst waiting to settle (settle.c) */
+#define DBFS_DB_TRIM    "trim"   /* ino -> a truncated file's blocks waiting (trim.c) */
 #define DBFS_LATER_QUEUE "later" /* the libmfsq queue of delayed work (expire_run.c) */
 #define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
 /* the queue's own files beside data.mdb (its ack and enqueue logs) */
@@ -202,7 +216,7 @@ struct dbfs_inode {
 	uint64_t next_cookie;   /* directories: next dircook cookie */
 	uint64_t nentries;      /* directories: number of entries */
 	uint64_t parent;        /* directories: the parent directory (root: itself) */
-	uint32_t flags;         /* reserved, 0 */
+	uint32_t flags;         /* 1: blocks wait in "trim" (DBFS_INODE_TRIM); others 0 */
 	uint32_t pad;
 };
 

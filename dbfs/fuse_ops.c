@@ -244,6 +244,13 @@ static int setattr_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	struct setattr_ctx *c = arg;
 	c->more = 0;
+	/* where the reclaim can take a large tail (trim.c), it does: what
+	 * the truncate frees itself is then below DBFS_RECLAIM_MIN; growing
+	 * over blocks that wait for it frees them in pieces first */
+	if ((c->set & DBFS_SET_SIZE) && c->st.st_size >= 0 && fs->expire && fs->db_trim)
+		return dbfs_trim_uncover_piece(fs, txn, c->ino, (uint64_t)c->st.st_size,
+					       &c->more) ?:
+		       (c->more ? 0 : dbfs_op_setattr(fs, txn, c->ino, &c->st, c->set, &c->out));
 	if ((c->set & DBFS_SET_SIZE) && c->st.st_size >= 0) {
 		int rc = dbfs_op_free_piece(fs, txn, c->ino, (uint64_t)c->st.st_size, UINT64_MAX,
 					    &c->more);

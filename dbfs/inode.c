@@ -121,7 +121,9 @@ int dbfs_inode_destroy(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more)
 	int rc = dbfs_inode_get(fs, txn, ino, &in);
 	if (rc)
 		return rc == -ENOENT ? 0 : rc;
-	if ((rc = dbfs_data_delete_some(fs, txn, ino, &dalloc, more)))
+	/* blocks a truncate left to the reclaim go with the rest (trim.c) */
+	if ((rc = dbfs_trim_drop(fs, txn, ino, &in)) ||
+	    (rc = dbfs_data_delete_some(fs, txn, ino, &dalloc, more)))
 		return rc;
 	orphan_key(ino, kb, &k);
 	if (*more) {

@@ -89,6 +89,7 @@ struct dbfs {
 	MDB_dbi db_expire;           /* the expiry index (expire.c); 0: a read-only older store */
 	struct dbfs_expire *expire;  /* delayed work (expire_run.c); NULL: read-only */
 	MDB_dbi db_settle;           /* settled events' table (settle.c); 0: read-only older */
+	MDB_dbi db_trim;             /* truncated blocks waiting (trim.c); 0: read-only older */
 	struct dbfs_settle *settle;  /* the quiet periods wanted (settle.c); NULL: read-only */
 	uint8_t uuid[16];            /* the superblock's */
 	int lock_fd;
@@ -479,8 +480,13 @@ int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
 /* Bytes of new allocation a write would need (for quota checks). */
 int dbfs_data_write_cost(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off, size_t len,
 			 uint64_t *cost);
+/* Set the file's size, deleting the blocks past it, or (a large tail, or
+ * blocks waiting already) leaving them to the background reclaim
+ * (trim.c). _now deletes them all in txn, those waiting too. */
 int dbfs_data_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		       uint64_t size);
+int dbfs_data_truncate_now(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+			   uint64_t size);
 int dbfs_data_punch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		    uint64_t off, uint64_t len);
 int dbfs_data_allocate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
@@ -505,6 +511,22 @@ int dbfs_data_delete_some(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int64_t *
 /* The lowest block `cut` in [first, end) such that the blocks of `ino` in
  * [cut, end) fit in what this transaction may still free (DBFS_FREE_MAX
  * less what it freed): `first` when they all fit. */
+/* Zero the block holding offset `size` from there on (shrinking or
+ * deleting its value), leaving every other block: the partial block of a
+ * truncate whose whole blocks the reclaim frees (trim.c). */
+int dbfs_data_cut_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+			uint64_t size);
+/* Delete the blocks [first, end) whatever the file's size; in->alloc and
+ * usage follow, *freed gets the bytes freed. With `more`, from the bottom
+ * up within what the transaction may free (DBFS_FREE_MAX), *more set when
+ * blocks are left; without, all (the caller bounds the range). 0 or a
+ * store failure. */
+int dbfs_data_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		   uint64_t first, uint64_t end, uint64_t *freed, int *more);
+/* The bytes the blocks [first, end) of `ino` hold (alloc units): one
+ * cursor step per block. 0 or a store failure. */
+int dbfs_data_held(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,
+		   uint64_t *bytes);
 int dbfs_data_free_cut(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,
 		       uint64_t *cut);
 /* Data bytes one transaction frees by deleting files (dbfs_data_delete_some):
@@ -660,11 +682,14 @@ int dbfs_expire_enqueue(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t du
 int dbfs_expire_start(struct dbfs *fs, char *err, size_t errlen);
 void dbfs_expire_stop(struct dbfs *fs);
 /* The leader, after each commit: wake (or start) the thread when the
- * transaction scheduled something. */
+ * transaction scheduled something or added reclaim work. */
 void dbfs_expire_committed(struct dbfs *fs);
+/* In a write transaction: it adds reclaim work (reclaim.c); the thread
+ * hears of it at the commit. */
+void dbfs_later_reclaim_noted(struct dbfs *fs);
 /* What the queue "later" carries (its messages' tag). */
 #define DBFS_LATER_EXPIRE  1u /* (ino, due): expire.c */
-#define DBFS_LATER_RECLAIM 2u /* (ino, 0): reclaim.c */
+#define DBFS_LATER_RECLAIM 2u /* (ino, 0): older builds' reclaim; acknowledged unread */
 #define DBFS_LATER_SETTLE  3u /* (ino, ms): settle.c */
 /* Enqueue a message of kind `tag` for `ino`, deliverable at `due_sec`
  * (0: at once), in txn. 0, MDB_MAP_FULL or a queue error. */
@@ -716,11 +741,46 @@ int dbfs_reclaim_defer(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct
 		       bool *deferred);
 /* Is this orphan row's value the mark of a queued reclaim? */
 bool dbfs_reclaim_marked(const MDB_val *orphan_val);
-/* One piece of a queued reclaim (DBFS_FREE_MAX at most); *more: pieces
- * are left. 0 or a store failure. */
-int dbfs_reclaim_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more);
+/* The delivery thread (expire_run.c), in a write transaction of its own:
+ * one piece (DBFS_FREE_MAX at most) of the first reclaim waiting. *did:
+ * there was one (0: none is left), *finished: this piece ended a file's.
+ * 0 or a store failure (nothing of the piece may commit then). */
+int dbfs_reclaim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished);
 /* Files waiting for their reclaim and the bytes they still hold. */
 int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
+
+/* ---- deferred truncation (trim.c) ---- */
+#define DBFS_INODE_TRIM 1u /* dbfs_inode.flags: the inode has a row in "trim" */
+/* A truncate of regular file `ino` (in: its record) to `size` below
+ * in->size: when the whole blocks it frees hold DBFS_RECLAIM_MIN or more,
+ * or some of the file's blocks already wait for the reclaim, zero the
+ * partial block, hand the whole blocks past `size` to the background
+ * reclaim (the row, in->flags) and set in->size (*deferred; the caller
+ * puts the inode). Else change nothing. 0 or a store failure. */
+int dbfs_trim_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		       uint64_t size, bool *deferred);
+/* The file's size is to grow to `new_size`: delete the blocks waiting for
+ * the reclaim that the new size would uncover (they must read as zeros),
+ * shrinking or dropping the row; in->alloc, in->flags follow (the caller
+ * puts the inode). Nothing to do (no lookup) without DBFS_INODE_TRIM. The
+ * blocks are deleted in the caller's transaction, however many. 0 or a
+ * store failure. */
+int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		      uint64_t new_size);
+/* The same ahead of the operation, a piece (DBFS_FREE_MAX) per
+ * transaction: *more while more is left; the operation's own uncover then
+ * has one piece at most to do. Reads the inode. 0 or a store failure. */
+int dbfs_trim_uncover_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t new_size,
+			    int *more);
+/* The inode's data all go (dbfs_inode_destroy): drop its row, clear the
+ * flag in `in`. 0 or a store failure. */
+int dbfs_trim_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in);
+/* The reclaim's piece for the first row: at most DBFS_FREE_MAX from the
+ * top of its range down. *did: there was a row; *finished: it is done.
+ * 0 or a store failure. */
+int dbfs_trim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished);
+/* Rows and the bytes they hold (stats). */
+int dbfs_trim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
 
 /* ---- core operations (ops.c) ---- */
 struct dbfs_cred {

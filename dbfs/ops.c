@@ -618,7 +618,7 @@ int dbfs_op_free_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t off
 	    cut * bs >= in.size)
 		return rc;
 	if (truncate)
-		rc = dbfs_data_truncate(fs, txn, ino, &in, cut * bs);
+		rc = dbfs_data_truncate_now(fs, txn, ino, &in, cut * bs);
 	else
 		rc = dbfs_data_punch(fs, txn, ino, &in, cut * bs, (last - cut) * bs);
 	if (rc)

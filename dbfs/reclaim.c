@@ -3,20 +3,20 @@
  * or more whose last link went while nobody holds it is not destroyed by
  * the operation that let it go (the unlink, or the reap after the
  * kernel's forget): that transaction only marks it in the orphan table
- * (value "R": a reclaim is queued) and enqueues a message "reclaim" in the
- * queue "later" (expire_run.c), deliverable at once. The queue's thread
- * then frees its blocks in transactions of DBFS_FREE_MAX each
- * (dbfs_inode_destroy), none shared with a request, and acknowledges the
- * message in the transaction that deletes the inode. Until then the inode
+ * (value "R": a reclaim is queued) and tells the delivery thread of the
+ * queue "later" (expire_run.c) at its commit. The thread then frees its
+ * blocks in transactions of DBFS_FREE_MAX each (dbfs_reclaim_step), none
+ * shared with a request, one piece per turn of its round over the
+ * stores; the last piece deletes the inode and its row. Until then the inode
  * and what it still holds count in the usage record, so statfs, quotas
  * and stats are exact at every commit, falling piece by piece; stats show
  * what waits (dbfs_expire_stats: reclaim_files, reclaim_bytes). After a
- * crash the message comes again and the freeing goes on where the last
+ * crash the rows are still there and the freeing goes on where the last
  * piece committed; dbfs_open leaves "R" orphans to it instead of freeing
  * them before the mount.
  *
- * Truncation is not deferred: a shrinking truncate frees its blocks in
- * pieces before it returns (dbfs_op_free_piece).
+ * A truncate that frees as much is deferred too, with rows of its own
+ * (trim.c); the thread takes those after the orphans.
  */
 #include <errno.h>
 #include <string.h>
@@ -53,33 +53,64 @@ int dbfs_reclaim_defer(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct
 		return rc;
 	v.mv_size = 1;
 	v.mv_data = "R";
-	if ((rc = dbfs_put(txn, fs->db_orphan, &k, &v, 0)) ||
-	    (rc = dbfs_later_enqueue(fs, txn, DBFS_LATER_RECLAIM, ino, 0)))
+	if ((rc = dbfs_put(txn, fs->db_orphan, &k, &v, 0)))
 		return rc;
+	dbfs_later_reclaim_noted(fs);
 	*deferred = true;
 	return 0;
 }
 
-int dbfs_reclaim_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *more)
+/* The first orphan marked "R": 0 with *ino, MDB_NOTFOUND, or a failure. */
+static int first_marked(struct dbfs *fs, MDB_txn *txn, uint64_t *ino)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	int rc = mdb_cursor_open(txn, fs->db_orphan, &c);
+	if (rc)
+		return rc;
+	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size == 8 && dbfs_reclaim_marked(&v)) {
+			*ino = dbfs_get_be64(k.mv_data);
+			break;
+		}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+/* One piece of the reclaim of the unlinked file `ino`. */
+static int orphan_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int *finished)
 {
 	unsigned char kb[8];
-	MDB_val k, v;
+	MDB_val k;
 	struct dbfs_inode in;
-	*more = 0;
-	int rc = dbfs_inode_get(fs, txn, ino, &in);
-	if (rc == -ENOENT)
-		return 0; /* gone already (a piece committed before a crash) */
-	if (rc)
+	int more, rc = dbfs_inode_get(fs, txn, ino, &in);
+	*finished = 0;
+	if (rc && rc != -ENOENT)
 		return rc;
-	if (in.nlink)
-		return 0; /* cannot be: a deferred file has no link; leave it */
-	orphan_key(ino, kb, &k);
-	rc = dbfs_get(txn, fs->db_orphan, &k, &v);
-	if (rc == MDB_NOTFOUND)
-		return 0; /* not ours to free */
-	if (rc)
+	if (rc || in.nlink) {
+		/* gone, or linked (cannot be): the row is stale, not ours */
+		orphan_key(ino, kb, &k);
+		return dbfs_del(txn, fs->db_orphan, &k, NULL);
+	}
+	if ((rc = dbfs_inode_destroy(fs, txn, ino, &more)))
 		return rc;
-	return dbfs_inode_destroy(fs, txn, ino, more);
+	*finished = !more;
+	return 0;
+}
+
+int dbfs_reclaim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished)
+{
+	uint64_t ino = 0;
+	*did = *finished = 0;
+	int rc = first_marked(fs, txn, &ino);
+	if (rc == 0) {
+		*did = 1;
+		return orphan_piece(fs, txn, ino, finished);
+	}
+	if (rc != MDB_NOTFOUND)
+		return rc;
+	return dbfs_trim_step(fs, txn, did, finished); /* truncated files' blocks (trim.c) */
 }
 
 int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes)
@@ -101,5 +132,12 @@ int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_
 		*bytes += in.alloc;
 	}
 	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	if (rc != MDB_NOTFOUND)
+		return rc;
+	uint64_t tf, tb;
+	if ((rc = dbfs_trim_pending(fs, txn, &tf, &tb)))
+		return rc;
+	*files += tf;
+	*bytes += tb;
+	return 0;
 }

@@ -62,6 +62,13 @@ static int open_dbis(struct dbfs *fs, MDB_txn *txn, unsigned flags)
 		fs->db_settle = 0;
 		rc = 0;
 	}
+	/* and the truncated blocks waiting for the reclaim (trim.c) */
+	if (!rc)
+		rc = mdb_dbi_open(txn, DBFS_DB_TRIM, flags, &fs->db_trim);
+	if (rc == MDB_NOTFOUND && !(flags & MDB_CREATE)) {
+		fs->db_trim = 0;
+		rc = 0;
+	}
 	return rc;
 }
 

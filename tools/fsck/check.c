@@ -225,7 +225,7 @@ static void check_data(struct fsck *f)
 		else if (v.mv_size == 0 || v.mv_size > bs) {
 			snprintf(buf, sizeof(buf), "length %zu outside 1..%" PRIu64, v.mv_size, bs);
 			why = buf;
-		} else if (blk >= (in->rec.size + bs - 1) / bs) {
+		} else if (blk >= (in->rec.size + bs - 1) / bs && !fsck_trim_waits(in, blk)) {
 			snprintf(buf, sizeof(buf), "lies at or past the file size %" PRIu64,
 				 in->rec.size);
 			why = buf;

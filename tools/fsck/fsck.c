@@ -311,6 +311,8 @@ static void summary(struct fsck *f, const char *what)
 
 static void run_passes(struct fsck *f)
 {
+	if (fsck_pass_trim(f)) /* first: which blocks may lie past a file's size */
+		fsck_load(f);
 	if (fsck_pass_records(f))
 		fsck_load(f);
 	if (fsck_pass_tree(f))
@@ -318,6 +320,7 @@ static void run_passes(struct fsck *f)
 	fsck_pass_counts(f);
 	fsck_pass_feed(f);
 	fsck_pass_expire(f);
+	fsck_pass_settle(f);
 }
 
 static int check_only(struct fsck *f)

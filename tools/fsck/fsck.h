@@ -44,6 +44,8 @@ struct fsck_inode {
 	uint64_t max_cookie;   /* directories: largest entry cookie */
 	uint64_t data_alloc;   /* sum of block lengths rounded up to DBFS_ALLOC_UNIT */
 	uint64_t blocks;       /* data records */
+	bool trim;	       /* has a row in "trim": blocks past its size wait (trim.c) */
+	uint64_t trim_first, trim_last; /* ... the row's range of block numbers */
 	size_t dfirst, dcount; /* directories: its dirents in fsck.dirents */
 };
 
@@ -65,6 +67,8 @@ struct fsck {
 	MDB_env *env;
 	MDB_txn *txn;
 	MDB_dbi dbi_super, dbi_inode, dbi_dirent, dbi_dircook, dbi_data, dbi_xattr, dbi_orphan;
+	MDB_dbi dbi_trim; /* when has_trim (a store opened read-write by a newer build) */
+	bool has_trim;
 	struct dbfs_super sb;
 	struct dbfs_usage_rec usage;
 	bool usage_ok;
@@ -94,6 +98,14 @@ void fsck_pass_feed(struct fsck *f);
 /* expire.c: the expiry index against the files' user.dbfs.expire, and the
  * queue of delayed work. */
 void fsck_pass_expire(struct fsck *f);
+/* trim.c: deferred truncation's rows. load: into the model (fsck_load);
+ * waits: may block `blk` of `in` lie past its size (a row's range)? */
+/* settle.c: the settled events' rows (a malformed one is deleted). */
+void fsck_pass_settle(struct fsck *f);
+void fsck_load_trim(struct fsck *f);
+bool fsck_trim_waits(const struct fsck_inode *in, uint64_t blk);
+/* true when it changed the store (--repair): reload the model */
+bool fsck_pass_trim(struct fsck *f);
 
 /* repair.c: writes inside f->txn; any LMDB failure is fatal (exit 8, nothing
  * committed). */

@@ -225,6 +225,7 @@ void fsck_load(struct fsck *f)
 	f->norphans = count_and_mark(f, f->dbi_orphan, true);
 	f->ndircook = count_and_mark(f, f->dbi_dircook, false);
 	f->nxattrs = count_and_mark(f, f->dbi_xattr, false);
+	fsck_load_trim(f);
 	link_dirents(f);
 	fsck_mark_reachable(f);
 }

@@ -395,6 +395,128 @@ static void bad_byte_order(struct sb *s, const struct ids *id)
 	sb_put_super(s, &sup);
 }
 
+/* ---- deferred truncation (dbfs/trim.c) and settled events (dbfs/settle.c) ---- */
+
+struct trim_row {
+	uint64_t first, last, bytes;
+};
+
+static MDB_dbi table(struct sb *s, const char *name)
+{
+	MDB_dbi dbi;
+	ck_assert_int_eq(mdb_dbi_open(s->txn, name, MDB_CREATE, &dbi), 0);
+	return dbi;
+}
+
+/* big (blocks 0, 2 and 3: 64 KiB, 64 KiB, 100 bytes) truncated to one
+ * block, the rest waiting for the reclaim; `bytes`, `first` and `flag` as
+ * given (a correct row: 65536 + 4096, 1, 1). */
+static void trim_big(struct sb *s, const struct ids *id, uint64_t bytes, uint64_t first,
+		     uint32_t flag)
+{
+	struct dbfs_inode rec;
+	unsigned char k[8];
+	struct trim_row r = {first, 4, bytes};
+
+	ck_assert_int_eq(sb_get_inode(s, id->big, &rec), 0);
+	rec.size = DBFS_BLOCK_SIZE;
+	rec.flags = flag;
+	sb_put_inode(s, id->big, &rec);
+	sb_put(s, table(s, DBFS_DB_TRIM), k, sb_key_ino(k, id->big), &r, sizeof(r));
+}
+
+static void trim_ok(struct sb *s, const struct ids *id)
+{
+	trim_big(s, id, DBFS_BLOCK_SIZE + 4096, 1, 1);
+}
+
+static void trim_bytes(struct sb *s, const struct ids *id)
+{
+	trim_big(s, id, 12345, 1, 1);
+}
+
+static void trim_no_flag(struct sb *s, const struct ids *id)
+{
+	trim_big(s, id, DBFS_BLOCK_SIZE + 4096, 1, 0);
+}
+
+static void trim_into_file(struct sb *s, const struct ids *id)
+{
+	trim_big(s, id, 2 * DBFS_BLOCK_SIZE + 4096, 0, 1);
+}
+
+static void trim_flag_no_row(struct sb *s, const struct ids *id)
+{
+	struct dbfs_inode rec;
+
+	table(s, DBFS_DB_TRIM);
+	ck_assert_int_eq(sb_get_inode(s, id->small, &rec), 0);
+	rec.flags = 1;
+	sb_put_inode(s, id->small, &rec);
+}
+
+static void trim_fixed(struct sb *s, const struct ids *id)
+{
+	unsigned char k[8];
+	MDB_val v;
+	struct trim_row r;
+
+	ck_assert_int_eq(sb_get(s, table(s, DBFS_DB_TRIM), k, sb_key_ino(k, id->big), &v), 0);
+	ck_assert_uint_eq(v.mv_size, sizeof(r));
+	memcpy(&r, v.mv_data, sizeof(r));
+	ck_assert_uint_eq(r.bytes, DBFS_BLOCK_SIZE + 4096);
+}
+
+static void settle_row(struct sb *s, uint64_t ino, uint32_t ms, size_t vlen, uint64_t lo,
+		       uint64_t hi)
+{
+	unsigned char k[12];
+	uint64_t v[3] = {1, lo, hi};
+
+	sb_key_ino(k, ino);
+	k[8] = (unsigned char)(ms >> 24);
+	k[9] = (unsigned char)(ms >> 16);
+	k[10] = (unsigned char)(ms >> 8);
+	k[11] = (unsigned char)ms;
+	sb_put(s, table(s, DBFS_DB_SETTLE), k, 12, v, vlen);
+}
+
+static void settle_periods(struct sb *s, const unsigned char *p, size_t len)
+{
+	sb_put(s, table(s, DBFS_DB_SETTLE), "P", 1, p, len);
+}
+
+static void settle_ok(struct sb *s, const struct ids *id)
+{
+	static const unsigned char p[] = {0, 0, 0x03, 0xe8}; /* 1000 ms */
+
+	settle_periods(s, p, sizeof(p));
+	settle_row(s, id->small, 1000, 24, 0, 10);
+	settle_row(s, 999, 1000, 24, 0, 0); /* a file gone: dropped when it comes */
+}
+
+static void settle_bad_value(struct sb *s, const struct ids *id)
+{
+	settle_row(s, id->small, 1000, 16, 0, 10);
+}
+
+static void settle_bad_period(struct sb *s, const struct ids *id)
+{
+	settle_row(s, id->small, 0, 24, 0, 10);
+}
+
+static void settle_bad_span(struct sb *s, const struct ids *id)
+{
+	settle_row(s, id->small, 1000, 24, 10, 5);
+}
+
+static void settle_bad_periods(struct sb *s, const struct ids *id)
+{
+	static const unsigned char p[] = {0, 0, 0x03}; /* not a multiple of 4 */
+
+	settle_periods(s, p, sizeof(p));
+}
+
 /* ---- checks after repair ---- */
 
 static void in_lost_found(struct sb *s, uint64_t ino)
@@ -484,6 +606,16 @@ static const struct fsck_case cases[] = {
     {"name with a slash", bad_name, 1, 4, NULL},
     {"malformed inode", short_inode, 1, 1, NULL},
     {"size above the maximum", huge_file, 1, 1, NULL},
+    {"waiting blocks of a truncate", trim_ok, 0, 0, trim_fixed},
+    {"trim row's byte count", trim_bytes, 1, 4, trim_fixed},
+    {"trim row without the inode's flag", trim_no_flag, 1, 4, trim_fixed},
+    {"trim row reaching into the file", trim_into_file, 1, 4, NULL},
+    {"trim flag without a row", trim_flag_no_row, 1, 4, NULL},
+    {"settle rows", settle_ok, 0, 0, NULL},
+    {"settle row value", settle_bad_value, 1, 4, NULL},
+    {"settle row period", settle_bad_period, 1, 4, NULL},
+    {"settle row span", settle_bad_span, 1, 4, NULL},
+    {"settle periods", settle_bad_periods, 1, 4, NULL},
     {"bad magic", bad_magic, 8, 8, NULL},
     {"bad version", bad_version, 8, 8, NULL},
     {"bad byte order", bad_byte_order, 8, 8, NULL},

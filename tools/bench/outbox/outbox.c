@@ -15,6 +15,12 @@
  * With THREADS > 1 each thread runs the rounds on names of its own at
  * once: the group commit batches their operations (fewer commits, the
  * feed's per-commit part shared).
+ *
+ * OUTBOX_XATTR=expire adds a round after the creates: each file gets
+ * user.dbfs.expire "@<an hour from now>" (a row of the expiry index and a
+ * delayed message); OUTBOX_XATTR=plain the same round with an ordinary
+ * attribute of the same length (user.dbfs.expirf): the difference is the
+ * expiry index's cost, its setting and its cancelling by the unlink.
  */
 #include <pthread.h>
 #include <errno.h>
@@ -23,6 +29,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "dbfs/feed.h"
 #include "dbfs/internal.h"
@@ -52,8 +59,18 @@ static int op_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	}
 	case 2:
 		return dbfs_op_rename(fs, txn, DBFS_ROOT_INO, o->a, DBFS_ROOT_INO, o->b, 0);
-	default:
+	case 3:
 		return dbfs_op_unlink(fs, txn, DBFS_ROOT_INO, o->b, 0);
+	default: {
+		const char *x = getenv("OUTBOX_XATTR");
+		char v[24];
+		snprintf(v, sizeof(v), "@%ld", (long)time(NULL) + 3600);
+		if (dbfs_op_lookup(fs, txn, DBFS_ROOT_INO, o->a, &ino, &in))
+			return -ENOENT;
+		return dbfs_op_setxattr(fs, txn, ino,
+					strcmp(x, "expire") ? "user.dbfs.expirf" : "user.dbfs.expire",
+					v, strlen(v), 0);
+	}
 	}
 }
 
@@ -74,7 +91,8 @@ static void *work(void *arg)
 {
 	struct worker *w = arg;
 	char a[48], b[48];
-	dbfs_tls_caller = (struct dbfs_caller){1000, 1000, 4242};
+	/* the expiry's setxattr wants the owner (root made the files) */
+	dbfs_tls_caller = (struct dbfs_caller){w->kind == 4 ? 0 : 1000, 1000, 4242};
 	dbfs_tls_caller_set = 1;
 	for (int i = 0; i < w->n; i++) {
 		snprintf(a, sizeof(a), "file-%d-%d", w->id, i);
@@ -114,9 +132,12 @@ int main(int argc, char **argv)
 	pthread_t th[64];
 	struct worker w[64];
 	double t0 = cpu();
-	for (int kind = 0; kind < 4; kind++) { /* each round by every thread at once */
+	static const int plain[] = {0, 1, 2, 3}, xattr[] = {0, 4, 1, 2, 3};
+	const int *rounds = getenv("OUTBOX_XATTR") ? xattr : plain;
+	int nrounds = getenv("OUTBOX_XATTR") ? 5 : 4;
+	for (int r = 0; r < nrounds; r++) { /* each round by every thread at once */
 		for (int i = 0; i < nt; i++) {
-			w[i] = (struct worker){fs, i, n / nt, kind};
+			w[i] = (struct worker){fs, i, n / nt, rounds[r]};
 			pthread_create(&th[i], NULL, work, &w[i]);
 		}
 		for (int i = 0; i < nt; i++)
@@ -127,7 +148,7 @@ int main(int argc, char **argv)
 	struct dbfs_counters c;
 	dbfs_counters(fs, &c);
 	printf("%s threads=%d ops=%d commits=%llu cpu_us_per_op=%.2f events=%llu\n", argv[2], nt,
-	       4 * n, (unsigned long long)c.commits, t * 1e6 / (4 * n),
+	       nrounds * n, (unsigned long long)c.commits, t * 1e6 / (nrounds * n),
 	       (unsigned long long)dbfs_feed_last_seq(fs));
 	dbfs_close(fs);
 	return 0;
