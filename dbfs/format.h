@@ -114,7 +114,7 @@
  *   queue "later". Key "P" (1 byte): the quiet periods the durable
  *   subscriptions want, u32 BE each (dbfs_settle_set).
  *
- * trim (made by a read-write open; an older store has none):
+ * trim (format 4; made by a read-write open; an older store has none):
  *   key  +----------------+      value  +-----------+----------+-----------+
  *        | ino   u64 BE   |             | first u64 | last u64 | bytes u64 |
  *        +----------------+             +-----------+----------+-----------+
@@ -155,7 +155,10 @@
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
 #define DBFS_FORMAT_VERSION 4u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
-				 * 4: dbfs.durable of version 2 (listed records) */
+				 * 4: dbfs.durable of version 2 (listed records),
+				 * the table "trim" and DBFS_INODE_TRIM (a build
+				 * that knows neither would uncover waiting blocks
+				 * when a file grows again: it must refuse these) */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16
 #define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB: the largest block size */
