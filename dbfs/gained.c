@@ -46,15 +46,23 @@
 
 #include "dbfs/internal.h"
 
-/* Append the page numbers of the free-list record `v` to a. */
-/* The page numbers of a free-list record: *n of them at *ids. */
-static const size_t *idl_of(const MDB_val *v, size_t *n)
+/* The page numbers of a free-list record: *n of them from the returned
+ * address, read with id_at (LMDB aligns a node's data to 2 bytes only). */
+static const void *idl_of(const MDB_val *v, size_t *n)
 {
 	size_t room = v->mv_size / sizeof(size_t), cnt = 0;
 	if (room)
 		memcpy(&cnt, v->mv_data, sizeof(cnt));
 	*n = room && cnt <= room - 1 ? cnt : room ? room - 1 : 0; /* never beyond the record */
-	return (const size_t *)v->mv_data + 1;
+	return (const char *)v->mv_data + sizeof(size_t);
+}
+
+/* The i-th page number of a list idl_of returned. */
+static inline size_t id_at(const void *ids, size_t i)
+{
+	size_t id;
+	memcpy(&id, (const char *)ids + i * sizeof(id), sizeof(id));
+	return id;
 }
 
 static int grow(struct dbfs_ids *a, size_t more)
@@ -73,19 +81,28 @@ static int grow(struct dbfs_ids *a, size_t more)
 }
 
 /* Append n page numbers to a. */
-static int add_ids(struct dbfs_ids *a, const size_t *ids, size_t n)
+static int add_ids(struct dbfs_ids *a, const void *ids, size_t n)
 {
 	if (grow(a, n))
 		return ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		a->v[a->n++] = ids[i];
+		a->v[a->n++] = id_at(ids, i);
 	return 0;
 }
 
-static bool descending(const size_t *ids, size_t n)
+/* Append one page number to a. */
+static int add_id(struct dbfs_ids *a, size_t id)
+{
+	if (grow(a, 1))
+		return ENOMEM;
+	a->v[a->n++] = id;
+	return 0;
+}
+
+static bool descending(const void *ids, size_t n)
 {
 	for (size_t i = 1; i < n; i++)
-		if (ids[i] >= ids[i - 1])
+		if (id_at(ids, i) >= id_at(ids, i - 1))
 			return false;
 	return true;
 }
@@ -104,19 +121,20 @@ static bool descending(const size_t *ids, size_t n)
 static int diff_record(struct dbfs_gained *g, const MDB_val *old, const MDB_val *new, bool take_old)
 {
 	size_t na, nb;
-	const size_t *a = idl_of(old, &na), *b = idl_of(new, &nb);
+	const void *a = idl_of(old, &na), *b = idl_of(new, &nb);
 	if ((g->work += na + nb) > DBFS_GAINED_BUDGET)
 		return E2BIG;
 	if (!descending(a, na) || !descending(b, nb))
 		return (take_old ? add_ids(&g->cand, a, na) : 0) ?: add_ids(&g->sub, b, nb);
 	size_t i = 0, j = 0;
 	while (i < na || j < nb) {
-		if (j == nb || (i < na && a[i] > b[j])) {
-			if (take_old && add_ids(&g->cand, &a[i], 1))
+		size_t ai = i < na ? id_at(a, i) : 0, bj = j < nb ? id_at(b, j) : 0;
+		if (j == nb || (i < na && ai > bj)) {
+			if (take_old && add_id(&g->cand, ai))
 				return ENOMEM;
 			i++;
-		} else if (i == na || b[j] > a[i]) {
-			if (add_ids(&g->sub, &b[j], 1))
+		} else if (i == na || bj > ai) {
+			if (add_id(&g->sub, bj))
 				return ENOMEM;
 			j++;
 		} else {
@@ -227,7 +245,7 @@ int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 		/* F_T's records of T and later: pages no commit may take while
 		 * T is pinned. */
 		size_t n;
-		const size_t *ids;
+		const void *ids;
 		if (take_f && take_t) {
 			if ((rc = diff_record(g, &df, &dt, a < from_txnid)))
 				return rc;
