@@ -1,23 +1,9 @@
 /*
  * Operation counters: what the request paths count in fs->cnt without
- * locks (relaxed atomic adds), and their snapshots. Calls nothing else of
- * the library but the durable points' state.
+ * locks (relaxed atomic adds), and the errno tallies. Calls nothing else of
+ * the library.
  */
 #include "dbfs/internal.h"
-
-void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c)
-{
-	c->ops = fs->cnt.ops;
-	c->read_bytes = fs->cnt.read_bytes;
-	c->write_bytes = fs->cnt.write_bytes;
-	c->commits = fs->cnt.commits;
-	c->batched_ops = fs->cnt.batched_ops;
-	c->map_grows = fs->cnt.map_grows;
-	c->errors = fs->cnt.errors;
-	c->flushes = fs->cnt.flushes;
-	c->flushes_listed = fs->cnt.flushes_listed;
-	dbfs_durable_state(fs, &c->unsynced_age_ms, &c->unsynced_bytes);
-}
 
 void dbfs_count_error(struct dbfs *fs, int e)
 {

@@ -11,6 +11,8 @@
 #   comment  DOC's comment lines " *   a.c [b.c ...]  text" are the rows,
 #            top to bottom (mfs/control.h, mfs/uring_private.h); files of
 #            LIB not listed are not checked.
+#   bottom   DOC is a list of files ("clock.c errors.c"): the library's low
+#            helpers, which must call no other file of LIB at all.
 set -eu
 lib=$1
 doc=$2
@@ -20,7 +22,28 @@ table) rows=$(sed -n 's/^| `\([a-z_]*\.c\)` |.*/\1/p' "$doc") ;;
 comment) rows=$(awk '/^ \*   [a-z_]+\.c/ {
 		row = ""; for (i = 2; i <= NF; i++) if ($i ~ /^[a-z_]+\.c$/) row = row " " $i
 		print substr(row, 2) }' "$doc") ;;
-*) echo "layering.sh: mode must be table or comment" >&2; exit 2 ;;
+bottom) rows=$(echo "$doc" | tr ' ' '\n' | sed '/^$/d')
+	nm -A "$lib" | awk -v rows="$rows" '
+	BEGIN { n = split(rows, r, "\n"); for (i = 1; i <= n; i++) low[r[i]] = 1 }
+	{
+		split($1, p, ":"); f = p[2]; sub(/.*\//, "", f); sub(/\.o$/, "", f)
+		found[f] = 1
+		if ($2 == "U") { use[f, $3] = 1; next }
+		else if ($2 ~ /^[TDBRV]$/) def[$3] = f
+	}
+	END {
+		bad = 0
+		for (k in use) {
+			split(k, a, SUBSEP); to = def[a[2]]
+			if (to == "" || to == a[1] || !(a[1] in low)) continue
+			printf "%s calls %s (%s): a low helper calls no other file\n", a[1], to, a[2]; bad = 1
+		}
+		for (k in low) if (!found[k]) { printf "%s: no such object in the library\n", k; bad = 1 }
+		exit bad
+	}'
+	echo "low helpers call no other file: $(echo "$rows" | wc -l) files"
+	exit 0 ;;
+*) echo "layering.sh: mode must be table, comment or bottom" >&2; exit 2 ;;
 esac
 [ -n "$rows" ] || { echo "no rows of files in $doc"; exit 1; }
 nm -A "$lib" | awk -v rows="$rows" '
