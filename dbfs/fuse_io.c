@@ -14,7 +14,7 @@
  * thread that goes on to process it.
  *
  * Why here and not in the transport: the flag is a promise that the file
- * system keeps (fuse_ops.c clears the bits), and only it knows whether it
+ * system keeps (fuse_data.c clears the bits), and only it knows whether it
  * keeps it. A transport that did the negotiation would still have to hand
  * each write's flags to the write handler beside libfuse, that is through
  * the same thread-local and a hook back into libdbfs. So the assumption it
@@ -34,7 +34,7 @@
 /* write_flags of the request this thread read last. */
 static __thread uint32_t tls_write_flags;
 /* The request this thread processes was answered (for the map guard:
- * after a SIGBUS, fuse_ops.c answers EIO unless a reply went out). */
+ * after a SIGBUS, fuse_guard.c answers EIO unless a reply went out). */
 static __thread bool tls_replied;
 
 void dbfs_io_replied(void)

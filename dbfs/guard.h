@@ -6,7 +6,7 @@
  * truncate either file while it is mounted; a page past the new end of the
  * file then faults with SIGBUS on the next access, in whatever thread
  * touches it. A guard is a recovery point (sigsetjmp) around code that
- * reads a store's maps: every FUSE request (fuse_ops.c), the group commit's
+ * reads a store's maps: every FUSE request (fuse_guard.c), the group commit's
  * leader (commit.c), and the entry points other threads call (dbfs_tick,
  * dbfs_usage, dbfs_close). The SIGBUS handler checks that the faulting
  * address lies in a map of the guarded store (from /proc/self/maps, by

@@ -1,6 +1,6 @@
 /*
  * libdbfs internals: the open store, transactions, and the core operations
- * (no FUSE in here; dbfs/fuse_ops.c is the adapter).
+ * (no FUSE in here; the dbfs/fuse_*.c files are the adapter).
  *
  * Error convention inside libdbfs. An internal function returns one of:
  *
@@ -127,7 +127,7 @@ struct dbfs {
 	int space_low;             /* the space reserve is gone (space.c) */
 	int space_full;		   /* the reserve could not be restored (space.c) */
 	int writemap;              /* the env is open with MDB_WRITEMAP */
-	int no_open, no_opendir;   /* the kernel opens by itself (fuse_ops.c) */
+	int no_open, no_opendir;   /* the kernel opens by itself (fuse_ops.c, op_init) */
 	struct fuse_session *se;   /* for invalidations (dbfs_set_session) */
 	struct dbfs_cache cache;
 	uint64_t alloc_end;        /* bytes of data.mdb known allocated */
@@ -552,7 +552,7 @@ void dbfs_cache_forget(struct dbfs *fs, uint64_t ino);
 /* ---- the FUSE channel (fuse_io.c) ---- */
 /* Did the request this thread is processing carry FUSE_WRITE_KILL_SUIDGID? */
 bool dbfs_io_write_kill(void);
-/* The map guard's view of the reply (fuse_ops.c): forget any reply seen,
+/* The map guard's view of the reply (fuse_guard.c): forget any reply seen,
  * and was one sent since (by this writev hook or dbfs_io_replied)? */
 void dbfs_io_reply_reset(void);
 bool dbfs_io_reply_sent(void);
