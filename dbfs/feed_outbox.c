@@ -2,7 +2,7 @@
  * The change feed's outbox: the events of a group-commit batch, written in
  * the batch's own transaction (dbfs/feed.h).
  *
- * Operations note their event (dbfs_feed_note, ops.c) while they run in a
+ * Operations note their event (dbfs_feed_note, ops_*.c) while they run in a
  * group-commit batch; the batch's leader enqueues the batch's events into
  * the libmfsq queue "feed" in the same LMDB transaction, just before it
  * commits (dbfs_feed_batch_end, commit.c): the events commit or vanish with

@@ -618,7 +618,7 @@ void dbfs_feed_batch_committed(struct dbfs *fs);
  * waiting readers and notify callback are woken, as by a commit here
  * (acks and starts up to it are then in range). Not from a request. */
 void dbfs_feed_seen(struct dbfs *fs, uint64_t seq);
-/* An operation changed the store: what its event says (ops.c). Inside a
+/* An operation changed the store: what its event says (ops_*.c). Inside a
  * batch's transaction only (else nothing is noted): write operations run
  * directly in a transaction of their own (tests, housekeeping) have no
  * event. `in` is the inode after the change. name/new_name NUL-free,
@@ -782,7 +782,7 @@ int dbfs_trim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished);
 /* Rows and the bytes they hold (stats). */
 int dbfs_trim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
 
-/* ---- core operations (ops.c) ---- */
+/* ---- core operations (ops_names.c, ops_attr.c, ops_data.c) ---- */
 struct dbfs_cred {
 	uint32_t uid, gid, umask;
 };
