@@ -161,13 +161,6 @@ static int write_record(struct dbfs *fs, uint64_t txnid, const unsigned char *me
 	return 0;
 }
 
-static uint64_t meta_u64(const unsigned char *meta, size_t off)
-{
-	uint64_t v;
-	memcpy(&v, meta + off, sizeof(v));
-	return v;
-}
-
 /* List in dur_buf the pages that snapshot `pin` (txnid, meta) gained since
  * the durable point dur_txn, with their hashes: *n of them. E2BIG: more
  * than a record holds (the caller makes a point of two flushes). The
@@ -177,9 +170,8 @@ static int list_pages(struct dbfs *fs, MDB_txn *pin, const unsigned char *meta, 
 {
 	struct dbfs_gained *g = &fs->dur_gained;
 	pthread_rwlock_rdlock(&fs->map_lock); /* the cursors read the map */
-	int rc = dbfs_gained_pages(g, fs->dur_pin, fs->dur_txn,
-				   meta_u64(fs->dur_meta, DBFS_LMDB_META_LASTPG), pin,
-				   meta_u64(meta, DBFS_LMDB_META_LASTPG), fs->dur_psize);
+	int rc = dbfs_gained_pages(g, fs->map_addr, fs->map_size, fs->dur_txn, fs->dur_meta, meta,
+				   fs->dur_psize);
 	pthread_rwlock_unlock(&fs->map_lock);
 	if (rc)
 		return rc;
