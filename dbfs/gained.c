@@ -378,7 +378,8 @@ static int changed_records(struct dbfs_gained *g, const struct snap *s, const ui
 			if (rc)
 				return rc;
 		}
-		qsort(g->rec[i].v, g->rec[i].n, sizeof(*g->rec[i].v), cmp_rec);
+		if (g->rec[i].n > 1)
+			qsort(g->rec[i].v, g->rec[i].n, sizeof(*g->rec[i].v), cmp_rec);
 		g->stepped += g->leaves[i].n;
 	}
 	return 0;
