@@ -161,25 +161,18 @@ static int write_record(struct dbfs *fs, uint64_t txnid, const unsigned char *me
 	return 0;
 }
 
-static uint64_t meta_u64(const unsigned char *meta, size_t off)
-{
-	uint64_t v;
-	memcpy(&v, meta + off, sizeof(v));
-	return v;
-}
-
-/* List in dur_buf the pages that snapshot `pin` (txnid, meta) gained since
- * the durable point dur_txn, with their hashes: *n of them. E2BIG: more
- * than a record holds (the caller makes a point of two flushes). The
- * pages are read through the page cache (pread: what write-back will put
- * on the disk), which no write changes while pin is open. */
-static int list_pages(struct dbfs *fs, MDB_txn *pin, const unsigned char *meta, uint64_t *n)
+/* List in dur_buf the pages that the snapshot of meta (pinned by the
+ * caller) gained since the durable point dur_txn, with their hashes: *n of
+ * them. E2BIG: more than a record holds (the caller makes a point of two
+ * flushes). The pages are read through the page cache (pread: what
+ * write-back will put on the disk), which no write changes while the
+ * snapshot is pinned. */
+static int list_pages(struct dbfs *fs, const unsigned char *meta, uint64_t *n)
 {
 	struct dbfs_gained *g = &fs->dur_gained;
-	pthread_rwlock_rdlock(&fs->map_lock); /* the cursors read the map */
-	int rc = dbfs_gained_pages(g, fs->dur_pin, fs->dur_txn,
-				   meta_u64(fs->dur_meta, DBFS_LMDB_META_LASTPG), pin,
-				   meta_u64(meta, DBFS_LMDB_META_LASTPG), fs->dur_psize);
+	pthread_rwlock_rdlock(&fs->map_lock); /* gained.c reads the map */
+	int rc = dbfs_gained_pages(g, fs->map_addr, fs->map_size, fs->dur_txn, fs->dur_meta, meta,
+				   fs->dur_psize);
 	pthread_rwlock_unlock(&fs->map_lock);
 	if (rc)
 		return rc;
@@ -328,7 +321,7 @@ static int point_locked(struct dbfs *fs, bool leader)
 	else if (dbfs_durable_fault == DBFS_FAULT_MIXED && (fs->dur_seq & 1))
 		(void)0; /* a test: a point of two flushes between listed ones */
 	else if (fs->dur_listed && fs->dur_pin) {
-		rc = list_pages(fs, pin, meta, &n);
+		rc = list_pages(fs, meta, &n);
 		listed = !rc;
 		if (rc == E2BIG) {
 			/* too big, or a free list too long to walk: the next

@@ -17,24 +17,26 @@
  * again, or taken into memory and put back unused). Subtracting F_T' keeps
  * out the pages written after T and freed before T': they are no page of
  * T', so T''s pin does not keep them, and a record listing them would fail
- * its check once they are reused. A record that is in both free lists
- * with the same bytes changes neither side and is skipped (by its address
- * when it sits in the same page in both snapshots): the cost follows the
- * free-list records written or consumed between T and T', not the store's
- * size. (LMDB reuses the oldest records first and rewrites the ones it
- * took part of, so those are the low keys and the new ones.) A leaf page
- * both free lists share is skipped whole (shared_leaf_last): the walk
- * costs a step per changed record and per shared leaf, not per record.
- * LMDB 0.9 writes the whole rest of a record back at each commit that took
- * a page from it, so on a store whose free list is large a changed record
- * may be, too: past DBFS_GAINED_BUDGET page numbers compared, the point
- * gives up listing (E2BIG: two flushes, as LMDB's own commits pay the same
- * walk of that record anyway). Likewise past DBFS_GAINED_STEPS records
- * stepped over and leaves skipped: a free list of thousands of leaves (a
- * store filled fast, whose pinned windows left gigabytes free) would cost
- * more to walk than the flush it saves. (A walk of the two trees' branch
- * pages, skipping every subtree they share, would cost what changed
- * only; LMDB's API has no such walk.)
+ * its check once they are reused.
+ *
+ * Only what differs is read. Both snapshots are pinned, so a page number
+ * that both free-list trees reach is the same page in both, and so is the
+ * subtree under it. From the two roots (in the snapshots' meta pages),
+ * level by level, the page numbers both trees reach are dropped and the
+ * rest expanded, down to the leaves that differ (a subtree that moved a
+ * level, when a tree grew or shrank one, is met again among the leaves);
+ * only their records are compared, by key: a record in both with the same
+ * bytes changes neither side, one that differs goes through diff_record,
+ * one only in T (consumed) goes to the candidates when its key is below
+ * T, one only in T' to the pages subtracted. The cost follows the pages of
+ * the free list written between T and T' (the paths to the records
+ * written or consumed), not the store's size. The pages are read from the
+ * map as LMDB 0.9 lays them out; a page that does not read so makes the
+ * point give up listing. LMDB 0.9 writes the whole rest of a record back
+ * at each commit that took a page from it, so on a store whose free list
+ * is large a changed record may be, too: past DBFS_GAINED_BUDGET page
+ * numbers compared, or DBFS_GAINED_STEPS pages of the free lists read, the
+ * point gives up listing (E2BIG: two flushes).
  *
  * FREE_DBI is database 0: key a txnid (size_t), value an MDB_IDL (the
  * count, then that many page numbers, size_t each).
@@ -164,130 +166,290 @@ static void sort_ids(struct dbfs_ids *a)
 	a->n = k;
 }
 
-static uint64_t key_of(const MDB_val *k)
-{
-	size_t id = 0;
-	if (k->mv_size == sizeof(id))
-		memcpy(&id, k->mv_data, sizeof(id));
-	return id;
-}
-
 /*
  * LMDB 0.9's page layout (mdb.c): a 16-byte header (mp_pgno u64, mp_pad
  * u16, mp_flags u16, mp_lower u16, mp_upper u16), then the u16 offsets of
  * its nodes up to mp_lower; a node is lo u16, hi u16, flags u16, ksize u16,
- * the key, then the value (or, F_BIGDATA, the number of its overflow page).
+ * then the key; in a branch page lo | hi << 16 | flags << 32 is the child's
+ * page number, in a leaf lo | hi << 16 is the value's size and the value
+ * follows the key (F_BIGDATA: the number of the overflow pages holding it,
+ * whose data begins after their 16-byte header).
  */
+#define LMDB_P_BRANCH  0x01u
 #define LMDB_P_LEAF    0x02u
+#define LMDB_P_OVERFLOW 0x04u
 #define LMDB_P_DIRTY   0x10u
 #define LMDB_F_BIGDATA 0x01u
+#define LMDB_PAGEHDR   16u
+#define LMDB_NODEHDR   8u
 
-/* A record whose value lies at the same address in both snapshots sits in
- * a leaf page that both trees use, and a page that a pinned tree uses is
- * never written again: every record of that page is the same in both. The
- * largest key of that page, or 0 when the page does not read as the leaf
- * holding this record (then the caller steps record by record). */
-static uint64_t shared_leaf_last(const void *v, uint64_t key, size_t psize)
+/* The map of one snapshot: its pages are 2..last. */
+struct snap {
+	const unsigned char *base;
+	size_t psize;
+	uint64_t last;
+};
+
+/* Page pgno of s if it reads as a branch or leaf page of sane layout
+ * (anything else: NULL, and the caller gives up listing); its kind and
+ * number of nodes. */
+static const unsigned char *page_at(const struct snap *s, uint64_t pgno, unsigned *kind,
+				    unsigned *nodes)
 {
-	if (psize != (size_t)getpagesize())
-		return 0; /* the map aligns only OS pages */
-	const unsigned char *pg = (const unsigned char *)((uintptr_t)v & ~(uintptr_t)(psize - 1));
+	if (pgno < 2 || pgno > s->last)
+		return NULL;
+	const unsigned char *pg = s->base + pgno * s->psize;
+	uint64_t no;
 	uint16_t flags, lower, upper;
+	memcpy(&no, pg, 8);
 	memcpy(&flags, pg + 10, 2);
 	memcpy(&lower, pg + 12, 2);
 	memcpy(&upper, pg + 14, 2);
-	if ((flags & ~LMDB_P_DIRTY) != LMDB_P_LEAF || lower < 16 || lower > upper || upper > psize)
-		return 0;
-	bool found = false;
-	uint64_t prev = 0;
-	for (unsigned i = 0; i < (lower - 16u) / 2; i++) {
-		uint16_t off, nflags, ksize;
-		memcpy(&off, pg + 16 + 2 * i, 2);
-		if (off < upper || (size_t)off + 16 > psize)
-			return 0;
-		const unsigned char *node = pg + off;
-		memcpy(&nflags, node + 4, 2);
-		memcpy(&ksize, node + 6, 2);
-		uint64_t k;
-		memcpy(&k, node + 8, 8);
-		if (ksize != 8 || (i && k <= prev))
-			return 0;
-		prev = k;
-		found |=
-		    k == key && !(nflags & LMDB_F_BIGDATA) && node + 16 == (const unsigned char *)v;
-	}
-	return found ? prev : 0;
+	flags &= (uint16_t)~LMDB_P_DIRTY;
+	if (no != pgno || (flags != LMDB_P_BRANCH && flags != LMDB_P_LEAF) ||
+	    lower < LMDB_PAGEHDR || lower > upper || upper > s->psize)
+		return NULL;
+	*kind = flags;
+	*nodes = (lower - LMDB_PAGEHDR) / 2u;
+	return pg;
 }
 
-int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid, uint64_t from_last,
-		      MDB_txn *to, uint64_t to_last, size_t psize)
+/* Node i of page pg (NULL if it leaves the page); its key size. */
+static const unsigned char *node_at(const struct snap *s, const unsigned char *pg, unsigned i,
+				    uint16_t *ksize)
+{
+	uint16_t off;
+	memcpy(&off, pg + LMDB_PAGEHDR + 2 * i, 2);
+	if ((size_t)off + LMDB_NODEHDR > s->psize)
+		return NULL;
+	memcpy(ksize, pg + off + 6, 2);
+	if ((size_t)off + LMDB_NODEHDR + *ksize > s->psize)
+		return NULL;
+	return pg + off;
+}
+
+static int add_rec(struct dbfs_recs *r, uint64_t key, const void *v, size_t size)
+{
+	if (r->n == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 256;
+		struct dbfs_rec *p = realloc(r->v, cap * sizeof(*p));
+		if (!p)
+			return ENOMEM;
+		r->v = p;
+		r->cap = cap;
+	}
+	r->v[r->n++] = (struct dbfs_rec){key, v, size};
+	return 0;
+}
+
+/* The records of leaf pg into r (as MDB_val would give them). */
+static int leaf_records(const struct snap *s, const unsigned char *pg, unsigned nodes,
+			struct dbfs_recs *r)
+{
+	for (unsigned i = 0; i < nodes; i++) {
+		uint16_t ksize, lo, hi, flags;
+		const unsigned char *node = node_at(s, pg, i, &ksize);
+		if (!node || ksize != sizeof(uint64_t))
+			return E2BIG;
+		memcpy(&lo, node, 2);
+		memcpy(&hi, node + 2, 2);
+		memcpy(&flags, node + 4, 2);
+		size_t size = lo | (size_t)hi << 16;
+		uint64_t key;
+		memcpy(&key, node + LMDB_NODEHDR, sizeof(key));
+		const unsigned char *v = node + LMDB_NODEHDR + ksize;
+		if (flags & LMDB_F_BIGDATA) {
+			uint64_t ov;
+			if ((size_t)(v - pg) + sizeof(ov) > s->psize)
+				return E2BIG;
+			memcpy(&ov, v, sizeof(ov));
+			if (ov < 2 || ov > s->last ||
+			    size > (s->last + 1 - ov) * s->psize - LMDB_PAGEHDR)
+				return E2BIG;
+			const unsigned char *op = s->base + ov * s->psize;
+			uint64_t no;
+			uint16_t of;
+			memcpy(&no, op, 8);
+			memcpy(&of, op + 10, 2);
+			if (no != ov || !(of & LMDB_P_OVERFLOW))
+				return E2BIG;
+			v = op + LMDB_PAGEHDR;
+		} else if (flags || (size_t)(v - pg) + size > s->psize) {
+			return E2BIG; /* not a plain record of FREE_DBI */
+		}
+		if (add_rec(r, key, v, size))
+			return ENOMEM;
+	}
+	return 0;
+}
+
+/* Drop from a and b (sorted, no repeats) the page numbers both hold: the
+ * same page in two pinned snapshots, so the same subtree. */
+static size_t drop_common(struct dbfs_ids *a, struct dbfs_ids *b)
+{
+	size_t i = 0, j = 0, ka = 0, kb = 0, common = 0;
+	while (i < a->n || j < b->n) {
+		if (j == b->n || (i < a->n && a->v[i] < b->v[j])) {
+			a->v[ka++] = a->v[i++];
+		} else if (i == a->n || b->v[j] < a->v[i]) {
+			b->v[kb++] = b->v[j++];
+		} else {
+			i++;
+			j++;
+			common++;
+		}
+	}
+	a->n = ka;
+	b->n = kb;
+	return common;
+}
+
+/* Replace the branch pages of front by their children; leaves go to
+ * leaves. *pages counts the pages read. */
+static int expand(const struct snap *s, struct dbfs_ids *front, struct dbfs_ids *next,
+		  struct dbfs_ids *leaves, size_t *pages)
+{
+	next->n = 0;
+	for (size_t i = 0; i < front->n; i++) {
+		unsigned kind, nodes;
+		const unsigned char *pg = page_at(s, front->v[i], &kind, &nodes);
+		if (!pg || ++*pages > DBFS_GAINED_STEPS)
+			return E2BIG;
+		if (kind == LMDB_P_LEAF) {
+			if (add_id(leaves, front->v[i]))
+				return ENOMEM;
+			continue;
+		}
+		if (grow(next, nodes))
+			return ENOMEM;
+		for (unsigned k = 0; k < nodes; k++) {
+			uint16_t ksize, lo, hi, fl;
+			const unsigned char *node = node_at(s, pg, k, &ksize);
+			if (!node)
+				return E2BIG;
+			memcpy(&lo, node, 2);
+			memcpy(&hi, node + 2, 2);
+			memcpy(&fl, node + 4, 2);
+			next->v[next->n++] = lo | (uint64_t)hi << 16 | (uint64_t)fl << 32;
+		}
+	}
+	struct dbfs_ids t = *front;
+	*front = *next;
+	*next = t;
+	return 0;
+}
+
+static int cmp_rec(const void *a, const void *b)
+{
+	uint64_t x = ((const struct dbfs_rec *)a)->key, y = ((const struct dbfs_rec *)b)->key;
+	return x < y ? -1 : x > y;
+}
+
+/* The leaves of both free lists that the two snapshots do not share, and
+ * their records into g->rec[0] (from) and g->rec[1] (to), each sorted. */
+static int changed_records(struct dbfs_gained *g, const struct snap *s, const uint64_t root[2])
+{
+	size_t pages = 0;
+	for (int i = 0; i < 2; i++) {
+		g->front[i].n = g->leaves[i].n = g->rec[i].n = 0;
+		if (root[i] != UINT64_MAX && add_id(&g->front[i], root[i]))
+			return ENOMEM;
+	}
+	while (g->front[0].n || g->front[1].n) {
+		sort_ids(&g->front[0]);
+		sort_ids(&g->front[1]);
+		g->skipped += drop_common(&g->front[0], &g->front[1]);
+		for (int i = 0; i < 2; i++) {
+			int rc = expand(&s[i], &g->front[i], &g->next, &g->leaves[i], &pages);
+			if (rc)
+				return rc;
+		}
+	}
+	/* a subtree that moved a level (the tree grew or shrank a level) is
+	 * met again at its leaves */
+	sort_ids(&g->leaves[0]);
+	sort_ids(&g->leaves[1]);
+	g->skipped += drop_common(&g->leaves[0], &g->leaves[1]);
+	for (int i = 0; i < 2; i++) {
+		for (size_t k = 0; k < g->leaves[i].n; k++) {
+			unsigned kind, nodes;
+			const unsigned char *pg = page_at(&s[i], g->leaves[i].v[k], &kind, &nodes);
+			int rc = pg ? leaf_records(&s[i], pg, nodes, &g->rec[i]) : E2BIG;
+			if (rc)
+				return rc;
+		}
+		if (g->rec[i].n > 1)
+			qsort(g->rec[i].v, g->rec[i].n, sizeof(*g->rec[i].v), cmp_rec);
+		g->stepped += g->leaves[i].n;
+	}
+	return 0;
+}
+
+/* The changed records, by key: the pages only the older names (keys
+ * below T) to cand, those only the newer names to sub. */
+static int merge_records(struct dbfs_gained *g, uint64_t from_txnid)
 {
 	int rc;
-	g->cand.n = g->sub.n = g->out.n = 0;
-	g->work = 0;
-	size_t steps = 0;
-	for (int i = 0; i < 2; i++) {
-		MDB_txn *t = i ? to : from;
-		rc = g->cur[i] ? mdb_cursor_renew(t, g->cur[i]) : mdb_cursor_open(t, 0, &g->cur[i]);
-		if (rc)
-			return rc;
-	}
-	MDB_val kf, df, kt, dt;
-	int rf = mdb_cursor_get(g->cur[0], &kf, &df, MDB_FIRST);
-	int rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_FIRST);
-	while (!rf || !rt) {
-		uint64_t a = rf ? UINT64_MAX : key_of(&kf), b = rt ? UINT64_MAX : key_of(&kt);
-		bool take_f = a <= b, take_t = b <= a;
-		if (take_f && take_t &&
-		    (df.mv_data == dt.mv_data ||
-		     (df.mv_size == dt.mv_size && !memcmp(df.mv_data, dt.mv_data, df.mv_size))))
-			take_f = take_t = false; /* the same record in both: skip */
-		/* F_T's records of T and later: pages no commit may take while
-		 * T is pinned. */
+	const struct dbfs_recs *ra = &g->rec[0], *rb = &g->rec[1];
+	size_t i = 0, j = 0;
+	while (i < ra->n || j < rb->n) {
+		uint64_t a = i < ra->n ? ra->v[i].key : UINT64_MAX;
+		uint64_t b = j < rb->n ? rb->v[j].key : UINT64_MAX;
+		MDB_val df = {0, NULL}, dt = {0, NULL};
+		if (a <= b)
+			df = (MDB_val){ra->v[i].size, (void *)ra->v[i].v};
+		if (b <= a)
+			dt = (MDB_val){rb->v[j].size, (void *)rb->v[j].v};
 		size_t n;
 		const void *ids;
-		if (take_f && take_t) {
-			if ((rc = diff_record(g, &df, &dt, a < from_txnid)))
+		if (a == b) {
+			/* F_T's records of T and later: pages no commit may take
+			 * while T is pinned. */
+			if ((df.mv_size != dt.mv_size || memcmp(df.mv_data, dt.mv_data, df.mv_size)) &&
+			    (rc = diff_record(g, &df, &dt, a < from_txnid)))
 				return rc;
-		} else if (take_f && a < from_txnid) {
+		} else if (a < b && a < from_txnid) {
 			ids = idl_of(&df, &n);
 			if ((g->work += n) > DBFS_GAINED_BUDGET)
 				return E2BIG;
 			if ((rc = add_ids(&g->cand, ids, n)))
 				return rc;
-		} else if (take_t) {
+		} else if (b < a) {
 			ids = idl_of(&dt, &n);
 			if ((g->work += n) > DBFS_GAINED_BUDGET)
 				return E2BIG;
 			if ((rc = add_ids(&g->sub, ids, n)))
 				return rc;
 		}
-		uint64_t last =
-		    a == b && df.mv_data == dt.mv_data ? shared_leaf_last(df.mv_data, a, psize) : 0;
-		if (last >= a && last < UINT64_MAX) {
-			/* the rest of a leaf both trees share: skip it */
-			size_t next = (size_t)last + 1;
-			MDB_val k = {sizeof(next), &next};
-			kf = kt = k;
-			rf = mdb_cursor_get(g->cur[0], &kf, &df, MDB_SET_RANGE);
-			rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_SET_RANGE);
-			g->skipped++;
-			if (++steps > DBFS_GAINED_STEPS)
-				return E2BIG;
-			continue;
-		}
 		if (a <= b)
-			rf = mdb_cursor_get(g->cur[0], &kf, &df, MDB_NEXT);
+			i++;
 		if (b <= a)
-			rt = mdb_cursor_get(g->cur[1], &kt, &dt, MDB_NEXT);
-		g->stepped++;
-		if (++steps > DBFS_GAINED_STEPS)
-			return E2BIG;
+			j++;
 	}
-	if (rf != MDB_NOTFOUND)
-		return rf;
-	if (rt != MDB_NOTFOUND)
-		return rt;
+	return 0;
+}
+
+int dbfs_gained_pages(struct dbfs_gained *g, const void *map, uint64_t map_size,
+		      uint64_t from_txnid, const unsigned char *from_meta,
+		      const unsigned char *to_meta, size_t psize)
+{
+	int rc;
+	g->cand.n = g->sub.n = g->out.n = 0;
+	g->work = 0;
+	uint64_t from_last, to_last, root[2];
+	memcpy(&from_last, from_meta + DBFS_LMDB_META_LASTPG, 8);
+	memcpy(&to_last, to_meta + DBFS_LMDB_META_LASTPG, 8);
+	memcpy(&root[0], from_meta + DBFS_LMDB_META_FREE_ROOT, 8);
+	memcpy(&root[1], to_meta + DBFS_LMDB_META_FREE_ROOT, 8);
+	uint64_t map_pages = map_size / psize;
+	if (!map || psize != (size_t)getpagesize() || from_last >= map_pages ||
+	    to_last >= map_pages)
+		return E2BIG; /* where the map is, not known */
+	const struct snap s[2] = {{map, psize, from_last}, {map, psize, to_last}};
+	if ((rc = changed_records(g, s, root)))
+		return rc;
+	if ((rc = merge_records(g, from_txnid)))
+		return rc;
 	sort_ids(&g->cand);
 	sort_ids(&g->sub);
 	/* cand (all <= T.last_pg) then the file's new end, less sub. */
@@ -316,9 +478,12 @@ int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
 
 void dbfs_gained_free(struct dbfs_gained *g)
 {
-	for (int i = 0; i < 2; i++)
-		if (g->cur[i])
-			mdb_cursor_close(g->cur[i]);
+	for (int i = 0; i < 2; i++) {
+		free(g->front[i].v);
+		free(g->leaves[i].v);
+		free(g->rec[i].v);
+	}
+	free(g->next.v);
 	free(g->cand.v);
 	free(g->sub.v);
 	free(g->out.v);

@@ -70,10 +70,25 @@ struct dbfs_ids {
 /* What a listed durable point computes with (gained.c), kept between
  * points so that it allocates nothing on the way (a SIGBUS in the map may
  * cut a point short: nothing of it may leak). out.cap is the limit. */
+/* A free-list record as it lies in the map (gained.c). */
+struct dbfs_rec {
+	uint64_t key;
+	const void *v;
+	size_t size;
+};
+
+struct dbfs_recs {
+	struct dbfs_rec *v;
+	size_t n, cap;
+};
+
 struct dbfs_gained {
-	MDB_cursor *cur[2];     /* on FREE_DBI of the older and the newer snapshot */
+	/* [0] the older snapshot's free list, [1] the newer's: pages to read,
+	 * changed leaves, their records */
+	struct dbfs_ids front[2], leaves[2], next;
+	struct dbfs_recs rec[2];
 	struct dbfs_ids cand, sub, out;
-	uint64_t stepped, skipped; /* records stepped over, shared leaves skipped (ever) */
+	uint64_t stepped, skipped; /* changed leaves read, shared subtrees skipped (ever) */
 	size_t work;               /* page numbers compared by this point */
 };
 
@@ -226,24 +241,31 @@ extern bool dbfs_durable_test_on_disk;
 extern int dbfs_durable_test_listed;
 
 /*
- * gained.c: the pages of `to`'s tree that `from`'s does not use (see the
- * file's comment), sorted, into g->out (at most g->out.cap of them).
- * from: a read transaction on T = from_txnid, open since before any later
- * commit; from_last, to_last: the snapshots' last pages (their meta's
- * mm_last_pg); psize: LMDB's page size. Reads the map: the caller holds
- * the map lock for reading. Returns 0, E2BIG (more than g->out.cap
- * pages, more than DBFS_GAINED_BUDGET page numbers to compare or
- * DBFS_GAINED_STEPS steps through the free lists), ENOMEM,
- * or an LMDB error.
+ * gained.c: the pages of the tree of snapshot T' that the tree of T =
+ * from_txnid does not use (see the file's comment), sorted, into g->out
+ * (at most g->out.cap of them). Both pinned by read transactions, T's
+ * open since before any later commit; from_meta, to_meta: their meta
+ * pages from byte 16 on (DBFS_DREC_META bytes, as durable.c copies them);
+ * map, map_size: where the store is mapped (fs->map_addr, map.c); psize:
+ * LMDB's page size. Reads the map: the caller holds the map lock for
+ * reading. Returns 0, E2BIG (more than g->out.cap pages, more than
+ * DBFS_GAINED_BUDGET page numbers to compare, more than DBFS_GAINED_STEPS
+ * pages of the free lists to read, a page that does not read as LMDB
+ * 0.9's, or no map known), or ENOMEM.
  */
-int dbfs_gained_pages(struct dbfs_gained *g, MDB_txn *from, uint64_t from_txnid,
-		      uint64_t from_last, MDB_txn *to, uint64_t to_last, size_t psize);
+int dbfs_gained_pages(struct dbfs_gained *g, const void *map, uint64_t map_size,
+		      uint64_t from_txnid, const unsigned char *from_meta,
+		      const unsigned char *to_meta, size_t psize);
 void dbfs_gained_free(struct dbfs_gained *g);
 /* What a point may compare before it makes a point of two flushes instead
  * (about 0.3 ms of merging on this machine). */
 #define DBFS_GAINED_BUDGET (256u * 1024u)
-/* ... and the free-list records it may step over and leaves it may skip. */
-#define DBFS_GAINED_STEPS 512u
+/* ... and the pages of the two free lists it may read (those the two
+ * snapshots do not share, and the branch pages above them). */
+#define DBFS_GAINED_STEPS 1024u
+/* Where LMDB 0.9's meta (from byte 16 of its page, as dbfs.durable keeps
+ * it) holds the free list's root page (mm_dbs[0].md_root). */
+#define DBFS_LMDB_META_FREE_ROOT 64u
 /* Points made with two flushes, without trying to list, after one that
  * could not be listed (durable.c). */
 #define DBFS_LIST_PAUSE 32u

@@ -1,0 +1,115 @@
+/*
+ * One device flush per fsync on a store whose free list is big (issue 16):
+ * after many files were made and removed one commit each, LMDB's free
+ * list holds thousands of records in hundreds of leaves; a small change
+ * then fsynced must still be a listed durable point (dbfs/gained.c diffs
+ * the two free lists from their roots, so its cost follows what changed,
+ * not the free list's size). Counts only, no timing.
+ */
+#include <check.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dbfs/internal.h"
+
+#define NFILES 12000
+
+static char dir[256];
+static struct dbfs *fs;
+static const struct dbfs_cred cred = {1000, 1000, 022};
+
+struct op {
+	bool unlink;
+	char name[24];
+};
+
+static int op_fn(struct dbfs *f, MDB_txn *t, void *arg)
+{
+	struct op *o = arg;
+	struct dbfs_inode in;
+	uint64_t ino;
+	static const char data[3000] = "some bytes";
+	if (o->unlink)
+		return dbfs_op_unlink(f, t, DBFS_ROOT_INO, o->name, 0);
+	int rc = dbfs_op_mknod(f, t, &cred, DBFS_ROOT_INO, o->name, S_IFREG | 0644, 0, NULL, &ino,
+			       &in);
+	return rc ? rc : dbfs_op_write(f, t, ino, 0, data, sizeof(data), 0);
+}
+
+static void each_file(bool unlink)
+{
+	for (int i = 0; i < NFILES; i++) {
+		struct op o = {.unlink = unlink};
+		snprintf(o.name, sizeof(o.name), "file%d", i);
+		ck_assert_int_eq(dbfs_write(fs, op_fn, &o), 0);
+	}
+}
+
+START_TEST(test_big_free_list_one_flush)
+{
+	snprintf(dir, sizeof(dir), "/dev/shm/dbfs-bigpoint-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	dbfs_durable_test_on_disk = true; /* points even in memory */
+	dbfs_durable_test_listed = 1;     /* listed, as on ext4 or XFS */
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	o.create = true;
+	o.durability = DBFS_DURABLE_NORMAL;
+	o.initial_map_size = 64 << 20;
+	ck_assert_msg(dbfs_open(dir, &o, &fs, err, sizeof(err)) == 0, "dbfs_open: %s", err);
+	each_file(false);
+	each_file(true);
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+
+	MDB_txn *t;
+	MDB_stat st;
+	ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t), 0);
+	ck_assert_int_eq(mdb_stat(t, 0, &st), 0);
+	mdb_txn_abort(t);
+	fprintf(stderr, "test_bigpoint: free list of %zu records in %zu leaves, depth %u\n",
+		st.ms_entries, st.ms_leaf_pages, st.ms_depth);
+	/* big: more leaves than a walk of them could step over (512 before
+	 * gained.c diffed from the roots) */
+	ck_assert_uint_gt(st.ms_leaf_pages, 512);
+
+	/* The point of that window was too big to list: the next
+	 * DBFS_LIST_PAUSE points do not try. Then every one must list. */
+	struct dbfs_counters c0, c1;
+	for (int i = 0; i < (int)DBFS_LIST_PAUSE + 5; i++) {
+		struct op one = {.unlink = false};
+		snprintf(one.name, sizeof(one.name), "small%d", i);
+		dbfs_counters(fs, &c0);
+		ck_assert_int_eq(dbfs_write(fs, op_fn, &one), 0);
+		ck_assert_int_eq(dbfs_sync(fs), 0);
+		dbfs_counters(fs, &c1);
+		ck_assert_uint_eq(c1.flushes, c0.flushes + 1);
+		if (i >= (int)DBFS_LIST_PAUSE)
+			ck_assert_uint_eq(c1.flushes_listed, c0.flushes_listed + 1);
+	}
+	fprintf(stderr, "test_bigpoint: changed leaves read %lu, shared subtrees skipped %lu (all points)\n",
+		(unsigned long)fs->dur_gained.stepped, (unsigned long)fs->dur_gained.skipped);
+	dbfs_close(fs);
+	dbfs_durable_test_listed = -1;
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("dbfs-bigpoint");
+	TCase *tc = tcase_create("bigpoint");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_big_free_list_one_flush);
+	suite_add_tcase(s, tc);
+	SRunner *sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
