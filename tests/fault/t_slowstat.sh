@@ -2,10 +2,10 @@
 # A slow store read holds no status reader: while dbfs_usage of DBFS "slow"
 # is stuck in its fstat of data.mdb (tests/fault/eio_shim.c holds every
 # fstat of a file under $FAULT_DIR while $FAULT_DIR/slowstat exists),
-# a `list` and a `metrics` that read it wait for it, but the manager's
-# status (which takes mgr->lock) and a mount (the control thread takes it
-# too) are answered meanwhile: list and metrics read stores outside
-# mgr->lock (mfs_dbfs_pin, manager.h). Once the read goes on, both answer
+# a `list`, a `metrics`, a user.mfs.stats.slow and a slow/stats that read
+# it wait for it, but the manager's status (which takes mgr->lock) and a
+# mount (the control thread takes it too) are answered meanwhile: they
+# read stores outside mgr->lock (mfs_dbfs_pin, manager.h). Once the read goes on, both answer
 # with the store's figures.
 # Usage: t_slowstat.sh PATH-TO-mfs PATH-TO-eio_shim.so
 SHIM=$2
@@ -67,6 +67,13 @@ grep -q "^name=fast,state=mounted,.*,bytes=0,inodes=1$" "$T/list.out" &&
 check_reader metrics cat "$M/metrics"
 grep -q '^mfs_used_inodes{dbfs="slow"} 2$' "$T/metrics.out" &&
 	ok "metrics shows slow's inodes" || fail "metrics: $(grep inodes "$T/metrics.out")"
+
+check_reader stats getfattr --only-values -n user.mfs.stats.slow "$M"
+grep -q '^inodes_used=2$' "$T/stats.out" && ok "stats.slow shows slow's inodes" ||
+	fail "stats.slow: $(grep inodes "$T/stats.out")"
+check_reader statsfile cat "$M/slow/stats"
+grep -q '^inodes_used=2$' "$T/statsfile.out" && ok "slow/stats shows slow's inodes" ||
+	fail "slow/stats: $(grep inodes "$T/statsfile.out")"
 
 xset unmount slow || fail "unmount slow: $(cat "$T/xset.err")"
 xset unmount fast || fail "unmount fast: $(cat "$T/xset.err")"
