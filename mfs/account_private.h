@@ -20,6 +20,7 @@
 #include "account.h"
 #include "loop.h"
 #include "queue/mfsq.h"
+#include "usage_kinds.h"
 #include "usage_store.h"
 
 #define RING 60        /* seconds of rates kept in memory */
@@ -38,11 +39,14 @@ struct sample {
 	uint64_t busy_ns; /* time its requests spent from read to answer */
 	uint64_t hist[MFS_LAT_BUCKETS];
 	uint64_t bytes_used, inodes_used, cache_bytes, feed_lag;
+	uint64_t flushes, commits;    /* durable points, LMDB write transactions */
+	struct mfs_usage_kinds kinds; /* requests by operation, errors by errno */
 };
 
 /* What one second added. */
 struct second {
 	uint64_t ops, read_bytes, write_bytes, errors, throttled, feed_events, busy_ns;
+	uint64_t flushes, commits;
 };
 
 /* What the accountant keeps of one DBFS. */
@@ -63,6 +67,7 @@ struct acct_dbfs {
 	bool min_active;
 	struct second min;
 	uint64_t min_hist[MFS_LAT_BUCKETS];
+	struct mfs_usage_kinds min_kinds;
 };
 
 struct mfs_account {

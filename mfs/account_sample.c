@@ -22,12 +22,12 @@ static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
 	return 0;
 }
 
-/* Sample one mounted DBFS's counters (no system call, no store work).
- * mgr->lock held. */
+/* Sample one mounted DBFS's counters (no system call, no store work; the
+ * durable points' short lock in dbfs_counters). mgr->lock held. */
 static void sample_one(struct mfs_dbfs *d, uint64_t t, struct sample *s)
 {
 	struct mfs_session_stats st;
-	uint64_t errs[DBFS_ERRNOS];
+	struct dbfs_counters c;
 
 	memset(s, 0, sizeof(*s));
 	s->id = d->id;
@@ -40,9 +40,13 @@ static void sample_one(struct mfs_dbfs *d, uint64_t t, struct sample *s)
 	s->throttled = st.throttled + st.capped + st.yield_waits;
 	s->busy_ns = st.lat_sum_ns;
 	memcpy(s->hist, st.lat_hist, sizeof(s->hist));
-	dbfs_errno_counts(d->fs, errs);
+	memcpy(s->kinds.ops, st.by_opcode, sizeof(s->kinds.ops));
+	dbfs_errno_counts(d->fs, s->kinds.errs);
 	for (int i = 0; i < DBFS_ERRNOS; i++)
-		s->errors += errs[i];
+		s->errors += s->kinds.errs[i];
+	dbfs_counters(d->fs, &c);
+	s->flushes = c.flushes;
+	s->commits = c.commits;
 }
 
 /* Space, cache and feed take a read transaction or a short lock of the

@@ -78,6 +78,7 @@ static void text_rates(const struct view *v, struct mfs_buf *b)
 	    {"errors_rate", r.errors},
 	    {"throttled_rate", r.throttled},
 	    {"feed_events_rate", r.feed_events},
+	    {"flushes_rate", r.flushes},
 	};
 
 	mfs_account_rates(mfs_account_running(), v->id, &r);
@@ -91,6 +92,27 @@ static void text_rates(const struct view *v, struct mfs_buf *b)
 		       r.seconds, (unsigned long long)r.lat_p50_ns / 1000,
 		       (unsigned long long)r.lat_p99_ns / 1000, (unsigned long long)r.feed_lag,
 		       r.demand[0], r.demand[1], r.demand[2], v->st.worker_share);
+}
+
+/* The totals of the last usage record (account.h): when it was taken,
+ * requests by operation and errors by errno, as they came through the
+ * queue. Nothing before the first record. */
+static void text_record(const struct view *v, struct mfs_buf *b)
+{
+	struct mfs_usage_totals t;
+
+	if (mfs_account_totals(mfs_account_running(), v->id, v->name, &t))
+		return;
+	mfs_buf_printf(b,
+		       "record_time=%llu\nrecord_requests=%llu\nrecord_errors=%llu\n"
+		       "record_flushes=%llu\nrecord_commits=%llu\nrecord_ops_by_kind=",
+		       (unsigned long long)t.t, (unsigned long long)t.ops,
+		       (unsigned long long)t.errors, (unsigned long long)t.flushes,
+		       (unsigned long long)t.commits);
+	mfs_usage_kinds_text(b, &t.kinds, 0);
+	mfs_buf_printf(b, "\nrecord_errors_by_errno=");
+	mfs_usage_kinds_text(b, &t.kinds, 1);
+	mfs_buf_putc(b, '\n');
 }
 
 /* Delayed work's lines of stats: file expiry, deferred reclaim, settled
@@ -184,6 +206,7 @@ static void render(const struct view *v, struct mfs_buf *b)
 	if (v->state != MFS_MOUNTED)
 		return;
 	text_rates(v, b);
+	text_record(v, b);
 	if (!v->fs)
 		return;
 	text_feed(v->fs, b);

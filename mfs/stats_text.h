@@ -1,8 +1,8 @@
 /*
  * The text of user.mfs.stats.NAME and NAME/stats (format in mfs(8)):
  * "key=value" lines of a DBFS's counters, its usage against its quotas,
- * its rates (account.h), its change feed, delayed work and shared-store
- * figures.
+ * its rates and its last usage record's totals by kind (account.h), its
+ * change feed, delayed work and shared-store figures.
  */
 #ifndef MFS_STATS_TEXT_H
 #define MFS_STATS_TEXT_H
