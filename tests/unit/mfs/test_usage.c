@@ -66,8 +66,14 @@ START_TEST(upgrade)
 	snprintf(path, sizeof(path), "%s/usage", dir);
 	ck_assert_int_eq(mfs_usage_open(path, 0, &st, err, sizeof(err)), 0);
 	/* the history of an mfs before the upgrade: one row of 1000 s */
-	struct row_v1 old = {.t = 1000, .span = 1, .ops = 5, .read_bytes = 4096, .errors = 2,
-			     .lat_p50_ns = 65536, .bytes_used = 123, .inodes_used = 7};
+	struct row_v1 old = {.t = 1000,
+			     .span = 1,
+			     .ops = 5,
+			     .read_bytes = 4096,
+			     .errors = 2,
+			     .lat_p50_ns = 65536,
+			     .bytes_used = 123,
+			     .inodes_used = 7};
 	ck_assert_uint_eq(sizeof(old), MFS_USAGE_ROW_V1_SIZE);
 	put_v1(st, "a", &old);
 	mfs_usage_close(st);
@@ -82,11 +88,11 @@ START_TEST(upgrade)
 	r.errors = 7;
 	r.flushes = 3;
 	r.commits = 21;
-	r.kinds.ops[9] = 20;  /* mkdir */
-	r.kinds.ops[11] = 7;  /* rmdir */
-	r.kinds.ops[60] = 3;  /* no name of ours */
+	r.kinds.ops[9] = 20; /* mkdir */
+	r.kinds.ops[11] = 7; /* rmdir */
+	r.kinds.ops[60] = 3; /* no name of ours */
 	r.kinds.errs[ENOTEMPTY] = 7;
-	r.kinds.errs[0] = 1;  /* an errno past the table */
+	r.kinds.errs[0] = 1; /* an errno past the table */
 	ck_assert_int_eq(mfs_usage_begin(st, &txn), 0);
 	ck_assert_int_eq(mfs_usage_put(st, txn, "a", MFS_RES_SEC, &r), 0);
 	ck_assert_int_eq(mfs_usage_commit(txn), 0);
@@ -113,7 +119,8 @@ START_TEST(upgrade)
 	struct mfs_buf b = {0};
 	ck_assert_int_eq(mfs_usage_text(st, "a", 1002, 3600, &b), 0);
 	ck_assert_ptr_nonnull(strstr(b.p, " feed_lag flushes_per_s ops_by_kind errors_by_errno\n"));
-	ck_assert_ptr_nonnull(strstr(b.p, "\n1000 1970-01-01T00:16:40Z 1 5 4096 0 2 0 0 65 0 123 7 0 0 - - -\n"));
+	ck_assert_ptr_nonnull(
+	    strstr(b.p, "\n1000 1970-01-01T00:16:40Z 1 5 4096 0 2 0 0 65 0 123 7 0 0 - - -\n"));
 	ck_assert_ptr_nonnull(strstr(b.p, " 3 mkdir:20,rmdir:7,op60:3 other:1,ENOTEMPTY:7\n"));
 	mfs_buf_free(&b);
 	mfs_usage_close(st);
