@@ -180,6 +180,7 @@ void mfs_account_stop(struct mfs_account *a)
 	free(a->dbfs);
 	free(a->out);
 	free(a->pinned);
+	free(a->wire);
 	free(a->in);
 	mfsq_unsubscribe(a->sub);
 	mfsq_close(a->q);

@@ -28,8 +28,10 @@
 #define GAUGE_EVERY 10 /* seconds between samples of space, cache and feed */
 #define BATCH 256
 
-/* A usage record: one DBFS's cumulative counters at one second. The
- * message payload on the queue "usage" (host order: memory-only). */
+/* A usage record: one DBFS's cumulative counters at one second. On the
+ * queue "usage" (memory-only messages, host order) as account_sample.c
+ * encodes it: the fields before `kinds` as they are, then the kinds in
+ * usage_kinds.h's encoding (`kinds` stays the last field). */
 struct sample {
 	uint32_t id;
 	uint32_t gauges; /* 1: the gauge fields were sampled this time */
@@ -90,6 +92,7 @@ struct mfs_account {
 		struct dbfs *fs; /* d->fs when pinned (d->fs is NULL once unmounting) */
 	} *pinned;
 	size_t nout, capout;
+	unsigned char *wire; /* BATCH records encoded for the queue (thread only) */
 	struct sample *in; /* what the subscriber dequeued (thread only) */
 	size_t nin, capin;
 };
