@@ -124,6 +124,13 @@ if [ -f "$MFSCTL" ]; then
 	j=$(ctl usage one --json -p) || fail "mfsctl usage --json"
 	jn=$(printf '%s' "$j" | grep -o '"ops_per_s":[1-9]' | wc -l)
 	[ "$jn" = "$n" ] || fail "mfsctl usage --json has $jn busy rows, the file $n: $j"
+	# its rows parse as JSON, with the kinds as objects of counts
+	k=$(printf '%s' "$j" | $PY -c 'import json, sys
+rows = json.load(sys.stdin)
+print(sum(r["ops_by_kind"].get("mkdir", 0) for r in rows),
+      sum(r["errors_by_errno"].get("ENOTEMPTY", 0) for r in rows),
+      sum(1 for r in rows if r["flushes_per_s"] > 0) > 0)') || fail "mfsctl usage --json: not JSON: $j"
+	[ "$k" = "21 7 True" ] || fail "mfsctl usage --json: mkdir, ENOTEMPTY, flushes: $k"
 	tn=$(ctl usage one -p --since 1h | awk 'NR > 1 && $3 > 0' | wc -l)
 	[ "$tn" = "$n" ] || fail "mfsctl usage table has $tn busy rows, the file $n"
 	first=$(head -1 "$T/busy.before")
