@@ -1,13 +1,15 @@
 /*
  * The accountant (ARCHITECTURE mechanism 6, resource accounting): a thread
  * that, once a second, samples every mounted DBFS's counters (without the
- * locks its request paths take: mfs_loop_sample, dbfs_counters), turns
- * them into one usage record per DBFS (what the second added: operations,
- * bytes, errors, throttled requests, latency percentiles; and the gauges:
- * space, inodes, cache, feed), enqueues the records as memory-only
- * messages on the queue "usage" (libmfsq) and, as that queue's subscriber,
- * feeds what it dequeues into
- *   - the rates of the last 1, 10 and 60 s (memory: stats, metrics, top);
+ * locks its request paths take: mfs_loop_sample, dbfs_errno_counts,
+ * dbfs_counters), turns them into one usage record per DBFS (its totals
+ * since the mount: requests, requests by operation, bytes, errors, errors
+ * by errno, throttled requests, the latency histogram, commits, flushes;
+ * and every 10 s the gauges: space, inodes, cache, feed), enqueues the
+ * records as memory-only messages on the queue "usage" (libmfsq) and, as
+ * that queue's subscriber, feeds what it dequeues into
+ *   - the rates of the last 1, 10 and 60 s (memory: stats, top, the
+ *     governor) and the last record's totals (stats, metrics);
  *   - the retained history (usage_store.h: 1 s rows for the last
  *     `usage_fine` seconds, 1 min rows for the last `usage_coarse`
  *     seconds, persistent in STATE/usage).
