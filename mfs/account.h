@@ -5,7 +5,9 @@
  * dbfs_counters), turns them into one usage record per DBFS (its totals
  * since the mount: requests, requests by operation, bytes, errors, errors
  * by errno, throttled requests, the latency histogram, commits, flushes;
- * and every 10 s the gauges: space, inodes, cache, feed), enqueues the
+ * and every 10 s the gauges: space, inodes, cache, feed, which a thread of
+ * its own reads from the stores, so that a slow store holds no record of
+ * the second: account_gauges.c), enqueues the
  * records as memory-only messages on the queue "usage" (libmfsq) and, as
  * that queue's subscriber, feeds what it dequeues into
  *   - the rates of the last 1, 10 and 60 s (memory: stats, top, the

@@ -5,6 +5,7 @@
  *   account_govern.c  the governor's shares from the rates just folded in
  *   account_sample.c  the queue's two ends: sample the DBFSs and enqueue
  *                     their records; dequeue them as the subscriber
+ *   account_gauges.c  the gauge reader's thread: space, cache and feed
  *   account_fold.c    fold a record into the rates and the history rows
  *   account_rates.c   what readers ask: rates, weights, ticks, history
  * A file calls only files on rows below it (tests/unit/layering.sh).
@@ -51,6 +52,20 @@ struct second {
 	uint64_t flushes, commits;
 };
 
+/* A DBFS's gauges as the gauge reader read them (account_gauges.c). */
+struct account_gauge {
+	uint32_t id;
+	uint32_t fresh; /* published and not yet taken into a record */
+	char name[MFS_NAME_MAX + 1];
+	uint64_t bytes_used, inodes_used, cache_bytes, feed_events, feed_lag;
+};
+
+/* A DBFS and its store while the gauge reader reads it without mgr->lock. */
+struct account_pin {
+	struct mfs_dbfs *d;
+	struct dbfs *fs; /* d->fs when pinned (d->fs is NULL once unmounting) */
+};
+
 /* What the accountant keeps of one DBFS. */
 struct acct_dbfs {
 	uint32_t id;
@@ -87,14 +102,20 @@ struct mfs_account {
 	struct acct_dbfs **dbfs; /* by id */
 	uint32_t ndbfs;
 	struct sample *out; /* this tick's records (thread only) */
-	struct account_pin { /* out[i]'s DBFS and its store while its gauges are read */
-		struct mfs_dbfs *d;
-		struct dbfs *fs; /* d->fs when pinned (d->fs is NULL once unmounting) */
-	} *pinned;
 	size_t nout, capout;
 	unsigned char *wire; /* BATCH records encoded for the queue (thread only) */
 	struct sample *in; /* what the subscriber dequeued (thread only) */
 	size_t nin, capin;
+	/* the gauge reader (account_gauges.c) */
+	pthread_t gthread;
+	pthread_mutex_t glock; /* gask, gstop, gpub */
+	pthread_cond_t gcond;
+	bool gask, gstop;
+	struct account_gauge *gpub; /* published, by DBFS id */
+	uint32_t npub;
+	struct account_pin *gpin; /* the DBFSs being read (its thread only) */
+	struct account_gauge *gread;
+	size_t gcap;
 };
 
 /* The latency under which `pct` percent of the histogram's `total`
@@ -102,13 +123,24 @@ struct mfs_account {
 uint64_t mfs_account_pct(const uint64_t *h, uint64_t total, double pct);
 
 /* account_sample.c, the accountant's thread only. Sample every mounted
- * DBFS into a->out (takes mgr->lock; gauges: also space, cache, feed,
- * read without it, the DBFSs pinned: manager.h). */
-void mfs_account_take_samples(struct mfs_account *a, uint64_t t, bool gauges);
+ * DBFS into a->out (takes mgr->lock; no store work), with the gauges the
+ * gauge reader published since the last record of each. */
+void mfs_account_take_samples(struct mfs_account *a, uint64_t t);
 /* Enqueue a->out as memory-only messages (a failure is logged). */
 void mfs_account_enqueue(struct mfs_account *a);
 /* Dequeue everything waiting into a->in (losses are logged). */
 void mfs_account_drain(struct mfs_account *a);
+
+/* account_gauges.c. Start / stop (join) the gauge reader's thread: the
+ * thread that starts / stops the accountant; start: 0 or -errno (-EAGAIN).
+ * Ask it to read the gauges (it reads once more if it is reading now):
+ * the accountant's thread, no lock held. Take the gauges published for
+ * s's DBFS since they were last taken, if any, into s (setting s->gauges):
+ * takes a->glock; mgr->lock may be held. */
+int mfs_account_gauges_start(struct mfs_account *a);
+void mfs_account_gauges_stop(struct mfs_account *a);
+void mfs_account_gauges_ask(struct mfs_account *a);
+void mfs_account_gauges_take(struct mfs_account *a, struct sample *s);
 
 /* account_fold.c, a->lock held. Fold one record into its DBFS's rates and
  * history rows (written in `txn`, or not when NULL). */

@@ -1,9 +1,10 @@
 /*
  * The accountant's two ends of the queue "usage" (account.h): once a
- * second, sample every mounted DBFS's counters into one record each (and
- * every GAUGE_EVERY seconds its space, cache and feed) and enqueue them as
- * memory-only messages; then, as the queue's subscriber, dequeue what is
- * waiting for account_fold.c. Accountant thread only.
+ * second, sample every mounted DBFS's counters into one record each (with
+ * the space, cache and feed the gauge reader published since its last
+ * record: account_gauges.c) and enqueue them as memory-only messages;
+ * then, as the queue's subscriber, dequeue what is waiting for
+ * account_fold.c. Accountant thread only.
  */
 #include <errno.h>
 #include <stddef.h>
@@ -12,16 +13,7 @@
 #include <string.h>
 
 #include "account_private.h"
-#include "dbfs/feed.h"
 #include "log.h"
-
-static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
-{
-	uint64_t *worst = arg;
-	if (i->lag > *worst)
-		*worst = i->lag;
-	return 0;
-}
 
 /* Sample one mounted DBFS's counters (no system call, no store work; the
  * durable points' short lock in dbfs_counters). mgr->lock held. */
@@ -50,27 +42,7 @@ static void sample_one(struct mfs_dbfs *d, uint64_t t, struct sample *s)
 	s->commits = c.commits;
 }
 
-/* Space, cache and feed take a read transaction or a short lock of the
- * store: every GAUGE_EVERY seconds only, without mgr->lock (fs pinned). */
-static void sample_gauges(struct dbfs *fs, struct sample *s)
-{
-	struct dbfs_usage u;
-	struct dbfs_feed_stats f;
-	uint64_t cl, ct;
-
-	s->gauges = 1;
-	if (!dbfs_usage(fs, &u)) {
-		s->bytes_used = u.bytes;
-		s->inodes_used = u.inodes;
-	}
-	dbfs_cache_usage(fs, &s->cache_bytes, &cl, &ct);
-	if (!dbfs_feed_stats(fs, &f)) {
-		s->feed_events = f.enqueued;
-		dbfs_feed_sub_list(fs, lag_of, &s->feed_lag);
-	}
-}
-
-void mfs_account_take_samples(struct mfs_account *a, uint64_t t, bool gauges)
+void mfs_account_take_samples(struct mfs_account *a, uint64_t t)
 {
 	struct mfs_manager *mgr = a->mgr;
 
@@ -82,29 +54,14 @@ void mfs_account_take_samples(struct mfs_account *a, uint64_t t, bool gauges)
 		if (a->nout == a->capout) {
 			size_t cap = a->capout ? 2 * a->capout : 64;
 			struct sample *p = realloc(a->out, cap * sizeof(*p));
-			struct account_pin *q = realloc(a->pinned, cap * sizeof(*q));
-			if (q)
-				a->pinned = q;
-			if (p)
-				a->out = p;
-			if (!p || !q)
+			if (!p)
 				break;
+			a->out = p;
 			a->capout = cap;
 		}
 		sample_one(d, t, &a->out[a->nout]);
-		a->pinned[a->nout].d = d;
-		a->pinned[a->nout++].fs = d->fs;
-		if (gauges)
-			mfs_dbfs_pin(d);
+		mfs_account_gauges_take(a, &a->out[a->nout++]);
 	}
-	pthread_mutex_unlock(&mgr->lock);
-	if (!gauges)
-		return;
-	for (size_t i = 0; i < a->nout; i++)
-		sample_gauges(a->pinned[i].fs, &a->out[i]);
-	pthread_mutex_lock(&mgr->lock);
-	for (size_t i = 0; i < a->nout; i++)
-		mfs_dbfs_unpin(mgr, a->pinned[i].d);
 	pthread_mutex_unlock(&mgr->lock);
 }
 
