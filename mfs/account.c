@@ -48,7 +48,9 @@ static void tick(struct mfs_account *a, uint64_t t)
 {
 	MDB_txn *txn = NULL;
 
-	mfs_account_take_samples(a, t, a->ticks % GAUGE_EVERY == 0);
+	if (a->ticks % GAUGE_EVERY == 0)
+		mfs_account_gauges_ask(a);
+	mfs_account_take_samples(a, t);
 	mfs_account_enqueue(a);
 	/* The queue's own transactions (dequeue maintenance) must not run
 	 * inside ours: dequeue everything first, then write. */
@@ -135,9 +137,17 @@ int mfs_account_start(struct mfs_manager *mgr, const struct mfs_account_conf *co
 	pthread_condattr_init(&ca);
 	pthread_cond_init(&a->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	rc = mfs_account_gauges_start(a);
+	if (rc) {
+		snprintf(err, errlen, "accounting's gauge thread: %s", strerror(-rc));
+		pthread_cond_destroy(&a->cond);
+		pthread_mutex_destroy(&a->lock);
+		goto fail_q;
+	}
 	rc = -pthread_create(&a->thread, NULL, account_main, a);
 	if (rc) {
 		snprintf(err, errlen, "accounting thread: %s", strerror(-rc));
+		mfs_account_gauges_stop(a);
 		pthread_cond_destroy(&a->cond);
 		pthread_mutex_destroy(&a->lock);
 		goto fail_q;
@@ -167,6 +177,7 @@ void mfs_account_stop(struct mfs_account *a)
 	pthread_cond_signal(&a->cond);
 	pthread_mutex_unlock(&a->lock);
 	pthread_join(a->thread, NULL);
+	mfs_account_gauges_stop(a);
 	MDB_txn *txn = NULL;
 	if (mfs_usage_begin(a->st, &txn))
 		txn = NULL;
@@ -179,7 +190,7 @@ void mfs_account_stop(struct mfs_account *a)
 		mfs_warn("accounting: history: last minute not saved");
 	free(a->dbfs);
 	free(a->out);
-	free(a->pinned);
+	free(a->wire);
 	free(a->in);
 	mfsq_unsubscribe(a->sub);
 	mfsq_close(a->q);

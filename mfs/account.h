@@ -1,13 +1,17 @@
 /*
  * The accountant (ARCHITECTURE mechanism 6, resource accounting): a thread
  * that, once a second, samples every mounted DBFS's counters (without the
- * locks its request paths take: mfs_loop_sample, dbfs_counters), turns
- * them into one usage record per DBFS (what the second added: operations,
- * bytes, errors, throttled requests, latency percentiles; and the gauges:
- * space, inodes, cache, feed), enqueues the records as memory-only
- * messages on the queue "usage" (libmfsq) and, as that queue's subscriber,
- * feeds what it dequeues into
- *   - the rates of the last 1, 10 and 60 s (memory: stats, metrics, top);
+ * locks its request paths take: mfs_loop_sample, dbfs_errno_counts,
+ * dbfs_counters), turns them into one usage record per DBFS (its totals
+ * since the mount: requests, requests by operation, bytes, errors, errors
+ * by errno, throttled requests, the latency histogram, commits, flushes;
+ * and every 10 s the gauges: space, inodes, cache, feed, which a thread of
+ * its own reads from the stores, so that a slow store holds no record of
+ * the second: account_gauges.c), enqueues the
+ * records as memory-only messages on the queue "usage" (libmfsq) and, as
+ * that queue's subscriber, feeds what it dequeues into
+ *   - the rates of the last 1, 10 and 60 s (memory: stats, top, the
+ *     governor) and the last record's totals (stats, metrics);
  *   - the retained history (usage_store.h: 1 s rows for the last
  *     `usage_fine` seconds, 1 min rows for the last `usage_coarse`
  *     seconds, persistent in STATE/usage).
@@ -25,7 +29,9 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "loop.h"
 #include "manager.h"
+#include "usage_kinds.h"
 
 struct mfs_account;
 
@@ -50,6 +56,7 @@ struct mfs_rates {
 	double errors[MFS_RATE_WINDOWS];
 	double throttled[MFS_RATE_WINDOWS];
 	double feed_events[MFS_RATE_WINDOWS];
+	double flushes[MFS_RATE_WINDOWS]; /* durable points */
 	double demand[MFS_RATE_WINDOWS]; /* workers kept busy on average (Little's law) */
 	uint64_t lat_p50_ns, lat_p99_ns; /* of the requests of the last 10 s; 0: none */
 	uint64_t feed_lag;               /* worst durable subscriber's lag (events) */
@@ -75,6 +82,22 @@ void mfs_account_stop(struct mfs_account *a);
  * (just mounted, or `a` NULL). mgr->lock held (or not: it takes only the
  * accountant's lock). Any thread. */
 void mfs_account_rates(struct mfs_account *a, uint32_t id, struct mfs_rates *r);
+
+/* A DBFS's totals since it was mounted, as its last usage record carried
+ * them through the queue (at most a second old). */
+struct mfs_usage_totals {
+	uint64_t t; /* unix seconds the record was taken */
+	uint64_t ops, read_bytes, write_bytes, errors, flushes, commits;
+	uint64_t busy_ns;                 /* sum of the requests' latencies */
+	uint64_t hist[MFS_LAT_BUCKETS];   /* latencies (loop.h's buckets) */
+	struct mfs_usage_kinds kinds;     /* requests by operation, errors by errno */
+};
+
+/* The totals of DBFS `id`, named `name`, from its last record. 0, or
+ * -ENOENT when the accountant has none (just mounted: up to a second;
+ * not mounted; `a` NULL). As mfs_account_rates. */
+int mfs_account_totals(struct mfs_account *a, uint32_t id, const char *name,
+		       struct mfs_usage_totals *t);
 
 /* Append the retained history of DBFS `name` as text (usage_text.c's
  * format) to `b`, oldest first: the 1 min rows older than the 1 s rows,

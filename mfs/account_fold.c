@@ -57,12 +57,14 @@ void mfs_account_flush_minute(struct mfs_account *a, MDB_txn *txn, struct acct_d
 	    .lat_p99_ns = mfs_account_pct(x->min_hist, total, 99),
 	    .bytes_used = x->gauge[0], .inodes_used = x->gauge[1],
 	    .cache_bytes = x->gauge[2], .feed_lag = x->gauge[3],
+	    .flushes = x->min.flushes, .commits = x->min.commits, .kinds = x->min_kinds,
 	};
 	if (txn && mfs_usage_put(a->st, txn, x->name, MFS_RES_MIN, &r))
 		a->dropped_rows++;
 	x->min_active = false;
 	memset(&x->min, 0, sizeof(x->min));
 	memset(x->min_hist, 0, sizeof(x->min_hist));
+	memset(&x->min_kinds, 0, sizeof(x->min_kinds));
 }
 
 /* Fold one record into x: the second's rates, its history row. a->lock
@@ -73,13 +75,13 @@ void mfs_account_apply(struct mfs_account *a, MDB_txn *txn, const struct sample 
 
 	if (!x)
 		return;
-	if (!x->have_prev || s->ops < x->prev.ops) { /* first, or a new session */
-		x->prev = *s;
+	if (!x->have_prev || s->ops < x->prev.ops) {
+		/* first, or a new session: its counters started at 0 when it
+		 * was mounted (the accountant samples every mounted DBFS at
+		 * every tick, so it never loses sight of one still mounted), and
+		 * what it did before this record belongs to this second */
+		memset(&x->prev, 0, sizeof(x->prev));
 		x->have_prev = true;
-		if (s->gauges)
-			memcpy(x->gauge, &s->bytes_used, sizeof(x->gauge));
-		x->last_tick = a->ticks;
-		return;
 	}
 	const struct sample *p = &x->prev;
 	struct second d = {
@@ -88,7 +90,10 @@ void mfs_account_apply(struct mfs_account *a, MDB_txn *txn, const struct sample 
 	    .throttled = s->throttled - p->throttled, .busy_ns = s->busy_ns - p->busy_ns,
 	    .feed_events = s->gauges && p->gauges && s->feed_events >= p->feed_events
 				   ? s->feed_events - p->feed_events : 0,
+	    .flushes = s->flushes - p->flushes, .commits = s->commits - p->commits,
 	};
+	struct mfs_usage_kinds dk;
+	mfs_usage_kinds_sub(&dk, &s->kinds, &p->kinds);
 	uint64_t h[MFS_LAT_BUCKETS], total = 0;
 	for (int i = 0; i < MFS_LAT_BUCKETS; i++) {
 		h[i] = s->hist[i] - p->hist[i];
@@ -118,7 +123,8 @@ void mfs_account_apply(struct mfs_account *a, MDB_txn *txn, const struct sample 
 	if (x->min_active && x->min_t != minute)
 		mfs_account_flush_minute(a, txn, x);
 	bool changed = memcmp(x->gauge, x->row_gauge, sizeof(x->gauge)) != 0;
-	if (!d.ops && !d.errors && !d.throttled && !d.feed_events && !changed)
+	if (!d.ops && !d.errors && !d.throttled && !d.feed_events && !d.flushes && !d.commits &&
+	    !changed)
 		return;
 	if (!x->min_active) {
 		x->min_active = true;
@@ -130,6 +136,9 @@ void mfs_account_apply(struct mfs_account *a, MDB_txn *txn, const struct sample 
 	x->min.errors += d.errors;
 	x->min.throttled += d.throttled;
 	x->min.feed_events += d.feed_events;
+	x->min.flushes += d.flushes;
+	x->min.commits += d.commits;
+	mfs_usage_kinds_add(&x->min_kinds, &dk);
 	for (int i = 0; i < MFS_LAT_BUCKETS; i++)
 		x->min_hist[i] += h[i];
 	struct mfs_usage_row r = {
@@ -139,6 +148,7 @@ void mfs_account_apply(struct mfs_account *a, MDB_txn *txn, const struct sample 
 	    .lat_p50_ns = mfs_account_pct(h, total, 50), .lat_p99_ns = mfs_account_pct(h, total, 99),
 	    .bytes_used = x->gauge[0], .inodes_used = x->gauge[1],
 	    .cache_bytes = x->gauge[2], .feed_lag = x->gauge[3],
+	    .flushes = d.flushes, .commits = d.commits, .kinds = dk,
 	};
 	memcpy(x->row_gauge, x->gauge, sizeof(x->gauge));
 	if (txn && mfs_usage_put(a->st, txn, x->name, MFS_RES_SEC, &r))

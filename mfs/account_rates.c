@@ -1,9 +1,10 @@
 /*
  * What readers ask of the accountant (account.h): the rates over the last
  * 1, 10 and 60 s and the recent latency percentiles from the ring that
- * account_fold.c fills, the governor's weight, the tick count, and the
- * retained history as text. Any thread; a->lock taken briefly.
+ * account_fold.c fills, the totals of the last record, the governor's
+ * weight, the tick count, and the retained history as text. Any thread; a->lock taken briefly.
  */
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -51,6 +52,7 @@ void mfs_account_rates(struct mfs_account *a, uint32_t id, struct mfs_rates *r)
 				sum.errors += s->errors;
 				sum.throttled += s->throttled;
 				sum.feed_events += s->feed_events;
+				sum.flushes += s->flushes;
 				sum.busy_ns += s->busy_ns;
 			}
 			r->demand[w] = (double)sum.busy_ns / 1e9 / win[w];
@@ -60,6 +62,7 @@ void mfs_account_rates(struct mfs_account *a, uint32_t id, struct mfs_rates *r)
 			r->errors[w] = (double)sum.errors / win[w];
 			r->throttled[w] = (double)sum.throttled / win[w];
 			r->feed_events[w] = (double)sum.feed_events / win[w];
+			r->flushes[w] = (double)sum.flushes / win[w];
 		}
 		uint64_t h[MFS_LAT_BUCKETS] = {0}, total = 0;
 		for (unsigned i = 0; i < LAT_WINDOW && i < now; i++) {
@@ -76,6 +79,34 @@ void mfs_account_rates(struct mfs_account *a, uint32_t id, struct mfs_rates *r)
 		r->feed_lag = x->gauge[3];
 	}
 	pthread_mutex_unlock(&a->lock);
+}
+
+int mfs_account_totals(struct mfs_account *a, uint32_t id, const char *name,
+		       struct mfs_usage_totals *t)
+{
+	int rc = -ENOENT;
+
+	memset(t, 0, sizeof(*t));
+	if (!a)
+		return rc;
+	pthread_mutex_lock(&a->lock);
+	struct acct_dbfs *x = id < a->ndbfs ? a->dbfs[id] : NULL;
+	if (x && x->have_prev && !strcmp(x->name, name)) {
+		const struct sample *s = &x->prev;
+		t->t = s->t;
+		t->ops = s->ops;
+		t->read_bytes = s->read_bytes;
+		t->write_bytes = s->write_bytes;
+		t->errors = s->errors;
+		t->flushes = s->flushes;
+		t->commits = s->commits;
+		t->busy_ns = s->busy_ns;
+		memcpy(t->hist, s->hist, sizeof(t->hist));
+		t->kinds = s->kinds;
+		rc = 0;
+	}
+	pthread_mutex_unlock(&a->lock);
+	return rc;
 }
 
 double mfs_account_weight(struct mfs_account *a, uint32_t id)

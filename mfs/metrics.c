@@ -9,23 +9,6 @@
 #include "loop.h"
 #include "metrics.h"
 
-/* FUSE opcodes by number (linux/fuse.h); NULL: not one we count by name
- * (it goes to op="other"). */
-static const char *const op_names[MFS_OPCODES] = {
-    [1] = "lookup",	  [2] = "forget",	  [3] = "getattr",	 [4] = "setattr",
-    [5] = "readlink",	  [6] = "symlink",	  [8] = "mknod",	 [9] = "mkdir",
-    [10] = "unlink",	  [11] = "rmdir",	  [12] = "rename",	 [13] = "link",
-    [14] = "open",	  [15] = "read",	  [16] = "write",	 [17] = "statfs",
-    [18] = "release",	  [20] = "fsync",	  [21] = "setxattr",	 [22] = "getxattr",
-    [23] = "listxattr",	  [24] = "removexattr",	  [25] = "flush",	 [26] = "init",
-    [27] = "opendir",	  [28] = "readdir",	  [29] = "releasedir",	 [30] = "fsyncdir",
-    [31] = "getlk",	  [32] = "setlk",	  [33] = "setlkw",	 [34] = "access",
-    [35] = "create",	  [36] = "interrupt",	  [37] = "bmap",	 [38] = "destroy",
-    [39] = "ioctl",	  [40] = "poll",	  [41] = "notify_reply", [42] = "batch_forget",
-    [43] = "fallocate",	  [44] = "readdirplus",	  [45] = "rename2",	 [46] = "lseek",
-    [47] = "copy_file_range", [50] = "syncfs",	  [51] = "tmpfile",	 [52] = "statx",
-};
-
 /* Histogram buckets: the loop's bucket i holds [2^i, 2^(i+1)) ns, so the
  * requests under le = 2^(i+1) ns are exactly those of buckets 0..i. From
  * 2^15 ns (32.8 us, the first bound at or below 50 us) to 2^32 ns (4.29 s). */
@@ -39,10 +22,9 @@ struct snap {
 	char *mountpoint, *store;
 	const char *state;
 	bool mounted;
-	struct mfs_session_stats st;
-	struct dbfs_counters c;
+	struct mfs_session_stats st; /* live: throttled, capped, inflight */
+	struct mfs_usage_totals tot; /* the counters, from the last usage record */
 	struct dbfs_usage u;
-	uint64_t errs[DBFS_ERRNOS];
 	uint64_t quota_bytes, quota_inodes, cache_bytes, cache_limit;
 	bool feed;
 	uint64_t feed_events, feed_lag;
@@ -69,6 +51,33 @@ static int lag_of(void *arg, const struct dbfs_feed_sub_info *i)
 	return 0;
 }
 
+/* The counters as the accountant's last record of d carried them through
+ * the queue (account.h): none yet, all 0 (up to a second after its mount).
+ * Without an accountant (it failed to start: logged), the live counters
+ * the record would have carried. mgr->lock held. */
+static void take_totals(struct mfs_dbfs *d, struct snap *s)
+{
+	struct mfs_account *a = mfs_account_running();
+	struct mfs_usage_totals *t = &s->tot;
+	struct dbfs_counters c;
+
+	if (a) {
+		mfs_account_totals(a, d->id, d->conf.name, t);
+		return;
+	}
+	memset(t, 0, sizeof(*t));
+	t->ops = s->st.ops;
+	t->read_bytes = s->st.read_bytes;
+	t->write_bytes = s->st.write_bytes;
+	t->busy_ns = s->st.lat_sum_ns;
+	memcpy(t->hist, s->st.lat_hist, sizeof(t->hist));
+	memcpy(t->kinds.ops, s->st.by_opcode, sizeof(t->kinds.ops));
+	dbfs_errno_counts(d->fs, t->kinds.errs);
+	dbfs_counters(d->fs, &c);
+	t->flushes = c.flushes;
+	t->commits = c.commits;
+}
+
 /* What needs no store work: names, states, the counters request paths
  * update without locks. mgr->lock held. A mounted DBFS is pinned for
  * take_store. */
@@ -89,8 +98,7 @@ static void take(struct mfs_dbfs *d, struct snap *s)
 		return;
 	s->mounted = true;
 	mfs_loop_sample(d->sess, &s->st);
-	dbfs_counters(d->fs, &s->c);
-	dbfs_errno_counts(d->fs, s->errs);
+	take_totals(d, s);
 	uint64_t trimmed;
 	dbfs_cache_usage(d->fs, &s->cache_bytes, &s->cache_limit, &trimmed);
 	mfs_dbfs_pin(d);
@@ -186,33 +194,33 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 		label(b, v[i].store ? v[i].store : "");
 		mfs_buf_printf(b, "\",state=\"%s\"} 1\n", v[i].state);
 	}
-	family(b, v, n, "mfs_requests_total", "counter", "FUSE requests served.", F(st.ops), false);
+	family(b, v, n, "mfs_requests_total", "counter", "FUSE requests served.", F(tot.ops), false);
 	head(b, "mfs_operations_total", "counter", "FUSE requests served, by operation.");
 	for (size_t i = 0; i < n; i++)
 		for (unsigned op = 0; v[i].mounted && op < MFS_OPCODES; op++) {
-			if (!v[i].st.by_opcode[op])
+			if (!v[i].tot.kinds.ops[op])
 				continue;
+			const char *on = mfs_op_name(op);
 			dbfs_label(b, "mfs_operations_total", &v[i]);
 			put(b, ",op=\"");
-			put(b, op_names[op] ? op_names[op] : "other");
+			put(b, on ? on : "other");
 			mfs_buf_putc(b, '"');
-			value(b, v[i].st.by_opcode[op]);
+			value(b, v[i].tot.kinds.ops[op]);
 		}
 	family(b, v, n, "mfs_read_bytes_total", "counter", "Bytes asked by read requests.",
-	       F(st.read_bytes), false);
+	       F(tot.read_bytes), false);
 	family(b, v, n, "mfs_written_bytes_total", "counter", "Bytes carried by write requests.",
-	       F(st.write_bytes), false);
+	       F(tot.write_bytes), false);
 	head(b, "mfs_errors_total", "counter", "Requests answered with an error, by errno.");
 	for (size_t i = 0; i < n; i++)
 		for (int e = 0; v[i].mounted && e < DBFS_ERRNOS; e++) {
-			if (!v[i].errs[e])
+			if (!v[i].tot.kinds.errs[e])
 				continue;
-			const char *en = e ? strerrorname_np(e) : NULL;
 			dbfs_label(b, "mfs_errors_total", &v[i]);
 			put(b, ",errno=\"");
-			put(b, en ? en : "other");
+			put(b, mfs_errno_name((unsigned)e));
 			mfs_buf_putc(b, '"');
-			value(b, v[i].errs[e]);
+			value(b, v[i].tot.kinds.errs[e]);
 		}
 	head(b, "mfs_request_duration_seconds", "histogram",
 	     "Time from reading a request to its answer.");
@@ -221,11 +229,11 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 			continue;
 		uint64_t cum = 0, total = 0;
 		for (int k = 0; k < MFS_LAT_BUCKETS; k++)
-			total += v[i].st.lat_hist[k];
+			total += v[i].tot.hist[k];
 		for (int k = 0; k < LE_FIRST - 1; k++)
-			cum += v[i].st.lat_hist[k];
+			cum += v[i].tot.hist[k];
 		for (int le = LE_FIRST; le <= LE_LAST; le++) {
-			cum += v[i].st.lat_hist[le - 1];
+			cum += v[i].tot.hist[le - 1];
 			dbfs_label(b, "mfs_request_duration_seconds_bucket", &v[i]);
 			put(b, le_text[le]);
 			value(b, cum);
@@ -234,7 +242,7 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 		put(b, ",le=\"+Inf\"");
 		value(b, total);
 		dbfs_label(b, "mfs_request_duration_seconds_sum", &v[i]);
-		mfs_buf_printf(b, "} %.9f\n", (double)v[i].st.lat_sum_ns / 1e9);
+		mfs_buf_printf(b, "} %.9f\n", (double)v[i].tot.busy_ns / 1e9);
 		dbfs_label(b, "mfs_request_duration_seconds_count", &v[i]);
 		value(b, total);
 	}
@@ -251,8 +259,8 @@ static void render(struct mfs_buf *b, const struct snap *v, size_t n)
 			value(b, v[i].st.inflight);
 		}
 	family(b, v, n, "mfs_commits_total", "counter", "LMDB write transactions committed.",
-	       F(c.commits), false);
-	family(b, v, n, "mfs_flushes_total", "counter", "Durable points made.", F(c.flushes),
+	       F(tot.commits), false);
+	family(b, v, n, "mfs_flushes_total", "counter", "Durable points made.", F(tot.flushes),
 	       false);
 	family(b, v, n, "mfs_used_bytes", "gauge", "Bytes the DBFS's files use.", F(u.bytes), false);
 	family(b, v, n, "mfs_used_inodes", "gauge", "Inodes in use.", F(u.inodes), false);

@@ -9,6 +9,13 @@
  * mfs_dbfs_info only, mountpoint, store and state. Counters count since
  * the DBFS was mounted (a remount starts them again: a counter reset, as
  * Prometheus expects of a restarted target).
+ *
+ * The request counters (requests, by operation, bytes, errors by errno,
+ * the latency histogram, commits, flushes) are those of each DBFS's last
+ * usage record, which flowed through the accountant's queue (account.h):
+ * up to a second behind the requests, 0 in the first second of a mount,
+ * always consistent with one another. Throttled, capped and in-flight
+ * requests are read live; space, cache and the feed from the store.
  */
 #ifndef MFS_METRICS_H
 #define MFS_METRICS_H

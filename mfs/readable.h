@@ -10,13 +10,14 @@
  *   user.mfs.error    the caller's last refusal (answer.h)
  * Adding a readable attribute is adding a row to the table in readable.c.
  *
- * Context: any thread (FUSE workers of the manager mount). list takes
- * mgr->lock to copy what it shows and pins the mounted DBFSs (manager.h),
- * then reads each store's usage without the lock. The other texts but the
- * error and usage ones hold mgr->lock for the whole text; stats.N and
- * N/stats read that one DBFS's store under it (dbfs_usage opens an LMDB
- * read transaction and stats data.mdb; the feed's and delayed work's
- * figures read it too). None waits on a FUSE request.
+ * Context: any thread (FUSE workers of the manager mount). list, stats.N
+ * and N/stats take mgr->lock to copy what they show and pin the mounted
+ * DBFSs (manager.h), then read the stores (dbfs_usage opens an LMDB read
+ * transaction and stats data.mdb; the feed's and delayed work's figures
+ * read it too) without the lock: a slow store holds no other reader and
+ * not the control thread. N/usage reads the history without it. The
+ * other texts hold mgr->lock for the whole text and read no store. None
+ * waits on a FUSE request.
  */
 #ifndef MFS_READABLE_H
 #define MFS_READABLE_H
@@ -35,10 +36,12 @@ enum mfs_file {
 	MFS_NFILES,
 };
 
-/* The files of a DBFS's folder: name, and its text (mgr->lock held). */
+/* The files of a DBFS's folder: name, and its text. `text` is called with
+ * mgr->lock held and returns with it held; it may release it meanwhile
+ * (stats, usage), so the caller must not use d after it. */
 struct mfs_readable_file {
 	const char *name;
-	void (*text)(struct mfs_dbfs *d, struct mfs_buf *out);
+	void (*text)(struct mfs_manager *mgr, struct mfs_dbfs *d, struct mfs_buf *out);
 };
 
 extern const struct mfs_readable_file mfs_readable_files[MFS_NFILES];

@@ -1,5 +1,6 @@
 /* The retained usage history on LMDB (see usage_store.h). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,10 @@ static int usage_errno(int rc)
 }
 
 #define KEY_MAX (MFS_NAME_MAX + 2 + 8)
+/* A version 2 row's bytes before its kinds. */
+#define V2_FIXED offsetof(struct mfs_usage_row, kinds)
+_Static_assert(offsetof(struct mfs_usage_row, flushes) == MFS_USAGE_ROW_V1_SIZE,
+	       "version 1 rows are the fields up to feed_lag");
 
 static size_t key_make(unsigned char *k, const char *name, unsigned res, uint64_t t)
 {
@@ -100,8 +105,31 @@ int mfs_usage_put(struct mfs_usage_store *st, MDB_txn *txn, const char *name, un
 	if (!name[0] || strlen(name) > MFS_NAME_MAX)
 		return -EINVAL;
 	MDB_val key = {key_make(k, name, res, row->t), k};
-	MDB_val val = {sizeof(*row), (void *)row};
+	unsigned char v[V2_FIXED + MFS_USAGE_KINDS_MAX];
+	struct mfs_usage_row head = *row;
+	head.version = MFS_USAGE_ROW_VERSION;
+	memcpy(v, &head, V2_FIXED);
+	MDB_val val = {V2_FIXED + mfs_usage_kinds_put(v + V2_FIXED, &row->kinds), v};
 	return usage_errno(mdb_put(txn, st->dbi, &key, &val, 0));
+}
+
+/* A stored row into *row: version 1 (MFS_USAGE_ROW_V1_SIZE bytes, version
+ * field 0) or 2. -EINVAL: neither. */
+static int row_decode(const MDB_val *val, struct mfs_usage_row *row)
+{
+	memset(row, 0, sizeof(*row));
+	if (val->mv_size < MFS_USAGE_ROW_V1_SIZE)
+		return -EINVAL;
+	memcpy(row, val->mv_data, MFS_USAGE_ROW_V1_SIZE);
+	if (row->version == 0 && val->mv_size == MFS_USAGE_ROW_V1_SIZE) {
+		row->version = 1;
+		return 0;
+	}
+	if (row->version != 2 || val->mv_size < V2_FIXED)
+		return -EINVAL;
+	memcpy(row, val->mv_data, V2_FIXED);
+	return mfs_usage_kinds_get((const unsigned char *)val->mv_data + V2_FIXED,
+				   val->mv_size - V2_FIXED, &row->kinds);
 }
 
 /*
@@ -190,10 +218,9 @@ int mfs_usage_each(struct mfs_usage_store *st, const char *name, unsigned res, u
 		uint64_t t = key_time(p, key.mv_size);
 		if (to && t >= to)
 			break;
-		if (val.mv_size != sizeof(struct mfs_usage_row))
-			continue; /* damaged: skipped */
 		struct mfs_usage_row row;
-		memcpy(&row, val.mv_data, sizeof(row));
+		if (row_decode(&val, &row))
+			continue; /* damaged: skipped */
 		out = fn(arg, &row);
 		if (out)
 			break;

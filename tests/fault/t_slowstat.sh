@@ -2,10 +2,12 @@
 # A slow store read holds no status reader: while dbfs_usage of DBFS "slow"
 # is stuck in its fstat of data.mdb (tests/fault/eio_shim.c holds every
 # fstat of a file under $FAULT_DIR while $FAULT_DIR/slowstat exists),
-# a `list` and a `metrics` that read it wait for it, but the manager's
-# status (which takes mgr->lock) and a mount (the control thread takes it
-# too) are answered meanwhile: list and metrics read stores outside
-# mgr->lock (mfs_dbfs_pin, manager.h). Once the read goes on, both answer
+# a `list`, a `metrics`, a user.mfs.stats.slow and a slow/stats that read
+# it wait for it, but the manager's status (which takes mgr->lock) and a
+# mount (the control thread takes it too) are answered meanwhile: they
+# read stores outside mgr->lock (mfs_dbfs_pin, manager.h). And while the
+# accountant's gauge reader is held there, the usage records of every
+# second go on (account_gauges.c). Once the read goes on, both answer
 # with the store's figures.
 # Usage: t_slowstat.sh PATH-TO-mfs PATH-TO-eio_shim.so
 SHIM=$2
@@ -26,16 +28,19 @@ xset mount "name=fast,store=$T/sfast,mountpoint=$T/mfast,create" ||
 	{ fail "mount fast: $(cat "$T/xset.err")"; exit 1; }
 head -c 100000 /dev/zero >"$T/mslow/f" || fail "write to slow"
 
-# a thread other than the accountant (whose sample of the gauges may be
-# held too, pinned, without the lock) is held in an fstat of slow's store
-reader_held() {
+# held_thread yes|no: a thread of the accountant (its gauge reader, which
+# may be held too, pinned, without the lock) is (yes) or another thread
+# is (no) held in an fstat of slow's store
+held_thread() {
 	for f in "$FAULT_DIR"/held.*; do
 		[ -e "$f" ] || continue
 		c=$(cat "/proc/$MPID/task/${f##*.}/comm" 2>/dev/null) || continue
-		[ "$c" != mfs-account ] && return 0
+		case $c in mfs-account | mfs-acct-gauge) a=yes ;; *) a=no ;; esac
+		[ "$a" = "$1" ] && return 0
 	done
 	return 1
 }
+reader_held() { held_thread no; }
 
 # reader (list or metrics) CMD...: held in slow's store; meanwhile status
 # and a mount of a third DBFS are answered
@@ -67,6 +72,26 @@ grep -q "^name=fast,state=mounted,.*,bytes=0,inodes=1$" "$T/list.out" &&
 check_reader metrics cat "$M/metrics"
 grep -q '^mfs_used_inodes{dbfs="slow"} 2$' "$T/metrics.out" &&
 	ok "metrics shows slow's inodes" || fail "metrics: $(grep inodes "$T/metrics.out")"
+
+check_reader stats getfattr --only-values -n user.mfs.stats.slow "$M"
+grep -q '^inodes_used=2$' "$T/stats.out" && ok "stats.slow shows slow's inodes" ||
+	fail "stats.slow: $(grep inodes "$T/stats.out")"
+check_reader statsfile cat "$M/slow/stats"
+grep -q '^inodes_used=2$' "$T/statsfile.out" && ok "slow/stats shows slow's inodes" ||
+	fail "slow/stats: $(grep inodes "$T/statsfile.out")"
+
+# the accountant reads gauges (every 10 s) in a thread of its own: held in
+# slow's store, it holds no usage record of the second, here fast's
+touch "$FAULT_DIR/slowstat"
+if wait_for 15 held_thread yes; then
+	t0=$(date +%s)
+	wait_for 10 record_since fast $((t0 + 3)) &&
+		ok "usage records go on while the accountant's gauge read is held" ||
+		fail "fast's last usage record is $(xget stats.fast | grep ^record_time=), held since $t0"
+else
+	fail "the accountant did not read slow's store in 15 s"
+fi
+release
 
 xset unmount slow || fail "unmount slow: $(cat "$T/xset.err")"
 xset unmount fast || fail "unmount fast: $(cat "$T/xset.err")"

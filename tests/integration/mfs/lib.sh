@@ -132,6 +132,18 @@ xget() {
 	getfattr --only-values -n "user.mfs.$1" "$M" 2>/dev/null
 }
 
+# record_after NAME: wait (10 s at most) for a usage record of DBFS NAME
+# taken after what was done before the call (stats' record_time is the
+# second the record was taken at or after). metrics' request counters
+# and the history come from the records (mfs(8), ACCOUNTING).
+record_since() {
+	r=$(xget "stats.$1" | awk -F= '$1 == "record_time" { print $2 }')
+	[ "${r:-0}" -ge "$2" ]
+}
+record_after() {
+	wait_for 10 record_since "$1" $(($(date +%s) + 1)) || fail "no usage record of $1 after now"
+}
+
 # expect_refused ERRNAME ATTR VALUE [REASON-PATTERN]: the command must fail
 # with that errno (as setfattr prints it) and user.mfs.error must name it.
 expect_refused() {

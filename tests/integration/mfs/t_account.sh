@@ -21,15 +21,21 @@ wait_for 10 is_mounted "$T/m1" || { fail "one not mounted"; exit 1; }
 mkdir -p "$T/mx"
 expect_refused EINVAL mount "name=metrics,store=$T/sx,mountpoint=$T/mx,create" reserved
 
+# metrics' request counters are those of the last usage record, which
+# came through the accountant's queue (up to a second behind): before a
+# scrape, wait for a record taken after what was just done (record_after)
+
 # operations with known counts: 20 mkdirs, 7 rmdirs refused (ENOTEMPTY),
 # 3 writes of 5000 bytes each through O_DIRECT-free files synced
 mkdir "$T/m1/full" && : >"$T/m1/full/x" || fail "setup"
 before=$(mktemp "$T/before.XXXX")
+record_after one
 cp "$M/metrics" "$before"
 i=0
 while [ $i -lt 20 ]; do mkdir "$T/m1/d$i" || fail "mkdir d$i"; i=$((i + 1)); done
 i=0
 while [ $i -lt 7 ]; do rmdir "$T/m1/full" 2>/dev/null && fail "rmdir of a full dir worked"; i=$((i + 1)); done
+record_after one
 cp "$M/metrics" "$T/metrics"
 # counts from the difference of two scrapes (the kernel's own lookups
 # and getattrs around them are not the test's to predict)
@@ -55,7 +61,9 @@ for f in a b c; do
 	head -c 5000 /dev/zero >"$T/m1/$f" && sync "$T/m1/$f" || fail "write $f"
 done
 w0=$(val mfs_written_bytes_total '' "$T/metrics")
-w1=$(val mfs_written_bytes_total '' "$M/metrics")
+record_after one
+cp "$M/metrics" "$T/metrics.w"
+w1=$(val mfs_written_bytes_total '' "$T/metrics.w")
 [ $((w1 - w0)) = 15000 ] || fail "written bytes grew by $((w1 - w0)), wrote 15000"
 
 # rates: under load the 1 s rate is above 0; idle, it falls back to 0
@@ -82,6 +90,29 @@ grep -q '^ops_rate=[0-9.]*,[0-9.]*,[0-9.]*$' "$M/one/stats" || fail "ops_rate is
 wait_for 20 idle || fail "ops_rate (1 s) not back to 0 when idle: $(grep ops_rate "$M/one/stats")"
 ok "rates rise under load and fall back"
 
+# the history's rows carry requests by operation and errors by errno: over
+# every row since the mount, exactly the 21 mkdirs, 7 rmdirs and 7
+# ENOTEMPTY made (the first record counts from the mount), and the flushes
+# of the syncs
+kind_sum() { # column kind
+	grep -v '^#' "$M/one/usage" | awk -v c="$1" -v k="$2" '{ n = split($c, a, ",")
+		for (i = 1; i <= n; i++) { split(a[i], p, ":"); if (p[1] == k) s += p[2] } }
+		END { print s + 0 }'
+}
+head -1 "$M/one/usage" | grep -q ' feed_lag flushes_per_s ops_by_kind errors_by_errno$' ||
+	fail "usage header: $(head -1 "$M/one/usage")"
+[ "$(kind_sum 17 mkdir)" = 21 ] || fail "history: $(kind_sum 17 mkdir) mkdirs, made 21"
+[ "$(kind_sum 17 rmdir)" = 7 ] || fail "history: $(kind_sum 17 rmdir) rmdirs, made 7"
+[ "$(kind_sum 18 ENOTEMPTY)" = 7 ] || fail "history: $(kind_sum 18 ENOTEMPTY) ENOTEMPTY, got 7"
+fl=$(grep -v '^#' "$M/one/usage" | awk '{ s += $16 * $3 } END { print s + 0 }')
+fs=$(awk -F= '$1 == "flushes" { print $2 }' "$M/one/stats")
+# (3 syncs at least; the flusher may add one after the last record)
+[ "$fl" -ge 3 ] && [ "$fl" -le "$fs" ] || fail "history: $fl flushes, stats say $fs"
+# stats.NAME shows the same record's totals by kind
+grep -q '^record_ops_by_kind=\(.*,\)*mkdir:21\(,.*\)*$' "$M/one/stats" || fail "stats: $(grep ^record_ "$M/one/stats")"
+grep -q '^record_errors_by_errno=\(.*,\)*ENOTEMPTY:7\(,.*\)*$' "$M/one/stats" || fail "stats: $(grep ^record_ "$M/one/stats")"
+ok "history and stats carry requests by operation, errors by errno, flushes"
+
 # the history: rows of the busy seconds, and they survive a restart
 rows() { grep -v '^#' "$M/one/usage" | awk '$4 > 0' | wc -l; }
 grep -v '^#' "$M/one/usage" | awk '$4 > 0 { print $1 }' >"$T/busy.before"
@@ -93,6 +124,13 @@ if [ -f "$MFSCTL" ]; then
 	j=$(ctl usage one --json -p) || fail "mfsctl usage --json"
 	jn=$(printf '%s' "$j" | grep -o '"ops_per_s":[1-9]' | wc -l)
 	[ "$jn" = "$n" ] || fail "mfsctl usage --json has $jn busy rows, the file $n: $j"
+	# its rows parse as JSON, with the kinds as objects of counts
+	k=$(printf '%s' "$j" | $PY -c 'import json, sys
+rows = json.load(sys.stdin)
+print(sum(r["ops_by_kind"].get("mkdir", 0) for r in rows),
+      sum(r["errors_by_errno"].get("ENOTEMPTY", 0) for r in rows),
+      sum(1 for r in rows if r["flushes_per_s"] > 0) > 0)') || fail "mfsctl usage --json: not JSON: $j"
+	[ "$k" = "21 7 True" ] || fail "mfsctl usage --json: mkdir, ENOTEMPTY, flushes: $k"
 	tn=$(ctl usage one -p --since 1h | awk 'NR > 1 && $3 > 0' | wc -l)
 	[ "$tn" = "$n" ] || fail "mfsctl usage table has $tn busy rows, the file $n"
 	first=$(head -1 "$T/busy.before")

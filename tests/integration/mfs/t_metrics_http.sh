@@ -19,6 +19,7 @@ xset mount "name=one,store=$T/s1,mountpoint=$T/m1,create" || fail "mount one"
 wait_for 10 is_mounted "$T/m1" || { fail "one not mounted"; exit 1; }
 i=0
 while [ $i -lt 5 ]; do mkdir "$T/m1/d$i"; i=$((i + 1)); done
+record_after one # the counters come from the usage records
 
 # fetch METHOD PATH OUT: prints "STATUS CONTENT-TYPE", the body in OUT
 fetch() {

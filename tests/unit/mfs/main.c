@@ -17,6 +17,7 @@ int main(void)
 	srunner_add_suite(sr, mfs_parse_suite());
 	srunner_add_suite(sr, mfs_feed_line_suite());
 	srunner_add_suite(sr, mfs_feed_spec_suite());
+	srunner_add_suite(sr, mfs_usage_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -15,5 +15,6 @@ Suite *mfs_overlap_suite(void);
 Suite *mfs_parse_suite(void);
 Suite *mfs_feed_line_suite(void);
 Suite *mfs_feed_spec_suite(void);
+Suite *mfs_usage_suite(void);
 
 #endif
