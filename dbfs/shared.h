@@ -37,6 +37,39 @@
 
 struct dbfs;
 struct fuse_session;
+struct fuse_req;
+
+/*
+ * dbfs.wake, mapped shared by every process of the store (shared.c says
+ * how it is used):
+ *
+ *   +------+---------+---------------------------+----------------------+
+ *   | wake | applied | slot[126]: writer | seq   | waiting[126] u32     |
+ *   | u32  | u32     | u64 each                  |                      |
+ *   +------+---------+---------------------------+----------------------+
+ *   host order; wake: bumped per commit with events (and per applied
+ *   advance while any process has closes parked); applied: bumped when a
+ *   notifier advanced its slot; writer 0: a free slot; seq UINT64_MAX: a
+ *   notifier not started; waiting[i]: closes the process of slot i has
+ *   parked (shared_barrier.c), 0 when the slot is freed
+ */
+#define DBFS_WAKE_SLOTS 126
+struct dbfs_wake_page {
+	_Atomic uint32_t wake, applied;
+	struct {
+		_Atomic uint64_t writer, seq;
+	} slot[DBFS_WAKE_SLOTS];
+	_Atomic uint32_t waiting[DBFS_WAKE_SLOTS];
+};
+_Static_assert(sizeof(struct dbfs_wake_page) <= 4096, "one page");
+
+/* A close waiting for the other processes (shared_barrier.c). */
+struct dbfs_parked {
+	struct fuse_req *req;
+	uint64_t want;  /* the feed's last seq at the close */
+	uint64_t t0_ms; /* CLOCK_MONOTONIC at the close */
+	struct dbfs_parked *next;
+};
 
 struct dbfs_shared {
 	uint64_t writer;            /* this process's enqueuer id in the feed */
@@ -44,18 +77,22 @@ struct dbfs_shared {
 	ino_t ino;                  /*   per process (LMDB forbids two) */
 	int wake_fd;                /* dbfs.wake: the futex word other processes bump */
 	_Atomic uint32_t *wake;     /* its mapping; NULL: poll */
-	/* the notifier thread (shared.c) */
-	pthread_t thread;
-	bool running;
-	_Atomic int stop;
+	/* its notifier: passes run by the pool (shared_pool.c) */
+	_Atomic bool serving;       /* in the pool; set and cleared under park_lock too */
+	int pool_slot;              /* its place in the pool's table */
 	struct fuse_session *se;
-	struct dbfs_feed_reader *reader; /* handed to the thread when it starts */
+	struct dbfs_feed_reader *reader; /* opened before the mount is served */
+#define DBFS_SHARED_READ_MAX 64
+	struct dbfs_event *evbuf;   /* DBFS_SHARED_READ_MAX events for a pass */
 	/* counters for stats */
 	_Atomic uint64_t ev_others, ev_own, inval_entry, inval_inode, inval_delete, inval_failed;
 	_Atomic uint64_t lag_last_us, lag_max_us, wakes_sent, barrier_timeouts, gaps;
 #define DBFS_SHARED_HIST 1000 /* lag buckets of 50 us; the last takes the rest */
 	_Atomic uint64_t lag_hist[DBFS_SHARED_HIST + 1];
 	int slot;                   /* this process's slot in dbfs.wake; -1: none */
+	pthread_mutex_t park_lock;  /* parked: closes waiting for the others */
+	struct dbfs_parked *parked;
+	_Atomic uint64_t live_check_ms; /* the last liveness look of a slow slot */
 	pthread_mutex_t self_lock;  /* self[]: inodes of our own kernel to invalidate */
 	uint64_t self[64];
 	unsigned nself;
@@ -90,15 +127,50 @@ void dbfs_shared_close(struct dbfs *fs);
 /* The group commit's leader after a commit that enqueued events: wake the
  * other processes' notifiers. Never blocks. */
 void dbfs_shared_committed(struct dbfs *fs);
-/* Start (se non-NULL) or stop and join (NULL) the notifier thread. From
- * dbfs_set_session only: the session outlives the thread. */
+/* Start (se non-NULL) or stop (NULL) the store's notifier: it joins or
+ * leaves the pool; at a stop the parked closes are answered. From
+ * dbfs_set_session only: the session outlives the notifier. */
 void dbfs_shared_session(struct dbfs *fs, struct fuse_session *se);
-/* Close-to-open (FUSE flush of a shared store): wait until every other
- * live process's notifier applied the events this process committed so
- * far, at most BARRIER_MS (2 s). 0, or -ETIMEDOUT (counted; the close
- * still succeeds). From a worker serving the flush: it holds no lock and
- * no transaction; the other processes' notifiers never wait for it. */
-int dbfs_shared_barrier(struct dbfs *fs);
+/* One notifier pass over the store (shared_pool.c's threads only). */
+void dbfs_shared_pass(struct dbfs *fs);
+
+/* ---- shared_pool.c ---- */
+/* The notifier pool: DBFS_NOTIFIERS threads of the process follow every
+ * shared store it has open (threads do not grow with the stores). Join:
+ * passes of fs start (the pool's threads start with the first store).
+ * 0 or -ENOMEM/-EAGAIN (too many stores or no thread). Leave: returns
+ * when no pass of fs runs or will run (the threads stop with the last
+ * store). Both from dbfs_shared_session only. */
+#define DBFS_NOTIFIERS 2
+int dbfs_shared_pool_join(struct dbfs *fs);
+void dbfs_shared_pool_leave(struct dbfs *fs);
+/* Wake fs's pool thread now (a close was parked: its waits get shorter).
+ * Any thread; never blocks. */
+void dbfs_shared_poke(struct dbfs *fs);
+/* Threads the pool runs now (for tests and status). */
+unsigned dbfs_shared_pool_threads(void);
+/* ---- shared_barrier.c ---- */
+/* Close-to-open (FUSE flush of a shared store): reply to req once every
+ * other live process's notifier applied the events this process committed
+ * so far, at most 2 s after the close (a close that stopped waiting is
+ * counted in barrier_timeouts and still succeeds: its reply is 0). It does
+ * not wait in the calling worker: a close the others have not caught up
+ * with is parked and answered by this process's notifier, so that workers
+ * stay free for the requests that hold the kernel locks the other
+ * processes' notifiers wait for (two processes whose workers all waited
+ * in closes for each other would otherwise wait for the timeout). With no
+ * notifier running, or no memory to park, it waits in the worker. From a
+ * worker serving the flush, holding no lock and no transaction. */
+void dbfs_shared_flush(struct dbfs *fs, struct fuse_req *req);
+/* The notifier: answer the parked closes the others caught up with (or
+ * whose 2 s are over); all of them when `all` (the notifier stops). The
+ * number still parked. Never blocks on another process. */
+unsigned dbfs_shared_serve_parked(struct dbfs *fs, bool all);
+/* Free slot i of the page, owned by `writer` (the owner closing, or a
+ * waiter that found its process dead). */
+void dbfs_wake_page_free_slot(struct dbfs_wake_page *p, int i, uint64_t writer);
+/* Has any process closes parked? */
+bool dbfs_wake_page_waiting(struct dbfs_wake_page *p);
 /* After a reply: this process's kernel holds a wrong size for ino (an
  * append that went where another process's data ended). The notifier
  * invalidates its attributes (never the request: libfuse's rule). Any
