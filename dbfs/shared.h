@@ -2,8 +2,10 @@
  * Shared stores (issue 21; ARCHITECTURE mechanism 7): several processes
  * open one store at once (the mount option `shared`), kept coherent through
  * the change feed. libdbfs internal: dbfs/store.c opens and closes, the
- * notifier thread follows the other processes' events (shared.c), the
- * lock scheme and the liveness of the others (shared_lock.c).
+ * notifier follows the other processes' events (shared.c) on the
+ * process's pool of notifier threads (shared_pool.c), closes wait for the
+ * others' notifiers (shared_barrier.c), the lock scheme and the liveness
+ * of the others (shared_lock.c).
  *
  * What holds across processes (mfs.8, SHARED STORES, says it to users):
  *   - LMDB serialises writers of all processes (its writer lock in
