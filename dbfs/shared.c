@@ -150,10 +150,33 @@ void dbfs_shared_close(struct dbfs *fs)
 	fs->shared = NULL;
 }
 
-void dbfs_shared_committed(struct dbfs *fs)
+bool dbfs_shared_close_waits(const struct dbfs_event *ev)
+{
+	switch (ev->op) {
+	case DBFS_EV_WRITE:
+	case DBFS_EV_TRUNCATE:
+	case DBFS_EV_FALLOCATE:
+	case DBFS_EV_PUNCH:
+	case DBFS_EV_UNLINK: /* names that go away, and what they named */
+	case DBFS_EV_RMDIR:
+	case DBFS_EV_RENAME:
+	case DBFS_EV_EXPIRE:
+		return true;
+	case DBFS_EV_SETATTR:
+		return (ev->attr_mask & FUSE_SET_ATTR_SIZE) != 0;
+	default:
+		return false; /* a new name, a link, attributes, xattrs */
+	}
+}
+
+void dbfs_shared_committed(struct dbfs *fs, uint64_t data_seq)
 {
 	struct dbfs_shared *sh = fs->shared;
-	if (!sh || !sh->wake)
+	if (!sh)
+		return;
+	if (data_seq) /* one leader at a time: it only grows */
+		atomic_store(&sh->data_seq, data_seq);
+	if (!sh->wake)
 		return;
 	atomic_fetch_add(sh->wake, 1);
 	syscall(SYS_futex, sh->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);

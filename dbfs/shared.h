@@ -95,6 +95,7 @@ struct dbfs_shared {
 	pthread_mutex_t park_lock;  /* parked: closes waiting for the others */
 	struct dbfs_parked *parked;
 	_Atomic uint64_t live_check_ms; /* the last liveness look of a slow slot */
+	_Atomic uint64_t data_seq;  /* this process's last data event: closes wait for it */
 	pthread_mutex_t self_lock;  /* self[]: inodes of our own kernel to invalidate */
 	uint64_t self[64];
 	unsigned nself;
@@ -105,16 +106,22 @@ struct dbfs_shared {
  * never waits. 0, or -EBUSY with the reason naming the other holder's mode
  * in err, or another -errno of flock. Any thread. */
 int dbfs_lock_take(int fd, bool shared, const char *dir, char *err, size_t errlen);
-/* Does any other open file description hold a lock on dbfs.lock (fd)? Read
- * from /proc/locks: a process that died holds none. Errors count as "not
- * alone" (the safe answer). Any thread. */
+/* A shared open, after dbfs_lock_take: mark this process's slot of
+ * dbfs.wake (slot, or -1 for none) on dbfs.lock (fd) with an OFD lock,
+ * which the others read atomically (shared_lock.c says why not only
+ * /proc/locks). 0 or -errno of fcntl. Any thread. */
+int dbfs_lock_mark(int fd, int slot);
+/* Does no other process hold dbfs.lock (fd)? false when any other open
+ * file description marks it or /proc/locks lists another flock on it;
+ * errors count as "not alone" (the safe answer). Any thread. */
 bool dbfs_lock_alone(int fd);
-/* Number of processes holding dbfs.lock (fd), this one included; 0 when
- * /proc/locks cannot be read. */
+/* Number of processes holding dbfs.lock (fd), this one included: the
+ * marks, or /proc/locks's count when it shows more. Any thread. */
 unsigned dbfs_lock_holders(int fd);
-/* Does process `pid` hold a flock on dbfs.lock (fd)? true when /proc/locks
- * cannot be read (the safe answer). */
-bool dbfs_lock_held_by(int fd, pid_t pid);
+/* Is the process of slot `slot` (pid `pid`) alive: does it still mark its
+ * slot on dbfs.lock (fd), or does /proc/locks show a flock of pid (a build
+ * before the marks)? Any thread. */
+bool dbfs_lock_slot_alive(int fd, int slot, pid_t pid);
 /* One shared open per store per process: register (dev, ino) of the store
  * directory. 0, or -EBUSY when this process has it open already. */
 int dbfs_shared_claim(struct dbfs_shared *sh, const char *dir, char *err, size_t errlen);
@@ -127,8 +134,16 @@ void dbfs_shared_unclaim(struct dbfs_shared *sh);
 int dbfs_shared_open(struct dbfs *fs, char *err, size_t errlen);
 void dbfs_shared_close(struct dbfs *fs);
 /* The group commit's leader after a commit that enqueued events: wake the
- * other processes' notifiers. Never blocks. */
-void dbfs_shared_committed(struct dbfs *fs);
+ * other processes' notifiers; data_seq: the batch's last data event (0:
+ * none), which this process's closes wait for from now on. Never blocks. */
+void dbfs_shared_committed(struct dbfs *fs, uint64_t data_seq);
+/* Does a close wait for the event? Those that change a file's data or
+ * size (write, truncate, fallocate, punch, a setattr of the size) and
+ * those that take a name away (unlink, rmdir, rename, expiry): after the
+ * close no other mount reaches the old file by its old name. New names,
+ * links, attributes and xattrs are seen within the notifiers' lag. */
+struct dbfs_event;
+bool dbfs_shared_close_waits(const struct dbfs_event *ev);
 /* Start (se non-NULL) or stop (NULL) the store's notifier: it joins or
  * leaves the pool; at a stop the parked closes are answered. From
  * dbfs_set_session only: the session outlives the notifier. */
@@ -153,8 +168,9 @@ void dbfs_shared_poke(struct dbfs *fs);
 unsigned dbfs_shared_pool_threads(void);
 /* ---- shared_barrier.c ---- */
 /* Close-to-open (FUSE flush of a shared store): reply to req once every
- * other live process's notifier applied the events this process committed
- * so far, at most 2 s after the close (a close that stopped waiting is
+ * other live process's notifier applied this process's last event that
+ * closes wait for (dbfs_shared_close_waits) committed before the close, and with it every
+ * event before it; at once when there is none. At most 2 s after the close (a close that stopped waiting is
  * counted in barrier_timeouts and still succeeds: its reply is 0). It does
  * not wait in the calling worker: a close the others have not caught up
  * with is parked and answered by this process's notifier, so that workers
