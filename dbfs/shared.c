@@ -153,19 +153,16 @@ void dbfs_shared_close(struct dbfs *fs)
 bool dbfs_shared_close_waits(const struct dbfs_event *ev)
 {
 	switch (ev->op) {
-	case DBFS_EV_WRITE:
-	case DBFS_EV_TRUNCATE:
-	case DBFS_EV_FALLOCATE:
-	case DBFS_EV_PUNCH:
 	case DBFS_EV_UNLINK: /* names that go away, and what they named */
 	case DBFS_EV_RMDIR:
 	case DBFS_EV_RENAME:
 	case DBFS_EV_EXPIRE:
 		return true;
-	case DBFS_EV_SETATTR:
-		return (ev->attr_mask & FUSE_SET_ATTR_SIZE) != 0;
+	case DBFS_EV_CREATE: /* a new name: seen within the lag */
+	case DBFS_EV_MKNOD:
+		return false;
 	default:
-		return false; /* a new name, a link, attributes, xattrs */
+		return dbfs_settle_is_write(ev); /* data and sizes */
 	}
 }
 
