@@ -164,8 +164,7 @@ void dbfs_shared_pool_leave(struct dbfs *fs);
 /* Wake fs's pool thread now (a close was parked: its waits get shorter).
  * Any thread; never blocks. */
 void dbfs_shared_poke(struct dbfs *fs);
-/* Threads the pool runs now (for tests and status). */
-unsigned dbfs_shared_pool_threads(void);
+
 /* ---- shared_barrier.c ---- */
 /* Close-to-open (FUSE flush of a shared store): reply to req once every
  * other live process's notifier applied this process's last event that

@@ -48,19 +48,22 @@ struct futex_waitv {
 };
 #endif
 
-#define WAIT_MS	   200 /* the longest wait for a wake-up that got lost */
-#define LIVE_MS	   20  /* while closes are parked */
-#define POOL_MAX   1024 /* stores (as dbfs_shared_claim's table) */
+#define WAIT_MS 200 /* the longest wait for a wake-up that got lost */
+#define LIVE_MS 20  /* while closes are parked */
+/* stores (as dbfs_shared_claim's table); a multiple of DBFS_NOTIFIERS */
+#define POOL_MAX 1024
+
+_Static_assert(POOL_MAX % DBFS_NOTIFIERS == 0, "every thread as many slots");
 
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t idle;       /* a thread ended a pass */
+	pthread_cond_t idle;	   /* a thread ended a pass */
 	struct dbfs *fs[POOL_MAX]; /* slot % DBFS_NOTIFIERS: its thread */
 	unsigned nfs;
 	pthread_t thr[DBFS_NOTIFIERS];
 	bool started, stop;
-	bool joining;              /* the last leave joins the threads: no start */
-	struct dbfs *busy[DBFS_NOTIFIERS][FUTEX_WAITV_MAX]; /* each thread's pass */
+	bool joining; /* the last leave joins the threads: no start */
+	struct dbfs *busy[DBFS_NOTIFIERS][POOL_MAX / DBFS_NOTIFIERS]; /* each thread's pass */
 	unsigned nbusy[DBFS_NOTIFIERS];
 	_Atomic uint32_t word[DBFS_NOTIFIERS]; /* private wake of each thread */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER, .idle = PTHREAD_COND_INITIALIZER};
@@ -90,21 +93,22 @@ static void *run(void *arg)
 		uint32_t own = atomic_load(&pool.word[me]);
 		/* this pass's stores: a leave waits until the pass is over */
 		unsigned n = 0, nwv = 0;
-		for (unsigned i = me; i < POOL_MAX && n < FUTEX_WAITV_MAX; i += DBFS_NOTIFIERS)
+		for (unsigned i = me; i < POOL_MAX; i += DBFS_NOTIFIERS)
 			if (pool.fs[i])
 				mine[n++] = pool.fs[i];
 		pool.nbusy[me] = n;
 		pthread_mutex_unlock(&pool.lock);
 
-		wv[nwv++] = (struct futex_waitv){.val = own, .uaddr = (uintptr_t)&pool.word[me],
+		wv[nwv++] = (struct futex_waitv){.val = own,
+						 .uaddr = (uintptr_t)&pool.word[me],
 						 .flags = FUTEX_32 | FUTEX_PRIVATE_FLAG};
 		bool parked = false;
 		for (unsigned i = 0; i < n; i++) {
 			struct dbfs_shared *sh = mine[i]->shared;
 			if (sh->wake && nwv < FUTEX_WAITV_MAX)
-				wv[nwv++] = (struct futex_waitv){
-				    .val = atomic_load(sh->wake), .uaddr = (uintptr_t)sh->wake,
-				    .flags = FUTEX_32};
+				wv[nwv++] = (struct futex_waitv){.val = atomic_load(sh->wake),
+								 .uaddr = (uintptr_t)sh->wake,
+								 .flags = FUTEX_32};
 			dbfs_shared_serve_parked(mine[i], false);
 			dbfs_shared_pass(mine[i]);
 			parked |= dbfs_shared_serve_parked(mine[i], false) > 0;
@@ -120,8 +124,8 @@ static void *run(void *arg)
 		    errno == ENOSYS)
 			waitv = false;
 		if (!waitv) /* the pool's word alone: the stores are polled */
-			syscall(SYS_futex, &pool.word[me], FUTEX_WAIT_BITSET_PRIVATE, own, &to, NULL,
-				FUTEX_BITSET_MATCH_ANY);
+			syscall(SYS_futex, &pool.word[me], FUTEX_WAIT_BITSET_PRIVATE, own, &to,
+				NULL, FUTEX_BITSET_MATCH_ANY);
 
 		pthread_mutex_lock(&pool.lock);
 		pool.nbusy[me] = 0;
@@ -223,12 +227,4 @@ void dbfs_shared_poke(struct dbfs *fs)
 	int slot = fs->shared ? fs->shared->pool_slot : -1;
 	if (slot >= 0)
 		wake_thread((unsigned)slot % DBFS_NOTIFIERS);
-}
-
-unsigned dbfs_shared_pool_threads(void)
-{
-	pthread_mutex_lock(&pool.lock);
-	unsigned n = pool.started ? DBFS_NOTIFIERS : 0;
-	pthread_mutex_unlock(&pool.lock);
-	return n;
 }

@@ -14,8 +14,7 @@ int fuse_lowlevel_notify_inval_entry(struct fuse_session *se, fuse_ino_t parent,
 	return 0;
 }
 
-int fuse_lowlevel_notify_inval_inode(struct fuse_session *se, fuse_ino_t ino, off_t off,
-				     off_t len)
+int fuse_lowlevel_notify_inval_inode(struct fuse_session *se, fuse_ino_t ino, off_t off, off_t len)
 {
 	(void)se, (void)ino, (void)off, (void)len;
 	return 0;
