@@ -10,10 +10,10 @@
 SO=shared,durability=full # the stores are on a disk here
 start_manager "$T/m1"
 P1=$MPID
+mkdir -p "$T/m2"
 "$MFS" -f -o "state=$T/state2" "$T/m2" >>"$T/mfs2.log" 2>&1 &
 P2=$!
 PIDS="$PIDS $P2"
-mkdir -p "$T/m2"
 wait_for 10 is_mounted "$T/m2" || { cat "$T/mfs2.log" >&2; fail "second manager"; exit 1; }
 threads() { awk '/^Threads:/ { print $2 }' "/proc/$P1/status"; }
 
