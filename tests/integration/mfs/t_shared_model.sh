@@ -28,13 +28,6 @@ if [ -n "$SHIM" ]; then
 	MFS=$T/mfs-shim
 fi
 
-start_dbfs() { # MOUNTPOINT OPTIONS LOG -> DPID
-	"$MFS" -f --dbfs "$S" -o "$2" "$1" >>"$T/$3.log" 2>&1 &
-	DPID=$!
-	PIDS="$PIDS $DPID"
-	wait_for 20 is_mounted "$1" || { cat "$T/$3.log" >&2; fail "$1 not mounted"; exit 1; }
-}
-
 start_dbfs "$A" "create,$SO" a
 PA=$DPID
 start_dbfs "$B" "$SO" b
