@@ -144,7 +144,7 @@ bool dbfs_is_store_file(const char *name);
 struct dbfs_shared_stats {
 	bool shared;               /* false: opened exclusively, the rest 0 */
 	unsigned processes;        /* processes holding the store now, this one included
-	                              (0: /proc/locks unreadable) */
+	                              (their marks on dbfs.lock, shared_lock.c) */
 	uint64_t writer;           /* this process's writer id in the feed */
 	uint64_t events_received;  /* other processes' events its notifier applied */
 	uint64_t events_own;       /* its own events the notifier skipped */

@@ -482,9 +482,13 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 	mfsq_txn_committed(f->q, f->tx_id); /* the next batch need not read the shard back */
 	raise_last(f, f->meta.next_seq - 1);
 	atomic_fetch_add(&f->enqueued, f->tx_n);
+	uint64_t data = 0; /* a shared store's closes wait for its last data event */
+	for (size_t i = 0; fs->shared && i < f->npend; i++)
+		if (dbfs_shared_close_waits(&f->pend[i].ev))
+			data = f->seqs[i];
 	f->tx_n = 0;
 	f->npend = 0;
-	dbfs_shared_committed(fs); /* the other processes' notifiers */
+	dbfs_shared_committed(fs, data); /* the other processes' notifiers */
 	pthread_mutex_lock(&f->lock);
 	f->gen++;
 	f->pub = f->meta;

@@ -196,8 +196,9 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 /* A close. Exclusive: nothing to do (ENOSYS: the kernel sends no more).
- * Shared: return once the other processes' kernels forgot what this
- * process changed (close-to-open; a timeout still closes). */
+ * Shared: answered once the other processes' kernels forgot what this
+ * process changed (close-to-open; a timeout still closes), maybe later,
+ * from the notifier (shared_barrier.c). */
 void dbfs_fuse_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
@@ -207,8 +208,7 @@ void dbfs_fuse_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOSYS);
 		return;
 	}
-	dbfs_shared_barrier(fs);
-	fuse_reply_err(req, 0);
+	dbfs_shared_flush(fs, req);
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)

@@ -1,8 +1,8 @@
 /*
  * A shared store's coherence (dbfs/shared.h): this process's writer id,
- * the wake-up word the processes share, and the notifier thread that
+ * the wake-up word the processes share, and the notifier's pass, which
  * follows the other processes' change events and invalidates the kernel's
- * caches for what they changed.
+ * caches for what they changed (run by the pool's threads, shared_pool.c).
  *
  * Wake-up. The file dbfs.wake in the store's directory holds one 32-bit
  * word, mapped shared by every process of the store. A leader whose commit
@@ -10,27 +10,18 @@
  * waiters are other processes); a notifier reads the feed until it is
  * empty, then waits on the word as it was before that read, so a commit
  * that lands between the read and the wait changed the word and the wait
- * returns at once. The wait is bounded (WAIT_MS): a lost wake costs that
- * long, never more.
+ * returns at once. The wait is bounded (shared_pool.c's WAIT_MS): a lost
+ * wake costs that long, never more.
  *
- * Close-to-open. The same page holds one slot per sharing process: its
- * writer id and the last sequence number its notifier has applied. A
- * close (FUSE flush) in one process waits, up to BARRIER_MS, until every
- * other live process's notifier has applied the events this process
- * committed so far (dbfs_shared_barrier): an open after the close,
- * through any mount, then finds the kernel's caches invalidated. A slot
- * whose process no longer holds dbfs.lock (killed) is freed by the
- * waiter.
- *
- *   +------------+-------------+--------------------------------------+
- *   | wake u32   | applied u32 | slot[SLOTS]: writer u64 | seq u64    |
- *   +------------+-------------+--------------------------------------+
- *   host order; wake: bumped per commit with events; applied: bumped
- *   when a notifier advanced its slot; writer 0: a free slot; seq
- *   UINT64_MAX: a notifier not started (nothing cached to invalidate)
+ * Close-to-open. The same page (struct dbfs_wake_page, shared.h) holds one
+ * slot per sharing process: its writer id and the last sequence number its
+ * notifier has applied. A close (FUSE flush) in one process is answered
+ * once every other live process's notifier has applied the events this
+ * process committed so far (shared_barrier.c): an open after the close,
+ * through any mount, then finds the kernel's caches invalidated.
  *
  * Notifications follow libfuse's rules (fuse_lowlevel.h): they are sent
- * from this thread, never from a request, and the thread holds no lock and
+ * from a pool thread, never from a request, and the thread holds no lock and
  * no transaction of the store while it sends (the feed's read returned).
  * The kernel may wait inside a notification for a request of this mount
  * (an inval_entry takes the directory's lock); the workers serve it.
@@ -53,104 +44,45 @@
 #include "dbfs/shared.h"
 
 #define WAKE_FILE  "dbfs.wake"
-#define WAIT_MS	   200	/* the longest wait for a wake-up that got lost */
-#define BARRIER_MS 2000 /* the longest a close waits for the other processes */
-#define READ_MAX   64
-#define SLOTS	   126
 
-struct wake_page {
-	_Atomic uint32_t wake, applied;
-	struct {
-		_Atomic uint64_t writer, seq;
-	} slot[SLOTS];
-};
-_Static_assert(sizeof(struct wake_page) <= 4096, "one page");
-
-static struct wake_page *page(struct dbfs_shared *sh)
+static struct dbfs_wake_page *page(struct dbfs_shared *sh)
 {
-	return (struct wake_page *)sh->wake;
+	return (struct dbfs_wake_page *)sh->wake;
 }
 
 /* A free slot for this process (or none: then others do not wait for it,
  * and it sees their changes only within the notifier's lag). */
 static void claim_slot(struct dbfs_shared *sh)
 {
-	struct wake_page *p = page(sh);
+	struct dbfs_wake_page *p = page(sh);
 	sh->slot = -1;
-	for (int i = 0; p && i < SLOTS; i++) {
+	for (int i = 0; p && i < DBFS_WAKE_SLOTS; i++) {
 		uint64_t zero = 0;
 		if (atomic_load(&p->slot[i].writer) == 0 &&
 		    atomic_compare_exchange_strong(&p->slot[i].writer, &zero, sh->writer)) {
 			atomic_store(&p->slot[i].seq, UINT64_MAX);
+			atomic_store(&p->waiting[i], 0);
 			sh->slot = i;
 			return;
 		}
 	}
 }
 
-/* Free slot i (seq first: a waiter never sees a new owner's old seq). */
-static void free_slot(struct wake_page *p, int i, uint64_t writer)
-{
-	atomic_store(&p->slot[i].seq, UINT64_MAX);
-	atomic_compare_exchange_strong(&p->slot[i].writer, &writer, 0);
-}
-
-/* The notifier applied everything up to `seq`: say so, wake waiters. */
+/* The notifier applied everything up to `seq`: say so, wake the closes
+ * waiting for it, in this and the other processes (their notifiers answer
+ * the parked flushes, shared_barrier.c: woken through the wake word when
+ * a process has any parked). */
 static void applied(struct dbfs_shared *sh, uint64_t seq)
 {
-	struct wake_page *p = page(sh);
+	struct dbfs_wake_page *p = page(sh);
 	if (!p || sh->slot < 0 || atomic_load(&p->slot[sh->slot].seq) == seq)
 		return;
 	atomic_store(&p->slot[sh->slot].seq, seq);
 	atomic_fetch_add(&p->applied, 1);
 	syscall(SYS_futex, &p->applied, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-}
-
-/* Is the process of writer id w (its pid in bits 32..62) still holding
- * dbfs.lock? /proc/locks names the pid that took each flock. */
-static bool writer_alive(struct dbfs *fs, uint64_t w)
-{
-	pid_t pid = (pid_t)((w >> 32) & 0x7fffffff);
-	return dbfs_lock_held_by(fs->lock_fd, pid);
-}
-
-int dbfs_shared_barrier(struct dbfs *fs)
-{
-	struct dbfs_shared *sh = fs->shared;
-	struct wake_page *p = sh ? page(sh) : NULL;
-	if (!p)
-		return 0;
-	uint64_t want = dbfs_feed_last_seq(fs);
-	struct timespec t0, now;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	bool checked[SLOTS] = {false};
-	for (;;) {
-		uint32_t gen = atomic_load(&p->applied);
-		int behind = -1;
-		for (int i = 0; i < SLOTS && behind < 0; i++) {
-			uint64_t w = atomic_load(&p->slot[i].writer);
-			if (w && w != sh->writer && atomic_load(&p->slot[i].seq) < want)
-				behind = i;
-		}
-		if (behind < 0)
-			return 0;
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		int64_t ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
-		if (ms >= 20 && !checked[behind]) {
-			/* slow: is it alive at all? (a SIGKILL leaves its slot) */
-			checked[behind] = true;
-			uint64_t w = atomic_load(&p->slot[behind].writer);
-			if (w && !writer_alive(fs, w)) {
-				free_slot(p, behind, w);
-				continue;
-			}
-		}
-		if (ms >= BARRIER_MS) {
-			atomic_fetch_add(&sh->barrier_timeouts, 1);
-			return -ETIMEDOUT;
-		}
-		struct timespec ts = {0, 10 * 1000000l};
-		syscall(SYS_futex, &p->applied, FUTEX_WAIT, gen, &ts, NULL, 0);
+	if (dbfs_wake_page_waiting(p)) {
+		atomic_fetch_add(&p->wake, 1);
+		syscall(SYS_futex, &p->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	}
 }
 
@@ -163,8 +95,17 @@ int dbfs_shared_open(struct dbfs *fs, char *err, size_t errlen)
 	}
 	sh->wake_fd = -1;
 	pthread_mutex_init(&sh->self_lock, NULL);
+	pthread_mutex_init(&sh->park_lock, NULL);
+	sh->pool_slot = -1;
+	sh->evbuf = calloc(DBFS_SHARED_READ_MAX, sizeof(*sh->evbuf));
+	if (!sh->evbuf) {
+		free(sh);
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
 	int rc = dbfs_shared_claim(sh, fs->dir, err, errlen);
 	if (rc) {
+		free(sh->evbuf);
 		free(sh);
 		return rc;
 	}
@@ -182,7 +123,7 @@ int dbfs_shared_open(struct dbfs *fs, char *err, size_t errlen)
 		if (m != MAP_FAILED)
 			sh->wake = m;
 	}
-	/* without it the notifier polls every WAIT_MS and a close waits for
+	/* without it the notifier polls (shared_pool.c) and a close waits for
 	 * nobody: slower, and close-to-open only within the notifier's lag */
 	claim_slot(sh);
 	fs->shared = sh;
@@ -196,34 +137,47 @@ void dbfs_shared_close(struct dbfs *fs)
 		return;
 	dbfs_shared_session(fs, NULL);
 	if (sh->wake && sh->slot >= 0)
-		free_slot(page(sh), sh->slot, sh->writer);
+		dbfs_wake_page_free_slot(page(sh), sh->slot, sh->writer);
 	if (sh->wake)
 		munmap((void *)sh->wake, 4096);
 	if (sh->wake_fd >= 0)
 		close(sh->wake_fd);
 	dbfs_shared_unclaim(sh);
 	pthread_mutex_destroy(&sh->self_lock);
+	pthread_mutex_destroy(&sh->park_lock);
+	free(sh->evbuf);
 	free(sh);
 	fs->shared = NULL;
 }
 
-void dbfs_shared_committed(struct dbfs *fs)
+bool dbfs_shared_close_waits(const struct dbfs_event *ev)
+{
+	switch (ev->op) {
+	case DBFS_EV_UNLINK: /* names that go away, and what they named */
+	case DBFS_EV_RMDIR:
+	case DBFS_EV_RENAME:
+	case DBFS_EV_EXPIRE:
+		return true;
+	case DBFS_EV_CREATE: /* a new name: seen within the lag */
+	case DBFS_EV_MKNOD:
+		return false;
+	default:
+		return dbfs_settle_is_write(ev); /* data and sizes */
+	}
+}
+
+void dbfs_shared_committed(struct dbfs *fs, uint64_t data_seq)
 {
 	struct dbfs_shared *sh = fs->shared;
-	if (!sh || !sh->wake)
+	if (!sh)
+		return;
+	if (data_seq) /* one leader at a time: it only grows */
+		atomic_store(&sh->data_seq, data_seq);
+	if (!sh->wake)
 		return;
 	atomic_fetch_add(sh->wake, 1);
 	syscall(SYS_futex, sh->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
 	atomic_fetch_add(&sh->wakes_sent, 1);
-}
-
-static void wait_wake(struct dbfs_shared *sh, uint32_t seen)
-{
-	struct timespec ts = {0, WAIT_MS * 1000000l};
-	if (sh->wake)
-		syscall(SYS_futex, sh->wake, FUTEX_WAIT, seen, &ts, NULL, 0);
-	else
-		nanosleep(&ts, NULL);
 }
 
 /* The last component of a path ("/a/b" -> "b"; "" for "/" or none). */
@@ -367,63 +321,55 @@ static void self_inval(struct dbfs_shared *sh)
 		inval_inode(sh, inos[i], -1);
 }
 
-static void *notifier(void *arg)
+/* One pass of a store's notifier (from a pool thread, shared_pool.c):
+ * answer what our own requests asked, read the feed to its end, apply the
+ * others' events, publish how far it applied. */
+void dbfs_shared_pass(struct dbfs *fs)
 {
-	struct dbfs *fs = arg;
 	struct dbfs_shared *sh = fs->shared;
-	struct dbfs_feed_reader *r = sh->reader; /* opened before the mount is served */
-	struct dbfs_event ev[READ_MAX];
-	sh->reader = NULL;
-	while (!atomic_load(&sh->stop)) {
-		uint32_t seen = sh->wake ? atomic_load(sh->wake) : 0;
-		self_inval(sh);
-		if (!r && dbfs_feed_open(fs, NULL, NULL, &r)) {
-			r = NULL;
-			wait_wake(sh, seen); /* a transient failure: again later */
-			continue;
-		}
-		for (;;) {
-			size_t n = 0;
-			int rc = dbfs_feed_read(r, ev, READ_MAX, &n, 0);
-			if (rc == -EAGAIN) {
-				uint64_t last = dbfs_feed_reader_next(r) - 1;
-				dbfs_feed_seen(fs, last); /* this process's feed readers */
-				applied(sh, last);
-				break; /* read it all */
-			}
-			if (rc) {
-				/* another process grew the map: a read takes its
-				 * size (readtxn.c); anything else, again later */
-				MDB_txn *t;
-				if (!dbfs_read_begin(fs, &t))
-					dbfs_read_end(fs, t);
-				break;
-			}
-			uint64_t t = now_ns();
-			for (size_t i = 0; i < n && !atomic_load(&sh->stop); i++) {
-				if (ev[i].op == DBFS_EV_GAP) {
-					atomic_fetch_add(&sh->gaps, ev[i].gap_next - ev[i].seq);
-					continue;
-				}
-				if (ev[i].writer == sh->writer) {
-					atomic_fetch_add(&sh->ev_own, 1);
-					continue;
-				}
-				atomic_fetch_add(&sh->ev_others, 1);
-				apply(sh, &ev[i]);
-				uint64_t lag = t > ev[i].time_ns ? (t - ev[i].time_ns) / 1000 : 0;
-				atomic_store(&sh->lag_last_us, lag);
-				uint64_t bk = lag / 50;
-				atomic_fetch_add(&sh->lag_hist[bk < DBFS_SHARED_HIST ? bk : DBFS_SHARED_HIST], 1);
-				if (lag > atomic_load(&sh->lag_max_us))
-					atomic_store(&sh->lag_max_us, lag);
-			}
-		}
-		wait_wake(sh, seen);
+	struct dbfs_event *ev = sh->evbuf;
+	self_inval(sh);
+	if (!sh->reader && dbfs_feed_open(fs, NULL, NULL, &sh->reader)) {
+		sh->reader = NULL; /* a transient failure: again at the next pass */
+		return;
 	}
-	if (r)
-		dbfs_feed_close(r);
-	return NULL;
+	for (;;) {
+		size_t n = 0;
+		int rc = dbfs_feed_read(sh->reader, ev, DBFS_SHARED_READ_MAX, &n, 0);
+		if (rc == -EAGAIN) {
+			uint64_t last = dbfs_feed_reader_next(sh->reader) - 1;
+			dbfs_feed_seen(fs, last); /* this process's feed readers */
+			applied(sh, last);
+			return; /* read it all */
+		}
+		if (rc) {
+			/* another process grew the map: a read takes its size
+			 * (readtxn.c); anything else, again at the next pass */
+			MDB_txn *t;
+			if (!dbfs_read_begin(fs, &t))
+				dbfs_read_end(fs, t);
+			return;
+		}
+		uint64_t t = now_ns();
+		for (size_t i = 0; i < n; i++) {
+			if (ev[i].op == DBFS_EV_GAP) {
+				atomic_fetch_add(&sh->gaps, ev[i].gap_next - ev[i].seq);
+				continue;
+			}
+			if (ev[i].writer == sh->writer) {
+				atomic_fetch_add(&sh->ev_own, 1);
+				continue;
+			}
+			atomic_fetch_add(&sh->ev_others, 1);
+			apply(sh, &ev[i]);
+			uint64_t lag = t > ev[i].time_ns ? (t - ev[i].time_ns) / 1000 : 0;
+			atomic_store(&sh->lag_last_us, lag);
+			uint64_t bk = lag / 50;
+			atomic_fetch_add(&sh->lag_hist[bk < DBFS_SHARED_HIST ? bk : DBFS_SHARED_HIST], 1);
+			if (lag > atomic_load(&sh->lag_max_us))
+				atomic_store(&sh->lag_max_us, lag);
+		}
+	}
 }
 
 void dbfs_shared_session(struct dbfs *fs, struct fuse_session *se)
@@ -431,29 +377,25 @@ void dbfs_shared_session(struct dbfs *fs, struct fuse_session *se)
 	struct dbfs_shared *sh = fs->shared;
 	if (!sh)
 		return;
-	if (sh->running) {
-		atomic_store(&sh->stop, 1);
-		if (sh->wake) {
-			atomic_fetch_add(sh->wake, 1); /* wakes the other processes too: harmless */
-			syscall(SYS_futex, sh->wake, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
-		}
-		pthread_join(sh->thread, NULL);
-		sh->running = false;
+	if (sh->serving) {
+		dbfs_shared_pool_leave(fs); /* no pass of it runs after this */
+		dbfs_shared_serve_parked(fs, true);
+	}
+	if (sh->reader) {
+		dbfs_feed_close(sh->reader);
+		sh->reader = NULL;
 	}
 	sh->se = se;
 	if (!se || !fs->feed)
 		return;
-	atomic_store(&sh->stop, 0);
 	/* The reader starts here, before the kernel's first request to this
 	 * mount is served: every change after anything it caches is read.
 	 * Its position in the slot: from now on closes wait for it. */
 	if (dbfs_feed_open(fs, NULL, NULL, &sh->reader))
-		sh->reader = NULL; /* the thread tries again */
+		sh->reader = NULL; /* the pass tries again */
 	else
 		applied(sh, dbfs_feed_reader_next(sh->reader) - 1);
-	if (pthread_create(&sh->thread, NULL, notifier, fs) == 0) {
-		sh->running = true;
-	} else if (sh->reader) {
+	if (dbfs_shared_pool_join(fs) && sh->reader) {
 		dbfs_feed_close(sh->reader);
 		sh->reader = NULL;
 	}

@@ -161,6 +161,13 @@ static int lock_store(struct dbfs *fs, unsigned *made, char *err, size_t errlen)
 		if (dbfs_lock_is_current(fs->lock_fd, path)) {
 			if (created)
 				*made |= MADE_LOCK;
+			/* shared: the mark the others read (shared_lock.c) */
+			if (fs->shared && (rc = dbfs_lock_mark(fs->lock_fd, fs->shared->slot))) {
+				snprintf(err, errlen, "cannot mark %s: %s", path, strerror(-rc));
+				close(fs->lock_fd);
+				fs->lock_fd = -1;
+				return rc;
+			}
 			return 0;
 		}
 		close(fs->lock_fd);

@@ -104,6 +104,16 @@ start_manager() {
 	wait_for 10 is_mounted "$1" || { cat "$T/mfs.log" >&2; fail "manager did not mount"; exit 1; }
 }
 
+# start_dbfs MOUNTPOINT OPTIONS LOG: `mfs --dbfs $S` (the store in S) in the
+# foreground, its log in $T/LOG.log, its pid in DPID; the test ends if it
+# does not mount
+start_dbfs() {
+	"$MFS" -f --dbfs "$S" -o "$2" "$1" >>"$T/$3.log" 2>&1 &
+	DPID=$!
+	PIDS="$PIDS $DPID"
+	wait_for 20 is_mounted "$1" || { cat "$T/$3.log" >&2; fail "$1 not mounted"; exit 1; }
+}
+
 # restart_manager NAME: a new manager on $T/state at $M (after a kill or a
 # stop); true once DBFS NAME is mounted again (its stats say so: after a
 # SIGKILL the stale mount is in the mount table already)

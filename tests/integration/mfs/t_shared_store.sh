@@ -21,13 +21,6 @@ mkdir -p "$S" "$A" "$B" "$C" "$T/x"
 # the store is on a disk here: shared needs durability=full there
 SO=shared,durability=full
 
-start_dbfs() { # MOUNTPOINT OPTIONS LOG -> DPID
-	"$MFS" -f --dbfs "$S" -o "$2" "$1" >>"$T/$3.log" 2>&1 &
-	DPID=$!
-	PIDS="$PIDS $DPID"
-	wait_for 20 is_mounted "$1" || { cat "$T/$3.log" >&2; fail "$1 not mounted"; exit 1; }
-}
-
 start_dbfs "$A" "create,$SO" a
 PA=$DPID
 start_dbfs "$B" "$SO" b
