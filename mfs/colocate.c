@@ -49,7 +49,8 @@ bool mfs_colocate_note(struct mfs_colocate *c, pid_t pid, uint64_t now_ns)
 {
 	if (!c->have_cpus || pid <= 0)
 		return false;
-	if (pid == c->pid && now_ns - c->checked_ns < MFS_COLOCATE_NS)
+	uint64_t since = now_ns - c->checked_ns;
+	if (since < MFS_COLOCATE_NEW_NS || (pid == c->pid && since < MFS_COLOCATE_NS))
 		return false;
 	c->pid = pid;
 	c->checked_ns = now_ns;

@@ -6,8 +6,10 @@
  * CPU: creates ran at 1.2k-3.3k/s with the client and mfs pinned to
  * different CPUs, 41k-44k/s on the same one (2 vCPUs, load 14-16; the
  * rings are per CPU for this reason). So while a worker owns a session it
- * runs on the CPU its client last ran on (read from /proc at most every
- * MFS_COLOCATE_NS, or when the client changes), and the reply's wake-up
+ * runs on the CPU its client last ran on (read from /proc every
+ * MFS_COLOCATE_NS, or when another client thread asks, but not within
+ * MFS_COLOCATE_NEW_NS of the last look: a client whose threads take turns
+ * costs at most one read of /proc a millisecond), and the reply's wake-up
  * keeps the client there; it may run anywhere again once it owns none.
  *
  * Each struct belongs to one worker thread, which alone calls these (no
@@ -23,6 +25,7 @@
 #include <sys/types.h>
 
 #define MFS_COLOCATE_NS 20000000ull
+#define MFS_COLOCATE_NEW_NS 1000000ull
 
 struct mfs_colocate {
 	bool pinned;         /* runs on `cpu` only */

@@ -344,6 +344,14 @@ START_TEST(worker_moves_to_client_cpu)
 	ck_assert(!mfs_colocate_note(&c, tid, 1000000001ull)); /* checked just now */
 	ck_assert(!mfs_colocate_note(&c, tid, 1000000000ull + MFS_COLOCATE_NS)); /* there already */
 	ck_assert(!mfs_colocate_note(&c, 0, 2000000000ull)); /* no client: nothing */
+	/* another client thread: looked up, but not within MFS_COLOCATE_NEW_NS */
+	pid_t me = (pid_t)syscall(SYS_gettid);
+	uint64_t last = c.checked_ns;
+	ck_assert(!mfs_colocate_note(&c, me, last + MFS_COLOCATE_NEW_NS - 1));
+	ck_assert_uint_eq(c.checked_ns, last);
+	ck_assert(!mfs_colocate_note(&c, me, last + MFS_COLOCATE_NEW_NS)); /* we run on b too */
+	ck_assert_uint_eq(c.checked_ns, last + MFS_COLOCATE_NEW_NS);
+	ck_assert_int_eq(c.pid, me);
 	ck_assert_uint_eq(mfs_colocate_moves(&c), 1);
 	mfs_colocate_release(&c);
 	ck_assert(!c.pinned);
