@@ -71,6 +71,7 @@ struct mfs_session_stats {
 	uint64_t overlapped;    /* requests read while another of its was unanswered */
 	uint64_t handoffs;      /* requests read by another worker than its last one */
 	uint64_t releases;      /* times its worker gave it back to the pool (sticky.h) */
+	uint64_t colocations;   /* times its worker moved to its client's CPU (colocate.h) */
 	uint64_t lat_sum_ns;
 	uint64_t lat_max_ns;
 	uint64_t lat_hist[MFS_LAT_BUCKETS];

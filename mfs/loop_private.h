@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "colocate.h"
 #include "loop.h"
 #include "sticky.h"
 
@@ -73,6 +74,7 @@ struct mfs_worker {
 	bool express; /* waits on the express set */
 	int pepfd;    /* own set: the owned session and loop->epfd */
 	struct mfs_session *owned; /* lock */
+	struct mfs_colocate co;    /* its own thread's (colocate.h) */
 };
 
 struct mfs_loop {

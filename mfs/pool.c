@@ -224,7 +224,13 @@ static int serve_one(struct mfs_worker *w, struct mfs_session *s, struct fuse_bu
 			mfs_session_admit(s, t0);
 		bool yield = mfs_session_should_yield(s, t0);
 		s->st.yielded += yield;
+		bool mine = s->owner == w;
 		pthread_mutex_unlock(&loop->lock);
+
+		/* an owner runs next to its client (colocate.h) */
+		const struct fuse_in_header *in = buf->mem;
+		bool moved = mine && !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) &&
+			     mfs_colocate_note(&w->co, (pid_t)in->pid, t0);
 
 		uint64_t c0 = yield ? mfs_sched_cpu_ns() : 0;
 		set_idle(yield);
@@ -236,6 +242,7 @@ static int serve_one(struct mfs_worker *w, struct mfs_session *s, struct fuse_bu
 		pthread_mutex_lock(&loop->lock);
 		if (yield)
 			mfs_session_charge_cpu(s, cpu);
+		s->st.colocations += moved;
 		mfs_session_request_done(s, t0, t1);
 	} else {
 		mfs_session_unreserve(s);
@@ -280,6 +287,8 @@ void *mfs_pool_worker(void *arg)
 
 	if (w->express)
 		express_priority();
+	else
+		mfs_colocate_init(&w->co);
 	pthread_mutex_lock(&loop->lock);
 	for (;;) {
 		if (loop->stopping)
@@ -287,7 +296,10 @@ void *mfs_pool_worker(void *arg)
 		loop->wgen[w->idx] = ++loop->gen;
 		mfs_loop_sweep(loop);
 		int wfd = w->express ? loop->xepfd : w->owned ? w->pepfd : loop->epfd;
+		bool owns = w->owned != NULL;
 		pthread_mutex_unlock(&loop->lock);
+		if (!owns) /* next to no client now: run anywhere */
+			mfs_colocate_release(&w->co);
 		int n = epoll_wait(wfd, &ev, 1, WAIT_MS);
 		bool own = n > 0 && wfd == w->pepfd && ev.data.ptr != &loop->epfd;
 		if (n > 0 && ev.data.ptr == &loop->epfd) /* an owner takes shared work too */

@@ -179,6 +179,7 @@ static void render(const struct view *v, struct mfs_buf *b)
 	    "latency_p50_us=%llu\nlatency_p99_us=%llu\nlatency_max_us=%llu\n"
 	    "inflight=%u\npeak_inflight=%u\nthrottled=%llu\ncapped=%llu\nexpress=%llu\nring=%llu\n"
 	    "yielded=%llu\nstarved=%llu\nyield_waits=%llu\nhandoffs=%llu\nreleases=%llu\n"
+	    "colocations=%llu\n"
 	    "bytes_used=%llu\nquota_bytes=%llu\ninodes_used=%llu\nquota_inodes=%llu\n"
 	    "map_size=%llu\nfile_size=%llu\n"
 	    "max_concurrent=%u\niops_limit=%llu\nbandwidth_limit=%llu\n"
@@ -195,7 +196,8 @@ static void render(const struct view *v, struct mfs_buf *b)
 	    (unsigned long long)st->express, (unsigned long long)st->ring,
 	    (unsigned long long)st->yielded, (unsigned long long)st->starved,
 	    (unsigned long long)st->yield_waits, (unsigned long long)st->handoffs,
-	    (unsigned long long)st->releases, (unsigned long long)u.bytes,
+	    (unsigned long long)st->releases, (unsigned long long)st->colocations,
+	    (unsigned long long)u.bytes,
 	    (unsigned long long)v->quota_bytes, (unsigned long long)u.inodes,
 	    (unsigned long long)v->quota_inodes, (unsigned long long)u.map_size,
 	    (unsigned long long)u.file_size, v->limits.max_concurrent,

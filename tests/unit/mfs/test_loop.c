@@ -2,19 +2,24 @@
  * session's fd is a pipe nobody writes to, through libfuse's custom I/O);
  * and the transport's pure parts: the request costs it routes by
  * (dbfs_request_cost), a ring thread's roaming, the class changes. */
+#include <dirent.h>
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dbfs/dbfs.h"
 #include "loop.h"
+#include "colocate.h"
 #include "ring_roam.h"
 #include "suites.h"
 #include "thread_sched.h"
@@ -272,6 +277,92 @@ START_TEST(ring_roams_for_big_reads)
 }
 END_TEST
 
+/* A worker moves to the CPU its client thread last ran on, once per
+ * MFS_COLOCATE_NS for the same client, and runs anywhere again when
+ * released; the CPU is read right from /proc/PID/stat even with ") (" in
+ * the thread's name. The "client" is a second thread pinned to the other
+ * CPU and parked. (Forked test: affinities are the process's own.) */
+static void *parked(void *arg)
+{
+	pthread_barrier_t *b = arg;
+
+	pthread_barrier_wait(b); /* pinned and named: the test may look */
+	pthread_barrier_wait(b); /* the test is done */
+	return NULL;
+}
+
+START_TEST(worker_moves_to_client_cpu)
+{
+	cpu_set_t all;
+	ck_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+	if (CPU_COUNT(&all) < 2)
+		return; /* one CPU: never pinned */
+	int a = 0, b;
+	while (!CPU_ISSET(a, &all))
+		a++;
+	for (b = a + 1; !CPU_ISSET(b, &all); b++)
+		;
+	pthread_barrier_t bar;
+	pthread_barrier_init(&bar, NULL, 2);
+	pthread_attr_t at;
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(b, &one);
+	pthread_attr_init(&at);
+	ck_assert_int_eq(pthread_attr_setaffinity_np(&at, sizeof(one), &one), 0);
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, &at, parked, &bar), 0);
+	pthread_setname_np(t, "c) (1 2 3");
+	pthread_barrier_wait(&bar);
+	/* the client's tid, as fuse_in_header.pid carries it */
+	char path[300], line[256];
+	pid_t tid = 0;
+	snprintf(path, sizeof(path), "/proc/self/task");
+	DIR *d = opendir(path);
+	ck_assert_ptr_nonnull(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.' || atoi(e->d_name) == (int)syscall(SYS_gettid))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/comm", e->d_name);
+		FILE *f = fopen(path, "r");
+		if (f && fgets(line, sizeof(line), f) && !strcmp(line, "c) (1 2 3\n"))
+			tid = atoi(e->d_name);
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	ck_assert_int_gt(tid, 0);
+	ck_assert_int_eq(mfs_colocate_cpu_of(tid), b);
+	ck_assert_int_eq(mfs_colocate_cpu_of(0), -1);
+
+	struct mfs_colocate c;
+	mfs_colocate_init(&c);
+	ck_assert(mfs_colocate_note(&c, tid, 1000000000ull));
+	ck_assert(c.pinned);
+	ck_assert_uint_eq(allowed_cpus(), 1);
+	ck_assert_int_eq(sched_getcpu(), b);
+	ck_assert(!mfs_colocate_note(&c, tid, 1000000001ull)); /* checked just now */
+	ck_assert(!mfs_colocate_note(&c, tid, 1000000000ull + MFS_COLOCATE_NS)); /* there already */
+	ck_assert(!mfs_colocate_note(&c, 0, 2000000000ull)); /* no client: nothing */
+	/* another client thread: looked up, but not within MFS_COLOCATE_NEW_NS */
+	pid_t me = (pid_t)syscall(SYS_gettid);
+	uint64_t last = c.checked_ns;
+	ck_assert(!mfs_colocate_note(&c, me, last + MFS_COLOCATE_NEW_NS - 1));
+	ck_assert_uint_eq(c.checked_ns, last);
+	ck_assert(!mfs_colocate_note(&c, me, last + MFS_COLOCATE_NEW_NS)); /* we run on b too */
+	ck_assert_uint_eq(c.checked_ns, last + MFS_COLOCATE_NEW_NS);
+	ck_assert_int_eq(c.pid, me);
+	ck_assert_uint_eq(mfs_colocate_moves(&c), 1);
+	mfs_colocate_release(&c);
+	ck_assert(!c.pinned);
+	ck_assert_uint_eq(allowed_cpus(), (unsigned)CPU_COUNT(&all));
+	pthread_barrier_wait(&bar);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&bar);
+	pthread_attr_destroy(&at);
+}
+END_TEST
+
 /* mfs_sched_set_idle changes the class only when it must, and follows it. */
 START_TEST(sched_idle_in_and_out)
 {
@@ -305,6 +396,7 @@ Suite *mfs_loop_suite(void)
 	tcase_add_loop_test(tc, posted_jobs_run_once_in_order, 0, 2);
 	tcase_add_test(tc, request_costs);
 	tcase_add_test(tc, ring_roams_for_big_reads);
+	tcase_add_test(tc, worker_moves_to_client_cpu);
 	tcase_add_test(tc, sched_idle_in_and_out);
 	suite_add_tcase(s, tc);
 	return s;
