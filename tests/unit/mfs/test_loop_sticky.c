@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loop.h"
@@ -108,11 +109,19 @@ struct conn {
 	struct fuse_session *se;
 	struct mfs_session *s;
 	int peer; /* the "kernel" end */
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool ended; /* on_end came: no worker is inside a request of s */
 };
 
 static void on_end(void *arg)
 {
-	(void)arg;
+	struct conn *c = arg;
+
+	pthread_mutex_lock(&c->lock);
+	c->ended = true;
+	pthread_cond_broadcast(&c->cond);
+	pthread_mutex_unlock(&c->lock);
 }
 
 static void send_req(struct conn *c, uint32_t opcode, uint64_t unique, uint64_t node)
@@ -165,14 +174,29 @@ static void conn_open(struct conn *c, struct mfs_loop *loop, struct gate *g)
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
 	c->peer = sv[1];
 	ck_assert_int_eq(fuse_session_custom_io(c->se, mfs_loop_io(&sock_io), sv[0]), 0);
-	ck_assert_int_eq(mfs_loop_add(loop, c->se, "sticky", on_end, NULL, &c->s), 0);
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->cond, NULL);
+	c->ended = false;
+	ck_assert_int_eq(mfs_loop_add(loop, c->se, "sticky", on_end, c, &c->s), 0);
 	send_req(c, FUSE_INIT, 1, 0);
 	wait_reply(c, 1);
 }
 
+/* As loop.h asks: abort, wait for on_end (a worker may still be reading
+ * a request of s), then remove and destroy. */
 static void conn_close(struct conn *c)
 {
+	struct timespec until;
+
 	mfs_loop_abort(c->s);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&c->lock);
+	while (!c->ended && pthread_cond_timedwait(&c->cond, &c->lock, &until) == 0)
+		;
+	bool ended = c->ended;
+	pthread_mutex_unlock(&c->lock);
+	ck_assert_msg(ended, "on_end did not come within 10 s of the abort");
 	mfs_loop_remove(c->s);
 	fuse_session_destroy(c->se); /* closes its end */
 	close(c->peer);
