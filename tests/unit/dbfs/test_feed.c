@@ -1049,6 +1049,32 @@ START_TEST(test_no_enqueue_log)
 }
 END_TEST
 
+/* The closed store at `dir` opened with LMDB alone, in a write txn. */
+static MDB_txn *raw_begin(MDB_env **env)
+{
+	MDB_txn *t;
+	ck_assert_int_eq(mdb_env_create(env), 0);
+	mdb_env_set_maxdbs(*env, 256);
+	mdb_env_set_mapsize(*env, 8 << 20);
+	ck_assert_int_eq(mdb_env_open(*env, dir, 0, 0600), 0);
+	ck_assert_int_eq(mdb_txn_begin(*env, NULL, 0, &t), 0);
+	return t;
+}
+
+/* Write format version `version` into the superblock (raw, in t). */
+static void set_version(MDB_txn *t, uint32_t version)
+{
+	MDB_dbi dbi;
+	MDB_val k = {2, "sb"}, v;
+	struct dbfs_super sb;
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	sb.version = version;
+	v.mv_data = &sb;
+	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+}
+
 /* A format-2 store (no ilink, no feed) is upgraded: events name paths of
  * what it held before. */
 START_TEST(test_upgrade_from_2)
@@ -1061,11 +1087,7 @@ START_TEST(test_upgrade_from_2)
 	MDB_env *env;
 	MDB_txn *t;
 	MDB_dbi dbi;
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 256);
-	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	t = raw_begin(&env);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
 	MDB_cursor *c;
 	MDB_val ck, cv;
@@ -1077,14 +1099,7 @@ START_TEST(test_upgrade_from_2)
 	mdb_cursor_close(c);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_FEED, 0, &dbi), 0);
 	ck_assert_int_eq(mdb_drop(t, dbi, 1), 0);
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
-	MDB_val k = {2, "sb"}, v;
-	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
-	struct dbfs_super sb;
-	memcpy(&sb, v.mv_data, sizeof(sb));
-	sb.version = 2;
-	v.mv_data = &sb;
-	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+	set_version(t, 2);
 	ck_assert_int_eq(mdb_txn_commit(t), 0);
 	mdb_env_close(env);
 
@@ -1109,11 +1124,7 @@ static void make_format_4(bool stale)
 	MDB_dbi ino_db, dirent_db, dbi;
 	MDB_cursor *c;
 	MDB_val k, v;
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 256);
-	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	t = raw_begin(&env);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &ino_db), 0);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_DIRENT, 0, &dirent_db), 0);
 	ck_assert_int_eq(mdb_cursor_open(t, ino_db, &c), 0);
@@ -1151,14 +1162,7 @@ static void make_format_4(bool stale)
 		ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_FEED, 0, &dbi), 0);
 		ck_assert_int_eq(mdb_put(t, dbi, &x, &e, 0), 0);
 	}
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
-	k = (MDB_val){2, "sb"};
-	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
-	struct dbfs_super sb;
-	memcpy(&sb, v.mv_data, sizeof(sb));
-	sb.version = 4;
-	v.mv_data = &sb;
-	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+	set_version(t, 4);
 	ck_assert_int_eq(mdb_txn_commit(t), 0);
 	mdb_env_close(env);
 }
@@ -1446,11 +1450,7 @@ static void damage_names(uint64_t ino, int what)
 	MDB_env *env;
 	MDB_txn *t;
 	MDB_dbi dbi;
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 256);
-	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	t = raw_begin(&env);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
 	unsigned char kb[16 + 2];
 	MDB_val k = {8, kb}, v;
@@ -1511,11 +1511,7 @@ START_TEST(test_fsck_feed)
 	MDB_cursor *c;
 	MDB_val k, v;
 	/* a message of the queue lost: reported, not repaired */
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 256);
-	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	t = raw_begin(&env);
 	ck_assert_int_eq(mdb_cursor_open(t, 1 /* MAIN_DBI */, &c), 0);
 	char sub[64] = "";
 	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
