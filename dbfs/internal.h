@@ -84,8 +84,6 @@ struct dbfs {
 	MDB_dbi db_feed;             /* format 3; 0 in a read-only older store */
 	struct dbfs_feed *feed;      /* the change feed (feed.c); NULL: feed=off */
 	struct dbfs_shared *shared;  /* open shared (dbfs/shared.h); NULL: exclusively */
-	uint64_t ilink_top;          /* highest inode given an ilink row by this process
-	                                (dir.c; write transactions only) */
 	MDB_dbi db_expire;           /* the expiry index (expire.c); 0: a read-only older store */
 	struct dbfs_expire *expire;  /* delayed work (expire_run.c); NULL: read-only */
 	MDB_dbi db_settle;           /* settled events' table (settle.c); 0: read-only older */
