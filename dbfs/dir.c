@@ -1,6 +1,6 @@
 /* Directory entries: "dirent" for lookups by name (O(log n)), "dircook"
- * for readdir in cookie order (stable offsets), and the inode's name rows
- * in "inode" (ilink: the change feed's paths, format.h). */
+ * for readdir in cookie order (stable offsets), and the child inode's
+ * names (names.c: in its record, or an ilink row). */
 #include <errno.h>
 #include <string.h>
 
@@ -42,34 +42,6 @@ void dbfs_ilink_key(unsigned char *kb, uint64_t ino, uint64_t dir, const char *n
 	memcpy(kb + 16, name, len);
 	k->mv_size = 16 + len;
 	k->mv_data = kb;
-}
-
-/* The reverse row of entry dir/name -> ino: add or (del) remove it. A
- * missing row is not an error: it only names paths in feed events. Kept
- * only while the feed is on (feed=off marks the table stale and the next
- * open with the feed rebuilds it, feed.c). */
-static int ilink_set(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint32_t type, uint64_t dir,
-		     const char *name, size_t len, bool del)
-{
-	unsigned char kb[16 + DBFS_NAME_MAX];
-	MDB_val k, v = {0, NULL};
-	if (!fs->feed)
-		return 0;
-	/* a directory's: its path and its descendants' */
-	dbfs_feed_paths_changed(fs, S_ISDIR(type) ? 0 : ino);
-	dbfs_ilink_key(kb, ino, dir, name, len, &k);
-	if (!del && ino > fs->ilink_top) {
-		/* a new inode's first name: most likely the table's last key
-		 * (LMDB checks it; a shorter descent, no search) */
-		fs->ilink_top = ino;
-		int rc = dbfs_put(txn, fs->db_inode, &k, &v, MDB_APPEND);
-		if (rc != MDB_KEYEXIST)
-			return rc;
-	}
-	if (!del)
-		return dbfs_put(txn, fs->db_inode, &k, &v, 0);
-	int rc = dbfs_del(txn, fs->db_inode, &k, NULL);
-	return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 int dbfs_dir_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
@@ -118,12 +90,13 @@ static int put_entry(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *na
 }
 
 int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
-		 const char *name, size_t len, uint64_t ino, uint32_t type)
+		 const char *name, size_t len, uint64_t ino, struct dbfs_inode *cin)
 {
-	struct dbfs_dirent_val dv = {.ino = ino, .cookie = din->next_cookie++, .type = type};
+	struct dbfs_dirent_val dv = {.ino = ino, .cookie = din->next_cookie++,
+				     .type = cin->mode & S_IFMT};
 	int rc = put_entry(fs, txn, dir, name, len, &dv, MDB_NOOVERWRITE, true);
 	if (!rc)
-		rc = ilink_set(fs, txn, ino, type, dir, name, len, false);
+		rc = dbfs_name_added(fs, txn, ino, cin, dir, dv.cookie, name, len);
 	if (rc)
 		return rc;
 	din->nentries++;
@@ -136,16 +109,12 @@ int dbfs_dir_replace(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *na
 	struct dbfs_dirent_val dv = *old;
 	dv.ino = ino;
 	dv.type = type;
-	int rc = put_entry(fs, txn, dir, name, len, &dv, 0, false);
-	if (!rc)
-		rc = ilink_set(fs, txn, old->ino, old->type, dir, name, len, true);
-	if (!rc)
-		rc = ilink_set(fs, txn, ino, type, dir, name, len, false);
-	return rc;
+	return put_entry(fs, txn, dir, name, len, &dv, 0, false);
 }
 
 int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
-		    const char *name, size_t len, const struct dbfs_dirent_val *dv)
+		    const char *name, size_t len, const struct dbfs_dirent_val *dv,
+		    struct dbfs_inode *cin)
 {
 	unsigned char kb[8 + DBFS_NAME_MAX];
 	MDB_val k;
@@ -157,7 +126,7 @@ int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_ino
 	cookie_key(ck, dir, dv->cookie, &k);
 	rc = dbfs_del(txn, fs->db_dircook, &k, NULL);
 	if (!rc)
-		rc = ilink_set(fs, txn, dv->ino, dv->type, dir, name, len, true);
+		rc = dbfs_name_removed(fs, txn, dv->ino, cin, dir, dv->cookie, name, len);
 	if (rc)
 		return rc;
 	if (din->nentries)

@@ -241,31 +241,22 @@ static int note_gone(struct dbfs_expire *ex, uint64_t parent, uint64_t ino, cons
 	return 0;
 }
 
-/* The first name of `ino` (its ilink rows follow its record in "inode"):
- * 0 with dir and name set, MDB_NOTFOUND when it has none. */
+/* The first name of `ino` (names.c): 0 with dir and name set,
+ * MDB_NOTFOUND when it has none. */
 static int first_name(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t *dir, char *name,
 		      size_t *len)
 {
-	unsigned char kb[8];
-	MDB_val k = {8, kb}, v;
-	MDB_cursor *c;
-	dbfs_put_be64(kb, ino);
-	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
-	if (rc)
-		return rc;
-	rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-	if (!rc && k.mv_size == 8 && dbfs_get_be64(k.mv_data) == ino)
-		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-	if (!rc && (k.mv_size <= 16 || k.mv_size > 16 + DBFS_NAME_MAX ||
-		    dbfs_get_be64(k.mv_data) != ino))
-		rc = MDB_NOTFOUND;
+	struct dbfs_inode in;
+	const char *n;
+	int rc = dbfs_inode_get(fs, txn, ino, &in);
+	if (rc == -ENOENT)
+		return MDB_NOTFOUND;
+	if (!rc)
+		rc = dbfs_first_name(fs, txn, &in, dir, &n, len);
 	if (!rc) {
-		*dir = dbfs_get_be64((const unsigned char *)k.mv_data + 8);
-		*len = k.mv_size - 16;
-		memcpy(name, (const char *)k.mv_data + 16, *len);
+		memcpy(name, n, *len);
 		name[*len] = '\0';
 	}
-	mdb_cursor_close(c);
 	return rc;
 }
 

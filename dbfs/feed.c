@@ -1,7 +1,7 @@
 /*
  * The change feed of a DBFS (dbfs/feed.h): its lifetime. Start at open
- * (the queue "feed" in the store's own LMDB environment, the totals, the
- * ilink table's check), stop at close, and the upgrade of an older store.
+ * (the queue "feed" in the store's own LMDB environment, the totals), stop
+ * at close. (An older store's names are upgraded by names.c.)
  * The feed's other parts, each in a file of its own (feed_private.h draws
  * who calls whom): retention (feed_retain.c), readers (feed_reader.c),
  * durable subscriptions (feed_subs.c), the outbox (feed_outbox.c), and the
@@ -18,10 +18,6 @@
 #include "dbfs/internal.h"
 #include "queue/mfsq.h"
 /* ---- open, close, upgrade ---- */
-
-/* 'X' in the feed table: ilink is stale (the store was open with
- * feed=off, when dir.c does not keep it). */
-static MDB_val key_stale = {1, (void *)"X"};
 
 static void feed_config(struct mfsq_config *cfg)
 {
@@ -40,83 +36,17 @@ unsigned dbfs_feed_dbs_needed(void)
 	return mfsq_dbs_needed(&cfg);
 }
 
-static int stale_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
-{
-	MDB_val v = {0, NULL};
-	if (arg) /* mark */
-		return dbfs_put(txn, fs->db_feed, &key_stale, &v, 0);
-	int rc = dbfs_del(txn, fs->db_feed, &key_stale, NULL);
-	return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
-/* Delete every name row (keys longer than an inode's) of the inode table. */
-static int empty_ilink_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
-{
-	MDB_cursor *c;
-	MDB_val k, v;
-	(void)arg;
-	dbfs_feed_paths_changed(fs, 0);
-	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
-	if (rc)
-		return rc;
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-		if (k.mv_size > 8 && (rc = dbfs_cursor_del(c)))
-			break;
-	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
-/* Is ilink marked stale? */
-static int ilink_stale(struct dbfs *fs, bool *stale)
-{
-	MDB_txn *txn;
-	MDB_val v;
-	int rc = dbfs_read_begin(fs, &txn);
-	if (rc)
-		return rc;
-	rc = dbfs_get(txn, fs->db_feed, &key_stale, &v);
-	dbfs_read_end(fs, txn);
-	*stale = rc == 0;
-	return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
 int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 {
 	struct dbfs_feed *f;
 	struct mfsq_config cfg;
-	bool stale = false;
 	int rc;
 
 	/* read-only: no feed (its queue keeps files of its own it would write) */
 	if (!fs->db_feed || fs->opt.read_only)
 		return 0;
-	if ((rc = ilink_stale(fs, &stale))) {
-		snprintf(err, errlen, "cannot read the change feed's table");
-		return dbfs_errno(rc);
-	}
-	if (!fs->opt.feed) {
-		/* ilink is not kept without the feed: say so in the store */
-		if (!stale && (rc = dbfs_errno(dbfs_write(fs, stale_fn, (void *)1)))) {
-			snprintf(err, errlen, "cannot write the change feed's table: %s",
-				 strerror(-rc));
-			return rc;
-		}
-		return 0;
-	}
-	if (stale) {
-		/* the store was used with feed=off: its names again, from dirent */
-		rc = dbfs_write(fs, empty_ilink_fn, NULL);
-		if (!rc)
-			rc = dbfs_feed_upgrade(fs);
-		if (!rc)
-			rc = dbfs_write(fs, stale_fn, NULL);
-		if ((rc = dbfs_errno(rc))) {
-			snprintf(err, errlen, "cannot rebuild the change feed's names: %s",
-				 strerror(-rc));
-			return rc;
-		}
-	}
+	if (!fs->opt.feed)
+		return 0; /* the names are kept all the same (names.c) */
 	f = calloc(1, sizeof(*f));
 	if (!f) {
 		snprintf(err, errlen, "out of memory");
@@ -207,62 +137,4 @@ void dbfs_feed_stop(struct dbfs *fs)
 	free(f->seqs);
 	free(f);
 	fs->feed = NULL;
-}
-
-/* Format 2 -> 3: an ilink row for every dirent row, a piece per commit. */
-struct upgrade_ctx {
-	unsigned char last[8 + DBFS_NAME_MAX];
-	size_t last_len; /* 0: from the start */
-	int done;
-};
-
-static int upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
-{
-	struct upgrade_ctx *c = arg;
-	MDB_cursor *cur;
-	MDB_val k, v;
-	dbfs_feed_paths_changed(fs, 0);
-	int rc = mdb_cursor_open(txn, fs->db_dirent, &cur);
-	if (rc)
-		return rc;
-	k.mv_size = c->last_len;
-	k.mv_data = c->last;
-	rc = c->last_len ? mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE)
-			 : mdb_cursor_get(cur, &k, &v, MDB_FIRST);
-	if (!rc && c->last_len && k.mv_size == c->last_len &&
-	    !memcmp(k.mv_data, c->last, k.mv_size))
-		rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
-	int n = 0;
-	for (; !rc && n < 20000; n++, rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
-		struct dbfs_dirent_val dv;
-		if (k.mv_size <= 8 || k.mv_size > 8 + DBFS_NAME_MAX || v.mv_size != sizeof(dv))
-			continue; /* damaged: dbfs-fsck's business */
-		memcpy(&dv, v.mv_data, sizeof(dv));
-		unsigned char kb[16 + DBFS_NAME_MAX];
-		MDB_val ik, iv = {0, NULL};
-		dbfs_ilink_key(kb, dv.ino, dbfs_get_be64(k.mv_data), (char *)k.mv_data + 8,
-			       k.mv_size - 8, &ik);
-		memcpy(c->last, k.mv_data, k.mv_size);
-		c->last_len = k.mv_size;
-		if ((rc = dbfs_put(txn, fs->db_inode, &ik, &iv, 0)))
-			break;
-	}
-	mdb_cursor_close(cur);
-	if (rc == MDB_NOTFOUND) {
-		c->done = 1;
-		rc = 0;
-	}
-	return rc;
-}
-
-int dbfs_feed_upgrade(struct dbfs *fs)
-{
-	struct upgrade_ctx *c = calloc(1, sizeof(*c));
-	int rc = 0;
-	if (!c)
-		return -ENOMEM;
-	while (!rc && !c->done)
-		rc = dbfs_write(fs, upgrade_fn, c);
-	free(c);
-	return rc;
 }

@@ -9,7 +9,7 @@
  * the changes. The queue has one shard and one enqueuer, so its sequence
  * numbers are the feed's: dense, 1, 2, 3 ..., kept in the store (an aborted
  * transaction takes its numbers back with it). Paths are resolved when the
- * operation runs, from the ilink table (format.h): they are the paths at
+ * operation runs, from the inodes' first names (names.c): the paths at
  * the time of the change even when a later operation of the same batch
  * renames a parent. Everything here runs on the batch's leader only.
  */
@@ -56,7 +56,6 @@ static int path_of(struct dbfs *fs, MDB_txn *txn, uint64_t ino, size_t *start, s
 {
 	char *p = fs->feed->path;
 	size_t at = PATH_BUF;
-	MDB_cursor *c;
 	int rc = 0;
 
 	*start = at;
@@ -68,33 +67,30 @@ static int path_of(struct dbfs *fs, MDB_txn *txn, uint64_t ino, size_t *start, s
 		*len = 1;
 		return 0;
 	}
-	if ((rc = mdb_cursor_open(txn, fs->db_inode, &c)))
-		return rc;
 	for (int depth = 0; ino != DBFS_ROOT_INO; depth++) {
-		unsigned char kb[8];
-		MDB_val k = {8, kb}, v;
-		dbfs_put_be64(kb, ino);
-		/* the inode's own record (8-byte key), then its name rows */
-		rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
-		if (!rc && k.mv_size == 8 && dbfs_get_be64(k.mv_data) == ino)
-			rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
-		if (rc == MDB_NOTFOUND ||
-		    (!rc && (k.mv_size <= 16 || dbfs_get_be64(k.mv_data) != ino))) {
+		struct dbfs_inode in;
+		const char *name;
+		size_t nl;
+		uint64_t dir;
+		/* the first name, from the inode's own record (names.c) */
+		rc = dbfs_inode_get(fs, txn, ino, &in);
+		if (!rc)
+			rc = dbfs_first_name(fs, txn, &in, &dir, &name, &nl);
+		if (rc == MDB_NOTFOUND || rc == -ENOENT || rc == -EIO) {
 			rc = 0;
 			at = PATH_BUF; /* no name: unlinked (or damaged) */
 			break;
 		}
 		if (rc)
 			break;
-		size_t nl = k.mv_size - 16;
 		if (depth > 4096 || nl + 1 > at) {
 			at = PATH_BUF;
 			break;
 		}
 		at -= nl;
-		memcpy(p + at, (char *)k.mv_data + 16, nl);
+		memcpy(p + at, name, nl);
 		p[--at] = '/';
-		ino = dbfs_get_be64((unsigned char *)k.mv_data + 8);
+		ino = dir;
 		if (!depth)
 			*dir0 = ino;
 		if (ino == fs->feed->pc_dir && ino != DBFS_ROOT_INO) {
@@ -108,7 +104,6 @@ static int path_of(struct dbfs *fs, MDB_txn *txn, uint64_t ino, size_t *start, s
 			break;
 		}
 	}
-	mdb_cursor_close(c);
 	if (at == PATH_BUF)
 		*dir0 = 0;
 	*start = at;

@@ -1,7 +1,7 @@
 /*
- * On-store layout of a DBFS (format version 4; version 1 to 3 stores are
+ * On-store layout of a DBFS (format version 5; version 1 to 4 stores are
  * upgraded in place when opened read-write, see dbfs/durable.c and
- * dbfs/feed.c).
+ * dbfs/names.c).
  *
  * A store is a directory holding one LMDB environment (data.mdb, lock.mdb)
  * and a lock file `dbfs.lock` (flock'ed exclusively by the process that has
@@ -39,17 +39,19 @@
  *        | ino   u64 BE   |
  *        +----------------+
  *   value struct dbfs_inode, followed for symlinks by the target bytes
- *   (no NUL).
- *   Format 3 also keeps an inode's names here, right after its record
- *   (ilink: the reverse of dirent, for the change feed's paths):
+ *   (no NUL). Format 4 and older: the record lacks the last 8 bytes
+ *   (name_cookie) of struct dbfs_inode (DBFS_INODE_V4_SIZE).
+ *   An inode's names (for the change feed's paths, kept whether the feed
+ *   is on or off; dbfs/names.c): the first in the record itself, parent
+ *   and name_cookie naming the entry in dircook (name_cookie 0: no name);
+ *   every other name (extra hard links only) as a row right after the
+ *   record (ilink):
  *   key  +----------------+----------------+----------------------+
  *        | ino   u64 BE   | parent u64 BE  | name (1..255 bytes)  |
  *        +----------------+----------------+----------------------+
- *   value: empty. One row per directory entry, written with every dirent
- *   change (dir.c) while the feed is on; an inode's first row (lowest
- *   parent, then name) names it in feed events. In the same table as the
- *   inode so that the row shares the leaf page the operation dirties
- *   anyway (a table of its own cost a page per commit).
+ *   value: empty. One row per directory entry of the inode other than
+ *   the one in its record. (Format 3 and 4 had a row for every entry, the
+ *   lowest naming the inode, and none while the feed was off.)
  *
  * dirent:
  *   key  +----------------+----------------------+
@@ -130,9 +132,9 @@
  *   key 'M'                         value struct dbfs_feed_meta (dbfs_tick and
  *                                   close rewrite it; an open counts the
  *                                   queue's events beyond it)
- *   key 'X'                         empty: ilink is stale (opened with
- *                                   feed=off); the next open with the feed
- *                                   rebuilds it
+ *   key 'X'                         empty (format 3 and 4): ilink is stale
+ *                                   (opened with feed=off); the upgrade to
+ *                                   5 rebuilds the names and deletes it
  *   key 'F'                         value u64: the retention floor, the first
  *                                   seq retained (dbfs_tick raises it)
  *   key 'I' | first seq u64 BE      value struct dbfs_feed_block: one row per
@@ -154,11 +156,14 @@
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 4u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
+#define DBFS_FORMAT_VERSION 5u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
 				 * 4: dbfs.durable of version 2 (listed records),
 				 * the table "trim" and DBFS_INODE_TRIM (a build
 				 * that knows neither would uncover waiting blocks
-				 * when a file grows again: it must refuse these) */
+				 * when a file grows again: it must refuse these);
+				 * 5: an inode's first name in its record
+				 * (name_cookie), ilink rows only for the others */
+#define DBFS_INODE_V4_SIZE  120u /* an inode record's fixed part before format 5 */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16
 #define DBFS_BLOCK_SIZE     (1u << DBFS_BLOCK_SHIFT)  /* 64 KiB: the largest block size */
@@ -218,9 +223,12 @@ struct dbfs_inode {
 	uint64_t rdev;
 	uint64_t next_cookie;   /* directories: next dircook cookie */
 	uint64_t nentries;      /* directories: number of entries */
-	uint64_t parent;        /* directories: the parent directory (root: itself) */
+	uint64_t parent;        /* the directory of the first name (dbfs/names.c);
+				 * directories: the parent directory (root: itself) */
 	uint32_t flags;         /* 1: blocks wait in "trim" (DBFS_INODE_TRIM); others 0 */
 	uint32_t pad;
+	uint64_t name_cookie;   /* format 5: the first name's cookie in parent's
+				 * dircook; 0: none (unlinked, or the root) */
 };
 
 struct dbfs_feed_meta {

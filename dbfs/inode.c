@@ -4,7 +4,14 @@
 
 #include "dbfs/internal.h"
 
-/* The inode record of `ino`, checked to hold at least a struct dbfs_inode,
+/* The size of a record's fixed part in this store: format 4 and older
+ * lack name_cookie (read as 0; a read-write open upgrades them first). */
+static size_t inode_fixed(const struct dbfs *fs)
+{
+	return fs->sb_version >= 5 ? sizeof(struct dbfs_inode) : DBFS_INODE_V4_SIZE;
+}
+
+/* The inode record of `ino`, checked to hold at least its fixed part,
  * copied into *in; *v points at it in the map. */
 static int inode_record(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 			MDB_val *v)
@@ -17,9 +24,12 @@ static int inode_record(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs
 		return -ENOENT;
 	if (rc)
 		return rc;
-	if (v->mv_size < sizeof(*in))
+	size_t fixed = inode_fixed(fs);
+	if (v->mv_size < fixed)
 		return -EIO;
-	memcpy(in, v->mv_data, sizeof(*in));
+	if (fixed < sizeof(*in))
+		memset(in, 0, sizeof(*in));
+	memcpy(in, v->mv_data, fixed);
 	return 0;
 }
 
@@ -39,8 +49,8 @@ int dbfs_inode_get_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char 
 		return rc;
 	if (!S_ISLNK(in.mode))
 		return -EINVAL;
-	*target = (const char *)v.mv_data + sizeof(in);
-	*len = v.mv_size - sizeof(in);
+	*target = (const char *)v.mv_data + inode_fixed(fs);
+	*len = v.mv_size - inode_fixed(fs);
 	return 0;
 }
 
@@ -49,13 +59,14 @@ int dbfs_inode_put_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struc
 {
 	unsigned char kb[8];
 	dbfs_put_be64(kb, ino);
-	MDB_val k = {8, kb}, v = {sizeof(*in) + len, NULL};
+	size_t fixed = inode_fixed(fs);
+	MDB_val k = {8, kb}, v = {fixed + len, NULL};
 	int rc = dbfs_put(txn, fs->db_inode, &k, &v, MDB_RESERVE);
 	if (rc)
 		return rc;
-	memcpy(v.mv_data, in, sizeof(*in));
+	memcpy(v.mv_data, in, fixed);
 	if (len)
-		memcpy((char *)v.mv_data + sizeof(*in), target, len);
+		memcpy((char *)v.mv_data + fixed, target, len);
 	return 0;
 }
 
@@ -69,12 +80,13 @@ int dbfs_inode_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbf
 		int rc = dbfs_get(txn, fs->db_inode, &k, &v);
 		if (rc && rc != MDB_NOTFOUND)
 			return rc; /* not a symlink without its target */
-		if (rc == 0 && v.mv_size > sizeof(*in)) {
+		size_t fixed = inode_fixed(fs);
+		if (rc == 0 && v.mv_size > fixed) {
 			char tmp[DBFS_SYMLINK_MAX + 1];
-			size_t len = v.mv_size - sizeof(*in);
+			size_t len = v.mv_size - fixed;
 			if (len > DBFS_SYMLINK_MAX)
 				return MDB_CORRUPTED; /* a store failure: aborts the batch */
-			memcpy(tmp, (char *)v.mv_data + sizeof(*in), len);
+			memcpy(tmp, (char *)v.mv_data + fixed, len);
 			return dbfs_inode_put_link(fs, txn, ino, in, tmp, len);
 		}
 	}

@@ -99,8 +99,6 @@ struct dbfs {
 	MDB_dbi db_feed;             /* format 3; 0 in a read-only older store */
 	struct dbfs_feed *feed;      /* the change feed (feed.c); NULL: feed=off */
 	struct dbfs_shared *shared;  /* open shared (dbfs/shared.h); NULL: exclusively */
-	uint64_t ilink_top;          /* highest inode given an ilink row by this process
-	                                (dir.c; write transactions only) */
 	MDB_dbi db_expire;           /* the expiry index (expire.c); 0: a read-only older store */
 	struct dbfs_expire *expire;  /* delayed work (expire_run.c); NULL: read-only */
 	MDB_dbi db_settle;           /* settled events' table (settle.c); 0: read-only older */
@@ -475,16 +473,43 @@ void dbfs_inode_to_stat(const struct dbfs_inode *in, uint64_t ino, struct stat *
 /* ---- directories (dir.c) ---- */
 int dbfs_dir_lookup(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
 		    struct dbfs_dirent_val *out);
-/* Add an entry; updates dir (in memory: nentries, next_cookie; the caller
- * writes dir back). */
+/* Add an entry dir/name -> ino; updates dir (in memory: nentries,
+ * next_cookie) and the child cin (its names, dbfs_name_added); the caller
+ * writes both back. 0, -EEXIST-like MDB_KEYEXIST, or a store failure. */
 int dbfs_dir_add(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
-		 const char *name, size_t len, uint64_t ino, uint32_t type);
+		 const char *name, size_t len, uint64_t ino, struct dbfs_inode *cin);
 /* Point the existing entry `old` (same cookie) at another inode (rename's
- * exchange and replace); changes neither dir's counts nor its cookies. */
+ * exchange); changes neither dir's counts nor its cookies nor the inodes'
+ * names (the caller calls dbfs_name_removed, then dbfs_name_added). */
 int dbfs_dir_replace(struct dbfs *fs, MDB_txn *txn, uint64_t dir, const char *name, size_t len,
 		     const struct dbfs_dirent_val *old, uint64_t ino, uint32_t type);
+/* Remove the entry dir/name (dv); updates din's counts and the child cin's
+ * names (dbfs_name_removed: cin->nlink must still count this name); the
+ * caller writes both back. */
 int dbfs_dir_remove(struct dbfs *fs, MDB_txn *txn, uint64_t dir, struct dbfs_inode *din,
-		    const char *name, size_t len, const struct dbfs_dirent_val *dv);
+		    const char *name, size_t len, const struct dbfs_dirent_val *dv,
+		    struct dbfs_inode *cin);
+
+/* ---- an inode's names (names.c, format.h "inode") ---- */
+/* The first name of `in`: its directory, and the name (pointing into the
+ * map, valid until the transaction writes again). MDB_NOTFOUND when it
+ * has none (unlinked, the root, or damage), or a store failure. */
+int dbfs_first_name(struct dbfs *fs, MDB_txn *txn, const struct dbfs_inode *in, uint64_t *dir,
+		    const char **name, size_t *len);
+/* Entry dir/name (cookie) now names ino: the record's first name if it has
+ * none (in memory: the caller writes `in` back), else an ilink row. 0 or a
+ * store failure. */
+int dbfs_name_added(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		    uint64_t dir, uint64_t cookie, const char *name, size_t len);
+/* Entry dir/name (cookie) no longer names ino: its row goes, or, if it was
+ * the first name, the lowest row is promoted into `in` (in memory; only
+ * searched for when in->nlink > 1 for a non-directory). 0 or a store
+ * failure. */
+int dbfs_name_removed(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		      uint64_t dir, uint64_t cookie, const char *name, size_t len);
+/* Format 4 and older -> 5, in one transaction: every inode record in the
+ * new size, names rebuilt from dirent, the superblock's version raised. */
+int dbfs_names_upgrade(struct dbfs *fs);
 /* Iterate entries with cookie >= from. cb returns non-zero to stop (that
  * value is returned). Name pointers are into the map. */
 typedef int (*dbfs_dir_cb)(void *arg, uint64_t cookie, uint64_t ino, uint32_t type,
@@ -625,8 +650,6 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen);
 void dbfs_feed_stop(struct dbfs *fs);
 /* Named databases the feed's queue may hold open (for mdb_env_set_maxdbs). */
 unsigned dbfs_feed_dbs_needed(void);
-/* Format 2 -> 3: fill ilink from dirent, in as many commits as it takes. */
-int dbfs_feed_upgrade(struct dbfs *fs);
 /* The group commit's leader, around every batch (commit.c): begin resets
  * what the batch noted; op names the caller of the operation about to
  * run; end enqueues the batch's events in its transaction (0, a store

@@ -130,9 +130,10 @@ int dbfs_op_mknod(struct dbfs *fs, MDB_txn *txn, const struct dbfs_cred *cr, uin
 	if (!S_ISLNK(mode) && has_default &&
 	    (rc = dbfs_acl_inherit(fs, txn, parent, *ino, in->mode)))
 		return rc;
-	if ((rc = dbfs_inode_put_link(fs, txn, *ino, in, link, llen)))
+	/* the entry first: the record carries its name (names.c) */
+	if ((rc = dbfs_dir_add(fs, txn, parent, &pin, name, len, *ino, in)))
 		return rc;
-	if ((rc = dbfs_dir_add(fs, txn, parent, &pin, name, len, *ino, mode & S_IFMT)))
+	if ((rc = dbfs_inode_put_link(fs, txn, *ino, in, link, llen)))
 		return rc;
 	if (S_ISDIR(mode))
 		pin.nlink++;
@@ -177,7 +178,7 @@ int dbfs_op_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t parent,
 							.new_name_len = len})))
 		return rc;
 
-	if ((rc = dbfs_dir_add(fs, txn, parent, &pin, name, len, ino, in->mode & S_IFMT)))
+	if ((rc = dbfs_dir_add(fs, txn, parent, &pin, name, len, ino, in)))
 		return rc;
 	in->nlink++;
 	dbfs_touch(in, 0, 0, 1);
@@ -225,7 +226,7 @@ static int unlink_as(struct dbfs *fs, MDB_txn *txn, uint64_t parent, const char 
 	if (dir && cin.nentries)
 		return -ENOTEMPTY;
 
-	if ((rc = dbfs_dir_remove(fs, txn, parent, &pin, name, len, &dv)))
+	if ((rc = dbfs_dir_remove(fs, txn, parent, &pin, name, len, &dv, &cin)))
 		return rc;
 	if (dir) {
 		pin.nlink--;
@@ -322,6 +323,15 @@ int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t op, const char *on, u
 		if (!rc)
 			rc = dbfs_dir_replace(fs, txn, np, nn, nlen, &ddv, sdv.ino,
 					      sin.mode & S_IFMT);
+		/* both names go before either comes: a removal may promote */
+		if (!rc)
+			rc = dbfs_name_removed(fs, txn, sdv.ino, &sin, op, sdv.cookie, on, olen);
+		if (!rc)
+			rc = dbfs_name_removed(fs, txn, ddv.ino, &din, np, ddv.cookie, nn, nlen);
+		if (!rc)
+			rc = dbfs_name_added(fs, txn, sdv.ino, &sin, np, ddv.cookie, nn, nlen);
+		if (!rc)
+			rc = dbfs_name_added(fs, txn, ddv.ino, &din, op, sdv.cookie, on, olen);
 		if (rc)
 			return rc;
 		if (op != np) {
@@ -347,7 +357,7 @@ int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t op, const char *on, u
 			if (S_ISDIR(din.mode) && din.nentries)
 				return -ENOTEMPTY;
 			/* Changes start here. */
-			if ((rc = dbfs_dir_remove(fs, txn, np, npin, nn, nlen, &ddv)))
+			if ((rc = dbfs_dir_remove(fs, txn, np, npin, nn, nlen, &ddv, &din)))
 				return rc;
 			if (S_ISDIR(din.mode)) {
 				din.nlink = 0;
@@ -361,9 +371,9 @@ int dbfs_op_rename(struct dbfs *fs, MDB_txn *txn, uint64_t op, const char *on, u
 			if (!din.nlink && (rc = dbfs_inode_unlinked(fs, txn, ddv.ino)))
 				return rc;
 		}
-		if ((rc = dbfs_dir_remove(fs, txn, op, &opin, on, olen, &sdv)))
+		if ((rc = dbfs_dir_remove(fs, txn, op, &opin, on, olen, &sdv, &sin)))
 			return rc;
-		if ((rc = dbfs_dir_add(fs, txn, np, npin, nn, nlen, sdv.ino, sin.mode & S_IFMT)))
+		if ((rc = dbfs_dir_add(fs, txn, np, npin, nn, nlen, sdv.ino, &sin)))
 			return rc;
 		if (S_ISDIR(sin.mode) && op != np) {
 			opin.nlink--;

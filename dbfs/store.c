@@ -397,8 +397,8 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 	if (!o->read_only) {
 		if ((rc = dbfs_durable_start(fs, err, errlen)))
 			return rc;
-		/* ilink first: the version says it is complete */
-		if (fs->sb_version < 3 && (rc = dbfs_errno(dbfs_feed_upgrade(fs)))) {
+		/* the names (and the version, in the same commit) */
+		if (fs->sb_version < 5 && (rc = dbfs_errno(dbfs_names_upgrade(fs)))) {
 			snprintf(err, errlen, "cannot upgrade the store's format: %s", strerror(-rc));
 			return rc;
 		}

@@ -39,6 +39,7 @@ int dbfs_format(struct dbfs *fs, MDB_txn *txn)
 	int rc = dbfs_put(txn, fs->db_super, &key_sb, &v, MDB_NOOVERWRITE);
 	if (rc)
 		return rc;
+	fs->sb_version = sb.version; /* the root's record in this format's size */
 
 	struct dbfs_inode root;
 	memset(&root, 0, sizeof(root));
@@ -121,7 +122,8 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
  * refuse the store. 2 -> 3: ilink is filled (dbfs_feed_upgrade, before
  * this commit) and "feed" exists; older builds would not keep them. 3 -> 4:
  * dbfs.durable has version 2's layout (dbfs_durable_start laid it out
- * before this commit), which older builds would misread. */
+ * before this commit), which older builds would misread. 4 -> 5: in the
+ * commit of dbfs_names_upgrade (inode records grew, first names in them). */
 int dbfs_super_upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	MDB_val v;

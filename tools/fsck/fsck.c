@@ -226,6 +226,7 @@ static void read_super(struct fsck *f)
 	if (f->sb.version < DBFS_FORMAT_OLDEST || f->sb.version > DBFS_FORMAT_VERSION)
 		fsck_fatal("%s: format version %u, this dbfs-fsck knows %u to %u", f->store,
 			   f->sb.version, DBFS_FORMAT_OLDEST, DBFS_FORMAT_VERSION);
+	f->inode_fixed = f->sb.version >= 5 ? sizeof(struct dbfs_inode) : DBFS_INODE_V4_SIZE;
 	MDB_stat st;
 	if (f->sb.block_size != DBFS_BLOCK_SIZE &&
 	    (mdb_env_stat(f->env, &st) || f->sb.block_size != DBFS_PAGE_BLOCK(st.ms_psize)))

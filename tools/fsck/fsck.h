@@ -45,6 +45,7 @@ struct fsck_inode {
 	uint64_t data_alloc;   /* sum of block lengths rounded up to DBFS_ALLOC_UNIT */
 	uint64_t blocks;       /* data records */
 	bool trim;	       /* has a row in "trim": blocks past its size wait (trim.c) */
+	bool named;	       /* format 5: one of its entries is the record's first name (feed.c) */
 	uint64_t trim_first, trim_last; /* ... the row's range of block numbers */
 	size_t dfirst, dcount; /* directories: its dirents in fsck.dirents */
 };
@@ -70,6 +71,7 @@ struct fsck {
 	MDB_dbi dbi_trim; /* when has_trim (a store opened read-write by a newer build) */
 	bool has_trim;
 	struct dbfs_super sb;
+	size_t inode_fixed; /* an inode record's fixed part: DBFS_INODE_V4_SIZE before format 5 */
 	struct dbfs_usage_rec usage;
 	bool usage_ok;
 	struct fsck_inode *inodes;

@@ -22,10 +22,11 @@ static bool get_inode(struct fsck *f, uint64_t ino, struct dbfs_inode *rec)
 
 	dbfs_put_be64(kb, ino);
 	rc = mdb_get(f->txn, f->dbi_inode, &k, &v);
-	if (rc == MDB_NOTFOUND || (rc == 0 && v.mv_size < sizeof(*rec)))
+	if (rc == MDB_NOTFOUND || (rc == 0 && v.mv_size < f->inode_fixed))
 		return false;
 	fsck_lmdb_check(rc, "reading inode");
-	memcpy(rec, v.mv_data, sizeof(*rec));
+	memset(rec, 0, sizeof(*rec));
+	memcpy(rec, v.mv_data, f->inode_fixed);
 	return true;
 }
 
@@ -35,7 +36,7 @@ static void put_rec(struct fsck *f, uint64_t ino, const struct dbfs_inode *rec)
 	unsigned char kb[8];
 	MDB_val k = {8, kb}, v;
 	unsigned char *buf;
-	size_t len = sizeof(*rec);
+	size_t len = f->inode_fixed; /* older formats: without name_cookie */
 	int rc;
 
 	dbfs_put_be64(kb, ino);
@@ -49,7 +50,7 @@ static void put_rec(struct fsck *f, uint64_t ino, const struct dbfs_inode *rec)
 		fsck_fatal("out of memory");
 	if (rc == 0)
 		memcpy(buf, v.mv_data, v.mv_size < len ? v.mv_size : len);
-	memcpy(buf, rec, sizeof(*rec));
+	memcpy(buf, rec, f->inode_fixed);
 	v.mv_size = len;
 	v.mv_data = buf;
 	fsck_lmdb_check(mdb_put(f->txn, f->dbi_inode, &k, &v, 0), "writing inode");

@@ -214,11 +214,43 @@ void sb_link(struct sb *s, uint64_t parent, const char *name, uint64_t ino)
 	memcpy(cv + 8, &dv.type, 4);
 	memcpy(cv + 12, name, len);
 	sb_put(s, s->dircook, k, sb_key2(k, parent, dv.cookie), cv, 12 + len);
+	/* the first name in the record, others as rows (format.h, names.c) */
 	unsigned char ik[16 + DBFS_NAME_MAX];
-	sb_put(s, s->inode, ik, ilink_key(ik, ino, parent, name), "", 0);
+	if (!rec.name_cookie && ino != parent) {
+		rec.parent = parent;
+		rec.name_cookie = dv.cookie;
+	} else {
+		sb_put(s, s->inode, ik, ilink_key(ik, ino, parent, name), "", 0);
+	}
 	if (ino != parent)
 		sb_put_inode(s, ino, &rec);
 	sb_put_inode(s, parent, &dir);
+}
+
+/* The record's first name went: the lowest row takes its place. */
+static void first_name_gone(struct sb *s, uint64_t ino, struct dbfs_inode *rec)
+{
+	unsigned char k0[8];
+	MDB_cursor *c;
+	MDB_val k = {sb_key_ino(k0, ino), k0}, v;
+	rec->name_cookie = 0;
+	ok(mdb_cursor_open(s->txn, s->inode, &c), "cursor");
+	int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	if (!rc && k.mv_size == 8)
+		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
+	if (!rc && k.mv_size > 16 && dbfs_get_be64(k.mv_data) == ino) {
+		char name[DBFS_NAME_MAX + 1];
+		struct dbfs_dirent_val dv;
+		uint64_t dir = dbfs_get_be64((unsigned char *)k.mv_data + 8);
+		memcpy(name, (char *)k.mv_data + 16, k.mv_size - 16);
+		name[k.mv_size - 16] = '\0';
+		ok(mdb_cursor_del(c, 0), "del");
+		if (sb_lookup(s, dir, name, &dv)) {
+			rec->parent = dir;
+			rec->name_cookie = dv.cookie;
+		}
+	}
+	mdb_cursor_close(c);
 }
 
 void sb_unlink(struct sb *s, uint64_t parent, const char *name)
@@ -234,7 +266,10 @@ void sb_unlink(struct sb *s, uint64_t parent, const char *name)
 	sb_del(s, s->dirent, k, sb_key_name(k, parent, name));
 	sb_del(s, s->dircook, k, sb_key2(k, parent, dv.cookie));
 	unsigned char ik[16 + DBFS_NAME_MAX];
-	sb_del(s, s->inode, ik, ilink_key(ik, dv.ino, parent, name));
+	if (rec.name_cookie == dv.cookie && rec.parent == parent)
+		first_name_gone(s, dv.ino, &rec);
+	else
+		sb_del(s, s->inode, ik, ilink_key(ik, dv.ino, parent, name));
 	dir.nentries--;
 	if (S_ISDIR(rec.mode))
 		dir.nlink--;

@@ -209,6 +209,27 @@ static void path_is(const struct dbfs_event *e, const char *p)
 		      e->path, p);
 }
 
+/* A write to `ino` names the path `p` (its first name, format 5). */
+static void write_names(struct dbfs_feed_reader *r, uint64_t ino, const char *p)
+{
+	ck_assert_int_eq(run((struct op){.kind = WRITE, .ino = ino, .len = 1}, NULL), 0);
+	struct dbfs_event e = one(r);
+	path_is(&e, p);
+}
+
+static void op_ok(struct dbfs_feed_reader *r, struct op o, const char *p, const char *np)
+{
+	ck_assert_int_eq(run(o, NULL), 0);
+	if (!r)
+		return;
+	struct dbfs_event e = one(r);
+	path_is(&e, p);
+	if (np) {
+		ck_assert_uint_eq(e.new_path_len, strlen(np));
+		ck_assert(!memcmp(e.new_path, np, e.new_path_len));
+	}
+}
+
 /* Read everything there is now, up to `max` events into a copy (seq, op). */
 static size_t drain(struct dbfs_feed_reader *r, uint64_t *seqs, unsigned *ops, size_t max)
 {
@@ -554,13 +575,21 @@ START_TEST(test_dir_path_cache)
 	/* another writer (as another process sharing the store would) renames
 	 * it: only the name row matters to paths */
 	MDB_txn *txn;
-	unsigned char kb[16 + 8];
-	MDB_val k, v = {0, NULL};
+	struct dbfs_inode bin;
+	unsigned char kb[16];
+	char cb[12 + 1];
+	MDB_val k = {16, kb}, v;
 	ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, 0, &txn), 0);
-	dbfs_ilink_key(kb, b, a, "b", 1, &k);
-	ck_assert_int_eq(mdb_del(txn, fs->db_inode, &k, NULL), 0);
-	dbfs_ilink_key(kb, b, a, "o", 1, &k);
-	ck_assert_int_eq(mdb_put(txn, fs->db_inode, &k, &v, 0), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, txn, b, &bin), 0);
+	ck_assert_uint_eq(bin.parent, a);
+	dbfs_put_be64(kb, a); /* its first name: the entry in the record */
+	dbfs_put_be64(kb + 8, bin.name_cookie);
+	ck_assert_int_eq(mdb_get(txn, fs->db_dircook, &k, &v), 0);
+	ck_assert_uint_eq(v.mv_size, sizeof(cb));
+	memcpy(cb, v.mv_data, sizeof(cb));
+	cb[12] = 'o';
+	v.mv_data = cb;
+	ck_assert_int_eq(mdb_put(txn, fs->db_dircook, &k, &v, 0), 0);
 	ck_assert_int_eq(mdb_txn_commit(txn), 0);
 	uint64_t fv = mk(b, "v", S_IFREG | 0644);
 	path_is((e = one(r), &e), "/c/o/v");
@@ -1020,6 +1049,32 @@ START_TEST(test_no_enqueue_log)
 }
 END_TEST
 
+/* The closed store at `dir` opened with LMDB alone, in a write txn. */
+static MDB_txn *raw_begin(MDB_env **env)
+{
+	MDB_txn *t;
+	ck_assert_int_eq(mdb_env_create(env), 0);
+	mdb_env_set_maxdbs(*env, 256);
+	mdb_env_set_mapsize(*env, 8 << 20);
+	ck_assert_int_eq(mdb_env_open(*env, dir, 0, 0600), 0);
+	ck_assert_int_eq(mdb_txn_begin(*env, NULL, 0, &t), 0);
+	return t;
+}
+
+/* Write format version `version` into the superblock (raw, in t). */
+static void set_version(MDB_txn *t, uint32_t version)
+{
+	MDB_dbi dbi;
+	MDB_val k = {2, "sb"}, v;
+	struct dbfs_super sb;
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	sb.version = version;
+	v.mv_data = &sb;
+	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+}
+
 /* A format-2 store (no ilink, no feed) is upgraded: events name paths of
  * what it held before. */
 START_TEST(test_upgrade_from_2)
@@ -1032,11 +1087,7 @@ START_TEST(test_upgrade_from_2)
 	MDB_env *env;
 	MDB_txn *t;
 	MDB_dbi dbi;
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 256);
-	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	t = raw_begin(&env);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
 	MDB_cursor *c;
 	MDB_val ck, cv;
@@ -1048,14 +1099,7 @@ START_TEST(test_upgrade_from_2)
 	mdb_cursor_close(c);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_FEED, 0, &dbi), 0);
 	ck_assert_int_eq(mdb_drop(t, dbi, 1), 0);
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
-	MDB_val k = {2, "sb"}, v;
-	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
-	struct dbfs_super sb;
-	memcpy(&sb, v.mv_data, sizeof(sb));
-	sb.version = 2;
-	v.mv_data = &sb;
-	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+	set_version(t, 2);
 	ck_assert_int_eq(mdb_txn_commit(t), 0);
 	mdb_env_close(env);
 
@@ -1067,6 +1111,119 @@ START_TEST(test_upgrade_from_2)
 	path_is(&e, "/old/file");
 	ck_assert_uint_eq(e.parent, d);
 	dbfs_feed_close(r);
+}
+END_TEST
+
+/* Make the closed store at `dir` look as format 4 left it: records
+ * without name_cookie, a name row for every entry (stale: none, and the
+ * feed table's mark 'X'). */
+static void make_format_4(bool stale)
+{
+	MDB_env *env;
+	MDB_txn *t;
+	MDB_dbi ino_db, dirent_db, dbi;
+	MDB_cursor *c;
+	MDB_val k, v;
+	t = raw_begin(&env);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &ino_db), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_DIRENT, 0, &dirent_db), 0);
+	ck_assert_int_eq(mdb_cursor_open(t, ino_db, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		if (k.mv_size > 8) {
+			ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
+			continue;
+		}
+		char buf[sizeof(struct dbfs_inode) + DBFS_SYMLINK_MAX];
+		size_t tail = v.mv_size - sizeof(struct dbfs_inode);
+		memcpy(buf, v.mv_data, DBFS_INODE_V4_SIZE);
+		memcpy(buf + DBFS_INODE_V4_SIZE, (char *)v.mv_data + sizeof(struct dbfs_inode), tail);
+		MDB_val nv = {DBFS_INODE_V4_SIZE + tail, buf};
+		unsigned char kb[8]; /* not the page's bytes: the put moves them */
+		memcpy(kb, k.mv_data, 8);
+		k.mv_data = kb;
+		ck_assert_int_eq(mdb_cursor_put(c, &k, &nv, MDB_CURRENT), 0);
+	}
+	mdb_cursor_close(c);
+	ck_assert_int_eq(mdb_cursor_open(t, dirent_db, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !stale && !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		struct dbfs_dirent_val dv;
+		unsigned char kb[16 + DBFS_NAME_MAX];
+		MDB_val ik, iv = {0, NULL};
+		memcpy(&dv, v.mv_data, sizeof(dv));
+		dbfs_ilink_key(kb, dv.ino, dbfs_get_be64(k.mv_data), (char *)k.mv_data + 8,
+			       k.mv_size - 8, &ik);
+		ck_assert_int_eq(mdb_put(t, ino_db, &ik, &iv, 0), 0);
+	}
+	mdb_cursor_close(c);
+	if (stale) {
+		MDB_val x = {1, "X"}, e = {0, NULL};
+		ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_FEED, 0, &dbi), 0);
+		ck_assert_int_eq(mdb_put(t, dbi, &x, &e, 0), 0);
+	}
+	set_version(t, 4);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mdb_env_close(env);
+}
+
+/* A format-4 store (a name row per entry, records without name_cookie;
+ * or rows not kept, the feed was off) is upgraded in place: the records
+ * grow, the first names move into them, dbfs-fsck agrees, a symlink keeps
+ * its target, events name the same paths as before. A read-only open of
+ * the old store reads it as it is. */
+START_TEST(test_upgrade_from_4)
+{
+	uint64_t d = mk(DBFS_ROOT_INO, "old", S_IFDIR | 0755);
+	uint64_t f = mk(d, "file", S_IFREG | 0644), l;
+	ck_assert_int_eq(run((struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "hl"},
+			     NULL),
+			 0);
+	ck_assert_int_eq(run((struct op){.kind = SYMLINK, .a = d, .n1 = "ln", .n2 = "tgt"}, &l), 0);
+	for (int stale = 0; stale < 2; stale++) {
+		dbfs_close(fs);
+		fs = NULL;
+		make_format_4(stale);
+		ck_assert_int_eq(run_fsck(NULL), 0);
+		open_with("ro");
+		ck_assert_uint_eq(fs->sb_version, 4);
+		MDB_txn *t;
+		const char *tg;
+		size_t tl;
+		struct dbfs_inode in;
+		ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t), 0);
+		ck_assert_int_eq(dbfs_inode_get_link(fs, t, l, &tg, &tl), 0);
+		ck_assert_uint_eq(tl, 3);
+		ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), 0);
+		ck_assert_uint_eq(in.nlink, 2);
+		mdb_txn_abort(t);
+		dbfs_close(fs);
+		fs = NULL;
+
+		open_with(NULL);
+		ck_assert_uint_eq(fs->sb_version, DBFS_FORMAT_VERSION);
+		ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t), 0);
+		ck_assert_int_eq(dbfs_inode_get_link(fs, t, l, &tg, &tl), 0);
+		ck_assert_uint_eq(tl, 3);
+		ck_assert(!memcmp(tg, "tgt", 3));
+		ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), 0);
+		ck_assert_uint_eq(in.parent, DBFS_ROOT_INO); /* "hl": the lowest entry */
+		ck_assert_uint_ne(in.name_cookie, 0);
+		mdb_txn_abort(t);
+		struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ, .seq = dbfs_feed_last_seq(fs) + 1};
+		struct dbfs_feed_reader *r = rd_open(NULL, &o);
+		write_names(r, f, "/hl");
+		op_ok(r, (struct op){.kind = UNLINK, .a = DBFS_ROOT_INO, .n1 = "hl"}, "/hl", NULL);
+		write_names(r, f, "/old/file");
+		op_ok(r, (struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "hl"},
+		      "/old/file", "/hl");
+		dbfs_feed_close(r);
+		dbfs_close(fs);
+		fs = NULL;
+		ck_assert_int_eq(run_fsck(NULL), 0);
+		open_with(NULL);
+	}
+	(void)d;
 }
 END_TEST
 
@@ -1210,49 +1367,151 @@ static int run_fsck(const char *opt)
 	return WEXITSTATUS(st);
 }
 
-/* dbfs-fsck checks ilink (and rebuilds it) and the feed's queue (reports). */
-START_TEST(test_fsck_feed)
+/* An inode's first name lives in its record, its other names in rows
+ * (names.c): link, unlink and rename of the first name and of an extra
+ * one, rename's exchange, and the same with the feed off, each followed by
+ * the paths the feed gives; dbfs-fsck finds the names right after. */
+START_TEST(test_names_first_extra)
 {
-	uint64_t d = mk(DBFS_ROOT_INO, "d", S_IFDIR | 0755);
-	for (int i = 0; i < 50; i++) {
-		char n[16];
-		snprintf(n, sizeof(n), "f%d", i);
-		mk(d, n, S_IFREG | 0644);
-	}
+	struct dbfs_feed_reader *r = rd_open(NULL, NULL);
+	uint64_t f = mk(DBFS_ROOT_INO, "a", S_IFREG | 0644);
+	one(r);
+	uint64_t d = mk(DBFS_ROOT_INO, "dir", S_IFDIR | 0755);
+	one(r);
+	op_ok(r, (struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "b"}, "/a", "/b");
+	write_names(r, f, "/a");
+	/* the first name goes: the other takes its place */
+	op_ok(r, (struct op){.kind = UNLINK, .a = DBFS_ROOT_INO, .n1 = "a"}, "/a", NULL);
+	write_names(r, f, "/b");
+	op_ok(r, (struct op){.kind = LINK, .ino = f, .a = d, .n1 = "c"}, "/b", "/dir/c");
+	write_names(r, f, "/b");
+	/* the first name renamed while another exists: the lowest row is first */
+	op_ok(r, (struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "b", .b = d, .n2 = "e"},
+	      "/b", "/dir/e");
+	write_names(r, f, "/dir/c");
+	/* an extra name renamed, then unlinked: the first stays */
+	op_ok(r, (struct op){.kind = RENAME, .a = d, .n1 = "e", .b = DBFS_ROOT_INO, .n2 = "y"},
+	      "/dir/e", "/y");
+	write_names(r, f, "/dir/c");
+	op_ok(r, (struct op){.kind = UNLINK, .a = DBFS_ROOT_INO, .n1 = "y"}, "/y", NULL);
+	write_names(r, f, "/dir/c");
+	/* the only name renamed */
+	op_ok(r, (struct op){.kind = RENAME, .a = d, .n1 = "c", .b = DBFS_ROOT_INO, .n2 = "z"},
+	      "/dir/c", "/z");
+	write_names(r, f, "/z");
+	/* exchange: f's only name with g's extra one */
+	uint64_t g = mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
+	one(r);
+	op_ok(r, (struct op){.kind = LINK, .ino = g, .a = d, .n1 = "g2"}, "/g", "/dir/g2");
+	op_ok(r, (struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "z", .b = d, .n2 = "g2",
+			     .flags = RENAME_EXCHANGE},
+	      "/z", "/dir/g2");
+	write_names(r, f, "/dir/g2");
+	write_names(r, g, "/g");
+	op_ok(r, (struct op){.kind = UNLINK, .a = DBFS_ROOT_INO, .n1 = "g"}, "/g", NULL);
+	write_names(r, g, "/z");
+	/* a directory's name (exchange with a file, then a plain rename) */
+	uint64_t sub = mk(d, "sub", S_IFDIR | 0755);
+	one(r);
+	uint64_t in = mk(sub, "in", S_IFREG | 0644);
+	one(r);
+	op_ok(r, (struct op){.kind = RENAME, .a = d, .n1 = "sub", .b = DBFS_ROOT_INO, .n2 = "z",
+			     .flags = RENAME_EXCHANGE},
+	      "/dir/sub", "/z");
+	write_names(r, in, "/z/in");
+	write_names(r, g, "/dir/sub");
+	op_ok(r, (struct op){.kind = RENAME, .a = DBFS_ROOT_INO, .n1 = "z", .b = d, .n2 = "s2"},
+	      "/z", "/dir/s2");
+	write_names(r, in, "/dir/s2/in");
+	dbfs_feed_close(r);
+
+	/* the feed off: the names are kept all the same */
+	reopen("feed=off");
+	op_ok(NULL, (struct op){.kind = LINK, .ino = g, .a = DBFS_ROOT_INO, .n1 = "h"}, NULL, NULL);
+	op_ok(NULL, (struct op){.kind = UNLINK, .a = d, .n1 = "sub"}, NULL, NULL);
+	op_ok(NULL, (struct op){.kind = RENAME, .a = d, .n1 = "g2", .b = DBFS_ROOT_INO, .n2 = "f"},
+	      NULL, NULL);
 	dbfs_close(fs);
 	fs = NULL;
 	ck_assert_int_eq(run_fsck(NULL), 0);
+	open_with(NULL);
+	struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ, .seq = dbfs_feed_last_seq(fs) + 1};
+	r = rd_open(NULL, &o);
+	write_names(r, g, "/h");
+	write_names(r, f, "/f");
+	write_names(r, in, "/dir/s2/in");
+	dbfs_feed_close(r);
+}
+END_TEST
+
+/* Raw change of inode `ino`'s record (first name) or of a name row. */
+static void damage_names(uint64_t ino, int what)
+{
+	MDB_env *env;
+	MDB_txn *t;
+	MDB_dbi dbi;
+	t = raw_begin(&env);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
+	unsigned char kb[16 + 2];
+	MDB_val k = {8, kb}, v;
+	dbfs_put_be64(kb, ino);
+	if (what == 0) { /* the record's first name lost */
+		struct dbfs_inode in;
+		ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
+		ck_assert_uint_eq(v.mv_size, sizeof(in));
+		memcpy(&in, v.mv_data, sizeof(in));
+		ck_assert_uint_ne(in.name_cookie, 0);
+		in.name_cookie = 0;
+		v = (MDB_val){sizeof(in), &in};
+		ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+	} else if (what == 1) { /* a row naming no other entry */
+		dbfs_ilink_key(kb, ino, DBFS_ROOT_INO, "zz", 2, &k);
+		v = (MDB_val){0, NULL};
+		ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+	} else { /* its row lost (the one after the record) */
+		MDB_cursor *c;
+		ck_assert_int_eq(mdb_cursor_open(t, dbi, &c), 0);
+		ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_SET), 0);
+		ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_NEXT), 0);
+		ck_assert_uint_gt(k.mv_size, 16);
+		ck_assert_uint_eq(dbfs_get_be64(k.mv_data), ino);
+		ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
+		mdb_cursor_close(c);
+	}
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mdb_env_close(env);
+}
+
+/* dbfs-fsck checks the inodes' names (and rebuilds them) and the feed's
+ * queue (reports). */
+START_TEST(test_fsck_feed)
+{
+	uint64_t d = mk(DBFS_ROOT_INO, "d", S_IFDIR | 0755), f = 0;
+	for (int i = 0; i < 50; i++) {
+		char n[16];
+		snprintf(n, sizeof(n), "f%d", i);
+		f = mk(d, n, S_IFREG | 0644);
+	}
+	ck_assert_int_eq(run((struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "h2"},
+			     NULL),
+			 0);
+	dbfs_close(fs);
+	fs = NULL;
+	ck_assert_int_eq(run_fsck(NULL), 0);
+	for (int what = 0; what < 3; what++) {
+		damage_names(what ? f : d, what);
+		ck_assert_int_eq(run_fsck(NULL), 1);
+		ck_assert_int_eq(run_fsck("--repair"), 4);
+		ck_assert_int_eq(run_fsck(NULL), 0);
+	}
 
 	MDB_env *env;
 	MDB_txn *t;
 	MDB_dbi dbi;
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 256);
-	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
-	/* an ilink row lost */
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &dbi), 0);
 	MDB_cursor *c;
 	MDB_val k, v;
-	ck_assert_int_eq(mdb_cursor_open(t, dbi, &c), 0);
-	ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_LAST), 0);
-	while (k.mv_size <= 8) /* the last name row */
-		ck_assert_int_eq(mdb_cursor_get(c, &k, &v, MDB_PREV), 0);
-	ck_assert_int_eq(mdb_cursor_del(c, 0), 0);
-	mdb_cursor_close(c);
-	ck_assert_int_eq(mdb_txn_commit(t), 0);
-	mdb_env_close(env);
-	ck_assert_int_eq(run_fsck(NULL), 1);
-	ck_assert_int_eq(run_fsck("--repair"), 4);
-	ck_assert_int_eq(run_fsck(NULL), 0);
-
 	/* a message of the queue lost: reported, not repaired */
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 256);
-	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, dir, 0, 0600), 0);
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	t = raw_begin(&env);
 	ck_assert_int_eq(mdb_cursor_open(t, 1 /* MAIN_DBI */, &c), 0);
 	char sub[64] = "";
 	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
@@ -1314,6 +1573,8 @@ static Suite *feed_suite(void)
 	tcase_add_test(tc, test_upgrade_from_2);
 	tcase_add_test(tc, test_crash_no_lost_no_invented);
 	tcase_add_test(tc, test_fsck_feed);
+	tcase_add_test(tc, test_names_first_extra);
+	tcase_add_test(tc, test_upgrade_from_4);
 	suite_add_tcase(s, tc);
 	return s;
 }
