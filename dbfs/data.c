@@ -177,6 +177,7 @@ static uint64_t *free_budget(struct dbfs *fs, MDB_txn *txn)
 		fs->free_gen = fs->txn_gen;
 		fs->free_txn = id;
 		fs->free_left = DBFS_FREE_MAX;
+		fs->free_done = 0;
 	}
 	return &fs->free_left;
 }
@@ -210,6 +211,8 @@ static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t fi
 		rc = dbfs_cursor_del(c);
 		if (rc)
 			break;
+		if ((fs->free_done += n) > atomic_load_explicit(&fs->free_most, memory_order_relaxed))
+			atomic_store_explicit(&fs->free_most, fs->free_done, memory_order_relaxed);
 		/* After a delete, MDB_NEXT yields the item that followed. */
 		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 	}

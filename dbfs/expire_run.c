@@ -724,6 +724,7 @@ int dbfs_expire_stats(struct dbfs *fs, struct dbfs_expire_stats *st)
 	st->pending = ms.ms_entries;
 	st->reclaimed = atomic_load(&ex->reclaimed);
 	st->reclaim_pieces = atomic_load(&ex->reclaim_pieces);
+	st->freed_txn_max = atomic_load_explicit(&fs->free_most, memory_order_relaxed);
 	st->settled = atomic_load(&ex->settled);
 	if (!dbfs_read_begin(fs, &txn)) {
 		if (dbfs_settle_pending(fs, txn, &st->settle_pending))

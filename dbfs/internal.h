@@ -139,8 +139,12 @@ struct dbfs {
 		uint64_t key, gen;
 	} written[256];
 	/* What this transaction may still free (data.c): free_left bytes,
-	 * valid while free_gen and free_txn name it. Leader only. */
-	uint64_t free_gen, free_txn, free_left;
+	 * valid while free_gen and free_txn name it; free_done: what it freed
+	 * (bounded or not). Leader only. free_most: the most one transaction
+	 * freed since open (written by the leader, read by any thread:
+	 * dbfs_expire_stats' freed_txn_max). */
+	uint64_t free_gen, free_txn, free_left, free_done;
+	_Atomic uint64_t free_most;
 
 	/* FUSE_HANDLE_KILLPRIV_V2 was negotiated (fuse_io.c): this file system
 	 * clears set-id bits and capabilities on write, truncate and chown. */
@@ -767,9 +771,14 @@ int dbfs_trim_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
  * store failure. */
 int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		      uint64_t new_size);
-/* The same ahead of the operation, a piece (DBFS_FREE_MAX) per
- * transaction: *more while more is left; the operation's own uncover then
- * has one piece at most to do. Reads the inode. 0 or a store failure. */
+/* The same ahead of the operation, within what the transaction may still
+ * free (DBFS_FREE_MAX): *more while blocks are left, and then the caller
+ * must not do the operation in this transaction but commit and come again
+ * (each pass frees a piece); without *more the operation's own uncover
+ * finds nothing left to delete. Reads and puts the inode (none there: 0,
+ * the operation reports it); an empty trim table costs no lookup. Called
+ * first by every request that may grow a file (fuse_ops.c: write, copy,
+ * fallocate, truncate up). 0 or a store failure. */
 int dbfs_trim_uncover_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t new_size,
 			    int *more);
 /* The inode's data all go (dbfs_inode_destroy): drop its row, clear the

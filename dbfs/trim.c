@@ -137,8 +137,11 @@ int dbfs_trim_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 	return 0;
 }
 
-int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
-		      uint64_t new_size)
+/* Delete the waiting blocks a size of new_size uncovers: all of them, or
+ * with `more` what the transaction may still free (*more when some are
+ * left: those below the first one left are gone, so first stays valid). */
+static int uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		   uint64_t new_size, int *more)
 {
 	const uint64_t bs = fs->block_size;
 	struct trim_rec r;
@@ -149,44 +152,40 @@ int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_i
 	if (end <= r.first)
 		return 0;
 	uint64_t upto = end < r.last ? end : r.last;
-	if ((rc = dbfs_data_drop(fs, txn, ino, in, r.first, upto, &freed, NULL)))
+	if ((rc = dbfs_data_drop(fs, txn, ino, in, r.first, upto, &freed, more)))
 		return rc;
-	if (upto >= r.last)
+	bool left = more && *more;
+	if (!left && upto >= r.last)
 		return row_del(fs, txn, ino, in);
-	r.first = end;
+	if (!left)
+		r.first = end;
 	r.bytes = r.bytes > freed ? r.bytes - freed : 0;
 	return row_put(fs, txn, ino, &r);
+}
+
+int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		      uint64_t new_size)
+{
+	return uncover(fs, txn, ino, in, new_size, NULL);
 }
 
 int dbfs_trim_uncover_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t new_size,
 			    int *more)
 {
-	const uint64_t bs = fs->block_size;
 	struct dbfs_inode in;
-	struct trim_rec r;
-	uint64_t freed;
+	MDB_stat st;
 	*more = 0;
-	int rc = dbfs_inode_get(fs, txn, ino, &in);
-	if (rc)
-		return rc == -ENOENT ? 0 : rc; /* the operation reports it */
-	if ((rc = row_of(fs, txn, ino, &in, &r)))
-		return rc == MDB_NOTFOUND ? 0 : rc;
-	uint64_t end = (new_size + bs - 1) / bs;
-	if (end <= r.first)
+	if (!fs->db_trim)
 		return 0;
-	uint64_t upto = end < r.last ? end : r.last;
-	if ((rc = dbfs_data_drop(fs, txn, ino, &in, r.first, upto, &freed, more)))
+	/* the table's own count (no lookup): most writes find it empty */
+	int rc = mdb_stat(txn, fs->db_trim, &st);
+	if (rc || !st.ms_entries)
 		return rc;
-	if (!*more && upto >= r.last) {
-		rc = row_del(fs, txn, ino, &in);
-	} else {
-		/* with more left, the blocks below the first one left are gone:
-		 * first stays valid */
-		if (!*more)
-			r.first = end;
-		r.bytes = r.bytes > freed ? r.bytes - freed : 0;
-		rc = row_put(fs, txn, ino, &r);
-	}
+	if ((rc = dbfs_inode_get(fs, txn, ino, &in)))
+		return rc == -ENOENT ? 0 : rc; /* the operation reports it */
+	if (!(in.flags & DBFS_INODE_TRIM))
+		return 0;
+	rc = uncover(fs, txn, ino, &in, new_size, more);
 	return rc ? rc : dbfs_inode_put(fs, txn, ino, &in);
 }
 
