@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "dbfs/internal.h"
 
@@ -168,6 +169,15 @@ int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
 	return finish(fs, txn, in, dalloc);
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t (*dbfs_free_clock)(void) = mono_ns;
+
 /* Bytes of data this transaction may still free with bounded deletes
  * (DBFS_FREE_MAX per transaction, see internal.h). */
 static uint64_t *free_budget(struct dbfs *fs, MDB_txn *txn)
@@ -178,20 +188,24 @@ static uint64_t *free_budget(struct dbfs *fs, MDB_txn *txn)
 		fs->free_txn = id;
 		fs->free_left = DBFS_FREE_MAX;
 		fs->free_done = 0;
+		fs->free_t0 = dbfs_free_clock();
 	}
 	return &fs->free_left;
 }
 
 /* Delete blocks [first, last] (last inclusive, UINT64_MAX for all). With
- * `more`, stop once the transaction's budget is spent and set *more if
- * blocks are left; without, delete them all (and still count them). */
+ * `more`, stop once the transaction's budget is spent (bytes, or its time
+ * after FREE_BATCH blocks of this call: the clock is read once a batch)
+ * and set *more if blocks are left; without, delete them all (and still
+ * count them). */
+#define FREE_BATCH 64
 static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first,
 			uint64_t last, int64_t *dalloc, int *more)
 {
 	unsigned char kb[16];
 	MDB_val k, v;
 	MDB_cursor *c;
-	uint64_t *left = free_budget(fs, txn);
+	uint64_t *left = free_budget(fs, txn), did = 0;
 	data_key(kb, ino, first, &k);
 	int rc = mdb_cursor_open(txn, fs->db_data, &c);
 	if (rc)
@@ -202,10 +216,12 @@ static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t fi
 		    dbfs_get_be64((unsigned char *)k.mv_data + 8) > last)
 			break;
 		uint64_t n = dbfs_alloc_round(v.mv_size);
-		if (more && *left < n) {
+		if (more && (*left < n || (did && did % FREE_BATCH == 0 &&
+					    dbfs_free_clock() - fs->free_t0 > DBFS_FREE_NS))) {
 			*more = 1;
 			break;
 		}
+		did++;
 		*left = *left > n ? *left - n : 0;
 		*dalloc -= (int64_t)n;
 		rc = dbfs_cursor_del(c);

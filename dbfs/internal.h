@@ -144,6 +144,7 @@ struct dbfs {
 	 * freed since open (written by the leader, read by any thread:
 	 * dbfs_expire_stats' freed_txn_max). */
 	uint64_t free_gen, free_txn, free_left, free_done;
+	int64_t free_t0; /* when it first freed (CLOCK_MONOTONIC ns) */
 	_Atomic uint64_t free_most;
 
 	/* FUSE_HANDLE_KILLPRIV_V2 was negotiated (fuse_io.c): this file system
@@ -507,7 +508,8 @@ int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs
  * only at the end of the file. Returns 0 or a store failure. */
 int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 		   uint64_t off, size_t len, void *buf, size_t *got);
-/* Delete a file's blocks, as many as the transaction's budget allows:
+/* Delete a file's blocks, as many as the transaction's budget allows
+ * (DBFS_FREE_MAX bytes, DBFS_FREE_NS):
  * *more is set when some are left for another transaction. *dalloc gets
  * the (negative) change of alloc; the caller updates inode and usage. */
 int dbfs_data_delete_some(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int64_t *dalloc,
@@ -522,7 +524,8 @@ int dbfs_data_cut_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs
 			uint64_t size);
 /* Delete the blocks [first, end) whatever the file's size; in->alloc and
  * usage follow, *freed gets the bytes freed. With `more`, from the bottom
- * up within what the transaction may free (DBFS_FREE_MAX), *more set when
+ * up within what the transaction may free (DBFS_FREE_MAX, DBFS_FREE_NS),
+ * *more set when
  * blocks are left; without, all (the caller bounds the range). 0 or a
  * store failure. */
 int dbfs_data_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
@@ -539,6 +542,15 @@ int dbfs_data_free_cut(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t fir
  * (space.c) to write them in. 64 MiB of 4080-byte blocks: about 128 KiB of
  * free list and 140 leaf pages. */
 #define DBFS_FREE_MAX (64ull << 20)
+/* Time one transaction may spend in bounded deletes (those with `more`:
+ * the background reclaim, a growing request's uncover): to free a block
+ * LMDB reads its page's header, so a piece whose pages left the page
+ * cache reads them from the disk while it holds the writer (64 MiB:
+ * 16,000 pages). Past this it stops, freeing at least a batch of blocks
+ * per call, and goes on in the next transaction. */
+#define DBFS_FREE_NS (20 * 1000000ll)
+/* Tests: the clock of DBFS_FREE_NS (CLOCK_MONOTONIC ns). */
+extern int64_t (*dbfs_free_clock)(void);
 static inline uint64_t dbfs_alloc_round(uint64_t n)
 {
 	return (n + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;

@@ -5,7 +5,8 @@
  * kernel's forget): that transaction only marks it in the orphan table
  * (value "R": a reclaim is queued) and tells the delivery thread of the
  * queue "later" (expire_run.c) at its commit. The thread then frees its
- * blocks in transactions of DBFS_FREE_MAX each (dbfs_reclaim_step), none
+ * blocks in transactions of DBFS_FREE_MAX each, or of DBFS_FREE_NS where
+ * the pages must come from the disk (dbfs_reclaim_step), none
  * shared with a request, one piece per turn of its round over the
  * stores; the last piece deletes the inode and its row. Until then the inode
  * and what it still holds count in the usage record, so statfs, quotas

@@ -3,7 +3,8 @@
  * DBFS_RECLAIM_MIN or more returns at once; the whole blocks past the new
  * size stay where they are, past the file's end, and the delivery thread
  * of the queue "later" (expire_run.c) frees them in pieces of
- * DBFS_FREE_MAX, from the top down, in transactions of its own.
+ * DBFS_FREE_MAX (or what DBFS_FREE_NS allows when their pages must come
+ * from the disk), from the top down, in transactions of its own.
  *
  * The file stays alive: it may be written, extended or truncated again
  * at once. Its waiting blocks are keyed (ino, block) like its live ones,
@@ -19,10 +20,11 @@
  *
  * Each operation that grows the size (a write or copy past the end, a
  * truncate up, an fallocate) first deletes the waiting blocks the new
- * size uncovers and raises first (dbfs_trim_uncover), in its own
- * transaction; the reclaim lowers last. Both run under LMDB's one writer,
- * so the reclaim can never free a block written after the truncate: such
- * a block is below first by then. A later truncate down merges its blocks
+ * size uncovers and raises first, a piece per transaction as the reclaim
+ * does (dbfs_trim_uncover_piece, from fuse_ops.c), then does its work;
+ * the reclaim lowers last. Both run under LMDB's one writer, so the
+ * reclaim can never free a block written after the truncate: such a block
+ * is below first by then. A later truncate down merges its blocks
  * into the row (first goes down). The inode carries DBFS_INODE_TRIM while
  * it has a row, so that a write looks the row up only then.
  *
@@ -225,16 +227,20 @@ int dbfs_trim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished)
 		trim_key(ino, kb, &k);
 		return dbfs_del(txn, fs->db_trim, &k, NULL); /* stale: not ours */
 	}
-	/* from the top down: [cut, last) is what this transaction may free */
+	/* from the top down: [cut, last) is what this transaction may free;
+	 * stopped by its time (DBFS_FREE_NS), it leaves the top of that range
+	 * (more), and last stays */
 	uint64_t cut, freed;
+	int more = 0;
 	if ((rc = dbfs_data_free_cut(fs, txn, ino, r.first, r.last, &cut)) ||
-	    (rc = dbfs_data_drop(fs, txn, ino, &in, cut, r.last, &freed, NULL)))
+	    (rc = dbfs_data_drop(fs, txn, ino, &in, cut, r.last, &freed, &more)))
 		return rc;
-	if (cut <= r.first) {
+	if (!more && cut <= r.first) {
 		*finished = 1;
 		rc = row_del(fs, txn, ino, &in);
 	} else {
-		r.last = cut;
+		if (!more)
+			r.last = cut;
 		r.bytes = r.bytes > freed ? r.bytes - freed : 0;
 		rc = row_put(fs, txn, ino, &r);
 	}

@@ -766,6 +766,58 @@ START_TEST(test_destroy_in_pieces)
 }
 END_TEST
 
+static int64_t free_clock_now;
+static int64_t free_clock_step(void)
+{
+	return free_clock_now += DBFS_FREE_NS + 1; /* each reading: past a budget */
+}
+
+struct drop_ctx {
+	uint64_t ino, freed;
+	int more;
+};
+
+static int drop_all(MDB_txn *txn, struct drop_ctx *c)
+{
+	struct dbfs_inode in;
+	int rc = dbfs_inode_get(fs, txn, c->ino, &in);
+	return rc ?: dbfs_data_drop(fs, txn, c->ino, &in, 0, UINT64_MAX, &c->freed, &c->more) ?:
+		     dbfs_inode_put(fs, txn, c->ino, &in);
+}
+
+/* A bounded delete stops when its transaction has spent DBFS_FREE_NS,
+ * whatever bytes it may still free: a piece whose pages must come from a
+ * busy disk held the writer for seconds (create+unlink up to 3.2 s during
+ * a 10 GiB reclaim). With a clock that passes the budget at every
+ * reading, each call frees one batch (64 blocks) and says more. */
+START_TEST(test_free_time_bound)
+{
+	static unsigned char buf[1 << 20];
+	memset(buf, 7, sizeof(buf));
+	uint64_t f = mk(DBFS_ROOT_INO, "slow", S_IFREG | 0644), base = usage().bytes;
+	for (uint64_t off = 0; off < (2u << 20); off += sizeof(buf))
+		ck_assert_int_eq(wr(f, off, buf, sizeof(buf)), 0);
+	const uint64_t blocks = ((2u << 20) + fs->block_size - 1) / fs->block_size;
+	const uint64_t per = dbfs_alloc_round(fs->block_size), alloc = iget(f).alloc;
+	ck_assert_uint_eq(alloc, blocks * per);
+	int64_t (*saved)(void) = dbfs_free_clock;
+	dbfs_free_clock = free_clock_step;
+	struct drop_ctx c = {f, 0, 0};
+	int passes = 0;
+	do {
+		ck_assert_int_eq(RUN(drop_all(txn, &c)), 0);
+		passes++;
+		uint64_t left = iget(f).alloc;
+		ck_assert_uint_eq(usage().bytes, base + left);
+		if (c.more)
+			ck_assert_uint_eq(c.freed, 64 * per);
+	} while (c.more && passes < 100);
+	dbfs_free_clock = saved;
+	ck_assert_uint_eq(iget(f).alloc, 0);
+	ck_assert_uint_eq(passes, (blocks + 63) / 64);
+}
+END_TEST
+
 /* A truncate or a hole punch that frees more than one transaction may is
  * done in pieces (dbfs_op_free_piece), each freeing at most DBFS_FREE_MAX,
  * each leaving a consistent file: truncated part of the way (size at the
@@ -1959,6 +2011,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_statfs_pending_reap);
 	tcase_add_test(tc, test_destroy_in_pieces);
 	tcase_add_test(tc, test_trim_in_pieces);
+	tcase_add_test(tc, test_free_time_bound);
 	tcase_add_test(tc, test_copy_range);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_acl);
