@@ -10,8 +10,10 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "dbfs/internal.h"
 
@@ -388,6 +390,51 @@ int dbfs_data_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inod
 	int rc = end > first ? delete_range(fs, txn, ino, first, end - 1, &dalloc, more) : 0;
 	*freed = (uint64_t)-dalloc;
 	return rc ? rc : finish(fs, txn, in, dalloc);
+}
+
+/* madvise(MADV_WILLNEED) the pages [a, b) of the map: advice, no wait. */
+static void willneed(uintptr_t a, uintptr_t b)
+{
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_WILLNEED);
+}
+
+void dbfs_data_prefetch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first,
+			uint64_t end, bool down, uint64_t bytes)
+{
+	const uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+	unsigned char kb[16];
+	MDB_val k, v;
+	MDB_cursor *c;
+	uintptr_t lo = 0, hi = 0; /* the run of pages gathered */
+	uint64_t sum = 0;
+	if (end <= first || mdb_cursor_open(txn, fs->db_data, &c))
+		return;
+	data_key(kb, ino, down ? end : first, &k);
+	int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	if (down) /* the block before (ino, end) */
+		rc = mdb_cursor_get(c, &k, &v, rc == MDB_NOTFOUND ? MDB_LAST : MDB_PREV);
+	for (; !rc && sum < bytes; rc = mdb_cursor_get(c, &k, &v, down ? MDB_PREV : MDB_NEXT)) {
+		uint64_t blk = k.mv_size == 16 ? dbfs_get_be64((unsigned char *)k.mv_data + 8) : 0;
+		if (k.mv_size != 16 || dbfs_get_be64(k.mv_data) != ino || blk < first || blk >= end)
+			break;
+		/* the value's pages: a large one has pages of its own, which
+		 * the cursor pointed at without reading them */
+		uintptr_t a = (uintptr_t)v.mv_data & ~(ps - 1);
+		uintptr_t b = ((uintptr_t)v.mv_data + v.mv_size + ps - 1) & ~(ps - 1);
+		if (a == hi && hi) {
+			hi = b;
+		} else if (b == lo && lo) {
+			lo = a;
+		} else {
+			willneed(lo, hi);
+			lo = a;
+			hi = b;
+		}
+		sum += dbfs_alloc_round(v.mv_size);
+	}
+	willneed(lo, hi);
+	mdb_cursor_close(c);
 }
 
 int dbfs_data_held(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,

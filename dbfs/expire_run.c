@@ -430,6 +430,10 @@ static int reclaim_step(struct dbfs *fs, struct dbfs_expire *ex)
 		return 0;
 	}
 	ex->reclaim_yields = 0;
+	/* this piece's pages and the next one's, read ahead without the
+	 * writer: freeing a block reads its page, from the disk if it left
+	 * the page cache (the next piece's have this one's time to come) */
+	dbfs_reclaim_prefetch(fs, 2 * DBFS_FREE_MAX);
 	struct piece p = {0, 0};
 	int rc = dbfs_write_sized(fs, piece_fn, &p, DBFS_BATCH_BYTES); /* no data write joins */
 	if (rc)

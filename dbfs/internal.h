@@ -530,6 +530,14 @@ int dbfs_data_cut_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs
  * store failure. */
 int dbfs_data_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		   uint64_t first, uint64_t end, uint64_t *freed, int *more);
+/* Ask the kernel to read ahead (MADV_WILLNEED: no wait) the pages of up
+ * to `bytes` of the blocks of `ino` in [first, end), from the bottom up or
+ * (down) from the top down: freeing a block reads its page, which then
+ * comes from memory rather than from the disk while the writer is held.
+ * Any transaction (a read one: the reclaim thread before its piece).
+ * Advice only: no error. */
+void dbfs_data_prefetch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first,
+			uint64_t end, bool down, uint64_t bytes);
 /* The bytes the blocks [first, end) of `ino` hold (alloc units): one
  * cursor step per block. 0 or a store failure. */
 int dbfs_data_held(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,
@@ -764,6 +772,10 @@ bool dbfs_reclaim_marked(const MDB_val *orphan_val);
 int dbfs_reclaim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished);
 /* Files waiting for their reclaim and the bytes they still hold. */
 int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
+/* Read ahead (dbfs_data_prefetch) `bytes` of what dbfs_reclaim_step frees
+ * next, in a read transaction of its own: the reclaim thread, before a
+ * piece, outside the writer. */
+void dbfs_reclaim_prefetch(struct dbfs *fs, uint64_t bytes);
 
 /* ---- deferred truncation (trim.c) ---- */
 #define DBFS_INODE_TRIM 1u /* dbfs_inode.flags: the inode has a row in "trim" */
@@ -800,6 +812,9 @@ int dbfs_trim_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inod
  * top of its range down. *did: there was a row; *finished: it is done.
  * 0 or a store failure. */
 int dbfs_trim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished);
+/* Read ahead (dbfs_data_prefetch) `bytes` of what dbfs_trim_step frees
+ * next. Any transaction. */
+void dbfs_trim_prefetch(struct dbfs *fs, MDB_txn *txn, uint64_t bytes);
 /* Rows and the bytes they hold (stats). */
 int dbfs_trim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
 

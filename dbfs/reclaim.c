@@ -114,6 +114,20 @@ int dbfs_reclaim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished)
 	return dbfs_trim_step(fs, txn, did, finished); /* truncated files' blocks (trim.c) */
 }
 
+void dbfs_reclaim_prefetch(struct dbfs *fs, uint64_t bytes)
+{
+	MDB_txn *txn;
+	uint64_t ino = 0;
+	if (dbfs_read_begin(fs, &txn))
+		return;
+	int rc = first_marked(fs, txn, &ino);
+	if (rc == 0) /* dbfs_inode_destroy frees from the first block up */
+		dbfs_data_prefetch(fs, txn, ino, 0, UINT64_MAX, false, bytes);
+	else if (rc == MDB_NOTFOUND)
+		dbfs_trim_prefetch(fs, txn, bytes);
+	dbfs_read_end(fs, txn);
+}
+
 int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes)
 {
 	MDB_cursor *c;

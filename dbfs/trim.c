@@ -247,6 +247,22 @@ int dbfs_trim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished)
 	return rc ? rc : dbfs_inode_put(fs, txn, ino, &in);
 }
 
+void dbfs_trim_prefetch(struct dbfs *fs, MDB_txn *txn, uint64_t bytes)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	struct trim_rec r;
+	if (!fs->db_trim || mdb_cursor_open(txn, fs->db_trim, &c))
+		return;
+	int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+	mdb_cursor_close(c);
+	if (rc || k.mv_size != 8 || v.mv_size != sizeof(r))
+		return;
+	memcpy(&r, v.mv_data, sizeof(r));
+	/* the step frees from the top down */
+	dbfs_data_prefetch(fs, txn, dbfs_get_be64(k.mv_data), r.first, r.last, true, bytes);
+}
+
 int dbfs_trim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes)
 {
 	MDB_cursor *c;
