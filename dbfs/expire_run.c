@@ -29,8 +29,9 @@
  * Reclaims (reclaim.c) are not messages: their rows (orphans marked "R",
  * truncated ranges) are the work list, and a commit that adds one bumps
  * the store's reclaim_seq. A store with reclaim work gets one piece
- * (DBFS_FREE_MAX, DBFS_FREE_NS) per turn, after its due messages, and then goes to the
- * end of the list like any store served: a 10 GiB reclaim on one store
+ * (DBFS_FREE_MAX, DBFS_FREE_NS; its pages read ahead first) per turn,
+ * after its due messages, and then goes to the end of the list like any
+ * store served: a 10 GiB reclaim on one store
  * holds the others back by one piece at most, and its own expiries not
  * at all. Between pieces, while requests wait to commit on that store,
  * its next piece waits too (YIELD_MAX_MS at most) without holding the

@@ -525,9 +525,8 @@ int dbfs_data_cut_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs
 /* Delete the blocks [first, end) whatever the file's size; in->alloc and
  * usage follow, *freed gets the bytes freed. With `more`, from the bottom
  * up within what the transaction may free (DBFS_FREE_MAX, DBFS_FREE_NS),
- * *more set when
- * blocks are left; without, all (the caller bounds the range). 0 or a
- * store failure. */
+ * *more set when blocks are left; without, all (the caller bounds the
+ * range). 0 or a store failure. */
 int dbfs_data_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		   uint64_t first, uint64_t end, uint64_t *freed, int *more);
 /* Ask the kernel to read ahead (MADV_WILLNEED: no wait) the pages of up
