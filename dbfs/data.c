@@ -10,7 +10,10 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dbfs/internal.h"
 
@@ -168,6 +171,15 @@ int dbfs_data_write(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
 	return finish(fs, txn, in, dalloc);
 }
 
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t (*dbfs_free_clock)(void) = mono_ns;
+
 /* Bytes of data this transaction may still free with bounded deletes
  * (DBFS_FREE_MAX per transaction, see internal.h). */
 static uint64_t *free_budget(struct dbfs *fs, MDB_txn *txn)
@@ -177,20 +189,25 @@ static uint64_t *free_budget(struct dbfs *fs, MDB_txn *txn)
 		fs->free_gen = fs->txn_gen;
 		fs->free_txn = id;
 		fs->free_left = DBFS_FREE_MAX;
+		fs->free_done = 0;
+		fs->free_t0 = dbfs_free_clock();
 	}
 	return &fs->free_left;
 }
 
 /* Delete blocks [first, last] (last inclusive, UINT64_MAX for all). With
- * `more`, stop once the transaction's budget is spent and set *more if
- * blocks are left; without, delete them all (and still count them). */
+ * `more`, stop once the transaction's budget is spent (bytes, or its time
+ * after FREE_BATCH blocks of this call: the clock is read once a batch)
+ * and set *more if blocks are left; without, delete them all (and still
+ * count them). */
+#define FREE_BATCH 64
 static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first,
 			uint64_t last, int64_t *dalloc, int *more)
 {
 	unsigned char kb[16];
 	MDB_val k, v;
 	MDB_cursor *c;
-	uint64_t *left = free_budget(fs, txn);
+	uint64_t *left = free_budget(fs, txn), did = 0;
 	data_key(kb, ino, first, &k);
 	int rc = mdb_cursor_open(txn, fs->db_data, &c);
 	if (rc)
@@ -201,15 +218,19 @@ static int delete_range(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t fi
 		    dbfs_get_be64((unsigned char *)k.mv_data + 8) > last)
 			break;
 		uint64_t n = dbfs_alloc_round(v.mv_size);
-		if (more && *left < n) {
+		if (more && (*left < n || (did && did % FREE_BATCH == 0 &&
+					    dbfs_free_clock() - fs->free_t0 > DBFS_FREE_NS))) {
 			*more = 1;
 			break;
 		}
+		did++;
 		*left = *left > n ? *left - n : 0;
 		*dalloc -= (int64_t)n;
 		rc = dbfs_cursor_del(c);
 		if (rc)
 			break;
+		if ((fs->free_done += n) > atomic_load_explicit(&fs->free_most, memory_order_relaxed))
+			atomic_store_explicit(&fs->free_most, fs->free_done, memory_order_relaxed);
 		/* After a delete, MDB_NEXT yields the item that followed. */
 		rc = mdb_cursor_get(c, &k, &v, MDB_NEXT);
 	}
@@ -369,6 +390,51 @@ int dbfs_data_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inod
 	int rc = end > first ? delete_range(fs, txn, ino, first, end - 1, &dalloc, more) : 0;
 	*freed = (uint64_t)-dalloc;
 	return rc ? rc : finish(fs, txn, in, dalloc);
+}
+
+/* madvise(MADV_WILLNEED) the pages [a, b) of the map: advice, no wait. */
+static void willneed(uintptr_t a, uintptr_t b)
+{
+	if (b > a)
+		(void)madvise((void *)a, b - a, MADV_WILLNEED);
+}
+
+void dbfs_data_prefetch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first,
+			uint64_t end, bool down, uint64_t bytes)
+{
+	const uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+	unsigned char kb[16];
+	MDB_val k, v;
+	MDB_cursor *c;
+	uintptr_t lo = 0, hi = 0; /* the run of pages gathered */
+	uint64_t sum = 0;
+	if (end <= first || mdb_cursor_open(txn, fs->db_data, &c))
+		return;
+	data_key(kb, ino, down ? end : first, &k);
+	int rc = mdb_cursor_get(c, &k, &v, MDB_SET_RANGE);
+	if (down) /* the block before (ino, end) */
+		rc = mdb_cursor_get(c, &k, &v, rc == MDB_NOTFOUND ? MDB_LAST : MDB_PREV);
+	for (; !rc && sum < bytes; rc = mdb_cursor_get(c, &k, &v, down ? MDB_PREV : MDB_NEXT)) {
+		uint64_t blk = k.mv_size == 16 ? dbfs_get_be64((unsigned char *)k.mv_data + 8) : 0;
+		if (k.mv_size != 16 || dbfs_get_be64(k.mv_data) != ino || blk < first || blk >= end)
+			break;
+		/* the value's pages: a large one has pages of its own, which
+		 * the cursor pointed at without reading them */
+		uintptr_t a = (uintptr_t)v.mv_data & ~(ps - 1);
+		uintptr_t b = ((uintptr_t)v.mv_data + v.mv_size + ps - 1) & ~(ps - 1);
+		if (a == hi && hi) {
+			hi = b;
+		} else if (b == lo && lo) {
+			lo = a;
+		} else {
+			willneed(lo, hi);
+			lo = a;
+			hi = b;
+		}
+		sum += dbfs_alloc_round(v.mv_size);
+	}
+	willneed(lo, hi);
+	mdb_cursor_close(c);
 }
 
 int dbfs_data_held(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,

@@ -65,6 +65,8 @@ struct dbfs_expire_stats {
 	uint64_t reclaim_bytes;  /* what they still hold (counted as used) */
 	uint64_t reclaimed;      /* files freed since open */
 	uint64_t reclaim_pieces; /* transactions that freed part of one */
+	uint64_t freed_txn_max;  /* the most data one transaction freed since
+				  * open (bytes): DBFS_FREE_MAX bounds it */
 	/* settled events (dbfs/feed.h) */
 	uint64_t settle_pending; /* bursts waiting for their quiet period to end */
 	uint64_t settled;        /* settled events made since open */

@@ -29,8 +29,9 @@
  * Reclaims (reclaim.c) are not messages: their rows (orphans marked "R",
  * truncated ranges) are the work list, and a commit that adds one bumps
  * the store's reclaim_seq. A store with reclaim work gets one piece
- * (DBFS_FREE_MAX) per turn, after its due messages, and then goes to the
- * end of the list like any store served: a 10 GiB reclaim on one store
+ * (DBFS_FREE_MAX, DBFS_FREE_NS; its pages read ahead first) per turn,
+ * after its due messages, and then goes to the end of the list like any
+ * store served: a 10 GiB reclaim on one store
  * holds the others back by one piece at most, and its own expiries not
  * at all. Between pieces, while requests wait to commit on that store,
  * its next piece waits too (YIELD_MAX_MS at most) without holding the
@@ -421,6 +422,10 @@ static int reclaim_step(struct dbfs *fs, struct dbfs_expire *ex)
 		return 0;
 	}
 	ex->reclaim_yields = 0;
+	/* this piece's pages and the next one's, read ahead without the
+	 * writer: freeing a block reads its page, from the disk if it left
+	 * the page cache (the next piece's have this one's time to come) */
+	dbfs_reclaim_prefetch(fs, 2 * DBFS_FREE_MAX);
 	struct piece p = {0, 0};
 	int rc = dbfs_write_sized(fs, piece_fn, &p, DBFS_BATCH_BYTES); /* no data write joins */
 	if (rc)
@@ -715,6 +720,7 @@ int dbfs_expire_stats(struct dbfs *fs, struct dbfs_expire_stats *st)
 	st->pending = ms.ms_entries;
 	st->reclaimed = atomic_load(&ex->reclaimed);
 	st->reclaim_pieces = atomic_load(&ex->reclaim_pieces);
+	st->freed_txn_max = atomic_load_explicit(&fs->free_most, memory_order_relaxed);
 	st->settled = atomic_load(&ex->settled);
 	if (!dbfs_read_begin(fs, &txn)) {
 		if (dbfs_settle_pending(fs, txn, &st->settle_pending))

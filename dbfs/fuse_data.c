@@ -157,6 +157,7 @@ struct write_ctx {
 	size_t len;
 	unsigned kill;
 	bool append; /* O_APPEND in a shared store: at the size in the store */
+	int more;    /* a piece of the blocks it uncovers was freed: again */
 };
 
 static int write_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
@@ -171,19 +172,26 @@ static int write_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 			return rc;
 		c->off = in.size;
 	}
-	return dbfs_op_write(fs, txn, c->ino, c->off, c->buf, c->len, c->kill);
+	/* first the blocks a truncate left to the reclaim that the write
+	 * uncovers, a piece per pass (trim.c); the write in the last pass */
+	return dbfs_trim_uncover_piece(fs, txn, c->ino, c->off + c->len, &c->more) ?:
+	       (c->more ? 0 : dbfs_op_write(fs, txn, c->ino, c->off, c->buf, c->len, c->kill));
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
 	struct dbfs *fs = req_fs(req);
-	struct write_ctx c = {
-	    ino, (uint64_t)off, buf, size, 0, fs->shared && fi && (fi->flags & O_APPEND)};
+	struct write_ctx c = {ino, (uint64_t)off, buf, size, 0,
+			      fs->shared && fi && (fi->flags & O_APPEND), 0};
 	if (fs->killpriv_v2)
 		c.kill = DBFS_SET_KILL_CAPS | (dbfs_io_write_kill() ? DBFS_SET_KILL_SUIDGID : 0);
 	fs->cnt.ops++;
-	int rc = off < 0 ? -EINVAL : dbfs_write_sized(fs, write_fn, &c, size);
+	int rc = -EINVAL;
+	if (off >= 0)
+		do
+			rc = dbfs_write_sized(fs, write_fn, &c, size);
+		while (!rc && c.more);
 	if (rc) {
 		reply_err(req, rc);
 		return;
@@ -226,18 +234,21 @@ struct falloc_ctx {
 	uint64_t ino;
 	int mode;
 	uint64_t off, len;
-	int more; /* a piece of the hole was punched: again (as setattr_fn) */
+	int more; /* a piece of the hole was punched, or of the blocks waiting
+		   * for the reclaim that it uncovers freed: again (as setattr_fn) */
 };
 
 static int falloc_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	struct falloc_ctx *c = arg;
+	int rc = 0;
 	c->more = 0;
-	if (c->mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) { /* one it accepts */
-		int rc = dbfs_op_free_piece(fs, txn, c->ino, c->off, c->off + c->len, &c->more);
-		if (rc || c->more)
-			return rc;
-	}
+	if (c->mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) /* one it accepts */
+		rc = dbfs_op_free_piece(fs, txn, c->ino, c->off, c->off + c->len, &c->more);
+	else if (!(c->mode & FALLOC_FL_KEEP_SIZE))
+		rc = dbfs_trim_uncover_piece(fs, txn, c->ino, c->off + c->len, &c->more);
+	if (rc || c->more)
+		return rc;
 	return dbfs_op_fallocate(fs, txn, c->ino, c->mode, c->off, c->len);
 }
 
@@ -258,7 +269,9 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 		for (uint64_t at = (uint64_t)off; !rc && at < end; at += DBFS_BATCH_BYTES) {
 			c.off = at;
 			c.len = end - at < DBFS_BATCH_BYTES ? end - at : DBFS_BATCH_BYTES;
-			rc = dbfs_write_sized(req_fs(req), falloc_fn, &c, c.len);
+			do
+				rc = dbfs_write_sized(req_fs(req), falloc_fn, &c, c.len);
+			while (!rc && c.more);
 		}
 	} else if (!rc) {
 		do
@@ -271,13 +284,16 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 struct copy_ctx {
 	uint64_t ino_in, off_in, ino_out, off_out;
 	size_t len, copied;
+	int more; /* a piece of the waiting blocks it uncovers was freed: again */
 };
 
 static int copy_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	struct copy_ctx *c = arg;
-	return dbfs_op_copy_range(fs, txn, c->ino_in, c->off_in, c->ino_out, c->off_out, c->len,
-				  &c->copied);
+	return dbfs_trim_uncover_piece(fs, txn, c->ino_out, c->off_out + c->len, &c->more) ?:
+	       (c->more ? 0
+			: dbfs_op_copy_range(fs, txn, c->ino_in, c->off_in, c->ino_out,
+					     c->off_out, c->len, &c->copied));
 }
 
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
@@ -285,13 +301,17 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_out, size_t len, int flags)
 {
 	struct dbfs *fs = req_fs(req); /* the reply frees req */
-	struct copy_ctx c = {ino_in, (uint64_t)off_in, ino_out, (uint64_t)off_out, len, 0};
+	struct copy_ctx c = {ino_in, (uint64_t)off_in, ino_out, (uint64_t)off_out, len, 0, 0};
 	(void)fi_in;
 	(void)fi_out;
 	fs->cnt.ops++;
 	if (c.len > DBFS_BATCH_BYTES)
 		c.len = DBFS_BATCH_BYTES; /* a short copy: the caller loops */
-	int rc = flags ? -EINVAL : dbfs_write_sized(fs, copy_fn, &c, c.len);
+	int rc = -EINVAL;
+	if (!flags)
+		do
+			rc = dbfs_write_sized(fs, copy_fn, &c, c.len);
+		while (!rc && c.more);
 	if (rc)
 		reply_err(req, rc);
 	else

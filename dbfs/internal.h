@@ -152,8 +152,13 @@ struct dbfs {
 		uint64_t key, gen;
 	} written[256];
 	/* What this transaction may still free (data.c): free_left bytes,
-	 * valid while free_gen and free_txn name it. Leader only. */
-	uint64_t free_gen, free_txn, free_left;
+	 * valid while free_gen and free_txn name it; free_done: what it freed
+	 * (bounded or not). Leader only. free_most: the most one transaction
+	 * freed since open (written by the leader, read by any thread:
+	 * dbfs_expire_stats' freed_txn_max). */
+	uint64_t free_gen, free_txn, free_left, free_done;
+	int64_t free_t0; /* when it first freed (CLOCK_MONOTONIC ns) */
+	_Atomic uint64_t free_most;
 
 	/* FUSE_HANDLE_KILLPRIV_V2 was negotiated (fuse_io.c): this file system
 	 * clears set-id bits and capabilities on write, truncate and chown. */
@@ -550,7 +555,8 @@ int dbfs_data_map(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs
  * only at the end of the file. Returns 0 or a store failure. */
 int dbfs_data_read(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbfs_inode *in,
 		   uint64_t off, size_t len, void *buf, size_t *got);
-/* Delete a file's blocks, as many as the transaction's budget allows:
+/* Delete a file's blocks, as many as the transaction's budget allows
+ * (DBFS_FREE_MAX bytes, DBFS_FREE_NS):
  * *more is set when some are left for another transaction. *dalloc gets
  * the (negative) change of alloc; the caller updates inode and usage. */
 int dbfs_data_delete_some(struct dbfs *fs, MDB_txn *txn, uint64_t ino, int64_t *dalloc,
@@ -565,11 +571,19 @@ int dbfs_data_cut_block(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs
 			uint64_t size);
 /* Delete the blocks [first, end) whatever the file's size; in->alloc and
  * usage follow, *freed gets the bytes freed. With `more`, from the bottom
- * up within what the transaction may free (DBFS_FREE_MAX), *more set when
- * blocks are left; without, all (the caller bounds the range). 0 or a
- * store failure. */
+ * up within what the transaction may free (DBFS_FREE_MAX, DBFS_FREE_NS),
+ * *more set when blocks are left; without, all (the caller bounds the
+ * range). 0 or a store failure. */
 int dbfs_data_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		   uint64_t first, uint64_t end, uint64_t *freed, int *more);
+/* Ask the kernel to read ahead (MADV_WILLNEED: no wait) the pages of up
+ * to `bytes` of the blocks of `ino` in [first, end), from the bottom up or
+ * (down) from the top down: freeing a block reads its page, which then
+ * comes from memory rather than from the disk while the writer is held.
+ * Any transaction (a read one: the reclaim thread before its piece).
+ * Advice only: no error. */
+void dbfs_data_prefetch(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first,
+			uint64_t end, bool down, uint64_t bytes);
 /* The bytes the blocks [first, end) of `ino` hold (alloc units): one
  * cursor step per block. 0 or a store failure. */
 int dbfs_data_held(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t first, uint64_t end,
@@ -582,6 +596,15 @@ int dbfs_data_free_cut(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t fir
  * (space.c) to write them in. 64 MiB of 4080-byte blocks: about 128 KiB of
  * free list and 140 leaf pages. */
 #define DBFS_FREE_MAX (64ull << 20)
+/* Time one transaction may spend in bounded deletes (those with `more`:
+ * the background reclaim, a growing request's uncover): to free a block
+ * LMDB reads its page's header, so a piece whose pages left the page
+ * cache reads them from the disk while it holds the writer (64 MiB:
+ * 16,000 pages). Past this it stops, freeing at least a batch of blocks
+ * per call, and goes on in the next transaction. */
+#define DBFS_FREE_NS (20 * 1000000ll)
+/* Tests: the clock of DBFS_FREE_NS (CLOCK_MONOTONIC ns). */
+extern int64_t (*dbfs_free_clock)(void);
 static inline uint64_t dbfs_alloc_round(uint64_t n)
 {
 	return (n + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;
@@ -793,6 +816,10 @@ bool dbfs_reclaim_marked(const MDB_val *orphan_val);
 int dbfs_reclaim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished);
 /* Files waiting for their reclaim and the bytes they still hold. */
 int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
+/* Read ahead (dbfs_data_prefetch) `bytes` of what dbfs_reclaim_step frees
+ * next, in a read transaction of its own: the reclaim thread, before a
+ * piece, outside the writer. */
+void dbfs_reclaim_prefetch(struct dbfs *fs, uint64_t bytes);
 
 /* ---- deferred truncation (trim.c) ---- */
 #define DBFS_INODE_TRIM 1u /* dbfs_inode.flags: the inode has a row in "trim" */
@@ -812,9 +839,14 @@ int dbfs_trim_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
  * store failure. */
 int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		      uint64_t new_size);
-/* The same ahead of the operation, a piece (DBFS_FREE_MAX) per
- * transaction: *more while more is left; the operation's own uncover then
- * has one piece at most to do. Reads the inode. 0 or a store failure. */
+/* The same ahead of the operation, within what the transaction may still
+ * free (DBFS_FREE_MAX): *more while blocks are left, and then the caller
+ * must not do the operation in this transaction but commit and come again
+ * (each pass frees a piece); without *more the operation's own uncover
+ * finds nothing left to delete. Reads and puts the inode (none there: 0,
+ * the operation reports it); an empty trim table costs no lookup. Called
+ * first by every request that may grow a file (fuse_ops.c: write, copy,
+ * fallocate, truncate up). 0 or a store failure. */
 int dbfs_trim_uncover_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t new_size,
 			    int *more);
 /* The inode's data all go (dbfs_inode_destroy): drop its row, clear the
@@ -824,6 +856,9 @@ int dbfs_trim_drop(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inod
  * top of its range down. *did: there was a row; *finished: it is done.
  * 0 or a store failure. */
 int dbfs_trim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished);
+/* Read ahead (dbfs_data_prefetch) `bytes` of what dbfs_trim_step frees
+ * next. Any transaction. */
+void dbfs_trim_prefetch(struct dbfs *fs, MDB_txn *txn, uint64_t bytes);
 /* Rows and the bytes they hold (stats). */
 int dbfs_trim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes);
 

@@ -5,7 +5,8 @@
  * kernel's forget): that transaction only marks it in the orphan table
  * (value "R": a reclaim is queued) and tells the delivery thread of the
  * queue "later" (expire_run.c) at its commit. The thread then frees its
- * blocks in transactions of DBFS_FREE_MAX each (dbfs_reclaim_step), none
+ * blocks in transactions of DBFS_FREE_MAX each, or of DBFS_FREE_NS where
+ * the pages must come from the disk (dbfs_reclaim_step), none
  * shared with a request, one piece per turn of its round over the
  * stores; the last piece deletes the inode and its row. Until then the inode
  * and what it still holds count in the usage record, so statfs, quotas
@@ -111,6 +112,20 @@ int dbfs_reclaim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished)
 	if (rc != MDB_NOTFOUND)
 		return rc;
 	return dbfs_trim_step(fs, txn, did, finished); /* truncated files' blocks (trim.c) */
+}
+
+void dbfs_reclaim_prefetch(struct dbfs *fs, uint64_t bytes)
+{
+	MDB_txn *txn;
+	uint64_t ino = 0;
+	if (dbfs_read_begin(fs, &txn))
+		return;
+	int rc = first_marked(fs, txn, &ino);
+	if (rc == 0) /* dbfs_inode_destroy frees from the first block up */
+		dbfs_data_prefetch(fs, txn, ino, 0, UINT64_MAX, false, bytes);
+	else if (rc == MDB_NOTFOUND)
+		dbfs_trim_prefetch(fs, txn, bytes);
+	dbfs_read_end(fs, txn);
 }
 
 int dbfs_reclaim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes)

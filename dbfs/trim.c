@@ -3,7 +3,8 @@
  * DBFS_RECLAIM_MIN or more returns at once; the whole blocks past the new
  * size stay where they are, past the file's end, and the delivery thread
  * of the queue "later" (expire_run.c) frees them in pieces of
- * DBFS_FREE_MAX, from the top down, in transactions of its own.
+ * DBFS_FREE_MAX (or what DBFS_FREE_NS allows when their pages must come
+ * from the disk), from the top down, in transactions of its own.
  *
  * The file stays alive: it may be written, extended or truncated again
  * at once. Its waiting blocks are keyed (ino, block) like its live ones,
@@ -19,10 +20,11 @@
  *
  * Each operation that grows the size (a write or copy past the end, a
  * truncate up, an fallocate) first deletes the waiting blocks the new
- * size uncovers and raises first (dbfs_trim_uncover), in its own
- * transaction; the reclaim lowers last. Both run under LMDB's one writer,
- * so the reclaim can never free a block written after the truncate: such
- * a block is below first by then. A later truncate down merges its blocks
+ * size uncovers and raises first, a piece per transaction as the reclaim
+ * does (dbfs_trim_uncover_piece, from fuse_ops.c), then does its work;
+ * the reclaim lowers last. Both run under LMDB's one writer, so the
+ * reclaim can never free a block written after the truncate: such a block
+ * is below first by then. A later truncate down merges its blocks
  * into the row (first goes down). The inode carries DBFS_INODE_TRIM while
  * it has a row, so that a write looks the row up only then.
  *
@@ -137,8 +139,11 @@ int dbfs_trim_truncate(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_
 	return 0;
 }
 
-int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
-		      uint64_t new_size)
+/* Delete the waiting blocks a size of new_size uncovers: all of them, or
+ * with `more` what the transaction may still free (*more when some are
+ * left: those below the first one left are gone, so first stays valid). */
+static int uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		   uint64_t new_size, int *more)
 {
 	const uint64_t bs = fs->block_size;
 	struct trim_rec r;
@@ -149,44 +154,40 @@ int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_i
 	if (end <= r.first)
 		return 0;
 	uint64_t upto = end < r.last ? end : r.last;
-	if ((rc = dbfs_data_drop(fs, txn, ino, in, r.first, upto, &freed, NULL)))
+	if ((rc = dbfs_data_drop(fs, txn, ino, in, r.first, upto, &freed, more)))
 		return rc;
-	if (upto >= r.last)
+	bool left = more && *more;
+	if (!left && upto >= r.last)
 		return row_del(fs, txn, ino, in);
-	r.first = end;
+	if (!left)
+		r.first = end;
 	r.bytes = r.bytes > freed ? r.bytes - freed : 0;
 	return row_put(fs, txn, ino, &r);
+}
+
+int dbfs_trim_uncover(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
+		      uint64_t new_size)
+{
+	return uncover(fs, txn, ino, in, new_size, NULL);
 }
 
 int dbfs_trim_uncover_piece(struct dbfs *fs, MDB_txn *txn, uint64_t ino, uint64_t new_size,
 			    int *more)
 {
-	const uint64_t bs = fs->block_size;
 	struct dbfs_inode in;
-	struct trim_rec r;
-	uint64_t freed;
+	MDB_stat st;
 	*more = 0;
-	int rc = dbfs_inode_get(fs, txn, ino, &in);
-	if (rc)
-		return rc == -ENOENT ? 0 : rc; /* the operation reports it */
-	if ((rc = row_of(fs, txn, ino, &in, &r)))
-		return rc == MDB_NOTFOUND ? 0 : rc;
-	uint64_t end = (new_size + bs - 1) / bs;
-	if (end <= r.first)
+	if (!fs->db_trim)
 		return 0;
-	uint64_t upto = end < r.last ? end : r.last;
-	if ((rc = dbfs_data_drop(fs, txn, ino, &in, r.first, upto, &freed, more)))
+	/* the table's own count (no lookup): most writes find it empty */
+	int rc = mdb_stat(txn, fs->db_trim, &st);
+	if (rc || !st.ms_entries)
 		return rc;
-	if (!*more && upto >= r.last) {
-		rc = row_del(fs, txn, ino, &in);
-	} else {
-		/* with more left, the blocks below the first one left are gone:
-		 * first stays valid */
-		if (!*more)
-			r.first = end;
-		r.bytes = r.bytes > freed ? r.bytes - freed : 0;
-		rc = row_put(fs, txn, ino, &r);
-	}
+	if ((rc = dbfs_inode_get(fs, txn, ino, &in)))
+		return rc == -ENOENT ? 0 : rc; /* the operation reports it */
+	if (!(in.flags & DBFS_INODE_TRIM))
+		return 0;
+	rc = uncover(fs, txn, ino, &in, new_size, more);
 	return rc ? rc : dbfs_inode_put(fs, txn, ino, &in);
 }
 
@@ -226,20 +227,40 @@ int dbfs_trim_step(struct dbfs *fs, MDB_txn *txn, int *did, int *finished)
 		trim_key(ino, kb, &k);
 		return dbfs_del(txn, fs->db_trim, &k, NULL); /* stale: not ours */
 	}
-	/* from the top down: [cut, last) is what this transaction may free */
+	/* from the top down: [cut, last) is what this transaction may free;
+	 * stopped by its time (DBFS_FREE_NS), it leaves the top of that range
+	 * (more), and last stays */
 	uint64_t cut, freed;
+	int more = 0;
 	if ((rc = dbfs_data_free_cut(fs, txn, ino, r.first, r.last, &cut)) ||
-	    (rc = dbfs_data_drop(fs, txn, ino, &in, cut, r.last, &freed, NULL)))
+	    (rc = dbfs_data_drop(fs, txn, ino, &in, cut, r.last, &freed, &more)))
 		return rc;
-	if (cut <= r.first) {
+	if (!more && cut <= r.first) {
 		*finished = 1;
 		rc = row_del(fs, txn, ino, &in);
 	} else {
-		r.last = cut;
+		if (!more)
+			r.last = cut;
 		r.bytes = r.bytes > freed ? r.bytes - freed : 0;
 		rc = row_put(fs, txn, ino, &r);
 	}
 	return rc ? rc : dbfs_inode_put(fs, txn, ino, &in);
+}
+
+void dbfs_trim_prefetch(struct dbfs *fs, MDB_txn *txn, uint64_t bytes)
+{
+	MDB_cursor *c;
+	MDB_val k, v;
+	struct trim_rec r;
+	if (!fs->db_trim || mdb_cursor_open(txn, fs->db_trim, &c))
+		return;
+	int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+	mdb_cursor_close(c);
+	if (rc || k.mv_size != 8 || v.mv_size != sizeof(r))
+		return;
+	memcpy(&r, v.mv_data, sizeof(r));
+	/* the step frees from the top down */
+	dbfs_data_prefetch(fs, txn, dbfs_get_be64(k.mv_data), r.first, r.last, true, bytes);
 }
 
 int dbfs_trim_pending(struct dbfs *fs, MDB_txn *txn, uint64_t *files, uint64_t *bytes)

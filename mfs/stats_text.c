@@ -125,12 +125,14 @@ static void text_expire(struct dbfs *fs, struct mfs_buf *b)
 	mfs_buf_printf(b,
 		       "expire_pending=%llu\nexpire_fired=%llu\nexpire_stale=%llu\n"
 		       "expire_late_p50_us=%llu\nexpire_late_p99_us=%llu\nexpire_late_max_us=%llu\n"
-		       "reclaim_files=%llu\nreclaim_bytes=%llu\nreclaimed=%llu\nreclaim_pieces=%llu\n",
+		       "reclaim_files=%llu\nreclaim_bytes=%llu\nreclaimed=%llu\nreclaim_pieces=%llu\n"
+		       "freed_txn_max=%llu\n",
 		       (unsigned long long)e.pending, (unsigned long long)e.fired,
 		       (unsigned long long)e.stale, (unsigned long long)e.late_p50_us,
 		       (unsigned long long)e.late_p99_us, (unsigned long long)e.late_max_us,
 		       (unsigned long long)e.reclaim_files, (unsigned long long)e.reclaim_bytes,
-		       (unsigned long long)e.reclaimed, (unsigned long long)e.reclaim_pieces);
+		       (unsigned long long)e.reclaimed, (unsigned long long)e.reclaim_pieces,
+		       (unsigned long long)e.freed_txn_max);
 	mfs_buf_printf(b, "settle_pending=%llu\nsettled=%llu\n",
 		       (unsigned long long)e.settle_pending, (unsigned long long)e.settled);
 }

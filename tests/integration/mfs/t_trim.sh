@@ -122,4 +122,39 @@ stop_pid $MPID || fail "exit"
 "$FSCK" "$T/s" >"$T/fsck.out" 2>&1 || fail "dbfs-fsck at the end: $(cat "$T/fsck.out")"
 grep -q "clean" "$T/fsck.out" || fail "dbfs-fsck at the end: $(cat "$T/fsck.out")"
 [ $FAILS = 0 ] && ok "SIGKILL mid-reclaim of a truncate: fsck accepts the store, the next mount finishes it"
+
+# 5. a write far past blocks that wait (a byte at 639 MiB into a 640 MiB
+# file just truncated to nothing) frees them first, 64 MiB a transaction:
+# freed_txn_max (the most one transaction freed since the mount) stays at
+# 64 MiB. Before, the write's own transaction freed all the thread had not.
+# A try decides when the thread took 8 pieces at most, so that the write
+# had 128 MiB or more to uncover (up to five tries).
+restart_manager a || { fail "mfs did not come back"; exit 1; }
+try=0
+while :; do
+	try=$((try + 1))
+	head -c 640M /dev/zero >"$D/far"
+	sync "$D/far"
+	p0=$(($(stat_of reclaim_pieces) + $(stat_of reclaimed)))
+	python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY)
+os.ftruncate(fd, 0)              # deferred: 640 MiB wait
+os.pwrite(fd, b"x", 639 << 20)   # at once, past them all
+os.close(fd)' "$D/far" || fail "truncate and write"
+	wait_for 120 sh -c "[ \"\$(sed -n 's/^reclaim_files=//p' '$M/a/stats')\" = 0 ]" \
+		|| fail "the far write's file still waits: $(grep reclaim "$M/a/stats")"
+	thread=$(($(stat_of reclaim_pieces) + $(stat_of reclaimed) - p0))
+	most=$(stat_of freed_txn_max)
+	[ "$most" -le $((64 << 20)) ] || fail "a transaction freed $most bytes (the thread took $thread pieces)"
+	[ $thread -le 8 ] && break
+	[ $try -lt 5 ] || { fail "the thread freed it all before the write in $try tries"; break; }
+done
+[ "$(stat -c %s "$D/far")" = $(((639 << 20) + 1)) ] || fail "far: size $(stat -c %s "$D/far")"
+[ "$(tail -c 1 "$D/far")" = x ] || fail "far: the byte written is not there"
+[ "$(head -c $((639 << 20)) "$D/far" | tr -d '\0' | wc -c)" = 0 ] || fail "far: old bytes show"
+[ "$(stat -c %b "$D/far")" -le 16 ] || fail "far: $(stat -c %b "$D/far") blocks held"
+stop_pid $MPID || fail "exit"
+"$FSCK" "$T/s" >"$T/fsck.out" 2>&1 || fail "dbfs-fsck after 5: $(cat "$T/fsck.out")"
+[ $FAILS = 0 ] && ok "a write far past 640 MiB that wait: freed first in pieces (most in one transaction: $most bytes; the thread's pieces: $thread; tries: $try); fsck clean"
 exit 0

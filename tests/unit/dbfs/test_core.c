@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fsuid.h>
+#include <sys/mman.h>
 #include <sys/statvfs.h>
 #include <sys/uio.h>
 #include <sys/xattr.h>
@@ -763,6 +764,125 @@ START_TEST(test_destroy_in_pieces)
 		ck_assert_uint_eq(orphans(), 0);
 		ck_assert_uint_eq(usage().bytes, base);
 	}
+}
+END_TEST
+
+static int64_t free_clock_now;
+static int64_t free_clock_step(void)
+{
+	return free_clock_now += DBFS_FREE_NS + 1; /* each reading: past a budget */
+}
+
+struct drop_ctx {
+	uint64_t ino, freed;
+	int more;
+};
+
+static int drop_all(MDB_txn *txn, struct drop_ctx *c)
+{
+	struct dbfs_inode in;
+	int rc = dbfs_inode_get(fs, txn, c->ino, &in);
+	return rc ?: dbfs_data_drop(fs, txn, c->ino, &in, 0, UINT64_MAX, &c->freed, &c->more) ?:
+		     dbfs_inode_put(fs, txn, c->ino, &in);
+}
+
+/* A bounded delete stops when its transaction has spent DBFS_FREE_NS,
+ * whatever bytes it may still free: a piece whose pages must come from a
+ * busy disk held the writer for seconds (create+unlink up to 3.2 s during
+ * a 10 GiB reclaim). With a clock that passes the budget at every
+ * reading, each call frees one batch (64 blocks) and says more. */
+START_TEST(test_free_time_bound)
+{
+	static unsigned char buf[1 << 20];
+	memset(buf, 7, sizeof(buf));
+	uint64_t f = mk(DBFS_ROOT_INO, "slow", S_IFREG | 0644), base = usage().bytes;
+	for (uint64_t off = 0; off < (2u << 20); off += sizeof(buf))
+		ck_assert_int_eq(wr(f, off, buf, sizeof(buf)), 0);
+	const uint64_t blocks = ((2u << 20) + fs->block_size - 1) / fs->block_size;
+	const uint64_t per = dbfs_alloc_round(fs->block_size), alloc = iget(f).alloc;
+	ck_assert_uint_eq(alloc, blocks * per);
+	int64_t (*saved)(void) = dbfs_free_clock;
+	dbfs_free_clock = free_clock_step;
+	struct drop_ctx c = {f, 0, 0};
+	int passes = 0;
+	do {
+		ck_assert_int_eq(RUN(drop_all(txn, &c)), 0);
+		passes++;
+		uint64_t left = iget(f).alloc;
+		ck_assert_uint_eq(usage().bytes, base + left);
+		if (c.more)
+			ck_assert_uint_eq(c.freed, 64 * per);
+	} while (c.more && passes < 100);
+	dbfs_free_clock = saved;
+	ck_assert_uint_eq(iget(f).alloc, 0);
+	ck_assert_uint_eq(passes, (blocks + 63) / 64);
+}
+END_TEST
+
+/* Pages of the blocks [0, n) of `ino` in the page cache, from the map
+ * (mincore), and the number of pages looked at in *total. */
+static size_t resident(MDB_txn *t, uint64_t ino, uint64_t n, size_t *total)
+{
+	const uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+	size_t in = 0;
+	*total = 0;
+	for (uint64_t b = 0; b < n; b++) {
+		unsigned char kb[16], vec;
+		dbfs_put_be64(kb, ino);
+		dbfs_put_be64(kb + 8, b);
+		MDB_val k = {16, kb}, v;
+		ck_assert_int_eq(mdb_get(t, fs->db_data, &k, &v), 0);
+		uintptr_t a = (uintptr_t)v.mv_data & ~(ps - 1);
+		ck_assert_int_eq(mincore((void *)a, ps, &vec), 0);
+		in += vec & 1;
+		(*total)++;
+	}
+	return in;
+}
+
+/* The reclaim reads ahead what its next piece frees (dbfs_data_prefetch):
+ * pages of a file's blocks that left the page cache come back without
+ * anything reading them. Freeing a block reads its page: a piece found
+ * them on the disk and held the writer while it read 64 MiB. Needs a
+ * store on a disk (pages written, not mapped, can be dropped); on tmpfs it
+ * says so and checks nothing. */
+START_TEST(test_prefetch_reads_ahead)
+{
+	static unsigned char buf[1 << 20];
+	if (fs->writemap) {
+		fprintf(stderr, "test_prefetch_reads_ahead: store in memory, not checked\n");
+		return;
+	}
+	memset(buf, 3, sizeof(buf));
+	uint64_t f = mk(DBFS_ROOT_INO, "cold", S_IFREG | 0644);
+	for (uint64_t off = 0; off < (4u << 20); off += sizeof(buf))
+		ck_assert_int_eq(wr(f, off, buf, sizeof(buf)), 0);
+	const uint64_t n = (4u << 20) / fs->block_size;
+	char path[300];
+	snprintf(path, sizeof(path), "%s/data.mdb", dir);
+	int fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fdatasync(fd), 0); /* clean pages can be dropped */
+	/* no read-around: the lookups below would fault the leaves in, and
+	 * with them the data pages next to them */
+	ck_assert_int_eq(madvise((void *)(uintptr_t)fs->map_addr, fs->map_size, MADV_RANDOM), 0);
+	ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+	close(fd);
+	MDB_txn *t;
+	size_t total;
+	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
+	size_t before = resident(t, f, n, &total);
+	ck_assert_msg(before * 4 < total, "%zu of %zu pages still cached after DONTNEED", before,
+		      total);
+	dbfs_data_prefetch(fs, t, f, 0, UINT64_MAX, false, DBFS_FREE_MAX);
+	size_t now = before;
+	for (int i = 0; i < 1000 && now < total; i++) { /* 10 s at most */
+		usleep(10000);
+		now = resident(t, f, n, &total);
+	}
+	dbfs_read_end(fs, t);
+	madvise((void *)(uintptr_t)fs->map_addr, fs->map_size, MADV_NORMAL);
+	ck_assert_msg(now == total, "%zu of %zu pages read ahead (%zu before)", now, total, before);
 }
 END_TEST
 
@@ -1959,6 +2079,8 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_statfs_pending_reap);
 	tcase_add_test(tc, test_destroy_in_pieces);
 	tcase_add_test(tc, test_trim_in_pieces);
+	tcase_add_test(tc, test_free_time_bound);
+	tcase_add_test(tc, test_prefetch_reads_ahead);
 	tcase_add_test(tc, test_copy_range);
 	tcase_add_test(tc, test_xattr);
 	tcase_add_test(tc, test_acl);
