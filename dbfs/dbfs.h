@@ -314,6 +314,11 @@ const struct fuse_custom_io *dbfs_fuse_io(void);
  * such as an io_uring queue: the thread about to process it calls this
  * first, as the read hook would have (same thread contract as above).
  * A `len` shorter than a request header carries no write flags. No errors.
+ * Such a transport may tie a reply to the request's slot (an io_uring
+ * entry goes back when its handler returns): every request received this
+ * way is answered before its handler returns. One received through the
+ * read hook may be answered later, from another thread (a shared store's
+ * close that waits for the other processes, dbfs/shared.h).
  */
 void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len);
 /*

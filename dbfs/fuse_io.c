@@ -33,6 +33,9 @@
 
 /* write_flags of the request this thread read last. */
 static __thread uint32_t tls_write_flags;
+/* The request this thread processes came through io_read: its reply may
+ * be sent later, by another thread (see dbfs_io_received in dbfs.h). */
+static __thread bool tls_reply_later;
 /* The request this thread processes was answered (for the map guard:
  * after a SIGBUS, fuse_guard.c answers EIO unless a reply went out). */
 static __thread bool tls_replied;
@@ -52,6 +55,11 @@ bool dbfs_io_reply_sent(void)
 	return tls_replied;
 }
 
+bool dbfs_io_reply_later_ok(void)
+{
+	return tls_reply_later;
+}
+
 bool dbfs_io_write_kill(void)
 {
 	return (tls_write_flags & FUSE_WRITE_KILL_SUIDGID) != 0;
@@ -63,6 +71,7 @@ void dbfs_io_received(struct dbfs *fs, const void *buf, size_t len)
 	const char *arg = (const char *)buf + sizeof(*h);
 
 	tls_write_flags = 0;
+	tls_reply_later = false; /* a transport's own: answered before its handler returns */
 	if (len < sizeof(*h)) {
 		dbfs_tls_caller_set = 0;
 		return;
@@ -87,6 +96,7 @@ static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 	ssize_t n = read(fd, buf, len);
 
 	dbfs_io_received(userdata, buf, n > 0 ? (size_t)n : 0);
+	tls_reply_later = true; /* /dev/fuse takes a reply from any thread, any time */
 	return n;
 }
 

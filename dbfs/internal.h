@@ -622,6 +622,10 @@ void dbfs_cache_forget(struct dbfs *fs, uint64_t ino);
 /* ---- the FUSE channel (fuse_io.c) ---- */
 /* Did the request this thread is processing carry FUSE_WRITE_KILL_SUIDGID? */
 bool dbfs_io_write_kill(void);
+/* May the request this thread processes be answered after its handler
+ * returned, by another thread? Only one read through dbfs_fuse_io's hook
+ * (dbfs.h, dbfs_io_received). */
+bool dbfs_io_reply_later_ok(void);
 /* The map guard's view of the reply (fuse_guard.c): forget any reply seen,
  * and was one sent since (by this writev hook or dbfs_io_replied)? */
 void dbfs_io_reply_reset(void);

@@ -152,7 +152,8 @@ void dbfs_shared_flush(struct dbfs *fs, struct fuse_req *req)
 		fuse_reply_err(req, 0);
 		return;
 	}
-	struct dbfs_parked *n = malloc(sizeof(*n));
+	/* a ring entry goes back when the handler returns: answer here */
+	struct dbfs_parked *n = dbfs_io_reply_later_ok() ? malloc(sizeof(*n)) : NULL;
 	if (n) {
 		*n = (struct dbfs_parked){.req = req, .want = want, .t0_ms = t0};
 		pthread_mutex_lock(&sh->park_lock);

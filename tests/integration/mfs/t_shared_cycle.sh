@@ -7,6 +7,9 @@
 # With closes waited for in the workers both pools filled with closes and
 # only the 2 s bound broke the cycle (30 of 80 closes timed out); closes
 # are parked now (dbfs/shared_barrier.c), so none may time out.
+# Over /dev/fuse (uring=off), whatever the kernel offers: a ring entry goes
+# back when its handler returns, so over FUSE over io_uring a close is still
+# waited for in its handler (dbfs.h, dbfs_io_received; issue 21 open).
 . "$(dirname "$0")/lib.sh"
 
 S=$T/s
@@ -15,9 +18,9 @@ B=$T/b
 mkdir -p "$S" "$A" "$B" "$T/m2"
 SO=shared,durability=full # the store is on a disk here
 
-start_manager "$T/m1" threads=2
+start_manager "$T/m1" threads=2,uring=off
 P1=$MPID
-"$MFS" -f -o "state=$T/state2,threads=2" "$T/m2" >>"$T/mfs2.log" 2>&1 &
+"$MFS" -f -o "state=$T/state2,threads=2,uring=off" "$T/m2" >>"$T/mfs2.log" 2>&1 &
 P2=$!
 PIDS="$PIDS $P2"
 wait_for 10 is_mounted "$T/m2" || { cat "$T/mfs2.log" >&2; fail "second manager"; exit 1; }
