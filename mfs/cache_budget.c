@@ -27,8 +27,9 @@ static bool rebalance_by_use(struct mfs_manager *mgr, size_t n)
 	uint64_t equal = mgr->mem / n;
 	for (struct mfs_dbfs *d = mgr->list; d && i < n; d = d->next)
 		if (d->state == MFS_MOUNTED && d->fs) {
-			/* one held to its own mem= below an equal share can take
-			 * no more: its activity moves nothing */
+			/* one held to its own mem= below an equal share keeps
+			 * exactly that (mfs_share_split): its activity alone
+			 * moves nothing */
 			bool fixed = d->cache_mem && d->cache_mem <= equal;
 			w[i] = fixed ? 0 : mfs_account_weight(a, d->id);
 			wsum += w[i];

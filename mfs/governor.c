@@ -78,12 +78,16 @@ void mfs_share_split(uint64_t total, size_t n, const double *weight, const uint6
 	if (!n)
 		return;
 	floor_share = total / n / 4;
-	left = total - floor_share * n;
+	left = total;
 	for (size_t i = 0; i < n; i++) {
-		out[i] = floor_share;
-		if (cap[i] && out[i] > cap[i])
+		/* held to its own cap below an equal share: exactly that cap,
+		 * whatever its activity (what its operator set) */
+		if (cap[i] && cap[i] <= total / n)
 			out[i] = cap[i];
+		else
+			out[i] = cap[i] && floor_share > cap[i] ? cap[i] : floor_share;
 		open[i] = !cap[i] || out[i] < cap[i];
+		left -= out[i];
 		wsum += weight[i] > 0 ? weight[i] : 0;
 	}
 	/* hand out `left` by weight (equally when nobody is active) among

@@ -104,7 +104,8 @@ uint64_t mfs_yield_guard(uint64_t now_ns, uint64_t ns);
  * quarter of the equal share, the rest goes by weight (its recent
  * activity: requests plus bytes / 4 KiB per second), and nobody gets more
  * than its own cap (cap[i] 0: none; what a cap leaves goes to the others
- * by weight, in equal parts when they are idle). All weights 0: equal
+ * by weight, in equal parts when they are idle). One whose cap is at most
+ * an equal share gets exactly its cap, busy or idle. All weights 0: equal
  * shares (what an idle set gets back).
  * out[i] is at least 1 when total > 0.
  */

@@ -117,6 +117,14 @@ START_TEST(share_split)
 	ck_assert_uint_le(out[0] + out[1] + out[2], 1200);
 	ck_assert_uint_ge(out[1], 1000);
 	ck_assert_uint_eq(out[2], 100);
+	/* an idle one capped below an equal share keeps its whole cap, not
+	 * the floor, while another is busy */
+	uint64_t held[3] = {300, 0, 0};
+	double second[3] = {0, 1, 0};
+	mfs_share_split(1200, 3, second, held, out);
+	ck_assert_uint_eq(out[0], 300);
+	ck_assert_uint_eq(out[1], 800);
+	ck_assert_uint_eq(out[2], 100);
 }
 END_TEST
 
