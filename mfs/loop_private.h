@@ -1,6 +1,12 @@
 /*
- * Internals shared by loop.c (sessions, admission, timer) and pool.c
- * (worker threads). Everything marked "lock" is protected by loop->lock.
+ * Internals shared by the loop's files. The worker threads (pool.c) call
+ * the three below, which call one way, top to bottom:
+ *   loop.c     the loop's lifetime, sessions, their limits and statistics
+ *   request.c  one request's bookkeeping: in flight, charged, answered, done
+ *   admit.c    admission: whether a session may read its next request
+ * (mfs-layering-loop checks the rows; loop.c also starts pool.c's threads,
+ * the one call back up.)
+ * Everything marked "lock" is protected by loop->lock.
  */
 #ifndef MFS_LOOP_PRIVATE_H
 #define MFS_LOOP_PRIVATE_H
@@ -13,6 +19,14 @@
 #include "sticky.h"
 
 struct fuse_buf;
+
+/*
+ * A counter mfs_loop_sample reads without the lock: its only writer holds
+ * the loop's lock, so a relaxed load, add and store is exact and costs what
+ * `f += n` does; the reader's relaxed load sees a whole value.
+ */
+#define BUMP(f, n) __atomic_store_n(&(f), (f) + (n), __ATOMIC_RELAXED)
+#define LOAD(f) __atomic_load_n(&(f), __ATOMIC_RELAXED)
 
 struct mfs_session {
 	struct mfs_loop *loop;
@@ -149,6 +163,18 @@ void mfs_loop_watch(struct mfs_loop *loop, uint64_t now_ns);
 
 /* lock held: free removed sessions no worker can still see. */
 void mfs_loop_sweep(struct mfs_loop *loop);
+
+/* lock held (admit.c): the throttle timer ticks while a session is
+ * throttled or owned sessions are watched; call after either changes. */
+void mfs_loop_update_timer(struct mfs_loop *loop);
+
+/* lock held (admit.c): mark `s` held by a token bucket or its CPU share
+ * (the timer re-checks it), or no longer. */
+void mfs_session_set_throttled(struct mfs_session *s, bool on);
+
+/* lock held (admit.c): may `s` start another request within its CPU
+ * share? Only a yielding session has one (governor.h). */
+bool mfs_session_cpu_ok(struct mfs_session *s, uint64_t now_ns);
 
 /* lock held: may a worker that just served `s` read one more request of it
  * directly (without epoll), within the governor's limits? No side effects
