@@ -3,6 +3,31 @@
  * going. The hub, buffers and waker: feed_wake.c; nodes: feed_nodes.c. */
 #include "feed_fs_private.h"
 
+/*
+ * A durable subscription has one reader at a time. The kernel sends a
+ * reader's release after its close() has returned, so a reader that opens
+ * the subscription at once after another closed it (`head -1 sub; cat
+ * sub`) can find it still open here: it waits this long for a release
+ * (over FUSE over io_uring, the release may come on another CPU's queue,
+ * after the open), and only then gets EBUSY.
+ */
+#define SUB_BUSY_WAIT_NS 1000000000ull
+
+/* mfs_feed_hub.lock held: wait until some reader closes, or 10 ms (a
+ * reader of another process sharing the store signals nothing here). */
+static void wait_for_a_close(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_nsec += 10000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_cond_timedwait(&mfs_feed_hub.closed, &mfs_feed_hub.lock, &ts);
+}
+
 void mfs_feed_open(fuse_req_t req, fuse_ino_t ino, uint32_t id, enum mfs_feed_kind kind,
 		   struct fuse_file_info *fi)
 {
@@ -61,6 +86,20 @@ void mfs_feed_open(fuse_req_t req, fuse_ino_t ino, uint32_t id, enum mfs_feed_ki
 		rc = dbfs_feed_open(
 		    fs, h->sub[0] ? h->sub : NULL,
 		    pos.start.from == DBFS_FEED_NOW || h->sub[0] ? NULL : &pos.start, &h->r);
+		uint64_t give_up = mfs_now_ns() + SUB_BUSY_WAIT_NS;
+		while (rc == -EBUSY && h->sub[0] && mfs_now_ns() < give_up) {
+			struct dbfs *still = NULL;
+			wait_for_a_close();
+			/* the lock was let go: the DBFS may be gone (mfs_feed_detach) */
+			pthread_mutex_lock(&mgr->lock);
+			int gone = mfs_feed_of(mgr, id, &who, &still);
+			pthread_mutex_unlock(&mgr->lock);
+			if (gone || still != fs) {
+				rc = gone ? gone : -EBUSY;
+				break;
+			}
+			rc = dbfs_feed_open(fs, h->sub, NULL, &h->r);
+		}
 		if (rc == -ESTALE)
 			snprintf(err, sizeof(err),
 				 "the position names another store (or this one before it "
@@ -278,6 +317,7 @@ void mfs_feed_release(fuse_req_t req, struct fuse_file_info *fi)
 	if (h->ph)
 		fuse_pollhandle_destroy(h->ph);
 	dbfs_feed_close(h->r);
+	pthread_cond_broadcast(&mfs_feed_hub.closed); /* an open may wait for it */
 	mfs_buf_free(&h->out);
 	pthread_mutex_destroy(&h->lock);
 	free(h);

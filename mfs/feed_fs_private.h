@@ -86,6 +86,7 @@ struct answer {
 /* The hub: every open feed handle and dynamic inode of the process. */
 struct mfs_feed_hub {
 	pthread_mutex_t lock;
+	pthread_cond_t closed; /* a reader closed (broadcast after release) */
 	struct handle *list;
 	struct dyn *dyns;
 	fuse_ino_t next_ino;

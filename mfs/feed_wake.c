@@ -7,6 +7,7 @@
 
 struct mfs_feed_hub mfs_feed_hub = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.closed = PTHREAD_COND_INITIALIZER,
 	.next_ino = MFS_FEED_DYN_INO,
 	.once = PTHREAD_ONCE_INIT,
 	.efd = -1,
