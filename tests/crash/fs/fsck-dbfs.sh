@@ -35,7 +35,7 @@ head -c 70000 /dev/urandom >orphan
 sh -c 'exec 3<orphan; rm orphan; echo ready >"$1/ready"; exec sleep 3600' sh "$OUT" &
 H_CHILD=$!
 wait_for test -s "$OUT/ready" || die "the orphan's holder did not start"
-sync
+sync -f .
 cd /
 h_crash
 kill "$H_CHILD" 2>/dev/null
