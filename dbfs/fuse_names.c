@@ -106,7 +106,8 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
  * max_write). Nothing is lost by it: a write-only descriptor cannot be
  * mapped (mmap needs read access) nor read, and the kernel drops cached
  * pages of the range a direct write covers, so readers through other
- * descriptors see the new data. Read-write creates keep the page cache.
+ * descriptors see the new data. Read-write creates keep the page cache,
+ * and so does every create with writeback_cache, which merges writes.
  * The kernel syncs no direct write itself: one with O_SYNC or O_DSYNC is
  * made durable by op_write (DBFS_FH_DIRECT). The handle holds no other
  * state (op_open); the kernel's later RELEASE of it is answered by libfuse.
@@ -124,7 +125,8 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param e;
 	fill_entry(fs, &e, c.ino, &c.in);
 	fi->keep_cache = 1;
-	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
+	/* with writeback_cache the kernel merges writes itself */
+	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY && !fs->opt.writeback_cache;
 	fi->fh = fi->direct_io ? DBFS_FH_DIRECT : 0;
 	if (dbfs_lookups_ref(&fs->lookups, c.ino, 1)) {
 		fuse_reply_err(req, ENOMEM);
