@@ -28,6 +28,6 @@ int fuse_reply_iov(fuse_req_t req, const struct iovec *iov, int count)
 	}
 	if (!real)
 		real = (int (*)(fuse_req_t, const struct iovec *, int))dlsym(RTLD_NEXT,
-									   "fuse_reply_iov");
+									     "fuse_reply_iov");
 	return real(req, iov, count);
 }
