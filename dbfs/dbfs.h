@@ -258,6 +258,7 @@ struct dbfs_counters {
 	uint64_t flushes_listed; /* these, listed points: one; dbfs/durable.c) */
 	uint64_t unsynced_age_ms; /* age of the oldest commit not durable yet; 0: none */
 	uint64_t unsynced_bytes;  /* data bytes written since the last durable point */
+	uint64_t readers_cleared; /* LMDB reader slots of dead processes cleared (readers.c) */
 };
 /* Copy the counters into `c`. Any thread; no system call (it reads the
  * monotonic clock and takes a short lock of the durable points). */

@@ -192,13 +192,18 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 		do
 			rc = dbfs_write_sized(fs, write_fn, &c, size);
 		while (!rc && c.more);
+	/* O_SYNC, O_DSYNC (or RWF_DSYNC) through a direct handle: the kernel
+	 * sends no fsync after it (through the page cache it does) */
+	if (!rc && fi && fi->fh == DBFS_FH_DIRECT && (fi->flags & O_DSYNC))
+		rc = dbfs_sync(fs); /* committed, not durable: EIO as fsync's */
 	if (rc) {
 		reply_err(req, rc);
 		return;
 	}
 	fs->cnt.write_bytes += size;
 	fuse_reply_write(req, size);
-	dbfs_cache_note(fs, ino, size, c.off + size);
+	if (!fi || fi->fh != DBFS_FH_DIRECT) /* a direct write leaves no page */
+		dbfs_cache_note(fs, ino, size, c.off + size);
 	if (c.append && c.off != (uint64_t)off)
 		dbfs_shared_self_inval(fs, ino); /* our kernel's size is off too */
 }

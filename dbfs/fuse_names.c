@@ -94,6 +94,48 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 		reply_entry(req, c.ino, &c.in);
 }
 
+/*
+ * open(O_CREAT) of a name the kernel knows is free: make the file and open
+ * it in one request. A handle opened write-only is answered with direct
+ * I/O. Without it the kernel's buffered write path (no writeback_cache)
+ * ends a WRITE request after a page it filled only partly and that is not
+ * up to date (fs/fuse/file.c, fuse_fill_write_pages): a write(2) that
+ * starts inside a page that an earlier write filled partly goes as two
+ * requests, so two commits, and tar's 10 KiB records cost 1.5 commits
+ * each. Through a direct handle every write(2) is one request (up to
+ * max_write). Nothing is lost by it: a write-only descriptor cannot be
+ * mapped (mmap needs read access) nor read, and the kernel drops cached
+ * pages of the range a direct write covers, so readers through other
+ * descriptors see the new data. Read-write creates keep the page cache,
+ * and so does every create with writeback_cache, which merges writes.
+ * The kernel syncs no direct write itself: one with O_SYNC or O_DSYNC is
+ * made durable by op_write (DBFS_FH_DIRECT). The handle holds no other
+ * state (op_open); the kernel's later RELEASE of it is answered by libfuse.
+ */
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct mknod_ctx c = {.parent = parent, .name = name, .mode = S_IFREG | (mode & 07777)};
+	int rc = do_mknod(req, &c);
+	if (rc) {
+		reply_err(req, new_name_rc(req, rc));
+		return;
+	}
+	struct dbfs *fs = req_fs(req);
+	struct fuse_entry_param e;
+	fill_entry(fs, &e, c.ino, &c.in);
+	fi->keep_cache = 1;
+	/* with writeback_cache the kernel merges writes itself */
+	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY && !fs->opt.writeback_cache;
+	fi->fh = fi->direct_io ? DBFS_FH_DIRECT : 0;
+	if (dbfs_lookups_ref(&fs->lookups, c.ino, 1)) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (fuse_reply_create(req, &e, fi))
+		dbfs_lookups_unref(&fs->lookups, c.ino, 1); /* interrupted: kernel took nothing */
+}
+
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	op_mknod(req, parent, name, S_IFDIR | (mode & 07777), 0);
@@ -206,6 +248,8 @@ GUARDED(lookup, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
 GUARDED_NOREPLY(forget, (fuse_req_t req, fuse_ino_t i, uint64_t n), (req, i, n))
 GUARDED_NOREPLY(forget_multi, (fuse_req_t req, size_t c, struct fuse_forget_data *f), (req, c, f))
 GUARDED(mknod, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, dev_t d), (req, p, n, m, d))
+GUARDED(create, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m, struct fuse_file_info *fi),
+	(req, p, n, m, fi))
 GUARDED(mkdir, (fuse_req_t req, fuse_ino_t p, const char *n, mode_t m), (req, p, n, m))
 GUARDED(symlink, (fuse_req_t req, const char *l, fuse_ino_t p, const char *n), (req, l, p, n))
 GUARDED(unlink, (fuse_req_t req, fuse_ino_t p, const char *n), (req, p, n))
@@ -221,6 +265,7 @@ void dbfs_fuse_names_ops(struct fuse_lowlevel_ops *o)
 	o->forget = g_forget;
 	o->forget_multi = g_forget_multi;
 	o->mknod = g_mknod;
+	o->create = g_create;
 	o->mkdir = g_mkdir;
 	o->symlink = g_symlink;
 	o->unlink = g_unlink;

@@ -17,12 +17,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (fs->opt.writeback_cache && (conn->capable & FUSE_CAP_WRITEBACK_CACHE))
 		conn->want |= FUSE_CAP_WRITEBACK_CACHE;
 	/* Wanted when the kernel has them. POSIX_ACL: the kernel enforces
-	 * ACLs we store. NO_OPEN(DIR)_SUPPORT: see op_open. There is no create
-	 * handler: a file made by FUSE_CREATE is released with a FUSE_RELEASE
-	 * request until some open answered ENOSYS, while after FUSE_CREATE
-	 * answered ENOSYS the kernel creates with FUSE_MKNOD and opens
-	 * locally (still FMODE_CREATED, so O_CREAT|O_WRONLY on a new mode-0444
-	 * file works). */
+	 * ACLs we store. NO_OPEN(DIR)_SUPPORT: see op_open. A file made by
+	 * FUSE_CREATE (op_create: write-only handles get direct I/O, one
+	 * request per write) is released with a FUSE_RELEASE request until
+	 * some open answered ENOSYS; it costs the daemon a request, not the
+	 * closing program (the kernel sends it in the background). */
 	static const unsigned caps[] = {
 	    FUSE_CAP_POSIX_ACL,	      FUSE_CAP_DONT_MASK,	   FUSE_CAP_READDIRPLUS,
 	    FUSE_CAP_PARALLEL_DIROPS, FUSE_CAP_ASYNC_DIO,	   FUSE_CAP_CACHE_SYMLINKS,

@@ -66,6 +66,11 @@ static inline void reply_entry(fuse_req_t req, uint64_t ino, const struct dbfs_i
 		dbfs_lookups_unref(&fs->lookups, ino, 1); /* interrupted: kernel took nothing */
 }
 
+/* fi->fh of a handle: 0, or this for one op_create answered with direct
+ * I/O (its writes with O_DSYNC are made durable by op_write: the kernel
+ * sends no fsync after a direct write) */
+#define DBFS_FH_DIRECT 1
+
 static inline struct dbfs_cred req_cred(fuse_req_t req)
 {
 	const struct fuse_ctx *c = fuse_req_ctx(req);

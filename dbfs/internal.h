@@ -178,7 +178,7 @@ struct dbfs {
 	MDB_txn *wtxn;
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
-			errors, flushes, flushes_listed;
+			errors, flushes, flushes_listed, readers_cleared;
 		_Atomic uint64_t by_errno[DBFS_ERRNOS]; /* counters.c */
 	} cnt;
 
@@ -326,6 +326,12 @@ void dbfs_reap_queue(struct dbfs *fs, uint64_t ino);
 void dbfs_reap_due(struct dbfs *fs);
 /* Reap every queued inode now, in one write transaction. */
 int dbfs_reap_now(struct dbfs *fs);
+
+/* readers.c: clear the reader slots that processes gone (SIGKILL) left in
+ * lock.mdb, counting them in cnt.readers_cleared. 0, or an LMDB error of
+ * mdb_reader_check (its mutex). Outside any request and transaction, under
+ * a guard: dbfs_open and dbfs_tick. */
+int dbfs_readers_check(struct dbfs *fs);
 /* Leader: move the queued inodes into a batch operation (commit.c). */
 struct dbfs_reap_list {
 	uint64_t *ino;

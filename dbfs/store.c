@@ -332,6 +332,10 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 	MDB_envinfo info;
 	mdb_env_info(fs->env, &info);
 	fs->map_size = info.me_mapsize;
+	/* a shared store's table is not reset at open: dead processes' slots
+	 * would pin the free list from the open's first write on (readers.c);
+	 * a failure (LMDB's reader mutex) leaves them to the tick */
+	(void)dbfs_readers_check(fs);
 
 	/* Open (or create) the named databases and check the superblock. */
 	MDB_txn *txn;
@@ -726,6 +730,7 @@ int dbfs_tick(struct dbfs *fs)
 		dbfs_guard_recovered(&g);
 		return -EIO;
 	}
+	(void)dbfs_readers_check(fs); /* readers.c; a failure: the next tick's */
 	int rc = dbfs_reap_now(fs);
 	int frc = dbfs_feed_tick(fs);
 	int drc = dbfs_durable_tick(fs);

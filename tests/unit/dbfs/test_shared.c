@@ -4,7 +4,8 @@
  * with their reason; writers in both processes get distinct inode numbers,
  * an exact usage record and one dense feed whose events name their
  * writer; an inode unlinked in one process waits in the orphan table until
- * the last process closes the store.
+ * the last process closes the store; the reader slot of a process killed
+ * in a read is cleared by the next open and by the tick.
  *
  * Every child is forked before the parent opens anything of the store
  * (LMDB: an environment must not cross a fork), except in the "held
@@ -12,6 +13,7 @@
  */
 #include <check.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +286,88 @@ START_TEST(test_orphan_waits_for_the_last)
 }
 END_TEST
 
+/* A child that opens the store shared and holds a read transaction (its
+ * LMDB reader slot pins that snapshot) until it is killed; `up` hears
+ * when it holds it. */
+static pid_t reader_child(int up[2])
+{
+	char err[256];
+	struct dbfs *fs;
+	MDB_txn *t;
+	ck_assert_int_eq(pipe(up), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(up[0]);
+		if (open_mode(true, false, &fs, err, sizeof(err)) || dbfs_read_begin(fs, &t))
+			_exit(1);
+		csay(up[1]);
+		for (;;)
+			pause();
+	}
+	close(up[1]);
+	hear(up[0]);
+	close(up[0]);
+	return pid;
+}
+
+static void kill_child(pid_t pid)
+{
+	int st;
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFSIGNALED(st));
+}
+
+/* Issue 16: a process killed in a read leaves its reader slot in
+ * lock.mdb, which LMDB does not reset while another process uses the
+ * store. A shared open clears it (another holder, `keeper`, stays up),
+ * and so does the tick of a store that was open before the death. */
+START_TEST(test_dead_reader_cleared)
+{
+	int up[2], down[2], kup[2];
+	char err[256];
+	struct dbfs *fs;
+	ck_assert_msg(open_mode(false, true, &fs, err, sizeof(err)) == 0, "%s", err);
+	dbfs_close(fs);
+	ck_assert_int_eq(pipe(kup), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t keeper = fork();
+	if (keeper == 0) {
+		close(kup[0]);
+		close(down[1]);
+		if (open_mode(true, false, &fs, err, sizeof(err)))
+			_exit(1);
+		csay(kup[1]);
+		chear(down[0]);
+		dbfs_close(fs);
+		_exit(0);
+	}
+	hear(kup[0]);
+
+	/* at the open */
+	pid_t r = reader_child(up);
+	kill_child(r);
+	ck_assert_msg(open_mode(true, false, &fs, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_ge(fs->cnt.readers_cleared, 1);
+	dbfs_close(fs);
+
+	/* at a tick */
+	r = reader_child(up);
+	ck_assert_msg(open_mode(true, false, &fs, err, sizeof(err)) == 0, "%s", err);
+	ck_assert_uint_eq(fs->cnt.readers_cleared, 0);
+	kill_child(r);
+	ck_assert_int_eq(dbfs_tick(fs), 0);
+	ck_assert_uint_ge(fs->cnt.readers_cleared, 1);
+	uint64_t n = fs->cnt.readers_cleared;
+	ck_assert_int_eq(dbfs_tick(fs), 0); /* nothing more to clear */
+	ck_assert_uint_eq(fs->cnt.readers_cleared, n);
+	dbfs_close(fs);
+
+	say(down[1]);
+	reap(keeper);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dbfs-shared");
@@ -293,6 +377,7 @@ int main(void)
 	tcase_add_test(tc, test_lock_modes);
 	tcase_add_test(tc, test_two_writers);
 	tcase_add_test(tc, test_orphan_waits_for_the_last);
+	tcase_add_test(tc, test_dead_reader_cleared);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_set_fork_status(sr, CK_NOFORK); /* the tests fork their own */
