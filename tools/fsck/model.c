@@ -46,12 +46,12 @@ static void load_inodes(struct fsck *f)
 		memcpy(&in->rec, v.mv_data, fixed); /* older formats: the rest 0 */
 		uint32_t t = in->rec.mode & S_IFMT;
 		if (t == S_IFLNK)
-			in->bad = v.mv_size != fixed + in->rec.size ||
-				  in->rec.size == 0 || in->rec.size > DBFS_SYMLINK_MAX;
+			in->bad = v.mv_size != fixed + in->rec.size || in->rec.size == 0 ||
+				  in->rec.size > DBFS_SYMLINK_MAX;
 		else
-			in->bad = v.mv_size != fixed ||
-				  (t != S_IFREG && t != S_IFDIR && t != S_IFCHR && t != S_IFBLK &&
-				   t != S_IFIFO && t != S_IFSOCK);
+			in->bad =
+			    v.mv_size != fixed || (t != S_IFREG && t != S_IFDIR && t != S_IFCHR &&
+						   t != S_IFBLK && t != S_IFIFO && t != S_IFSOCK);
 	}
 	if (rc != MDB_NOTFOUND)
 		fsck_lmdb_check(rc, "reading inode");

@@ -1210,7 +1210,8 @@ START_TEST(test_upgrade_from_4)
 		ck_assert_uint_eq(in.parent, DBFS_ROOT_INO); /* "hl": the lowest entry */
 		ck_assert_uint_ne(in.name_cookie, 0);
 		mdb_txn_abort(t);
-		struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ, .seq = dbfs_feed_last_seq(fs) + 1};
+		struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ,
+					    .seq = dbfs_feed_last_seq(fs) + 1};
 		struct dbfs_feed_reader *r = rd_open(NULL, &o);
 		write_names(r, f, "/hl");
 		op_ok(r, (struct op){.kind = UNLINK, .a = DBFS_ROOT_INO, .n1 = "hl"}, "/hl", NULL);
@@ -1276,67 +1277,70 @@ START_TEST(test_upgrade_in_pieces)
 			     NULL),
 			 0);
 	ck_assert_int_eq(run((struct op){.kind = SYMLINK, .a = d, .n1 = "ln", .n2 = "tgt"}, &l), 0);
-	dbfs_close(fs);
-	fs = NULL;
-	make_format_4(false);
-	long piece = dbfs_upgrade_piece;
-	dbfs_upgrade_piece = 3;
-	int failed = 0, mid[3] = {0};
-	for (long nth = 1; nth < 100000; nth += 3) {
-		struct dbfs_options o;
-		char err[256];
-		dbfs_options_init(&o);
-		o.initial_map_size = 8 << 20;
-		dbfs_fail_countdown = nth;
-		int rc = dbfs_open(dir, &o, &fs, err, sizeof(err));
-		dbfs_fail_countdown = 0;
-		if (rc == 0)
-			break;
-		fs = NULL;
-		failed++;
-		size_t v4, v5;
-		uint32_t klen, phase = up5_state(&klen, &v4, &v5);
-		ck_assert_uint_le(phase, 2);
-		if (phase == 1 && klen && v4 && v5)
-			mid[1]++;
-		if (phase == 2 && klen && !v4)
-			mid[2]++;
-		ck_assert_msg(run_fsck(NULL) == 0, "fsck after a failure at call %ld", nth);
-		open_with("ro");
-		MDB_txn *t;
-		const char *tg;
-		size_t tl;
-		struct dbfs_inode in;
-		ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t), 0);
-		ck_assert_int_eq(dbfs_inode_get_link(fs, t, l, &tg, &tl), 0);
-		ck_assert_uint_eq(tl, 3);
-		ck_assert(!memcmp(tg, "tgt", 3));
-		ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), 0);
-		ck_assert_uint_eq(in.nlink, 2);
-		ck_assert_int_eq(dbfs_inode_get(fs, t, d, &in), 0);
-		ck_assert(S_ISDIR(in.mode));
-		mdb_txn_abort(t);
+	for (int stale = 0; stale < 2; stale++) {
 		dbfs_close(fs);
 		fs = NULL;
+		make_format_4(stale);
+		long piece = dbfs_upgrade_piece;
+		dbfs_upgrade_piece = 3;
+		int failed = 0, mid[3] = {0};
+		for (long nth = 1; nth < 100000; nth += 3) {
+			struct dbfs_options o;
+			char err[256];
+			dbfs_options_init(&o);
+			o.initial_map_size = 8 << 20;
+			dbfs_fail_countdown = nth;
+			int rc = dbfs_open(dir, &o, &fs, err, sizeof(err));
+			dbfs_fail_countdown = 0;
+			if (rc == 0)
+				break;
+			fs = NULL;
+			failed++;
+			size_t v4, v5;
+			uint32_t klen, phase = up5_state(&klen, &v4, &v5);
+			ck_assert_uint_le(phase, 2);
+			if (phase == 1 && klen && v4 && v5)
+				mid[1]++;
+			if (phase == 2 && klen && !v4)
+				mid[2]++;
+			ck_assert_msg(run_fsck(NULL) == 0, "fsck after a failure at call %ld", nth);
+			open_with("ro");
+			MDB_txn *t;
+			const char *tg;
+			size_t tl;
+			struct dbfs_inode in;
+			ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t), 0);
+			ck_assert_int_eq(dbfs_inode_get_link(fs, t, l, &tg, &tl), 0);
+			ck_assert_uint_eq(tl, 3);
+			ck_assert(!memcmp(tg, "tgt", 3));
+			ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), 0);
+			ck_assert_uint_eq(in.nlink, 2);
+			ck_assert_int_eq(dbfs_inode_get(fs, t, d, &in), 0);
+			ck_assert(S_ISDIR(in.mode));
+			mdb_txn_abort(t);
+			dbfs_close(fs);
+			fs = NULL;
+		}
+		dbfs_upgrade_piece = piece;
+		ck_assert_ptr_nonnull(fs);
+		ck_assert_msg(failed > 0 && mid[1] > 0 && mid[2] > 0,
+			      "%d failed opens; stopped mid phase 1 %d times, mid phase 2 %d times", failed,
+			      mid[1], mid[2]);
+		ck_assert_uint_eq(fs->sb_version, DBFS_FORMAT_VERSION);
+		dbfs_close(fs);
+		fs = NULL;
+		size_t v4, v5;
+		uint32_t klen;
+		ck_assert_uint_eq(up5_state(&klen, &v4, &v5), 0);
+		ck_assert_uint_eq(v4, 0);
+		ck_assert_int_eq(run_fsck(NULL), 0);
+		open_with(NULL);
+		struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ,
+					    .seq = dbfs_feed_last_seq(fs) + 1};
+		struct dbfs_feed_reader *r = rd_open(NULL, &o);
+		write_names(r, f, "/hl");
+		dbfs_feed_close(r);
 	}
-	dbfs_upgrade_piece = piece;
-	ck_assert_ptr_nonnull(fs);
-	ck_assert_msg(failed > 0 && mid[1] > 0 && mid[2] > 0,
-		      "%d failed opens; stopped mid phase 1 %d times, mid phase 2 %d times", failed,
-		      mid[1], mid[2]);
-	ck_assert_uint_eq(fs->sb_version, DBFS_FORMAT_VERSION);
-	dbfs_close(fs);
-	fs = NULL;
-	size_t v4, v5;
-	uint32_t klen;
-	ck_assert_uint_eq(up5_state(&klen, &v4, &v5), 0);
-	ck_assert_uint_eq(v4, 0);
-	ck_assert_int_eq(run_fsck(NULL), 0);
-	open_with(NULL);
-	struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ, .seq = dbfs_feed_last_seq(fs) + 1};
-	struct dbfs_feed_reader *r = rd_open(NULL, &o);
-	write_names(r, f, "/hl");
-	dbfs_feed_close(r);
 }
 END_TEST
 
