@@ -20,7 +20,8 @@
  * reads it as a format-4 store, dbfs-fsck checks all but the names (it says
  * that the upgrade is under way), and the next read-write open goes on
  * from "up5". A piece that fails leaves the store at the previous boundary.
- * Runs at open only, before anything else writes (store.c).
+ * Runs at open only, before anything else of this process writes (store.c);
+ * two processes opening one shared store go on from each other's pieces.
  */
 #include <errno.h>
 #include <string.h>
@@ -203,12 +204,34 @@ static int finish(struct dbfs *fs, MDB_txn *txn)
 	return rc;
 }
 
+/* Has another process (a shared store) finished the upgrade already? Then
+ * there is no "up5" to go on from, and starting over would strip the
+ * names of a store in use. */
+static int finished(struct dbfs *fs, MDB_txn *txn, bool *yes)
+{
+	MDB_val k = {2, (void *)"sb"}, v;
+	struct dbfs_super sb;
+	int rc = dbfs_get(txn, fs->db_super, &k, &v);
+	if (rc)
+		return rc;
+	if (v.mv_size != sizeof(sb))
+		return MDB_CORRUPTED;
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	*yes = sb.version >= 5;
+	if (*yes)
+		fs->sb_version = sb.version;
+	return 0;
+}
+
 static int piece_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	bool *done = arg, end = false;
 	struct dbfs_upgrade5 u;
 	uint32_t was = fs->sb_version;
-	int rc = progress_get(fs, txn, &u);
+	int rc = finished(fs, txn, done);
+	if (rc || *done)
+		return rc;
+	rc = progress_get(fs, txn, &u);
 	if (!rc && u.phase == 1)
 		rc = piece_records(fs, txn, &u);
 	else if (!rc)

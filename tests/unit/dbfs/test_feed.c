@@ -1259,12 +1259,14 @@ static uint32_t up5_state(uint32_t *klen, size_t *v4, size_t *v5)
 }
 
 /* The upgrade goes in pieces (3 keys each here), each its own commit, and
- * goes on after a failure anywhere in it: opens made to fail at the Nth
- * LMDB call, N = 1, 4, 7 ..., leave the store at a piece's end, half
- * upgraded in phase 1 (records of both sizes) and in phase 2, where
- * dbfs-fsck finds it clean and a read-only open reads every record and a
- * symlink's target; each next open goes on from there, and the last one
- * ends as test_upgrade_from_4 does (fsck clean, names right). */
+ * goes on after a failure anywhere in it (a store with name rows, and one
+ * without: 'X'): opens made to fail at the Nth LMDB call, N = 1, 4, 7 ...,
+ * leave the store at a piece's end, half upgraded in phase 1 (records of
+ * both sizes) and in phase 2, where dbfs-fsck finds it clean and a
+ * read-only open reads every record and a symlink's target; each next open
+ * goes on from there, and the last one ends as test_upgrade_from_4 does
+ * (fsck clean, names right). An upgrade that finds the store upgraded
+ * since it opened (another process of a shared store) leaves it alone. */
 START_TEST(test_upgrade_in_pieces)
 {
 	uint64_t d = mk(DBFS_ROOT_INO, "old", S_IFDIR | 0755), f = 0, l;
@@ -1341,6 +1343,22 @@ START_TEST(test_upgrade_in_pieces)
 		write_names(r, f, "/hl");
 		dbfs_feed_close(r);
 	}
+	/* a second process that opened the shared store while it was format 4
+	 * finds the upgrade done: nothing rebuilt (a rebuild would name f by
+	 * "/hl", its lowest entry, again) */
+	ck_assert_int_eq(run((struct op){.kind = UNLINK, .a = DBFS_ROOT_INO, .n1 = "hl"}, NULL), 0);
+	ck_assert_int_eq(run((struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "hl"},
+			     NULL),
+			 0);
+	fs->sb_version = 4;
+	ck_assert_int_eq(dbfs_names_upgrade(fs), 0);
+	ck_assert_uint_eq(fs->sb_version, DBFS_FORMAT_VERSION);
+	MDB_txn *t;
+	struct dbfs_inode in;
+	ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), 0);
+	ck_assert_uint_eq(in.parent, d);
+	mdb_txn_abort(t);
 }
 END_TEST
 
