@@ -33,6 +33,8 @@
  * super:
  *   key "sb"     value struct dbfs_super
  *   key "usage"  value struct dbfs_usage_rec
+ *   key "up5"    value struct dbfs_upgrade5: only while the format 3/4 -> 5
+ *                upgrade is under way (dbfs/upgrade5.c): where it goes on
  *
  * inode:
  *   key  +----------------+
@@ -40,7 +42,9 @@
  *        +----------------+
  *   value struct dbfs_inode, followed for symlinks by the target bytes
  *   (no NUL). Format 4 and older: the record lacks the last 8 bytes
- *   (name_cookie) of struct dbfs_inode (DBFS_INODE_V4_SIZE).
+ *   (name_cookie) of struct dbfs_inode (DBFS_INODE_V4_SIZE); while such a
+ *   store is upgraded (key "up5" in super), records of both sizes are
+ *   found, each told by its own length (dbfs_inode_fixed_mixed).
  *   An inode's names (for the change feed's paths, kept whether the feed
  *   is on or off; dbfs/names.c): the first in the record itself, parent
  *   and name_cookie naming the entry in dircook (name_cookie 0: no name);
@@ -404,5 +408,40 @@ static inline uint64_t dbfs_drec_list_sum(const struct dbfs_drec *r, const void 
 #define DBFS_LMDB_META_LASTPG 120u
 #define DBFS_LMDB_META_TXNID 128u
 #define DBFS_LMDB_META_END   136u
+
+/*
+ * The upgrade to format 5 (dbfs/upgrade5.c), in pieces: phase 1 rewrites
+ * the records at the format-5 size without names and deletes the format
+ * 3/4 name rows, in inode order; phase 2 names every inode from the
+ * directory entries, in dirent order. `key` (klen bytes) is the first
+ * inode key (phase 1) or dirent key (phase 2) not done yet.
+ */
+struct dbfs_upgrade5 {
+	uint32_t phase;         /* 1 or 2 */
+	uint32_t klen;          /* 0: the phase starts at the table's first key */
+	unsigned char key[8 + 255];
+};
+
+_Static_assert(sizeof(struct dbfs_inode) == 128, "format 5's record size");
+
+/*
+ * The fixed part of an inode record of `len` bytes at `v` in a store below
+ * format 5, whose records may be of either size while it is upgraded: 128
+ * bytes (a symlink: + its target) is a format-5 record, anything else is
+ * read as a format-4 one (a damaged record included, as before).
+ */
+static inline size_t dbfs_inode_fixed_mixed(const void *v, size_t len)
+{
+	uint32_t mode;
+	uint64_t size;
+	if (len < DBFS_INODE_V4_SIZE)
+		return DBFS_INODE_V4_SIZE;
+	__builtin_memcpy(&mode, v, sizeof(mode));
+	__builtin_memcpy(&size, (const char *)v + 16, sizeof(size));
+	uint64_t tail = S_ISLNK(mode) ? size : 0;
+	if (tail <= len && len - tail == 128)
+		return 128;
+	return DBFS_INODE_V4_SIZE;
+}
 
 #endif

@@ -4,11 +4,22 @@
 
 #include "dbfs/internal.h"
 
-/* The size of a record's fixed part in this store: format 4 and older
- * lack name_cookie (read as 0; a read-write open upgrades them first). */
+/* The size of the fixed part of records written in this store: format 4
+ * and older lack name_cookie (read as 0; a read-write open upgrades them
+ * first, upgrade5.c, and writes the new size while it does). */
 static size_t inode_fixed(const struct dbfs *fs)
 {
-	return fs->sb_version >= 5 ? sizeof(struct dbfs_inode) : DBFS_INODE_V4_SIZE;
+	return fs->sb_version >= 5 || fs->upgrading ? sizeof(struct dbfs_inode)
+						    : DBFS_INODE_V4_SIZE;
+}
+
+/* ... and of the record `v` read: below format 5 either size (an upgrade
+ * in pieces, format.h). */
+static size_t record_fixed(const struct dbfs *fs, const MDB_val *v)
+{
+	if (fs->sb_version >= 5)
+		return sizeof(struct dbfs_inode);
+	return dbfs_inode_fixed_mixed(v->mv_data, v->mv_size);
 }
 
 /* The inode record of `ino`, checked to hold at least its fixed part,
@@ -24,7 +35,7 @@ static int inode_record(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs
 		return -ENOENT;
 	if (rc)
 		return rc;
-	size_t fixed = inode_fixed(fs);
+	size_t fixed = record_fixed(fs, v);
 	if (v->mv_size < fixed)
 		return -EIO;
 	if (fixed < sizeof(*in))
@@ -49,8 +60,8 @@ int dbfs_inode_get_link(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const char 
 		return rc;
 	if (!S_ISLNK(in.mode))
 		return -EINVAL;
-	*target = (const char *)v.mv_data + inode_fixed(fs);
-	*len = v.mv_size - inode_fixed(fs);
+	*target = (const char *)v.mv_data + record_fixed(fs, &v);
+	*len = v.mv_size - record_fixed(fs, &v);
 	return 0;
 }
 
@@ -80,7 +91,7 @@ int dbfs_inode_put(struct dbfs *fs, MDB_txn *txn, uint64_t ino, const struct dbf
 		int rc = dbfs_get(txn, fs->db_inode, &k, &v);
 		if (rc && rc != MDB_NOTFOUND)
 			return rc; /* not a symlink without its target */
-		size_t fixed = inode_fixed(fs);
+		size_t fixed = rc == 0 ? record_fixed(fs, &v) : 0;
 		if (rc == 0 && v.mv_size > fixed) {
 			char tmp[DBFS_SYMLINK_MAX + 1];
 			size_t len = v.mv_size - fixed;

@@ -201,6 +201,7 @@ struct dbfs {
 	unsigned dur_list_pause;    /* points left to make unlisted after an E2BIG */
 	unsigned char *dur_buf;     /* a record being written: DBFS_DREC_SLOT2 bytes */
 	uint32_t sb_version;        /* the superblock's format version as opened */
+	bool upgrading;             /* upgrade5.c at work: records are written at format 5 size */
 };
 
 /* A write operation run by dbfs_write(); it must check everything that can
@@ -518,9 +519,15 @@ int dbfs_name_added(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_ino
  * failure. */
 int dbfs_name_removed(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_inode *in,
 		      uint64_t dir, uint64_t cookie, const char *name, size_t len);
-/* Format 4 and older -> 5, in one transaction: every inode record in the
- * new size, names rebuilt from dirent, the superblock's version raised. */
+/* Format 4 and older -> 5 (upgrade5.c), in pieces of at most
+ * dbfs_upgrade_piece keys, each its own transaction, going on from where
+ * an earlier open stopped: every inode record in the new size, names
+ * rebuilt from dirent, the superblock's version raised. At open only,
+ * before anything else writes. 0 or a store failure (the store is left at
+ * the last piece's end: whole, and the next read-write open goes on). */
 int dbfs_names_upgrade(struct dbfs *fs);
+/* Keys per piece of the upgrade (default 16384); tests make it small. */
+extern long dbfs_upgrade_piece;
 /* Iterate entries with cookie >= from. cb returns non-zero to stop (that
  * value is returned). Name pointers are into the map. */
 typedef int (*dbfs_dir_cb)(void *arg, uint64_t cookie, uint64_t ino, uint32_t type,

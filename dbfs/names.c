@@ -5,9 +5,7 @@
  * other name (extra hard links) is an ilink row right after the record.
  * A create or an unlink of a file's only name therefore writes no row of
  * its own: the record it writes anyway carries the name. Kept whether the
- * feed is on or off. Also the upgrade of an older store (format 4 had a
- * row for every name, none while the feed was off), which rebuilds them
- * all from dirent.
+ * feed is on or off. (An older store's names: upgrade5.c.)
  */
 #include <errno.h>
 #include <string.h>
@@ -110,114 +108,4 @@ int dbfs_name_removed(struct dbfs *fs, MDB_txn *txn, uint64_t ino, struct dbfs_i
 	if (S_ISDIR(in->mode) || in->nlink <= 1)
 		return 0;
 	return promote(fs, txn, ino, in);
-}
-
-/* ---- format 4 -> 5 ---- */
-
-/* Every record in the new size, without names; every row gone. */
-static int records_fn(struct dbfs *fs, MDB_txn *txn)
-{
-	MDB_cursor *c;
-	MDB_val k, v;
-	int rc = mdb_cursor_open(txn, fs->db_inode, &c);
-	if (rc)
-		return rc;
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		if (k.mv_size != 8) {
-			if ((rc = dbfs_cursor_del(c)))
-				break;
-			continue;
-		}
-		struct dbfs_inode in;
-		size_t tail = 0, fixed = v.mv_size;
-		if (v.mv_size < DBFS_INODE_V4_SIZE)
-			continue; /* damaged: dbfs-fsck's business */
-		memset(&in, 0, sizeof(in));
-		memcpy(&in, v.mv_data, DBFS_INODE_V4_SIZE);
-		if (S_ISLNK(in.mode) && in.size <= DBFS_SYMLINK_MAX && in.size < v.mv_size)
-			tail = in.size;
-		fixed -= tail;
-		if (fixed == sizeof(in)) /* done in an earlier attempt */
-			memcpy(&in, v.mv_data, sizeof(in));
-		else if (fixed != DBFS_INODE_V4_SIZE)
-			continue; /* damaged */
-		in.name_cookie = 0;
-		char buf[sizeof(in) + DBFS_SYMLINK_MAX];
-		memcpy(buf, &in, sizeof(in));
-		memcpy(buf + sizeof(in), (const char *)v.mv_data + fixed, tail);
-		MDB_val nv = {sizeof(in) + tail, buf};
-		unsigned char kb[8]; /* not the page's bytes: the put moves them */
-		memcpy(kb, k.mv_data, 8);
-		k.mv_data = kb;
-		if ((rc = mdb_cursor_put(c, &k, &nv, MDB_CURRENT)))
-			break;
-	}
-	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
-/* Every entry names its inode: the first in the record, the rest rows. */
-static int entries_fn(struct dbfs *fs, MDB_txn *txn)
-{
-	MDB_cursor *c;
-	MDB_val k, v;
-	int rc = mdb_cursor_open(txn, fs->db_dirent, &c);
-	if (rc)
-		return rc;
-	for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
-	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
-		struct dbfs_dirent_val dv;
-		struct dbfs_inode in;
-		if (k.mv_size <= 8 || k.mv_size > 8 + DBFS_NAME_MAX || v.mv_size != sizeof(dv))
-			continue; /* damaged: dbfs-fsck's business */
-		memcpy(&dv, v.mv_data, sizeof(dv));
-		int r = dbfs_inode_get(fs, txn, dv.ino, &in);
-		if (r == -ENOENT || r == -EIO)
-			continue;
-		if ((rc = r))
-			break;
-		uint64_t dir = dbfs_get_be64(k.mv_data);
-		if (!in.name_cookie && (!S_ISDIR(in.mode) || in.parent == dir)) {
-			in.parent = dir;
-			in.name_cookie = dv.cookie;
-			rc = dbfs_inode_put(fs, txn, dv.ino, &in);
-		} else {
-			rc = row_set(fs, txn, dv.ino, dir, (const char *)k.mv_data + 8,
-				     k.mv_size - 8, false);
-		}
-		if (rc)
-			break;
-	}
-	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
-static int upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
-{
-	(void)arg;
-	uint32_t was = fs->sb_version;
-	int rc = records_fn(fs, txn);
-	fs->sb_version = DBFS_FORMAT_VERSION; /* records read in the new size */
-	if (!rc)
-		rc = entries_fn(fs, txn);
-	if (!rc && fs->db_feed) {
-		/* format 3 and 4's mark of rows not kept (feed=off): rebuilt */
-		MDB_val x = {1, (void *)"X"};
-		rc = dbfs_del(txn, fs->db_feed, &x, NULL);
-		if (rc == MDB_NOTFOUND)
-			rc = 0;
-	}
-	if (!rc)
-		rc = dbfs_super_upgrade_fn(fs, txn, NULL);
-	if (rc)
-		fs->sb_version = was;
-	return rc;
-}
-
-int dbfs_names_upgrade(struct dbfs *fs)
-{
-	if (fs->feed)
-		dbfs_feed_paths_changed(fs, 0);
-	return dbfs_write(fs, upgrade_fn, NULL);
 }

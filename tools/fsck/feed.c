@@ -198,7 +198,8 @@ void fsck_pass_feed(struct fsck *f)
 {
 	if (f->sb.version < 3)
 		return; /* dbfs upgrades it at its next read-write open */
-	if (f->sb.version >= 5)
+	/* the upgrade to format 5 under way: names half moved (dbfs/upgrade5.c) */
+	if (f->sb.version >= 5 && !f->upgrading)
 		check_names(f);
 	/* 'X' in the feed table: used with feed=off, ilink not kept (dbfs
 	 * rebuilds it when the feed is on again) */
@@ -206,7 +207,7 @@ void fsck_pass_feed(struct fsck *f)
 	MDB_val k = {1, "X"}, v;
 	bool stale =
 	    mdb_dbi_open(f->txn, DBFS_DB_FEED, 0, &fdb) == 0 && mdb_get(f->txn, fdb, &k, &v) == 0;
-	if (!stale && f->sb.version < 5)
+	if (!stale && f->sb.version < 5 && !f->upgrading)
 		check_ilink(f);
 	uint64_t problems = 0;
 	int rc = mfsq_check(f->txn, DBFS_FEED_QUEUE, report, f, &problems);

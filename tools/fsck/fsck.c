@@ -207,6 +207,11 @@ static void open_dbi(struct fsck *f, const char *name, MDB_dbi *dbi)
 	fsck_lmdb_check(rc, name);
 }
 
+size_t fsck_inode_fixed(const struct fsck *f, const MDB_val *v)
+{
+	return f->upgrading ? dbfs_inode_fixed_mixed(v->mv_data, v->mv_size) : f->inode_fixed;
+}
+
 static void read_super(struct fsck *f)
 {
 	MDB_val k = {2, "sb"}, v;
@@ -227,6 +232,16 @@ static void read_super(struct fsck *f)
 		fsck_fatal("%s: format version %u, this dbfs-fsck knows %u to %u", f->store,
 			   f->sb.version, DBFS_FORMAT_OLDEST, DBFS_FORMAT_VERSION);
 	f->inode_fixed = f->sb.version >= 5 ? sizeof(struct dbfs_inode) : DBFS_INODE_V4_SIZE;
+	MDB_val uk = {3, "up5"};
+	if (f->sb.version < 5 && mdb_get(f->txn, f->dbi_super, &uk, &v) == 0) {
+		struct dbfs_upgrade5 u = {0};
+		memcpy(&u, v.mv_data, v.mv_size < sizeof(u) ? v.mv_size : sizeof(u));
+		f->upgrading = true;
+		if (!f->quiet)
+			printf("%s: the upgrade from format %u to 5 is under way (phase %u): the "
+			       "inodes' names are not checked; a read-write open finishes it\n",
+			       f->store, f->sb.version, u.phase);
+	}
 	MDB_stat st;
 	if (f->sb.block_size != DBFS_BLOCK_SIZE &&
 	    (mdb_env_stat(f->env, &st) || f->sb.block_size != DBFS_PAGE_BLOCK(st.ms_psize)))

@@ -72,6 +72,7 @@ struct fsck {
 	bool has_trim;
 	struct dbfs_super sb;
 	size_t inode_fixed; /* an inode record's fixed part: DBFS_INODE_V4_SIZE before format 5 */
+	bool upgrading;     /* the upgrade to format 5 is under way (dbfs/upgrade5.c) */
 	struct dbfs_usage_rec usage;
 	bool usage_ok;
 	struct fsck_inode *inodes;
@@ -135,5 +136,9 @@ static inline uint64_t fsck_round_alloc(uint64_t len)
 {
 	return (len + DBFS_ALLOC_UNIT - 1) / DBFS_ALLOC_UNIT * DBFS_ALLOC_UNIT;
 }
+
+/* The fixed part of inode record v: inode_fixed, but while the upgrade to
+ * format 5 is under way records of both sizes are found (format.h). */
+size_t fsck_inode_fixed(const struct fsck *f, const MDB_val *v);
 
 #endif

@@ -38,19 +38,20 @@ static void load_inodes(struct fsck *f)
 		struct fsck_inode *in = &f->inodes[f->ninodes++];
 		memset(in, 0, sizeof(*in));
 		in->ino = dbfs_get_be64(k.mv_data);
-		if (v.mv_size < f->inode_fixed) {
+		size_t fixed = fsck_inode_fixed(f, &v);
+		if (v.mv_size < fixed) {
 			in->bad = true;
 			continue;
 		}
-		memcpy(&in->rec, v.mv_data, f->inode_fixed); /* older formats: the rest 0 */
+		memcpy(&in->rec, v.mv_data, fixed); /* older formats: the rest 0 */
 		uint32_t t = in->rec.mode & S_IFMT;
 		if (t == S_IFLNK)
-			in->bad = v.mv_size != f->inode_fixed + in->rec.size ||
-				  in->rec.size == 0 || in->rec.size > DBFS_SYMLINK_MAX;
+			in->bad = v.mv_size != fixed + in->rec.size || in->rec.size == 0 ||
+				  in->rec.size > DBFS_SYMLINK_MAX;
 		else
-			in->bad = v.mv_size != f->inode_fixed ||
-				  (t != S_IFREG && t != S_IFDIR && t != S_IFCHR && t != S_IFBLK &&
-				   t != S_IFIFO && t != S_IFSOCK);
+			in->bad =
+			    v.mv_size != fixed || (t != S_IFREG && t != S_IFDIR && t != S_IFCHR &&
+						   t != S_IFBLK && t != S_IFIFO && t != S_IFSOCK);
 	}
 	if (rc != MDB_NOTFOUND)
 		fsck_lmdb_check(rc, "reading inode");

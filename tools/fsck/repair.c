@@ -22,11 +22,11 @@ static bool get_inode(struct fsck *f, uint64_t ino, struct dbfs_inode *rec)
 
 	dbfs_put_be64(kb, ino);
 	rc = mdb_get(f->txn, f->dbi_inode, &k, &v);
-	if (rc == MDB_NOTFOUND || (rc == 0 && v.mv_size < f->inode_fixed))
+	if (rc == MDB_NOTFOUND || (rc == 0 && v.mv_size < fsck_inode_fixed(f, &v)))
 		return false;
 	fsck_lmdb_check(rc, "reading inode");
 	memset(rec, 0, sizeof(*rec));
-	memcpy(rec, v.mv_data, f->inode_fixed);
+	memcpy(rec, v.mv_data, fsck_inode_fixed(f, &v));
 	return true;
 }
 
@@ -43,14 +43,17 @@ static void put_rec(struct fsck *f, uint64_t ino, const struct dbfs_inode *rec)
 	rc = mdb_get(f->txn, f->dbi_inode, &k, &v);
 	if (rc != MDB_NOTFOUND)
 		fsck_lmdb_check(rc, "reading inode");
+	size_t fixed = rc == 0 ? fsck_inode_fixed(f, &v) : f->inode_fixed; /* its own size */
 	if (rc == 0 && v.mv_size > len)
 		len = v.mv_size;
+	if (fixed > len)
+		len = fixed;
 	buf = calloc(1, len);
 	if (!buf)
 		fsck_fatal("out of memory");
 	if (rc == 0)
 		memcpy(buf, v.mv_data, v.mv_size < len ? v.mv_size : len);
-	memcpy(buf, rec, f->inode_fixed);
+	memcpy(buf, rec, fixed);
 	v.mv_size = len;
 	v.mv_data = buf;
 	fsck_lmdb_check(mdb_put(f->txn, f->dbi_inode, &k, &v, 0), "writing inode");

@@ -1210,7 +1210,8 @@ START_TEST(test_upgrade_from_4)
 		ck_assert_uint_eq(in.parent, DBFS_ROOT_INO); /* "hl": the lowest entry */
 		ck_assert_uint_ne(in.name_cookie, 0);
 		mdb_txn_abort(t);
-		struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ, .seq = dbfs_feed_last_seq(fs) + 1};
+		struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ,
+					    .seq = dbfs_feed_last_seq(fs) + 1};
 		struct dbfs_feed_reader *r = rd_open(NULL, &o);
 		write_names(r, f, "/hl");
 		op_ok(r, (struct op){.kind = UNLINK, .a = DBFS_ROOT_INO, .n1 = "hl"}, "/hl", NULL);
@@ -1224,6 +1225,140 @@ START_TEST(test_upgrade_from_4)
 		open_with(NULL);
 	}
 	(void)d;
+}
+END_TEST
+
+/* Where an upgrade to format 5 stopped (dbfs/upgrade5.c): the phase of its
+ * row "up5" (0: none; *klen: 0 at the phase's start), and how many records
+ * have each size. */
+static uint32_t up5_state(uint32_t *klen, size_t *v4, size_t *v5)
+{
+	MDB_env *env;
+	MDB_txn *t = raw_begin(&env);
+	MDB_dbi sdb, idb;
+	MDB_cursor *c;
+	MDB_val k = {3, "up5"}, v;
+	uint32_t phase = 0;
+	*klen = 0;
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &sdb), 0);
+	if (mdb_get(t, sdb, &k, &v) == 0) {
+		memcpy(&phase, v.mv_data, sizeof(phase));
+		memcpy(klen, (char *)v.mv_data + 4, sizeof(*klen));
+	}
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_INODE, 0, &idb), 0);
+	ck_assert_int_eq(mdb_cursor_open(t, idb, &c), 0);
+	*v4 = *v5 = 0;
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
+		if (k.mv_size == 8)
+			(*(dbfs_inode_fixed_mixed(v.mv_data, v.mv_size) == 128 ? v5 : v4))++;
+	mdb_cursor_close(c);
+	mdb_txn_abort(t);
+	mdb_env_close(env);
+	return phase;
+}
+
+/* The upgrade goes in pieces (3 keys each here), each its own commit, and
+ * goes on after a failure anywhere in it (a store with name rows, and one
+ * without: 'X'): opens made to fail at the Nth LMDB call, N = 1, 4, 7 ...,
+ * leave the store at a piece's end, half upgraded in phase 1 (records of
+ * both sizes) and in phase 2, where dbfs-fsck finds it clean and a
+ * read-only open reads every record and a symlink's target; each next open
+ * goes on from there, and the last one ends as test_upgrade_from_4 does
+ * (fsck clean, names right). An upgrade that finds the store upgraded
+ * since it opened (another process of a shared store) leaves it alone. */
+START_TEST(test_upgrade_in_pieces)
+{
+	uint64_t d = mk(DBFS_ROOT_INO, "old", S_IFDIR | 0755), f = 0, l;
+	char n[32];
+	for (int i = 0; i < 12; i++) {
+		snprintf(n, sizeof(n), "f%02d", i);
+		f = mk(i % 2 ? d : DBFS_ROOT_INO, n, S_IFREG | 0644);
+	}
+	ck_assert_int_eq(run((struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "hl"},
+			     NULL),
+			 0);
+	ck_assert_int_eq(run((struct op){.kind = SYMLINK, .a = d, .n1 = "ln", .n2 = "tgt"}, &l), 0);
+	for (int stale = 0; stale < 2; stale++) {
+		dbfs_close(fs);
+		fs = NULL;
+		make_format_4(stale);
+		long piece = dbfs_upgrade_piece;
+		dbfs_upgrade_piece = 3;
+		int failed = 0, mid[3] = {0};
+		for (long nth = 1; nth < 100000; nth += 3) {
+			struct dbfs_options o;
+			char err[256];
+			dbfs_options_init(&o);
+			o.initial_map_size = 8 << 20;
+			dbfs_fail_countdown = nth;
+			int rc = dbfs_open(dir, &o, &fs, err, sizeof(err));
+			dbfs_fail_countdown = 0;
+			if (rc == 0)
+				break;
+			fs = NULL;
+			failed++;
+			size_t v4, v5;
+			uint32_t klen, phase = up5_state(&klen, &v4, &v5);
+			ck_assert_uint_le(phase, 2);
+			if (phase == 1 && klen && v4 && v5)
+				mid[1]++;
+			if (phase == 2 && klen && !v4)
+				mid[2]++;
+			ck_assert_msg(run_fsck(NULL) == 0, "fsck after a failure at call %ld", nth);
+			open_with("ro");
+			MDB_txn *t;
+			const char *tg;
+			size_t tl;
+			struct dbfs_inode in;
+			ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t), 0);
+			ck_assert_int_eq(dbfs_inode_get_link(fs, t, l, &tg, &tl), 0);
+			ck_assert_uint_eq(tl, 3);
+			ck_assert(!memcmp(tg, "tgt", 3));
+			ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), 0);
+			ck_assert_uint_eq(in.nlink, 2);
+			ck_assert_int_eq(dbfs_inode_get(fs, t, d, &in), 0);
+			ck_assert(S_ISDIR(in.mode));
+			mdb_txn_abort(t);
+			dbfs_close(fs);
+			fs = NULL;
+		}
+		dbfs_upgrade_piece = piece;
+		ck_assert_ptr_nonnull(fs);
+		ck_assert_msg(failed > 0 && mid[1] > 0 && mid[2] > 0,
+			      "%d failed opens; stopped mid phase 1 %d times, mid phase 2 %d times", failed,
+			      mid[1], mid[2]);
+		ck_assert_uint_eq(fs->sb_version, DBFS_FORMAT_VERSION);
+		dbfs_close(fs);
+		fs = NULL;
+		size_t v4, v5;
+		uint32_t klen;
+		ck_assert_uint_eq(up5_state(&klen, &v4, &v5), 0);
+		ck_assert_uint_eq(v4, 0);
+		ck_assert_int_eq(run_fsck(NULL), 0);
+		open_with(NULL);
+		struct dbfs_feed_start o = {.from = DBFS_FEED_SEQ,
+					    .seq = dbfs_feed_last_seq(fs) + 1};
+		struct dbfs_feed_reader *r = rd_open(NULL, &o);
+		write_names(r, f, "/hl");
+		dbfs_feed_close(r);
+	}
+	/* a second process that opened the shared store while it was format 4
+	 * finds the upgrade done: nothing rebuilt (a rebuild would name f by
+	 * "/hl", its lowest entry, again) */
+	ck_assert_int_eq(run((struct op){.kind = UNLINK, .a = DBFS_ROOT_INO, .n1 = "hl"}, NULL), 0);
+	ck_assert_int_eq(run((struct op){.kind = LINK, .ino = f, .a = DBFS_ROOT_INO, .n1 = "hl"},
+			     NULL),
+			 0);
+	fs->sb_version = 4;
+	ck_assert_int_eq(dbfs_names_upgrade(fs), 0);
+	ck_assert_uint_eq(fs->sb_version, DBFS_FORMAT_VERSION);
+	MDB_txn *t;
+	struct dbfs_inode in;
+	ck_assert_int_eq(mdb_txn_begin(fs->env, NULL, MDB_RDONLY, &t), 0);
+	ck_assert_int_eq(dbfs_inode_get(fs, t, f, &in), 0);
+	ck_assert_uint_eq(in.parent, d);
+	mdb_txn_abort(t);
 }
 END_TEST
 
@@ -1575,6 +1710,7 @@ static Suite *feed_suite(void)
 	tcase_add_test(tc, test_fsck_feed);
 	tcase_add_test(tc, test_names_first_extra);
 	tcase_add_test(tc, test_upgrade_from_4);
+	tcase_add_test(tc, test_upgrade_in_pieces);
 	suite_add_tcase(s, tc);
 	return s;
 }
