@@ -338,8 +338,12 @@ void *mfs_pool_worker(void *arg)
 			continue;
 		if (own) {
 			/* stale: someone took it back and armed it elsewhere */
-			if (s->owner != w || !s->parked)
+			if (s->owner != w)
 				continue;
+			if (!s->parked) { /* held back meanwhile: not ours to read now */
+				mfs_session_admit(s, mfs_now_ns());
+				continue;
+			}
 			s->parked = false;
 		} else if (w->express) {
 			s->xarmed = false;
