@@ -129,6 +129,17 @@ static bool more_queued(int fd)
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
+/* Is the request in `buf` one the kernel sends on its own, with no client
+ * waiting for it (sticky.h: mfs_sticky_background)? */
+static bool background_request(const struct fuse_buf *buf)
+{
+	const struct fuse_in_header *in = buf->mem;
+	uint32_t op = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->opcode : 0;
+
+	return op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT ||
+	       op == FUSE_RELEASE || op == FUSE_RELEASEDIR;
+}
+
 /* lock held: worker `w`, which just read a request of `s`, owns it from
  * now on: every mfs_session_admit arms its fd in w's own set. */
 static void stick(struct mfs_worker *w, struct mfs_session *s)
@@ -151,7 +162,8 @@ static void stick(struct mfs_worker *w, struct mfs_session *s)
 
 /*
  * lock held: worker `w` read a request of `s`; `queued`: another one was
- * waiting behind it. Count a hand-off from another worker, and learn
+ * waiting behind it (not looked for behind a background request, whose
+ * read the window does not count). Count a hand-off from another worker, and learn
  * whether the session's requests overlap (sticky.h): while they do not,
  * `w` owns it; once they do, its owner gives it back to the shared set.
  */
@@ -159,10 +171,7 @@ static void note_read(struct mfs_worker *w, struct mfs_session *s, const struct 
 		      bool queued, uint64_t now)
 {
 	bool overlapped = s->processing > __atomic_load_n(&s->answered, __ATOMIC_ACQUIRE);
-	const struct fuse_in_header *in = buf->mem;
-	uint32_t op = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->opcode : 0;
-	bool background = op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT ||
-			  op == FUSE_RELEASE || op == FUSE_RELEASEDIR;
+	bool background = background_request(buf);
 
 	if (s->last_reader && s->last_reader != w->idx + 1)
 		s->st.handoffs++;
@@ -211,7 +220,8 @@ static int serve_one(struct mfs_worker *w, struct mfs_session *s, struct fuse_bu
 		res = fuse_session_receive_buf(s->se, buf);
 	} while (res == -EAGAIN && deadline && mfs_now_ns() < deadline);
 	set_idle(false);
-	bool queued = res > 0 && !rearm && more_queued(s->fd);
+	/* a background request's read is not counted (note_read): no poll(2) */
+	bool queued = res > 0 && !rearm && !background_request(buf) && more_queued(s->fd);
 	uint64_t t0 = mfs_now_ns();
 
 	pthread_mutex_lock(&loop->lock);
