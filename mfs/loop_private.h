@@ -36,6 +36,7 @@ struct mfs_session {
 	bool parked_lt;            /* enabled there level-triggered: stays so across
 				    * the owner's reads, no re-arm per request */
 	unsigned last_reader;      /* worker that read its last request, + 1 (0: none) */
+	uint32_t last_pid;         /* client thread of its last request (not background) */
 	uint64_t read_ns;          /* when its last request was read */
 	uint64_t spin_ns;       /* how long a worker may spin for the next request (pool.c) */
 	uint64_t nospin_until;  /* no spinning until then (ns), after spins that found nothing */

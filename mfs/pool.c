@@ -176,8 +176,13 @@ static void note_read(struct mfs_worker *w, struct mfs_session *s, const struct 
 	if (s->last_reader && s->last_reader != w->idx + 1)
 		s->st.handoffs++;
 	s->last_reader = w->idx + 1;
+	const struct fuse_in_header *in = buf->mem;
+	uint32_t pid = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->pid : 0;
+	bool same_client = pid == s->last_pid;
+	if (!background)
+		s->last_pid = pid;
 	bool changed = background ? mfs_sticky_background(&s->sticky)
-				  : mfs_sticky_note(&s->sticky, overlapped, queued);
+				  : mfs_sticky_note_from(&s->sticky, overlapped, queued, same_client);
 	if (changed && s->sticky.concurrent) {
 		if (s->owner)
 			mfs_session_unstick(s, true); /* not parked: we read it */
