@@ -163,9 +163,10 @@ static void stick(struct mfs_worker *w, struct mfs_session *s)
 /*
  * lock held: worker `w` read a request of `s`; `queued`: another one was
  * waiting behind it (not looked for behind a background request, whose
- * read the window does not count). Count a hand-off from another worker, and learn
- * whether the session's requests overlap (sticky.h): while they do not,
- * `w` owns it; once they do, its owner gives it back to the shared set.
+ * read the window does not count). Count a hand-off from another worker,
+ * and learn whether the session's requests overlap (sticky.h): while they
+ * do not, `w` owns it; once they do, its owner gives it back to the shared
+ * set.
  */
 static void note_read(struct mfs_worker *w, struct mfs_session *s, const struct fuse_buf *buf,
 		      bool queued, uint64_t now)
