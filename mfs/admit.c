@@ -205,6 +205,29 @@ static bool arm(struct mfs_session *s, int epfd)
 	return false;
 }
 
+/*
+ * lock held: the owned session `s` waits for its next request in its
+ * owner's set, enabled level-triggered (`on`) or disabled. Enabled once, it
+ * stays so while the owner reads and serves request after request: no
+ * epoll_ctl per request (the owner is the only thread that waits on its
+ * set, and it reads the fd only while `s` is parked: pool.c). Disabled
+ * when the governor holds `s` back, so that a readable fd cannot wake the
+ * owner for a request it may not read.
+ */
+static bool park_lt(struct mfs_session *s, bool on)
+{
+	struct epoll_event ev = {.events = on ? EPOLLIN : 0, .data.ptr = s};
+
+	if (s->parked_lt == on)
+		return true;
+	if (epoll_ctl(s->owner->pepfd, EPOLL_CTL_MOD, s->fd, &ev) < 0) {
+		mfs_err("%s: epoll_ctl: %s", s->name, strerror(errno));
+		return false;
+	}
+	s->parked_lt = on;
+	return true;
+}
+
 bool mfs_session_unstick(struct mfs_session *s, bool counted)
 {
 	struct mfs_worker *w = s->owner;
@@ -216,13 +239,25 @@ bool mfs_session_unstick(struct mfs_session *s, bool counted)
 		mfs_err("%s: epoll_ctl: %s", s->name, strerror(errno));
 	w->owned = NULL;
 	s->owner = NULL;
+	s->parked_lt = false;
 	s->st.releases += counted;
 	bool parked = s->parked;
 	s->parked = false;
 	return parked;
 }
 
+static bool admit(struct mfs_session *s, uint64_t now_ns);
+
 bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
+{
+	bool ok = admit(s, now_ns);
+
+	if (!ok && s->owner && !s->parked) /* held back: no wake-up for it */
+		park_lt(s, false);
+	return ok;
+}
+
+static bool admit(struct mfs_session *s, uint64_t now_ns)
 {
 	struct mfs_loop *loop = s->loop;
 
@@ -258,7 +293,7 @@ bool mfs_session_admit(struct mfs_session *s, uint64_t now_ns)
 			return true;
 	}
 	/* owned: only its worker is woken by the next request (sticky.h) */
-	if (s->owner && (s->parked = arm(s, s->owner->pepfd)))
+	if (s->owner && (s->parked = park_lt(s, true)))
 		return true;
 	mfs_session_unstick(s, true);
 	s->armed = arm(s, loop->epfd);

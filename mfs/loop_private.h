@@ -47,7 +47,10 @@ struct mfs_session {
 	struct mfs_sticky sticky;  /* one worker or every worker (sticky.h) */
 	struct mfs_worker *owner;  /* the worker whose own set holds the fd (pool.c) */
 	bool parked;               /* armed in owner's set, waiting for readability */
+	bool parked_lt;            /* enabled there level-triggered: stays so across
+				    * the owner's reads, no re-arm per request */
 	unsigned last_reader;      /* worker that read its last request, + 1 (0: none) */
+	uint32_t last_pid;         /* client thread of its last request (not background) */
 	uint64_t read_ns;          /* when its last request was read */
 	uint64_t spin_ns;       /* how long a worker may spin for the next request (pool.c) */
 	uint64_t nospin_until;  /* no spinning until then (ns), after spins that found nothing */

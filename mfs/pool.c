@@ -129,6 +129,17 @@ static bool more_queued(int fd)
 	return poll(&p, 1, 0) == 1 && (p.revents & POLLIN);
 }
 
+/* Is the request in `buf` one the kernel sends on its own, with no client
+ * waiting for it (sticky.h: mfs_sticky_background)? */
+static bool background_request(const struct fuse_buf *buf)
+{
+	const struct fuse_in_header *in = buf->mem;
+	uint32_t op = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->opcode : 0;
+
+	return op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT ||
+	       op == FUSE_RELEASE || op == FUSE_RELEASEDIR;
+}
+
 /* lock held: worker `w`, which just read a request of `s`, owns it from
  * now on: every mfs_session_admit arms its fd in w's own set. */
 static void stick(struct mfs_worker *w, struct mfs_session *s)
@@ -151,24 +162,28 @@ static void stick(struct mfs_worker *w, struct mfs_session *s)
 
 /*
  * lock held: worker `w` read a request of `s`; `queued`: another one was
- * waiting behind it. Count a hand-off from another worker, and learn
- * whether the session's requests overlap (sticky.h): while they do not,
- * `w` owns it; once they do, its owner gives it back to the shared set.
+ * waiting behind it (not looked for behind a background request, whose
+ * read the window does not count). Count a hand-off from another worker,
+ * and learn whether the session's requests overlap (sticky.h): while they
+ * do not, `w` owns it; once they do, its owner gives it back to the shared
+ * set.
  */
 static void note_read(struct mfs_worker *w, struct mfs_session *s, const struct fuse_buf *buf,
 		      bool queued, uint64_t now)
 {
 	bool overlapped = s->processing > __atomic_load_n(&s->answered, __ATOMIC_ACQUIRE);
-	const struct fuse_in_header *in = buf->mem;
-	uint32_t op = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->opcode : 0;
-	bool background = op == FUSE_FORGET || op == FUSE_BATCH_FORGET || op == FUSE_INTERRUPT ||
-			  op == FUSE_RELEASE || op == FUSE_RELEASEDIR;
+	bool background = background_request(buf);
 
 	if (s->last_reader && s->last_reader != w->idx + 1)
 		s->st.handoffs++;
 	s->last_reader = w->idx + 1;
+	const struct fuse_in_header *in = buf->mem;
+	uint32_t pid = !(buf->flags & FUSE_BUF_IS_FD) && buf->size >= sizeof(*in) ? in->pid : 0;
+	bool same_client = pid == s->last_pid;
+	if (!background)
+		s->last_pid = pid;
 	bool changed = background ? mfs_sticky_background(&s->sticky)
-				  : mfs_sticky_note(&s->sticky, overlapped, queued);
+				  : mfs_sticky_note_from(&s->sticky, overlapped, queued, same_client);
 	if (changed && s->sticky.concurrent) {
 		if (s->owner)
 			mfs_session_unstick(s, true); /* not parked: we read it */
@@ -211,7 +226,8 @@ static int serve_one(struct mfs_worker *w, struct mfs_session *s, struct fuse_bu
 		res = fuse_session_receive_buf(s->se, buf);
 	} while (res == -EAGAIN && deadline && mfs_now_ns() < deadline);
 	set_idle(false);
-	bool queued = res > 0 && !rearm && more_queued(s->fd);
+	/* a background request's read is not counted (note_read): no poll(2) */
+	bool queued = res > 0 && !rearm && !background_request(buf) && more_queued(s->fd);
 	uint64_t t0 = mfs_now_ns();
 
 	pthread_mutex_lock(&loop->lock);
@@ -338,8 +354,12 @@ void *mfs_pool_worker(void *arg)
 			continue;
 		if (own) {
 			/* stale: someone took it back and armed it elsewhere */
-			if (s->owner != w || !s->parked)
+			if (s->owner != w)
 				continue;
+			if (!s->parked) { /* held back meanwhile: not ours to read now */
+				mfs_session_admit(s, mfs_now_ns());
+				continue;
+			}
 			s->parked = false;
 		} else if (w->express) {
 			s->xarmed = false;

@@ -3,7 +3,15 @@
 
 bool mfs_sticky_note(struct mfs_sticky *st, bool overlapped, bool queued)
 {
-	st->seen = (uint8_t)(st->seen << 1 | (overlapped || queued));
+	return mfs_sticky_note_from(st, overlapped, queued, false);
+}
+
+bool mfs_sticky_note_from(struct mfs_sticky *st, bool overlapped, bool queued, bool same_client)
+{
+	bool forgets = st->bg != 0;
+
+	st->bg = (uint8_t)(st->bg << 1);
+	st->seen = (uint8_t)(st->seen << 1 | (overlapped || (queued && !(same_client && forgets))));
 	bool concurrent = __builtin_popcount(st->seen) >= MFS_STICKY_SWITCH;
 	if (concurrent == st->concurrent)
 		return false;
@@ -14,6 +22,7 @@ bool mfs_sticky_note(struct mfs_sticky *st, bool overlapped, bool queued)
 bool mfs_sticky_background(struct mfs_sticky *st)
 {
 	st->seen = (uint8_t)(st->seen & ~1u);
+	st->bg |= 1u;
 	bool concurrent = __builtin_popcount(st->seen) >= MFS_STICKY_SWITCH;
 	if (concurrent == st->concurrent)
 		return false;

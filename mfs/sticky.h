@@ -29,6 +29,8 @@
 struct mfs_sticky {
 	uint8_t seen;    /* the last MFS_STICKY_WINDOW reads, newest in bit 0:
 			  * 1 when it found a request queued or overlapped one */
+	uint8_t bg;      /* the same reads: 1 when a background request was
+			  * read just after it (mfs_sticky_background) */
 	bool concurrent; /* served by every worker */
 };
 
@@ -39,6 +41,19 @@ struct mfs_sticky {
  * Returns true when the mode changed.
  */
 bool mfs_sticky_note(struct mfs_sticky *st, bool overlapped, bool queued);
+
+/*
+ * mfs_sticky_note for a request from the same client thread as the
+ * session's last one (`same_client`: fuse_in_header.pid). The kernel sends
+ * a FORGET after each unlink and, while a client's requests are pending
+ * too, serves those first for up to 8 reads in 24 (fuse_dev_do_read's
+ * forget_batch): the FORGET then waits behind several of that one client's
+ * requests, each of which finds it queued. So while background requests
+ * were read within the window, a request queued behind one from the same
+ * client thread as the one before is no sign of a second client (one
+ * overlapped still is). Returns true when the mode changed.
+ */
+bool mfs_sticky_note_from(struct mfs_sticky *st, bool overlapped, bool queued, bool same_client);
 
 /* The request just read is one the kernel sends on its own, no client
  * waiting for it (FORGET, BATCH_FORGET, INTERRUPT, RELEASE, RELEASEDIR:

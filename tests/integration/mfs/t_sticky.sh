@@ -48,3 +48,16 @@ while [ $i -lt 500 ]; do
 	i=$((i + 1))
 done
 one_worker_served "the creates"
+
+# Unlinking them one after another: each unlink's FORGET waits behind the
+# shell's next requests for up to 8 reads in 24 (the kernel's forget_batch),
+# and each of those finds it queued; that alone must not give the DBFS back
+# (sticky.h: mfs_sticky_note_from). Before that rule: about one release per
+# 8 unlinks (60 for 500); a request that takes over 10 ms on a busy machine
+# still releases it, so a few are allowed.
+count_from_here
+rm -f "$T"/ma/c* || fail "unlink c*" # one process: unlink after unlink
+one_worker_served "the unlinks"
+r=$(($(stat_of a releases) - r0))
+[ "$r" -le 20 ] && ok "the unlinks kept their worker ($r releases)" ||
+	fail "the unlinks gave the DBFS back $r times (FORGETs queued behind them)"

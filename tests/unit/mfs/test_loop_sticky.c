@@ -66,6 +66,55 @@ START_TEST(mode_switch)
 }
 END_TEST
 
+/* Unlinks one after another: the kernel's FORGET of each unlink waits
+ * behind the client's next requests for up to 8 reads (forget_batch), and
+ * each of those finds it queued. From the same client thread while FORGETs
+ * come, that is no second client: the session keeps its worker. From
+ * another client thread, or with no FORGETs in the window (one thread's
+ * asynchronous I/O), it is. */
+START_TEST(forgets_behind_one_client)
+{
+	struct mfs_sticky st = {0};
+
+	ck_assert(!mfs_sticky_note_from(&st, false, false, true)); /* the first UNLINK */
+	ck_assert(!mfs_sticky_background(&st));                   /* its FORGET */
+	for (int round = 0; round < 100; round++) {
+		/* UNLINK, GETATTR, UNLINK, GETATTR... each finding a FORGET */
+		for (int i = 0; i < 6; i++)
+			ck_assert(!mfs_sticky_note_from(&st, false, true, true));
+		ck_assert(!mfs_sticky_background(&st)); /* the FORGETs, at last */
+		ck_assert(!mfs_sticky_background(&st));
+	}
+	ck_assert(mfs_sticky_one_worker(&st));
+	/* another client thread's requests queued: every worker */
+	ck_assert(!mfs_sticky_note_from(&st, false, true, false));
+	ck_assert(!mfs_sticky_note_from(&st, false, true, false));
+	ck_assert(mfs_sticky_note_from(&st, false, true, false));
+	ck_assert(!mfs_sticky_one_worker(&st));
+
+	/* one thread, no FORGET in the window: its queued requests count */
+	struct mfs_sticky aio = {0};
+	ck_assert(!mfs_sticky_note_from(&aio, false, true, true));
+	ck_assert(!mfs_sticky_note_from(&aio, false, true, true));
+	ck_assert(mfs_sticky_note_from(&aio, false, true, true));
+	ck_assert(!mfs_sticky_one_worker(&aio));
+	/* and once the FORGETs are out of the window again */
+	struct mfs_sticky late = {0};
+	ck_assert(!mfs_sticky_background(&late));
+	for (int i = 0; i < MFS_STICKY_WINDOW; i++)
+		ck_assert(!mfs_sticky_note_from(&late, false, false, true));
+	ck_assert(!mfs_sticky_note_from(&late, false, true, true));
+	ck_assert(!mfs_sticky_note_from(&late, false, true, true));
+	ck_assert(mfs_sticky_note_from(&late, false, true, true));
+	/* an overlap always counts */
+	struct mfs_sticky ov = {0};
+	ck_assert(!mfs_sticky_background(&ov));
+	ck_assert(!mfs_sticky_note_from(&ov, true, true, true));
+	ck_assert(!mfs_sticky_note_from(&ov, true, false, true));
+	ck_assert(mfs_sticky_note_from(&ov, true, false, true));
+}
+END_TEST
+
 static ssize_t sock_read(int fd, void *buf, size_t len, void *userdata)
 {
 	(void)userdata;
@@ -324,6 +373,7 @@ Suite *mfs_sticky_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, mode_switch);
+	tcase_add_test(tc, forgets_behind_one_client);
 	tcase_add_test(tc, sequential_client_keeps_its_worker);
 	tcase_add_test(tc, queued_requests_release_the_session);
 	tcase_add_test(tc, two_sessions_share_one_worker);
