@@ -324,6 +324,22 @@ void mfs_feed_release(fuse_req_t req, struct fuse_file_info *fi)
 	fuse_reply_err(req, 0);
 }
 
+void mfs_feed_held(struct dbfs *fs, unsigned *readers, uint64_t *bytes)
+{
+	*readers = 0;
+	*bytes = 0;
+	pthread_mutex_lock(&mfs_feed_hub.lock);
+	for (struct handle *h = mfs_feed_hub.list; h; h = h->next) {
+		if (h->fs != fs)
+			continue;
+		pthread_mutex_lock(&h->lock);
+		(*readers)++;
+		*bytes += h->out.cap;
+		pthread_mutex_unlock(&h->lock);
+	}
+	pthread_mutex_unlock(&mfs_feed_hub.lock);
+}
+
 void mfs_feed_detach(struct dbfs *fs)
 {
 	bool any = false;

@@ -76,4 +76,10 @@ int mfs_feed_list_subs(struct mfs_manager *mgr, uint32_t id,
  * Control thread, mgr->lock not held. */
 void mfs_feed_detach(struct dbfs *fs);
 
+/* The readers of fs's feed open in this manager mount, and the bytes
+ * their buffers hold (events formatted, not yet read): into *readers and
+ * *bytes. Any thread; takes the feed's locks, so never with mgr->lock
+ * held. */
+void mfs_feed_held(struct dbfs *fs, unsigned *readers, uint64_t *bytes);
+
 #endif

@@ -92,9 +92,16 @@ void mfs_feed_fill(struct handle *h, size_t want)
 		want = HIGH_WATER;
 	if (!h->r || h->error || mfs_feed_avail(h) >= want)
 		return;
-	if (h->out_off == h->out.len) {
+	/* what was taken goes first: else a reader that takes a read's size
+	 * while a fill overshoots it never empties the buffer, which would
+	 * grow by all it ever read (the overshoot moved is under a batch) */
+	if (h->out_off) {
+		size_t left = h->out.len - h->out_off;
+		memmove(h->out.p, h->out.p + h->out_off, left);
+		h->out.len = left;
 		h->out_off = 0;
-		h->out.len = 0;
+		if (left)
+			h->out.p[left] = '\0';
 	}
 	for (int round = 0; round < 256 && mfs_feed_avail(h) < want; round++) {
 		size_t n = 0;

@@ -5,6 +5,7 @@
 #include "account.h"
 #include "dbfs/expire.h"
 #include "dbfs/feed.h"
+#include "feed_fs.h"
 #include "feed_line.h"
 #include "feed_spec.h"
 #include "loop.h"
@@ -60,6 +61,11 @@ static void text_feed(struct dbfs *fs, struct mfs_buf *b)
 		       (unsigned long long)f.limits.max_bytes,
 		       (unsigned long long)f.limits.max_age_sec,
 		       (unsigned long long)f.limits.sub_idle_sec);
+	unsigned readers;
+	uint64_t held;
+	mfs_feed_held(fs, &readers, &held);
+	mfs_buf_printf(b, "feed_readers=%u\nfeed_reader_bytes=%llu\n", readers,
+		       (unsigned long long)held);
 	dbfs_feed_sub_list(fs, sub_line, b);
 }
 
