@@ -174,6 +174,7 @@ static int list_pages(struct dbfs *fs, const unsigned char *meta, uint64_t *n)
 	int rc = dbfs_gained_pages(g, fs->map_addr, fs->map_size, fs->dur_txn, fs->dur_meta, meta,
 				   fs->dur_psize);
 	pthread_rwlock_unlock(&fs->map_lock);
+	dbfs_gained_trim(g); /* keeps out (the list) and small arrays */
 	if (rc)
 		return rc;
 	int fd;

@@ -476,6 +476,33 @@ int dbfs_gained_pages(struct dbfs_gained *g, const void *map, uint64_t map_size,
 	return 0;
 }
 
+/* Work arrays over this many bytes are let go after a point: one large
+ * point would otherwise keep its arrays (MiBs) for the store's lifetime. */
+#define KEEP_BYTES (256u << 10)
+
+static void trim_ids(struct dbfs_ids *a)
+{
+	if (a->cap * sizeof(*a->v) > KEEP_BYTES) {
+		free(a->v);
+		memset(a, 0, sizeof(*a));
+	}
+}
+
+void dbfs_gained_trim(struct dbfs_gained *g)
+{
+	for (int i = 0; i < 2; i++) {
+		trim_ids(&g->front[i]);
+		trim_ids(&g->leaves[i]);
+		if (g->rec[i].cap * sizeof(*g->rec[i].v) > KEEP_BYTES) {
+			free(g->rec[i].v);
+			memset(&g->rec[i], 0, sizeof(g->rec[i]));
+		}
+	}
+	trim_ids(&g->next);
+	trim_ids(&g->cand);
+	trim_ids(&g->sub);
+}
+
 void dbfs_gained_free(struct dbfs_gained *g)
 {
 	for (int i = 0; i < 2; i++) {

@@ -260,6 +260,9 @@ extern int dbfs_durable_test_listed;
 int dbfs_gained_pages(struct dbfs_gained *g, const void *map, uint64_t map_size,
 		      uint64_t from_txnid, const unsigned char *from_meta,
 		      const unsigned char *to_meta, size_t psize);
+/* After a point: free the work arrays that grew large (all but out), so a
+ * large point does not keep them for the store's lifetime. */
+void dbfs_gained_trim(struct dbfs_gained *g);
 void dbfs_gained_free(struct dbfs_gained *g);
 /* What a point may compare before it makes a point of two flushes instead
  * (about 0.3 ms of merging on this machine). */
