@@ -16,6 +16,17 @@
  * data.mdb) does not return; the thread creates $FAULT_DIR/held.TID while
  * it waits (TID: its thread id, so the test can tell who is held), and
  * goes on once slowstat is gone, or after 120 s.
+ *
+ * A held background reclaim, for tests/integration/mfs/t_reclaim.sh: while
+ * $FAULT_DIR/holdlater exists, the queue's delivery thread (dbfs-later)
+ * stops in the first madvise(MADV_WILLNEED) after an mdb_cursor_open: the
+ * read-ahead that starts every piece of a reclaim (dbfs_reclaim_prefetch
+ * opens a cursor on the file's blocks, then advises them run by run), with
+ * $FAULT_DIR/later_held present while it waits. Each $FAULT_DIR/step the
+ * test creates lets it take one piece (the thread removes later_held, then
+ * step). The thread goes on
+ * once holdlater is gone, or after 120 s. The test sees what waits
+ * between two pieces without a race against how fast the machine frees.
  */
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
@@ -28,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -101,6 +113,61 @@ static void hold_stat(void)
 	for (int i = 0; i < 12000 && exists("slowstat"); i++)
 		usleep(10000);
 	unlink(p);
+}
+
+static void touch_file(const char *name)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", getenv("FAULT_DIR"), name);
+	int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+}
+
+static void remove_file(const char *name)
+{
+	char p[PATH_MAX];
+	snprintf(p, sizeof(p), "%s/%s", getenv("FAULT_DIR"), name);
+	unlink(p);
+}
+
+static __thread bool cursor_opened; /* since this thread's last madvise */
+
+/* LMDB's, with its handles as opaque pointers: the shim needs no lmdb.h */
+int mdb_cursor_open(void *txn, unsigned int dbi, void **cursor);
+
+int mdb_cursor_open(void *txn, unsigned int dbi, void **cursor)
+{
+	REAL(mdb_cursor_open);
+	cursor_opened = true;
+	return real_mdb_cursor_open(txn, dbi, cursor);
+}
+
+static void hold_later(void)
+{
+	char name[16] = "";
+	bool first = cursor_opened;
+	cursor_opened = false;
+	if (!first || !exists("holdlater") || prctl(PR_GET_NAME, name) || strcmp(name, "dbfs-later"))
+		return;
+	touch_file("later_held");
+	for (int i = 0; i < 60000 && exists("holdlater"); i++) {
+		if (exists("step")) {
+			remove_file("later_held");
+			remove_file("step");
+			return;
+		}
+		usleep(2000);
+	}
+	remove_file("later_held");
+}
+
+int madvise(void *addr, size_t len, int advice)
+{
+	REAL(madvise);
+	if (advice == MADV_WILLNEED)
+		hold_later();
+	return real_madvise(addr, len, advice);
 }
 
 int fstat(int fd, struct stat *st)

@@ -6,12 +6,20 @@
 # space only falls, and the stats show what waits; a SIGKILL in the middle
 # leaves a store dbfs-fsck accepts, and the next mount goes on with the
 # freeing until the space is back. A small file is freed as before.
+# Usage: t_reclaim.sh PATH-TO-mfs PATH-TO-eio_shim.so (tests/fault: it holds
+# the reclaim between two pieces while $FAULT_DIR/holdlater exists)
+SHIM=$2
 . "$(dirname "$0")/lib.sh"
+[ -f "$SHIM" ] || { echo "no shim $SHIM" >&2; exit 2; }
 
 FSCK=$(dirname "$MFS")/../tools/fsck/dbfs-fsck
 M=$T/mfs
 D=$T/d
-mkdir -p "$D"
+export FAULT_DIR="$T/faulty"
+mkdir -p "$D" "$FAULT_DIR"
+shim_mfs "$SHIM"
+MFS=$T/mfs-shim
+trap 'rc=$?; rm -f "$FAULT_DIR/holdlater"; (exit $rc); cleanup' EXIT
 start_manager "$M"
 xset mount "name=a,store=$T/s,mountpoint=$D,create" || { fail "mount: $(xget error)"; exit 1; }
 stat_of() { sed -n "s/^$1=//p" "$M/a/stats"; }
@@ -24,18 +32,40 @@ wait_for 10 sh -c "[ \"\$(sed -n 's/^bytes_used=//p' '$M/a/stats')\" = 0 ]" \
 	|| fail "the small file's space did not come back"
 [ "$(stat_of reclaim_pieces)" = 0 ] || fail "a small file was reclaimed in pieces"
 
-# 2. a large one (zeros are stored as data): rm returns, the space comes back piece by piece; every
-# sample of the stats is what the store holds (statfs's used is the
-# usage record's bytes, never below what waits) and used only falls
+# held: wait until the delivery thread stops before a piece (the shim)
+held() { wait_for 60 sh -c "[ -e '$FAULT_DIR/later_held' ] && [ ! -e '$FAULT_DIR/step' ]"; }
+# step: let the held thread take one piece further
+step() { : >"$FAULT_DIR/step"; held; }
+sample() {
+	s=$(sed -n 's/^\(bytes_used\|reclaim_files\|reclaim_bytes\|reclaimed\)=//p' "$M/a/stats" | tr '\n' ' ')
+	echo "$(used) $s" >>"$T/samples"
+}
+
+# 2. a large one (zeros are stored as data): rm returns, the space comes
+# back piece by piece; every sample of the stats is what the store holds
+# (statfs's used is the usage record's bytes, never below what waits) and
+# used only falls. The thread is held before its first piece and after its
+# second (the shim), so what waits is seen on any machine; then it runs
+# free and the samples go on until it is over.
 head -c 640M /dev/zero >"$D/big"
 sync "$D/big"
 before=$(stat_of bytes_used)
+: >"$FAULT_DIR/holdlater"
 rm "$D/big"
 : >"$T/samples"
+held || fail "the reclaim's thread never came to its first piece"
+sample
+p0=$(stat_of reclaim_pieces)
+n=0
+while [ $((n += 1)) -le 100 ] && [ "$(stat_of reclaim_pieces)" -lt $((p0 + 2)) ]; do
+	step || { fail "the held thread did not come back after a step"; break; }
+	sample
+done
+[ "$(stat_of reclaim_pieces)" = $((p0 + 2)) ] || fail "not held after 2 pieces: $(grep reclaim "$M/a/stats" | tr '\n' ' ')"
+rm "$FAULT_DIR/holdlater"
 i=0
 while [ $i -lt 2400 ]; do
-	s=$(sed -n 's/^\(bytes_used\|reclaim_files\|reclaim_bytes\|reclaimed\)=//p' "$M/a/stats" | tr '\n' ' ')
-	echo "$(used) $s" >>"$T/samples"
+	sample
 	case "$s" in *" 0 0 1 ") break ;; esac
 	i=$((i + 1))
 	sleep 0.05
@@ -49,8 +79,8 @@ awk -v before="$before" '
 	  if ($3 > 0 && u < $4) { print "used " u " below what waits " $4; bad = 1 }
 	  # statfs is read after the stats: at most what they said
 	  if ($1 > u) { print "statfs shows " $1 " used, the usage record " u; bad = 1 }
-	  if ($3 > 0) seen = 1; last = u }
-	END { if (!seen) { print "never saw the reclaim waiting"; bad = 1 } exit bad }' "$T/samples" \
+	  if ($3 > 0) seen++; last = u }
+	END { if (seen < 3) { print "saw the reclaim waiting in " seen " samples, not in 3 (held)"; bad = 1 } exit bad }' "$T/samples" \
 	|| fail "stats while reclaiming: $(tail -3 "$T/samples")"
 [ $FAILS = 0 ] && ok "640 MiB freed in the background in $(stat_of reclaim_pieces) pieces; $(wc -l <"$T/samples") samples consistent"
 
@@ -91,13 +121,21 @@ done
 xset unmount b || fail "unmount b: $(xget error)"
 [ $FAILS = 0 ] && ok "b's expiry fired while a's 1 GiB reclaim ran ($pieces of its pieces done by then)"
 
-# 3. SIGKILL in the middle: fsck accepts the store, the next mount goes on
+# 3. SIGKILL in the middle (held after a piece): fsck accepts the store,
+# the next mount goes on
 head -c 640M /dev/urandom >"$D/big2"
 sync "$D/big2"
 p0=$(stat_of reclaim_pieces)
+: >"$FAULT_DIR/holdlater"
 rm "$D/big2"
-wait_for 60 sh -c "[ \$(sed -n 's/^reclaim_pieces=//p' '$M/a/stats') -gt $p0 ]" || fail "no piece freed"
+held || fail "the reclaim's thread never came to its first piece"
+n=0
+while [ $((n += 1)) -le 100 ] && [ "$(stat_of reclaim_pieces)" = "$p0" ]; do
+	step || { fail "the held thread did not come back after a step"; break; }
+done
+[ "$(stat_of reclaim_pieces)" = $((p0 + 1)) ] || fail "not held after 1 piece: $(grep reclaim "$M/a/stats" | tr '\n' ' ')"
 kill -KILL $MPID
+rm "$FAULT_DIR/holdlater"
 wait $MPID 2>/dev/null
 # what it still held when killed (the mount point is stale until mfs clears it)
 "$FSCK" -v "$T/s" >"$T/fsck.out" 2>&1 || fail "dbfs-fsck after the kill: $(cat "$T/fsck.out")"
