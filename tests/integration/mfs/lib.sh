@@ -206,6 +206,33 @@ shim_mfs() {
 	chmod +x "$T/mfs-shim"
 }
 
+# Holding the queue's delivery thread before a piece of reclaim work, so
+# that a test sees what waits on any machine (tests/fault/eio_shim.c).
+# later_shim SHIM: from here on $MFS runs under the shim, with $FAULT_DIR;
+# hold_later / release_later: the thread stops before its next piece, or
+# goes on; later_held: wait until it stopped; later_pieces N STATS: let it
+# take pieces one by one until the DBFS's STATS file shows reclaim_pieces=N
+later_shim() {
+	[ -f "$1" ] || { echo "no shim $1" >&2; exit 2; }
+	export FAULT_DIR="$T/faulty"
+	mkdir -p "$FAULT_DIR"
+	shim_mfs "$1"
+	MFS=$T/mfs-shim
+	trap 'rc=$?; release_later; (exit $rc); cleanup' EXIT
+}
+hold_later() { : >"$FAULT_DIR/holdlater"; }
+release_later() { rm -f "$FAULT_DIR/holdlater"; }
+later_held() { wait_for 60 sh -c "[ -e '$FAULT_DIR/later_held' ] && [ ! -e '$FAULT_DIR/step' ]"; }
+later_pieces() {
+	n=0
+	while [ "$(sed -n 's/^reclaim_pieces=//p' "$2")" -lt "$1" ]; do
+		[ $((n += 1)) -le 100 ] || return 1
+		: >"$FAULT_DIR/step"
+		later_held || return 1
+	done
+	[ "$(sed -n 's/^reclaim_pieces=//p' "$2")" = "$1" ]
+}
+
 # bg NAME CMD...: run a command in the background, its status in $T/NAME.rc
 # and its output in $T/NAME.out; done_ok NAME: it ended with status 0
 bg() {
