@@ -71,7 +71,6 @@ uint64_t mfs_yield_guard(uint64_t now_ns, uint64_t ns)
 void mfs_share_split(uint64_t total, size_t n, const double *weight, const uint64_t *cap,
 		     uint64_t *out)
 {
-	double wsum = 0;
 	uint64_t floor_share, left;
 	bool open[n ? n : 1];
 
@@ -84,11 +83,10 @@ void mfs_share_split(uint64_t total, size_t n, const double *weight, const uint6
 		 * whatever its activity (what its operator set) */
 		if (cap[i] && cap[i] <= total / n)
 			out[i] = cap[i];
-		else
-			out[i] = cap[i] && floor_share > cap[i] ? cap[i] : floor_share;
+		else /* no cap, or one above an equal share: above the floor */
+			out[i] = floor_share;
 		open[i] = !cap[i] || out[i] < cap[i];
 		left -= out[i];
-		wsum += weight[i] > 0 ? weight[i] : 0;
 	}
 	/* hand out `left` by weight (equally when nobody is active) among
 	 * those under their cap; what a cap cuts off goes round again */
