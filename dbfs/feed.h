@@ -202,6 +202,11 @@ void dbfs_feed_uuid(struct dbfs *fs, uint8_t uuid[16]);
 /* Whether the feed is on (not feed=off). Any thread. */
 bool dbfs_feed_enabled(struct dbfs *fs);
 
+/* The queue's shards (0: the feed is off) and, into *shard, the one this
+ * process enqueues into (its slot's among the processes sharing the
+ * store; dbfs/feed_shards.c). Any thread. */
+unsigned dbfs_feed_shards(struct dbfs *fs, unsigned *shard);
+
 /* The sequence number of the newest committed event, 0 if none yet (or the
  * feed is off). Any thread, no lock, no system call (an atomic): also from
  * inside the notify callback. */

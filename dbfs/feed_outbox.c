@@ -6,9 +6,12 @@
  * group-commit batch; the batch's leader enqueues the batch's events into
  * the libmfsq queue "feed" in the same LMDB transaction, just before it
  * commits (dbfs_feed_batch_end, commit.c): the events commit or vanish with
- * the changes. The queue has one shard and one enqueuer, so its sequence
- * numbers are the feed's: dense, 1, 2, 3 ..., kept in the store (an aborted
- * transaction takes its numbers back with it). Paths are resolved when the
+ * the changes. The feed's sequence numbers are dense, 1, 2, 3 ..., kept
+ * in the store (an aborted transaction takes its numbers back with it):
+ * in the sharded queue they are allocated here, in the transaction, and
+ * carried in each message's prefix, and each process enqueues into its
+ * own shard (feed_shards.c); in an older store's one-shard queue they are
+ * the queue's own. Paths are resolved when the
  * operation runs, from the inodes' first names (names.c): the paths at
  * the time of the change even when a later operation of the same batch
  * renames a parent. Everything here runs on the batch's leader only.
@@ -371,6 +374,8 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 		if ((rc = dbfs_settle_wrote(fs, txn, &p->ev, t)))
 			return rc;
 	}
+	if (f->sharded)
+		total += n * FEED_PREFIX;
 	if (total > f->rcap) {
 		unsigned char *r = realloc(f->rec, total);
 		if (!r)
@@ -387,24 +392,46 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 		if (!s)
 			return ENOMEM;
 		f->seqs = s;
+		s = realloc(f->qseqs, n * sizeof(*s));
+		if (!s)
+			return ENOMEM;
+		f->qseqs = s;
 		f->capmsgs = n;
 	}
+	/* the running totals, and the sharded queue's first seq: read in the
+	 * transaction when shared (every process's batch writes 'M') */
+	struct dbfs_feed_meta m = f->meta;
+	if (f->sharded && fs->shared && (rc = shared_meta(fs, txn, 0, &m)))
+		return rc;
+	uint64_t writer = fs->shared ? fs->shared->writer : FEED_ENQUEUER;
 	size_t at = 0;
 	for (size_t i = 0; i < n; i++) {
-		size_t len = dbfs_ev_encode(&f->pend[i].ev, f->rec + at);
+		size_t len = 0;
+		if (f->sharded) {
+			f->seqs[i] = m.next_seq + i;
+			memcpy(f->rec + at, &f->seqs[i], 8);
+			memcpy(f->rec + at + 8, &writer, 8);
+			len = FEED_PREFIX;
+		}
+		len += dbfs_ev_encode(&f->pend[i].ev, f->rec + at + len);
 		f->msgs[i] = (struct mfsq_msg_in){
 		    .data = f->rec + at, .len = len,
-		    .enqueuer = fs->shared ? fs->shared->writer : FEED_ENQUEUER};
+		    .enqueuer = f->sharded ? f->enqueuer : writer};
 		at += len;
 	}
-	rc = mfsq_enqueue_batch(f->q, txn, f->msgs, n, f->seqs);
+	rc = mfsq_enqueue_batch(f->q, txn, f->msgs, n, f->sharded ? f->qseqs : f->seqs);
 	if (rc == ENOSPC)
 		return MDB_MAP_FULL; /* LMDB marked the transaction: grow, run again */
 	if (rc)
 		return dbfs_queue_err(rc);
+	f->tx_q_block = f->q_block;
+	if (f->sharded && feed_block_of(f->seqs[0]) != f->q_block) {
+		if ((rc = feed_shard_mark(fs, txn, f->shard, f->seqs[0], f->qseqs[0])))
+			return rc;
+		f->tx_q_block = feed_block_of(f->seqs[0]);
+	}
 	/* block rows and the running totals, in the same transaction */
-	struct dbfs_feed_meta m = f->meta;
-	if (fs->shared && (rc = shared_meta(fs, txn, f->seqs[0], &m)))
+	if (!f->sharded && fs->shared && (rc = shared_meta(fs, txn, f->seqs[0], &m)))
 		return rc;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t seq = f->seqs[i];
@@ -473,6 +500,7 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 		return;
 	}
 	f->meta = f->txmeta;
+	f->q_block = f->tx_q_block;
 	f->txn = NULL;
 	mfsq_txn_committed(f->q, f->tx_id); /* the next batch need not read the shard back */
 	raise_last(f, f->meta.next_seq - 1);

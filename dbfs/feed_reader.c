@@ -7,7 +7,9 @@
  * the map and runs again. Acknowledgements are written in dbfs_write
  * transactions (mfsq_ack with the caller's transaction), so that they go
  * through the group commit like every other change. A reader meeting a
- * message below the retention floor skips it and reports the gap.
+ * message below the retention floor skips it and reports the gap. A
+ * reader of the sharded queue hands out in feed seq order what it holds
+ * (feed_shards.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -41,6 +43,14 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 	if (!r)
 		return -ENOMEM;
 	r->fs = fs;
+	if (f->sharded) {
+		r->hand_qseq = calloc(f->nshards, sizeof(*r->hand_qseq));
+		r->hand_fseq = calloc(f->nshards, sizeof(*r->hand_fseq));
+		if (!r->hand_qseq || !r->hand_fseq) {
+			rc = -ENOMEM;
+			goto fail;
+		}
+	}
 	if (sub) {
 		struct dbfs_feed_sub_info info;
 		uint64_t row_acked;
@@ -86,6 +96,7 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 fail_sub:
 	mfsq_unsubscribe(r->s);
 fail:
+	feed_held_free(r);
 	free(r);
 	return rc;
 }
@@ -132,6 +143,55 @@ static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t
 	return k;
 }
 
+/* hand_out for the sharded queue: from the held messages, in feed seq
+ * order; a hole at the front is a gap only once a dequeue found nothing
+ * more (or too much is held behind it). */
+static size_t hand_out_sharded(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max,
+			       int *err)
+{
+	struct dbfs_feed *f = r->fs->feed;
+	size_t k = 0;
+	uint64_t fl = atomic_load(&f->floor);
+	while (r->ihead < r->nheld && k < max) {
+		const struct feed_held *h = &r->held[r->ihead];
+		if (h->seq < fl || h->seq < r->next) {
+			r->ihead++; /* below retention (a gap follows), or seen already */
+			continue;
+		}
+		if (h->seq > r->next) {
+			if (!r->drained && r->nheld - r->ihead < FEED_HELD_MAX)
+				break; /* its turn may still come */
+			ev[k] = (struct dbfs_event){
+			    .seq = r->next, .op = DBFS_EV_GAP, .gap_next = h->seq, .path = ""};
+			ev[k].time_ns = feed_now_ns();
+			r->gaps++;
+			r->lost += h->seq - r->next;
+			atomic_fetch_add(&f->gaps, 1);
+			r->next = h->seq;
+			k++;
+			continue;
+		}
+		int rc = dbfs_ev_decode(h->rec, h->len, &ev[k]);
+		if (rc) {
+			if (!k)
+				*err = rc;
+			break; /* stay before it */
+		}
+		ev[k].seq = h->seq;
+		ev[k].writer = h->writer;
+		r->ihead++;
+		r->next = h->seq + 1;
+		r->hand_qseq[h->shard] = h->qseq;
+		r->hand_fseq[h->shard] = h->seq;
+		if (r->min_ns && ev[k].time_ns < r->min_ns)
+			continue;
+		r->min_ns = 0;
+		r->delivered = h->seq;
+		k++;
+	}
+	return k;
+}
+
 static void wait_commit(struct dbfs_feed *f, uint64_t gen, const struct timespec *until)
 {
 	pthread_mutex_lock(&f->lock);
@@ -163,8 +223,10 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 			until.tv_nsec -= 1000000000;
 		}
 	}
+	if (f->sharded)
+		feed_held_release(r); /* the last read's events pointed into them */
 	for (;;) {
-		*n = hand_out(r, ev, max, &err);
+		*n = f->sharded ? hand_out_sharded(r, ev, max, &err) : hand_out(r, ev, max, &err);
 		if (*n || err)
 			return err;
 		pthread_mutex_lock(&f->lock);
@@ -174,6 +236,13 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 		int rc;
 		r->imsg = r->nmsg = 0;
 		QCALL(r->fs, rc, mfsq_dequeue(r->s, r->msg, READ_MAX, &got, 0));
+		if (rc == 0 && f->sharded) {
+			if ((rc = feed_hold(r, r->msg, got)))
+				return -ENOMEM;
+			if (!r->name[0])
+				mfsq_ack(r->s, NULL, NULL);
+			continue;
+		}
 		if (rc == 0) {
 			r->nmsg = got;
 			/* an ephemeral reader holds no retention behind what it read */
@@ -185,6 +254,11 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 			continue; /* it moved on: the seq jump makes the gap record */
 		if (rc != EAGAIN)
 			return rc == EBADMSG ? -EBADMSG : feed_q_errno(rc);
+		if (f->sharded && !r->drained && r->ihead < r->nheld) {
+			r->drained = true; /* everything committed is held: holes are gaps */
+			continue;
+		}
+		r->drained = true;
 		if (timeout_ms == 0)
 			return -EAGAIN;
 		if (timeout_ms > 0) {
@@ -210,6 +284,8 @@ bool dbfs_feed_ready(struct dbfs_feed_reader *r)
 {
 	if (r->imsg < r->nmsg)
 		return true;
+	if (r->ihead < r->nheld && r->held[r->ihead].seq <= r->next)
+		return true;
 	return dbfs_feed_last_seq(r->fs) >= r->next;
 }
 
@@ -221,7 +297,7 @@ int dbfs_feed_ack(struct dbfs_feed_reader *r, uint64_t seq)
 		return 0;
 	if (seq > r->delivered)
 		return -ERANGE;
-	struct row_ctx c = {.name = r->name, .update = true, .ack_sub = r->s};
+	struct row_ctx c = {.name = r->name, .update = true, .ack_sub = r->s, .ack_r = r};
 	c.rec.active_ns = feed_now_ns();
 	c.rec.acked = seq + 1;
 	c.rec.gaps = r->gaps;
@@ -279,5 +355,6 @@ void dbfs_feed_close(struct dbfs_feed_reader *r)
 	int rc;
 	QCALL(r->fs, rc, (mfsq_unsubscribe(r->s), 0));
 	(void)rc;
+	feed_held_free(r);
 	free(r);
 }

@@ -127,6 +127,12 @@ bool dbfs_feed_enabled(struct dbfs *fs)
 	return fs->feed != NULL;
 }
 
+unsigned dbfs_feed_shards(struct dbfs *fs, unsigned *shard)
+{
+	*shard = fs->feed ? fs->feed->shard : 0;
+	return fs->feed ? fs->feed->nshards : 0;
+}
+
 uint64_t dbfs_feed_last_seq(struct dbfs *fs)
 {
 	return fs->feed ? atomic_load(&fs->feed->last_seq) : 0;

@@ -112,7 +112,8 @@ int feed_row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 			return MDB_MAP_FULL;
 		return dbfs_queue_err(rc);
 	}
-	if (c->ack_sub) {
+	struct dbfs_feed *f = fs->feed;
+	if (c->ack_sub && !f->sharded) {
 		struct mfsq_msg m = {.shard = FEED_SHARD, .seq = c->rec.acked - 1};
 		rc = mfsq_ack(c->ack_sub, txn, &m);
 		if (rc == ENOSPC)
@@ -120,7 +121,22 @@ int feed_row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 		if (rc)
 			return dbfs_queue_err(rc);
 	}
-	if (c->ack_name) {
+	/* sharded: each shard up to the last message handed out, when that is
+	 * acknowledged; a shard whose last is beyond keeps its position (the
+	 * row is the truth: a reopened reader skips what it acknowledged) */
+	for (uint32_t i = 0; c->ack_sub && f->sharded && c->ack_r && i < f->nshards; i++) {
+		if (!c->ack_r->hand_qseq[i] || c->ack_r->hand_fseq[i] >= c->rec.acked)
+			continue;
+		struct mfsq_msg m = {.shard = i, .seq = c->ack_r->hand_qseq[i]};
+		rc = mfsq_ack(c->ack_sub, txn, &m);
+		if (rc == ENOSPC)
+			return MDB_MAP_FULL;
+		if (rc)
+			return dbfs_queue_err(rc);
+	}
+	/* sharded, by name: the row only (the queue's positions follow the
+	 * next reader's acknowledgements) */
+	if (c->ack_name && !f->sharded) {
 		rc = mfsq_subscriber_ack(fs->feed->q, txn, c->name, FEED_SHARD, c->rec.acked);
 		if (rc == ENOSPC)
 			return MDB_MAP_FULL;
@@ -158,11 +174,54 @@ int feed_check_start(struct dbfs *fs, const struct dbfs_feed_start *st)
 	return -EINVAL;
 }
 
+/* feed_seek_to on the sharded queue: each shard is sought where its 'Q'
+ * rows say (its seqs are its own), the reader's next feed seq is set, and
+ * what comes before it is skipped (feed_shards.c). */
+static int seek_sharded(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *st,
+			uint64_t *next, uint64_t *min_ns, bool durable)
+{
+	struct dbfs_feed *f = fs->feed;
+	int rc = 0;
+	switch (st->from) {
+	case DBFS_FEED_NOW:
+		/* a new ephemeral subscriber is at every shard's end; a durable
+		 * one goes where a new ephemeral one is. Then every event from
+		 * feed_next_now on commits after the subscriber's positions. */
+		if (durable) {
+			mfsq_sub *e = NULL;
+			QCALL(fs, rc, mfsq_subscribe(f->q, NULL, 0, NULL, NULL, &e));
+			for (uint32_t i = 0; !rc && i < f->nshards; i++)
+				QCALL(fs, rc, mfsq_seek_seq(s, i, mfsq_sub_position(e, i)));
+			if (e)
+				QCALL(fs, rc, (mfsq_unsubscribe(e), rc));
+		}
+		if (!rc)
+			*next = feed_next_now(fs);
+		break;
+	case DBFS_FEED_OLDEST:
+		QCALL(fs, rc, mfsq_seek_time(s, 0));
+		*next = atomic_load(&f->floor);
+		break;
+	case DBFS_FEED_SEQ:
+		rc = feed_shard_seek(fs, s, st->seq);
+		*next = st->seq;
+		break;
+	case DBFS_FEED_TIME:
+		*next = feed_seq_at(fs, st->time_ns);
+		rc = feed_shard_seek(fs, s, *next);
+		*min_ns = st->time_ns;
+		break;
+	}
+	return feed_q_errno(rc);
+}
+
 int feed_seek_to(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *st, uint64_t *next,
 		   uint64_t *min_ns, bool durable)
 {
 	int rc = 0;
 	*min_ns = 0;
+	if (fs->feed->sharded)
+		return seek_sharded(fs, s, st, next, min_ns, durable);
 	switch (st->from) {
 	case DBFS_FEED_NOW:
 		/* a new ephemeral subscriber starts at the end by itself */
@@ -311,7 +370,8 @@ static void fill_info(struct dbfs *fs, const char *name, const struct dbfs_feed_
 	/* behind retention (moved up by the queue, or below the floor): lost,
 	 * not told yet (the reader's gap record will) */
 	uint64_t acked = 0;
-	if (!open && mfsq_subscriber_get(f->q, name, &acked, NULL, NULL) == 0 && acked > pos) {
+	if (!open && !f->sharded && mfsq_subscriber_get(f->q, name, &acked, NULL, NULL) == 0 &&
+	    acked > pos) {
 		info->lost += acked - pos;
 		pos = acked;
 	}

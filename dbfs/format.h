@@ -19,7 +19,9 @@
  *   "xattr"   extended attributes
  *   "orphan"  inodes with no links left that were still open
  *   "feed"    the change feed's own records (dbfs/feed.c)
- *   "feed/..." the change feed's queue (libmfsq queue "feed", queue/format.h)
+ *   "feeds/..." the change feed's queue (libmfsq queue "feeds", a shard per
+ *              process, queue/format.h)
+ *   "feed/..." an older store's (queue "feed", one shard; emptied once migrated)
  *   "expire"  the expiry index: files with a user.dbfs.expire (dbfs/expire.c)
  *   "later/..." the queue of delayed work (libmfsq queue "later", expire_run.c)
  *   "settle"  files written lately, waiting for their settled events (dbfs/settle.c)
@@ -192,8 +194,13 @@
 #define DBFS_DB_TRIM    "trim"   /* ino -> a truncated file's blocks waiting (trim.c) */
 #define DBFS_LATER_QUEUE "later" /* the libmfsq queue of delayed work (expire_run.c) */
 #define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
+/* the feed's queue with a shard per process (dbfs/feed_shards.c): a store
+ * made before it keeps "feed", one shard, until an open migrates it
+ * (dbfs/feed_migrate.c; the table "feed"'s row 'V' says it is done) */
+#define DBFS_FEED_QUEUE_SHARDED "feeds"
 /* the queue's own files beside data.mdb (its ack and enqueue logs) */
 #define DBFS_FEED_FILES "mfsq-" DBFS_FEED_QUEUE "."
+#define DBFS_FEEDS_FILES "mfsq-" DBFS_FEED_QUEUE_SHARDED "."
 #define DBFS_LATER_FILES "mfsq-" DBFS_LATER_QUEUE "." /* and the queue of delayed work's */
 
 struct dbfs_super {
