@@ -164,6 +164,8 @@ struct dbfs_event {
 	                        the events seq .. gap_next-1 are lost to this reader */
 	uint64_t writer;     /* who committed it: 1 for an exclusive open, a process's
 	                        own id in a shared store (dbfs/shared.h); not in the record */
+	uint32_t shard;      /* the queue's shard it came from: each process of a
+	                        shared store enqueues into its own; not in the record */
 };
 
 /* ---- the binary record (what the queue stores; exposed for tests and fuzzing) ----

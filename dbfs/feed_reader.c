@@ -127,6 +127,7 @@ static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t
 		ev[k].seq = m->seq;
 		int rc = dbfs_ev_decode(m->data, m->len, &ev[k]);
 		ev[k].writer = m->enqueuer;
+		ev[k].shard = m->shard;
 		if (rc) {
 			if (!k)
 				*err = rc;
@@ -179,6 +180,7 @@ static size_t hand_out_sharded(struct dbfs_feed_reader *r, struct dbfs_event *ev
 		}
 		ev[k].seq = h->seq;
 		ev[k].writer = h->writer;
+		ev[k].shard = h->shard;
 		r->ihead++;
 		r->next = h->seq + 1;
 		r->hand_qseq[h->shard] = h->qseq;
