@@ -158,13 +158,16 @@
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 5u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
+#define DBFS_FORMAT_VERSION 6u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
 				 * 4: dbfs.durable of version 2 (listed records),
 				 * the table "trim" and DBFS_INODE_TRIM (a build
 				 * that knows neither would uncover waiting blocks
 				 * when a file grows again: it must refuse these);
 				 * 5: an inode's first name in its record
-				 * (name_cookie), ilink rows only for the others */
+				 * (name_cookie), ilink rows only for the others;
+				 * 6: the change feed in the queue "feeds", a shard
+				 * per process (a build of 5 would write into the
+				 * emptied "feed", which this one no longer reads) */
 #define DBFS_INODE_V4_SIZE  120u /* an inode record's fixed part before format 5 */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16

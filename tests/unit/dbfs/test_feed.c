@@ -1025,7 +1025,7 @@ START_TEST(test_feed_off)
 	ck_assert_int_eq(system(cmd), 0);
 	open_with("feed=off");
 	char p[300];
-	snprintf(p, sizeof(p), "%s/mfsq-feed.acks", dir);
+	snprintf(p, sizeof(p), "%s/mfsq-feeds.acks", dir);
 	ck_assert_int_eq(access(p, F_OK), -1);
 	ck_assert_int_eq(dbfs_option_parse(&(struct dbfs_options){0}, "feed", "maybe", NULL, 0),
 			 -EINVAL);
@@ -1043,7 +1043,7 @@ START_TEST(test_no_enqueue_log)
 	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 2);
 	for (int i = 0; i < 8; i++) {
 		char p[300];
-		snprintf(p, sizeof(p), "%s/mfsq-feed.log%d", dir, i);
+		snprintf(p, sizeof(p), "%s/mfsq-feeds.log%d", dir, i);
 		ck_assert_msg(access(p, F_OK) == -1, "%s exists", p);
 	}
 }
