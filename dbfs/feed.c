@@ -100,7 +100,6 @@ static int open_queues(struct dbfs *fs, struct dbfs_feed *f, char *err, size_t e
 		return feed_q_errno(rc);
 	}
 	if (old) {
-		f->sharded = true;
 		f->nshards = FEED_SHARDS;
 		rc = feed_migrate(fs, f, old, err, errlen);
 		mfsq_close(old);
@@ -143,12 +142,11 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 	}
 	mfsq_get_config(f->q, &cfg);
 	f->nshards = cfg.nshards;
-	f->sharded = cfg.nshards > 1;
 	/* this process's shard: its slot's among the sharing processes (a
 	 * shard holds several only beyond FEED_SHARDS of them) */
-	if (f->sharded && fs->shared && fs->shared->slot >= 0)
+	if (fs->shared && fs->shared->slot >= 0)
 		f->shard = (uint32_t)fs->shared->slot % f->nshards;
-	else if (f->sharded && fs->shared)
+	else if (fs->shared)
 		f->shard = (uint32_t)(fs->shared->writer % f->nshards);
 	f->enqueuer = mfsq_enqueuer_in_shard(f->q, f->shard, 0);
 	MDB_txn *txn;
@@ -165,7 +163,7 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 		return dbfs_errno(rc);
 	}
 	fs->feed = f;
-	if ((rc = f->sharded ? feed_recount_sharded(fs, f) : feed_recount_tail(fs, f))) {
+	if ((rc = feed_recount_sharded(fs, f))) {
 		fs->feed = NULL;
 		mfsq_close(f->q);
 		free(f);

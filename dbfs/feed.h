@@ -4,8 +4,11 @@
  * Every operation that changes a DBFS enqueues one event in the same LMDB
  * write transaction as the change (a transactional outbox, dbfs/feed_outbox.c):
  * after any crash there is no lost event and no event for a change that did
- * not commit. Events are kept in a libmfsq queue ("feed") inside the store's
- * own environment and read through the readers declared here. mfs turns
+ * not commit. Events are kept in a libmfsq queue ("feeds") inside the store's
+ * own environment, a shard per process of a shared store (the sequence
+ * numbers, the feed's own, taken in the write transaction: one feed for
+ * every reader; dbfs/feed_shards.c), and read through the readers declared
+ * here. mfs turns
  * them into text or JSON lines (mfs/), dbfs knows no format but the binary
  * record below.
  *

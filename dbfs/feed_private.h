@@ -28,10 +28,10 @@
 #include "dbfs/internal.h"
 #include "queue/mfsq.h"
 
-#define FEED_SHARD    0
-#define FEED_ENQUEUER 1
-/* The sharded queue (DBFS_FEED_QUEUE_SHARDED): shards, and what each
- * message carries before the event's record (feed_shards.c). */
+#define FEED_SHARD    0 /* an older store's queue "feed": its one shard */
+#define FEED_ENQUEUER 1 /* the writer id of an exclusive open */
+/* The queue (DBFS_FEED_QUEUE_SHARDED): shards, and what each message
+ * carries before the event's record (feed_shards.c). */
 #define FEED_SHARDS   8
 #define FEED_PREFIX   16 /* u64 feed seq, u64 writer; host order */
 #define FEED_HELD_MAX 65536 /* messages a reader holds waiting for a hole */
@@ -72,17 +72,14 @@ struct dbfs_feed_reader {
 	uint64_t delivered;		  /* the last seq handed out (0: none) */
 	uint64_t acked;			  /* next seq not acknowledged (durable) */
 	uint64_t gaps, lost;		  /* since open, not yet written to its row */
-	struct mfsq_msg msg[READ_MAX];
-	size_t nmsg, imsg; /* dequeued, not yet handed out: [imsg, nmsg) */
+	struct mfsq_msg msg[READ_MAX]; /* a dequeue's, held at once */
 	struct dbfs_feed_reader *next_r;
 };
 
 struct dbfs_feed {
 	mfsq_queue *q;
-	/* sharded: the queue has a shard per process (FEED_SHARDS; the feed
-	 * seq is in each message's prefix); else an older store's one shard,
-	 * whose seq is the feed's */
-	bool sharded;
+	/* a shard per process (FEED_SHARDS; the feed seq is in each
+	 * message's prefix) */
 	uint32_t nshards, shard; /* this process's shard */
 	uint64_t enqueuer;	 /* its enqueuer id there */
 	uint64_t q_block, tx_q_block; /* the feed block of this process's last 'Q' row:
@@ -97,7 +94,7 @@ struct dbfs_feed {
 	unsigned char *rec;
 	size_t rcap;
 	struct mfsq_msg_in *msgs;
-	uint64_t *seqs, *qseqs; /* the batch's feed seqs, and its queue seqs (sharded) */
+	uint64_t *seqs, *qseqs; /* the batch's feed seqs, and its queue seqs */
 	size_t capmsgs;
 	char path[PATH_BUF];
 	/* The path of the directory the last event named a child of (most
@@ -199,8 +196,6 @@ int feed_limits_ok(const struct dbfs_feed_limits *l);
 /* The totals row and the floor as stored in txn: 0, -EIO (damaged) or an
  * LMDB code. */
 int feed_read_meta(struct dbfs *fs, MDB_txn *txn, struct dbfs_feed_meta *m, uint64_t *floor);
-/* Count the tail block's events and bytes from the queue (at open). */
-int feed_recount_tail(struct dbfs *fs, struct dbfs_feed *f);
 /* Write the totals row ('M') in a transaction of its own. */
 int feed_save_meta(struct dbfs *fs);
 
@@ -218,7 +213,7 @@ struct row_ctx {
 	mfsq_sub *ack_sub; /* with update: acknowledge up to rec.acked - 1 in the queue */
 	bool ack_name;	   /* with update: the same through the stored record only */
 	bool set_acked;	   /* with update: rec.acked replaces the row's (a replay) */
-	const struct dbfs_feed_reader *ack_r; /* with ack_sub, sharded: its shards' positions */
+	const struct dbfs_feed_reader *ack_r; /* with ack_sub: its shards' positions */
 };
 int feed_row_fn(struct dbfs *fs, MDB_txn *txn, void *arg);
 /* 1 if s is a valid subscription name. */
@@ -237,13 +232,12 @@ int feed_sub_names(struct dbfs *fs, char (**names)[DBFS_FEED_SUB_MAX + 1], size_
 
 /* ---- feed_shards.c ---- */
 
-/* A message of f's queue as (feed seq, writer, record): the prefix of the
- * sharded queue's, else the queue's seq and enqueuer. 0, or EBADMSG (a
- * sharded message shorter than its prefix). */
+/* A message of f's queue as (feed seq, writer, record), from its prefix.
+ * 0, or EBADMSG (a message shorter than its prefix). */
 int feed_msg_split(const struct dbfs_feed *f, const struct mfsq_msg *m, uint64_t *seq,
 		   uint64_t *writer, const void **rec, size_t *len);
 /* The first feed seq of the newest block that began before time_ns (the
- * floor when none): a sharded reader from a time starts there. */
+ * floor when none): a reader from a time starts there. */
 uint64_t feed_seq_at(struct dbfs *fs, uint64_t time_ns);
 /* The store's next feed seq as of a read transaction now (the 'M' row,
  * written by every batch of a shared store) or this process's, the later. */
@@ -258,13 +252,16 @@ int feed_shard_positions(struct dbfs *fs, MDB_txn *txn, uint64_t seq, uint64_t *
 /* Trim each shard's 'Q' rows below floor but its last one at or below
  * it (still needed for the floor). 0 or an LMDB code. */
 int feed_shard_trim(struct dbfs *fs, MDB_txn *txn, uint64_t floor);
-/* Move sharded subscriber s to feed seq `seq` (every shard to its
+/* Move subscriber s to feed seq `seq` (every shard to its
  * position, or its oldest message when that was dropped). 0 or a queue
  * code. */
 int feed_shard_seek(struct dbfs *fs, mfsq_sub *s, uint64_t seq);
-/* feed_recount_tail for the sharded queue. */
+/* The totals ('M') are written now and then (every batch only while
+ * shared): add what the queue holds beyond them (after a crash, at most
+ * the last second's events), the next seq, the bytes, the newest time
+ * (at open). 0 or -errno. */
 int feed_recount_sharded(struct dbfs *fs, struct dbfs_feed *f);
-/* A sharded reader: hold the dequeued messages m[0, n) in feed seq order.
+/* A reader: hold the dequeued messages m[0, n) in feed seq order.
  * 0 or ENOMEM (nothing held then). */
 int feed_hold(struct dbfs_feed_reader *r, const struct mfsq_msg *m, size_t n);
 /* Free what the last read handed out. */

@@ -7,9 +7,9 @@
  * the map and runs again. Acknowledgements are written in dbfs_write
  * transactions (mfsq_ack with the caller's transaction), so that they go
  * through the group commit like every other change. A reader meeting a
- * message below the retention floor skips it and reports the gap. A
- * reader of the sharded queue hands out in feed seq order what it holds
- * (feed_shards.c).
+ * message below the retention floor skips it and reports the gap. It
+ * hands out in feed seq order what it holds (the events of several
+ * shards, feed_shards.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,13 +43,11 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 	if (!r)
 		return -ENOMEM;
 	r->fs = fs;
-	if (f->sharded) {
-		r->hand_qseq = calloc(f->nshards, sizeof(*r->hand_qseq));
-		r->hand_fseq = calloc(f->nshards, sizeof(*r->hand_fseq));
-		if (!r->hand_qseq || !r->hand_fseq) {
-			rc = -ENOMEM;
-			goto fail;
-		}
+	r->hand_qseq = calloc(f->nshards, sizeof(*r->hand_qseq));
+	r->hand_fseq = calloc(f->nshards, sizeof(*r->hand_fseq));
+	if (!r->hand_qseq || !r->hand_fseq) {
+		rc = -ENOMEM;
+		goto fail;
 	}
 	if (sub) {
 		struct dbfs_feed_sub_info info;
@@ -101,53 +99,10 @@ fail:
 	return rc;
 }
 
-/* Hand out what was dequeued: gap records, events. Returns the count. */
-static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max, int *err)
-{
-	struct dbfs_feed *f = r->fs->feed;
-	size_t k = 0;
-	uint64_t fl = atomic_load(&f->floor);
-	while (r->imsg < r->nmsg && k < max) {
-		const struct mfsq_msg *m = &r->msg[r->imsg];
-		if (m->seq < fl || m->seq < r->next) {
-			r->imsg++; /* below retention (a gap follows), or seen already */
-			continue;
-		}
-		if (m->seq > r->next) {
-			ev[k] = (struct dbfs_event){
-			    .seq = r->next, .op = DBFS_EV_GAP, .gap_next = m->seq, .path = ""};
-			ev[k].time_ns = feed_now_ns();
-			r->gaps++;
-			r->lost += m->seq - r->next;
-			atomic_fetch_add(&f->gaps, 1);
-			r->next = m->seq;
-			k++;
-			continue;
-		}
-		ev[k].seq = m->seq;
-		int rc = dbfs_ev_decode(m->data, m->len, &ev[k]);
-		ev[k].writer = m->enqueuer;
-		ev[k].shard = m->shard;
-		if (rc) {
-			if (!k)
-				*err = rc;
-			break; /* stay before it */
-		}
-		r->imsg++;
-		r->next = m->seq + 1;
-		if (r->min_ns && ev[k].time_ns < r->min_ns)
-			continue;
-		r->min_ns = 0;
-		r->delivered = m->seq;
-		k++;
-	}
-	return k;
-}
-
-/* hand_out for the sharded queue: from the held messages, in feed seq
- * order; a hole at the front is a gap only once a dequeue found nothing
- * more (or too much is held behind it). */
-static size_t hand_out_sharded(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max,
+/* Hand out what is held: gap records, events, in feed seq order; a hole
+ * at the front is a gap only once a dequeue found nothing more (or too
+ * much is held behind it). Returns the count. */
+static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max,
 			       int *err)
 {
 	struct dbfs_feed *f = r->fs->feed;
@@ -225,10 +180,9 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 			until.tv_nsec -= 1000000000;
 		}
 	}
-	if (f->sharded)
-		feed_held_release(r); /* the last read's events pointed into them */
+	feed_held_release(r); /* the last read's events pointed into them */
 	for (;;) {
-		*n = f->sharded ? hand_out_sharded(r, ev, max, &err) : hand_out(r, ev, max, &err);
+		*n = hand_out(r, ev, max, &err);
 		if (*n || err)
 			return err;
 		pthread_mutex_lock(&f->lock);
@@ -236,17 +190,10 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 		pthread_mutex_unlock(&f->lock);
 		size_t got = 0;
 		int rc;
-		r->imsg = r->nmsg = 0;
 		QCALL(r->fs, rc, mfsq_dequeue(r->s, r->msg, READ_MAX, &got, 0));
-		if (rc == 0 && f->sharded) {
-			if ((rc = feed_hold(r, r->msg, got)))
-				return -ENOMEM;
-			if (!r->name[0])
-				mfsq_ack(r->s, NULL, NULL);
-			continue;
-		}
 		if (rc == 0) {
-			r->nmsg = got;
+			if (feed_hold(r, r->msg, got))
+				return -ENOMEM;
 			/* an ephemeral reader holds no retention behind what it read */
 			if (!r->name[0])
 				mfsq_ack(r->s, NULL, NULL);
@@ -256,7 +203,7 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 			continue; /* it moved on: the seq jump makes the gap record */
 		if (rc != EAGAIN)
 			return rc == EBADMSG ? -EBADMSG : feed_q_errno(rc);
-		if (f->sharded && !r->drained && r->ihead < r->nheld) {
+		if (!r->drained && r->ihead < r->nheld) {
 			r->drained = true; /* everything committed is held: holes are gaps */
 			continue;
 		}
@@ -284,8 +231,6 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 
 bool dbfs_feed_ready(struct dbfs_feed_reader *r)
 {
-	if (r->imsg < r->nmsg)
-		return true;
 	if (r->ihead < r->nheld && r->held[r->ihead].seq <= r->next)
 		return true;
 	return dbfs_feed_last_seq(r->fs) >= r->next;

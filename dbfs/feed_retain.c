@@ -2,8 +2,8 @@
  * The change feed's retention and statistics (dbfs/feed.h), run from
  * dbfs_tick. It computes the retention floor from the limits (events,
  * bytes, age: the block rows of the table "feed" give bytes and times
- * without reading events), writes it to the queue (mfsq_retain_floor; in
- * the sharded queue each shard's, from its 'Q' rows, feed_shards.c),
+ * without reading events), writes it to the queue (mfsq_retain_floor:
+ * each shard's, from its 'Q' rows, feed_shards.c),
  * which then drops whole subshards below it whatever the subscribers hold
  * and keeps the rest for replays even with no subscriber; it trims the
  * block rows below the floor and expires idle subscriptions.
@@ -77,7 +77,7 @@ int dbfs_feed_stats(struct dbfs *fs, struct dbfs_feed_stats *st)
 
 struct trim_ctx {
 	uint64_t floor;
-	uint64_t *qfloor; /* sharded: each shard's (feed_shard_positions) */
+	uint64_t *qfloor; /* each shard's (feed_shard_positions) */
 };
 
 static int trim_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
@@ -88,19 +88,11 @@ static int trim_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	if (rc)
 		return rc;
 	struct dbfs_feed *f = fs->feed;
-	if (!f->sharded) {
-		rc = mfsq_retain_floor(f->q, txn, FEED_SHARD, c->floor);
-	} else if (!(rc = feed_shard_positions(fs, txn, c->floor, c->qfloor)) &&
-		   !(rc = feed_shard_trim(fs, txn, c->floor))) {
-		for (uint32_t i = 0; !rc && i < f->nshards; i++)
-			rc = mfsq_retain_floor(f->q, txn, i, c->qfloor[i]);
-		if (rc == ENOSPC)
-			return MDB_MAP_FULL;
-		if (rc)
-			return dbfs_queue_err(rc);
-	} else {
+	if ((rc = feed_shard_positions(fs, txn, c->floor, c->qfloor)) ||
+	    (rc = feed_shard_trim(fs, txn, c->floor)))
 		return rc;
-	}
+	for (uint32_t i = 0; !rc && i < f->nshards; i++)
+		rc = mfsq_retain_floor(f->q, txn, i, c->qfloor[i]);
 	if (rc == ENOSPC)
 		return MDB_MAP_FULL;
 	if (rc)
@@ -225,7 +217,7 @@ int dbfs_feed_tick(struct dbfs *fs)
 	if (!rc && want > fl) {
 		struct trim_ctx c = {want, NULL};
 		uint64_t *qfloor = NULL;
-		if (f->sharded && !(c.qfloor = qfloor = malloc(f->nshards * sizeof(*qfloor))))
+		if (!(c.qfloor = qfloor = malloc(f->nshards * sizeof(*qfloor))))
 			rc = ENOMEM;
 		if (!rc)
 			rc = dbfs_write(fs, trim_fn, &c);

@@ -34,13 +34,7 @@
 int feed_msg_split(const struct dbfs_feed *f, const struct mfsq_msg *m, uint64_t *seq,
 		   uint64_t *writer, const void **rec, size_t *len)
 {
-	if (!f->sharded) {
-		*seq = m->seq;
-		*writer = m->enqueuer;
-		*rec = m->data;
-		*len = m->len;
-		return 0;
-	}
+	(void)f;
 	if (m->len < FEED_PREFIX)
 		return EBADMSG;
 	memcpy(seq, m->data, 8);
@@ -123,6 +117,18 @@ static bool q_row(const MDB_val *k, const MDB_val *v, uint32_t shard)
 	return k->mv_size == 13 && v->mv_size == 8 && !memcmp(k->mv_data, kb, 5);
 }
 
+/* Put cur on shard's last row at or before feed seq `seq` (the one before
+ * the first after it): 0, or MDB_NOTFOUND (none) or an LMDB code. */
+static int last_row(MDB_cursor *cur, uint32_t shard, uint64_t seq, MDB_val *k, MDB_val *v)
+{
+	unsigned char kb[13];
+	q_key(kb, shard, seq + 1, k);
+	int rc = mdb_cursor_get(cur, k, v, MDB_SET_RANGE);
+	rc = rc == MDB_NOTFOUND ? mdb_cursor_get(cur, k, v, MDB_LAST)
+				: mdb_cursor_get(cur, k, v, MDB_PREV);
+	return !rc && !q_row(k, v, shard) ? MDB_NOTFOUND : rc;
+}
+
 int feed_shard_mark(struct dbfs *fs, MDB_txn *txn, uint32_t shard, uint64_t seq, uint64_t qseq)
 {
 	unsigned char kb[13];
@@ -138,15 +144,10 @@ int feed_shard_positions(struct dbfs *fs, MDB_txn *txn, uint64_t seq, uint64_t *
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; !rc && i < fs->feed->nshards; i++) {
-		unsigned char kb[13];
 		MDB_val k, v;
 		q[i] = 1;
-		/* the last row at or before seq: the one before the first after it */
-		q_key(kb, i, seq + 1, &k);
-		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		rc = rc == MDB_NOTFOUND ? mdb_cursor_get(cur, &k, &v, MDB_LAST)
-					: mdb_cursor_get(cur, &k, &v, MDB_PREV);
-		if (!rc && q_row(&k, &v, i))
+		rc = last_row(cur, i, seq, &k, &v);
+		if (!rc)
 			memcpy(&q[i], v.mv_data, 8);
 		if (rc == MDB_NOTFOUND)
 			rc = 0;
@@ -162,17 +163,11 @@ int feed_shard_trim(struct dbfs *fs, MDB_txn *txn, uint64_t floor)
 	if (rc)
 		return rc;
 	for (uint32_t i = 0; !rc && i < fs->feed->nshards; i++) {
-		unsigned char kb[13];
 		MDB_val k, v;
 		/* delete the shard's rows before its last at or below the floor */
-		q_key(kb, i, floor + 1, &k);
-		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		rc = rc == MDB_NOTFOUND ? mdb_cursor_get(cur, &k, &v, MDB_LAST)
-					: mdb_cursor_get(cur, &k, &v, MDB_PREV);
-		if (!rc && q_row(&k, &v, i))
+		rc = last_row(cur, i, floor, &k, &v);
+		if (!rc)
 			rc = mdb_cursor_get(cur, &k, &v, MDB_PREV);
-		else if (!rc)
-			continue; /* none at or below the floor */
 		while (!rc && q_row(&k, &v, i)) {
 			if ((rc = dbfs_cursor_del(cur)))
 				break;
