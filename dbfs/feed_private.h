@@ -262,7 +262,8 @@ int feed_shard_seek(struct dbfs *fs, mfsq_sub *s, uint64_t seq);
  * (at open). 0 or -errno. */
 int feed_recount_sharded(struct dbfs *fs, struct dbfs_feed *f);
 /* A reader: hold the dequeued messages m[0, n) in feed seq order.
- * 0 or ENOMEM (nothing held then). */
+ * 0 or ENOMEM (those not held are lost to this reader: its next reads
+ * hand out a gap record for them). */
 int feed_hold(struct dbfs_feed_reader *r, const struct mfsq_msg *m, size_t n);
 /* Free what the last read handed out. */
 void feed_held_release(struct dbfs_feed_reader *r);

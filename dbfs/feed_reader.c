@@ -111,7 +111,11 @@ static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t
 	while (r->ihead < r->nheld && k < max) {
 		const struct feed_held *h = &r->held[r->ihead];
 		if (h->seq < fl || h->seq < r->next) {
-			r->ihead++; /* below retention (a gap follows), or seen already */
+			/* below retention (a gap follows), or seen already: its
+			 * shard's queue position may pass it (dbfs_feed_ack) */
+			r->hand_qseq[h->shard] = h->qseq;
+			r->hand_fseq[h->shard] = h->seq;
+			r->ihead++;
 			continue;
 		}
 		if (h->seq > r->next) {
