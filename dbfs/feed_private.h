@@ -52,7 +52,7 @@ struct feed_held {
 	uint64_t seq, writer, qseq;
 	uint32_t shard;
 	size_t len;
-	unsigned char *rec; /* the event's record, copied */
+	unsigned char *rec; /* the event's record, copied, and a NUL after it */
 };
 
 struct dbfs_feed_reader {

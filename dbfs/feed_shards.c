@@ -327,11 +327,14 @@ int feed_hold(struct dbfs_feed_reader *r, const struct mfsq_msg *m, size_t n)
 			h.len = 0; /* damaged: decoding it fails where it is handed */
 			rec = NULL;
 		}
-		h.rec = malloc(h.len ? h.len : 1);
+		/* a NUL after the record: the notifier hands the last name of a
+		 * path to libfuse, which sends it with one byte more */
+		h.rec = malloc(h.len + 1);
 		if (!h.rec)
-			return ENOMEM; /* those held so far stay; the rest comes again */
+			return ENOMEM; /* those held so far stay (feed_private.h) */
 		if (h.len)
 			memcpy(h.rec, rec, h.len);
+		h.rec[h.len] = 0;
 		/* mostly in order already: insert from the end */
 		size_t at = r->nheld;
 		while (at > r->ihead && r->held[at - 1].seq > h.seq)
