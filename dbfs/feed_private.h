@@ -211,7 +211,7 @@ struct row_ctx {
 	bool del;	   /* delete the row */
 	bool update;	   /* add gaps/lost, set acked/active from rec */
 	mfsq_sub *ack_sub; /* with update: acknowledge up to rec.acked - 1 in the queue */
-	bool ack_name;	   /* with update: the same through the stored record only */
+	bool ack_name;	   /* with update: by name, not open here (the row only) */
 	bool set_acked;	   /* with update: rec.acked replaces the row's (a replay) */
 	const struct dbfs_feed_reader *ack_r; /* with ack_sub: its shards' positions */
 };

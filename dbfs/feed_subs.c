@@ -199,7 +199,6 @@ int feed_seek_to(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *st,
 	return feed_q_errno(rc);
 }
 
-
 /* ---- subscriptions ---- */
 
 static bool sub_open_here(struct dbfs_feed *f, const char *name)
