@@ -148,8 +148,9 @@ struct dbfs_shared_stats {
 	                              (their marks on dbfs.lock, shared_lock.c) */
 	uint64_t writer;           /* this process's writer id in the feed */
 	unsigned shard;            /* the feed's shard it enqueues into */
-	uint64_t shards_used;      /* bit i: a process sharing the store now has
-	                              shard i (their slots in dbfs.wake) */
+	uint64_t shards_used;      /* bit i: a process holding a slot of dbfs.wake
+	                              (sharing the store, or killed and its slot
+	                              not freed yet) has shard i */
 	uint64_t events_received;  /* other processes' events its notifier applied */
 	uint64_t events_own;       /* its own events the notifier skipped */
 	uint64_t inval_entry, inval_inode, inval_delete; /* notifications sent to its kernel */
