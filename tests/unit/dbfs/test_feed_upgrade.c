@@ -5,7 +5,8 @@
  * every retained event is read back from seq 1 with its seq, op, path and
  * writer, a subscription resumes after what it acknowledged, new events
  * follow densely, libmfsq's check passes on both queues, and the old
- * queue's subscriber is gone. The old store is made from a new one: its
+ * queue's subscriber is gone; a move a crash stopped half-way goes on
+ * where it stopped. The old store is made from a new one: its
  * events copied into a one-shard queue as a format-5 build wrote them,
  * the sharded queue's tables and rows removed.
  */
@@ -160,6 +161,71 @@ static void make_format_5(void)
 	mdb_env_close(env);
 }
 
+/* A move that stopped half-way (the process died after the transaction
+ * that copied the old events below `upto`): those events in shard 0 of
+ * "feeds" with their prefix and 'Q' row, the row 'W' saying where to go
+ * on, as dbfs/feed_migrate.c's copy transactions leave them. */
+static void half_moved(uint64_t upto)
+{
+	MDB_env *env = raw_env();
+	mfsq_queue *nq, *oq;
+	mfsq_sub *s;
+	ck_assert_int_eq(mfsq_open(env, DBFS_FEED_QUEUE, NULL, MFSQ_NO_LOG, &oq), 0);
+	struct mfsq_config cfg;
+	mfsq_config_default(&cfg);
+	cfg.nshards = 8;
+	cfg.subshard_msgs = 32768;
+	cfg.subshard_bytes = 32u << 20;
+	cfg.retain_max = 80;
+	cfg.max_payload = DBFS_EV_REC_FIXED + 2 * (64u << 10) + DBFS_XATTR_NAME_MAX + 16;
+	ck_assert_int_eq(mfsq_open(env, DBFS_FEED_QUEUE_SHARDED, &cfg, MFSQ_NO_LOG | MFSQ_CREATE,
+				   &nq),
+			 0);
+	ck_assert_int_eq(mfsq_subscribe(oq, NULL, MFSQ_SUB_FROM_START, NULL, NULL, &s), 0);
+	/* read first: a dequeue must not run inside a write transaction */
+	static unsigned char buf[N][512];
+	static size_t len[N];
+	uint64_t k0 = 0;
+	struct mfsq_msg m[64];
+	size_t n;
+	while (mfsq_dequeue(s, m, 64, &n, 0) == 0)
+		for (size_t i = 0; i < n; i++) {
+			if (m[i].seq >= upto)
+				continue;
+			ck_assert_uint_le(m[i].len + 16, sizeof(buf[0]));
+			memcpy(buf[k0], &m[i].seq, 8);
+			memcpy(buf[k0] + 8, &m[i].enqueuer, 8);
+			memcpy(buf[k0] + 16, m[i].data, m[i].len);
+			len[k0++] = m[i].len + 16;
+		}
+	ck_assert_uint_eq(k0, upto - 1);
+	MDB_txn *t;
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	for (uint64_t i = 0; i < k0; i++) {
+		struct mfsq_msg_in in = {.data = buf[i], .len = len[i],
+					 .enqueuer = mfsq_enqueuer_in_shard(nq, 0, 0)};
+		uint64_t q;
+		ck_assert_int_eq(mfsq_enqueue(nq, t, &in, &q), 0);
+		if (i == 0) { /* the copy's 'Q' row */
+			unsigned char kb[13] = {'Q', 0, 0, 0, 0};
+			dbfs_put_be64(kb + 5, 1);
+			MDB_dbi qdb;
+			MDB_val qk = {13, kb}, qv = {8, &q};
+			ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_FEED, 0, &qdb), 0);
+			ck_assert_int_eq(mdb_put(t, qdb, &qk, &qv, 0), 0);
+		}
+	}
+	MDB_dbi dbi;
+	MDB_val k = {1, "W"}, v = {8, &upto};
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_FEED, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mfsq_unsubscribe(s);
+	mfsq_close(nq);
+	mfsq_close(oq);
+	mdb_env_close(env);
+}
+
 static void count_problem(void *arg, const char *problem)
 {
 	fprintf(stderr, "%s\n", problem);
@@ -227,12 +293,58 @@ START_TEST(test_upgrade_to_shards)
 }
 END_TEST
 
+/* A move that a crash stopped half-way goes on where it stopped: every
+ * event once, in order. */
+START_TEST(test_upgrade_resumes)
+{
+	static struct seen before[N + 8], after[N + 8];
+	char name[32];
+	snprintf(dir, sizeof(dir), "/tmp/dbfs-feedup-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	open_store();
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "f%d", i);
+		mk(name);
+	}
+	size_t nb = read_all(NULL, 1, before, N + 8);
+	dbfs_close(fs);
+	make_format_5();
+	half_moved(150);
+	open_store();
+	size_t na = read_all(NULL, 1, after, N + 8);
+	ck_assert_uint_eq(na, nb);
+	for (size_t i = 0; i < na; i++) {
+		ck_assert_uint_eq(after[i].seq, i + 1);
+		ck_assert_str_eq(after[i].path, before[i].path);
+	}
+	dbfs_close(fs);
+	/* each event once in the queue (readers would skip a copy) */
+	MDB_env *env = raw_env();
+	mfsq_queue *q;
+	mfsq_sub *sub;
+	struct mfsq_msg m[64];
+	size_t n, total = 0;
+	ck_assert_int_eq(mfsq_open(env, DBFS_FEED_QUEUE_SHARDED, NULL, MFSQ_NO_LOG, &q), 0);
+	ck_assert_int_eq(mfsq_subscribe(q, NULL, MFSQ_SUB_FROM_START, NULL, NULL, &sub), 0);
+	while (mfsq_dequeue(sub, m, 64, &n, 0) == 0)
+		total += n;
+	mfsq_unsubscribe(sub);
+	mfsq_close(q);
+	mdb_env_close(env);
+	ck_assert_uint_eq(total, N);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("dbfs-feed-upgrade");
 	TCase *tc = tcase_create("upgrade");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_upgrade_to_shards);
+	tcase_add_test(tc, test_upgrade_resumes);
 	suite_add_tcase(s, tc);
 	SRunner *sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
