@@ -103,6 +103,7 @@ static void unmake(struct dbfs *fs, unsigned made)
 	DIR *d = made & MADE_DATA ? opendir(fs->dir) : NULL;
 	for (struct dirent *e; d && (e = readdir(d));) {
 		if (strncmp(e->d_name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) &&
+		    strncmp(e->d_name, DBFS_FEEDS_FILES, strlen(DBFS_FEEDS_FILES)) &&
 		    strncmp(e->d_name, DBFS_LATER_FILES, strlen(DBFS_LATER_FILES)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", fs->dir, e->d_name);
@@ -121,6 +122,7 @@ bool dbfs_is_store_file(const char *name)
 		if (!strcmp(name, names[i]))
 			return true;
 	return (!strncmp(name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) ||
+		!strncmp(name, DBFS_FEEDS_FILES, strlen(DBFS_FEEDS_FILES)) ||
 		!strncmp(name, DBFS_LATER_FILES, strlen(DBFS_LATER_FILES))) &&
 	       !strchr(name, '/');
 }

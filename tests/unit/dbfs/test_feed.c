@@ -866,7 +866,7 @@ START_TEST(test_gap_and_retention)
 	MDB_txn *t;
 	uint64_t problems = 99;
 	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
-	ck_assert_int_eq(mfsq_check(t, DBFS_FEED_QUEUE, NULL, NULL, &problems), 0);
+	ck_assert_int_eq(mfsq_check(t, DBFS_FEED_QUEUE_SHARDED, NULL, NULL, &problems), 0);
 	dbfs_read_end(fs, t);
 	ck_assert_uint_eq(problems, 0);
 }
@@ -1025,7 +1025,7 @@ START_TEST(test_feed_off)
 	ck_assert_int_eq(system(cmd), 0);
 	open_with("feed=off");
 	char p[300];
-	snprintf(p, sizeof(p), "%s/mfsq-feed.acks", dir);
+	snprintf(p, sizeof(p), "%s/mfsq-feeds.acks", dir);
 	ck_assert_int_eq(access(p, F_OK), -1);
 	ck_assert_int_eq(dbfs_option_parse(&(struct dbfs_options){0}, "feed", "maybe", NULL, 0),
 			 -EINVAL);
@@ -1043,7 +1043,7 @@ START_TEST(test_no_enqueue_log)
 	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 2);
 	for (int i = 0; i < 8; i++) {
 		char p[300];
-		snprintf(p, sizeof(p), "%s/mfsq-feed.log%d", dir, i);
+		snprintf(p, sizeof(p), "%s/mfsq-feeds.log%d", dir, i);
 		ck_assert_msg(access(p, F_OK) == -1, "%s exists", p);
 	}
 }
@@ -1480,7 +1480,7 @@ START_TEST(test_crash_no_lost_no_invented)
 		free(created);
 		uint64_t problems = 1;
 		ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
-		ck_assert_int_eq(mfsq_check(t, DBFS_FEED_QUEUE, NULL, NULL, &problems), 0);
+		ck_assert_int_eq(mfsq_check(t, DBFS_FEED_QUEUE_SHARDED, NULL, NULL, &problems), 0);
 		dbfs_read_end(fs, t);
 		ck_assert_uint_eq(problems, 0);
 		dbfs_close(fs);
@@ -1651,7 +1651,7 @@ START_TEST(test_fsck_feed)
 	char sub[64] = "";
 	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-		if (k.mv_size > 7 && !memcmp(k.mv_data, "feed/s/", 7) && k.mv_size < sizeof(sub))
+		if (k.mv_size > 10 && !memcmp(k.mv_data, "feeds/s/0/", 10) && k.mv_size < sizeof(sub))
 			snprintf(sub, sizeof(sub), "%.*s", (int)k.mv_size, (char *)k.mv_data);
 	mdb_cursor_close(c);
 	ck_assert_str_ne(sub, "");
@@ -1659,7 +1659,7 @@ START_TEST(test_fsck_feed)
 	ck_assert_int_eq(mdb_cursor_open(t, 1, &c), 0);
 	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-		if (k.mv_size > 7 && !memcmp(k.mv_data, "feed/s/", 7)) {
+		if (k.mv_size > 10 && !memcmp(k.mv_data, "feeds/s/0/", 10)) {
 			snprintf(sub, sizeof(sub), "%.*s", (int)k.mv_size, (char *)k.mv_data);
 			break;
 		}
@@ -1677,7 +1677,7 @@ START_TEST(test_fsck_feed)
 	FILE *fp = fopen(out, "r");
 	int seen = 0;
 	while (fp && fgets(line, sizeof(line), fp))
-		seen |= strstr(line, "queue feed") && strstr(line, "change feed");
+		seen |= strstr(line, "queue feeds") && strstr(line, "change feed");
 	if (fp)
 		fclose(fp);
 	ck_assert_msg(seen, "dbfs-fsck did not report the queue's damage");
