@@ -46,12 +46,28 @@ static int open_queue(struct dbfs *fs, const char *name, bool sharded, bool crea
 {
 	struct mfsq_config cfg;
 	int rc;
+	/* every enqueue is in a batch's transaction: no enqueue log (its 1
+	 * MiB ring would be most of an idle DBFS's memory); the shards'
+	 * databases opened only where used: each handle costs every
+	 * transaction of the store (mfsq.h, MFSQ_LAZY_SHARDS; use_shard) */
+	unsigned flags = MFSQ_NO_LOG | (sharded ? MFSQ_LAZY_SHARDS : 0) | (create ? MFSQ_CREATE : 0);
 	feed_config(&cfg, sharded);
 	for (int tries = 0;; tries++) {
 		uint64_t seen = fs->map_size;
-		/* every enqueue is in a batch's transaction: no enqueue log
-		 * (its 1 MiB ring would be most of an idle DBFS's memory) */
-		rc = mfsq_open(fs->env, name, &cfg, MFSQ_NO_LOG | (create ? MFSQ_CREATE : 0), q);
+		rc = mfsq_open(fs->env, name, &cfg, flags, q);
+		if (rc != ENOSPC || tries >= 3 || dbfs_grow_map(fs, seen))
+			return rc;
+	}
+}
+
+/* Make shard `shard` of the sharded queue ready for this process's
+ * enqueues (its databases made if new, its handles opened), growing the
+ * map when full; an mfsq error. */
+static int use_shard(struct dbfs *fs, mfsq_queue *q, uint32_t shard)
+{
+	for (int tries = 0;; tries++) {
+		uint64_t seen = fs->map_size;
+		int rc = mfsq_shard_use(q, shard);
 		if (rc != ENOSPC || tries >= 3 || dbfs_grow_map(fs, seen))
 			return rc;
 	}
@@ -96,6 +112,13 @@ static int open_queues(struct dbfs *fs, struct dbfs_feed *f, char *err, size_t e
 	rc = open_queue(fs, DBFS_FEED_QUEUE_SHARDED, true, true, &f->q);
 	if (rc) {
 		mfsq_close(old);
+		snprintf(err, errlen, "cannot open the change feed: %s", mfsq_strerror(rc));
+		return feed_q_errno(rc);
+	}
+	if (old && (rc = use_shard(fs, f->q, 0))) { /* the move's shard */
+		mfsq_close(old);
+		mfsq_close(f->q);
+		f->q = NULL;
 		snprintf(err, errlen, "cannot open the change feed: %s", mfsq_strerror(rc));
 		return feed_q_errno(rc);
 	}
@@ -151,6 +174,12 @@ int dbfs_feed_start(struct dbfs *fs, char *err, size_t errlen)
 	f->enqueuer = mfsq_enqueuer_in_shard(f->q, f->shard, 0);
 	MDB_txn *txn;
 	uint64_t floor = 1;
+	if ((rc = use_shard(fs, f->q, f->shard))) {
+		mfsq_close(f->q);
+		free(f);
+		snprintf(err, errlen, "cannot open the change feed's shard: %s", mfsq_strerror(rc));
+		return feed_q_errno(rc);
+	}
 	rc = dbfs_read_begin(fs, &txn);
 	if (!rc) {
 		rc = feed_read_meta(fs, txn, &f->meta, &floor);

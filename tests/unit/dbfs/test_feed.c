@@ -1075,6 +1075,42 @@ static void set_version(MDB_txn *t, uint32_t version)
 	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
 }
 
+/* A store no other process shares writes into shard 0 of the feed's queue
+ * and makes no other shard's tables (each open handle costs every
+ * transaction of the store: mfsq.h, MFSQ_LAZY_SHARDS), also reopened. */
+START_TEST(test_one_shard_made)
+{
+	mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	reopen(NULL);
+	mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
+	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 2);
+	dbfs_close(fs);
+	fs = NULL;
+	MDB_env *env;
+	MDB_txn *t = raw_begin(&env);
+	MDB_cursor *c;
+	MDB_val k, v;
+	int shard0 = 0;
+	ck_assert_int_eq(mdb_cursor_open(t, 1 /* MAIN_DBI */, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		const char *n = k.mv_data;
+		if (k.mv_size < 6 || memcmp(n, "feeds/", 6))
+			continue;
+		bool ok = (k.mv_size == 7 && (n[6] == 'm' || n[6] == 'x')) ||
+			  (k.mv_size == 9 && !memcmp(n + 6, "d/0", 3)) ||
+			  (k.mv_size > 10 && !memcmp(n + 6, "s/0/", 4));
+		ck_assert_msg(ok, "table %.*s made", (int)k.mv_size, n);
+		shard0 += k.mv_size > 10;
+	}
+	mdb_cursor_close(c);
+	mdb_txn_abort(t);
+	mdb_env_close(env);
+	ck_assert_int_eq(shard0, 2); /* the tail and its spare */
+	open_with(NULL); /* for teardown */
+}
+END_TEST
+
 /* A format-2 store (no ilink, no feed) is upgraded: events name paths of
  * what it held before. */
 START_TEST(test_upgrade_from_2)
@@ -1705,6 +1741,7 @@ static Suite *feed_suite(void)
 	tcase_add_test(tc, test_wake_and_notify);
 	tcase_add_test(tc, test_feed_off);
 	tcase_add_test(tc, test_no_enqueue_log);
+	tcase_add_test(tc, test_one_shard_made);
 	tcase_add_test(tc, test_upgrade_from_2);
 	tcase_add_test(tc, test_crash_no_lost_no_invented);
 	tcase_add_test(tc, test_fsck_feed);
