@@ -122,28 +122,36 @@ static int child(const char *dir, unsigned flags)
 	return rc ? 20 - rc : 0;
 }
 
-START_TEST(two_processes)
+/* Side 0 here, side 1 in a child opening the queue with @flags: each
+ * produces its messages and consumes the other's. */
+static void two_sides(mfsq_queue *q, unsigned flags)
 {
-	struct mfsq_config c;
-	mfsq_queue *q;
 	mfsq_sub *s, *cs;
 	pid_t pid;
 
-	tenv_open(&T, 0);
-	small_cfg(&c, 4, 16);
-	c.retain_max = 256;
-	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &q), 0);
 	ck_assert_int_eq(mfsq_subscribe(q, "parent", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	ck_assert_int_eq(mfsq_subscribe(q, "child", MFSQ_SUB_DURABLE, NULL, NULL, &cs), 0);
 	mfsq_unsubscribe(cs);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
-		_exit(child(T.dir, 0));
+		_exit(child(T.dir, flags));
 	ck_assert_int_eq(produce(T.env, q, 0), 0);
 	ck_assert_int_eq(consume(q, s, 1), 0);
 	wait_child(pid, 0);
 	mfsq_unsubscribe(s);
+}
+
+START_TEST(two_processes)
+{
+	struct mfsq_config c;
+	mfsq_queue *q;
+
+	tenv_open(&T, 0);
+	small_cfg(&c, 4, 16);
+	c.retain_max = 256;
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &q), 0);
+	two_sides(q, 0);
 	mfsq_close(q);
 	tenv_destroy(&T);
 }
@@ -171,8 +179,6 @@ START_TEST(lazy_shards)
 {
 	struct mfsq_config c;
 	mfsq_queue *q;
-	mfsq_sub *s, *cs;
-	pid_t pid;
 
 	tenv_open(&T, 0);
 	small_cfg(&c, 6, 16);
@@ -192,16 +198,7 @@ START_TEST(lazy_shards)
 	ck_assert(db_exists(T.env, "q/d/0"));
 	ck_assert(db_exists(T.env, "q/s/1/0000000000000001"));
 	ck_assert(!db_exists(T.env, "q/d/2"));
-	ck_assert_int_eq(mfsq_subscribe(q, "parent", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
-	ck_assert_int_eq(mfsq_subscribe(q, "child", MFSQ_SUB_DURABLE, NULL, NULL, &cs), 0);
-	mfsq_unsubscribe(cs);
-	pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0)
-		_exit(child(T.dir, LAZY));
-	ck_assert_int_eq(produce(T.env, q, 0), 0);
-	ck_assert_int_eq(consume(q, s, 1), 0);
-	wait_child(pid, 0);
+	two_sides(q, LAZY);
 	ck_assert_int_eq(mfsq_tick(q), 0);
 	ck_assert(db_exists(T.env, "q/d/2"));
 	for (int i = 4; i < 6; i++) {
@@ -212,7 +209,6 @@ START_TEST(lazy_shards)
 		snprintf(nm, sizeof(nm), "q/s/%d/0000000000000001", i);
 		ck_assert_msg(!db_exists(T.env, nm), "%s was made", nm);
 	}
-	mfsq_unsubscribe(s);
 	mfsq_close(q);
 	/* reopened, a lazy queue checks clean (shards with no databases) */
 	uint64_t problems = 1;
