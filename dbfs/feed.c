@@ -41,8 +41,7 @@ unsigned dbfs_feed_dbs_needed(void)
 }
 
 /* Open queue `name` (created when `create`), growing the map when full. */
-static int open_queue(struct dbfs *fs, const char *name, bool sharded, bool create,
-		      mfsq_queue **q)
+static int open_queue(struct dbfs *fs, const char *name, bool sharded, bool create, mfsq_queue **q)
 {
 	struct mfsq_config cfg;
 	int rc;
@@ -50,7 +49,8 @@ static int open_queue(struct dbfs *fs, const char *name, bool sharded, bool crea
 	 * MiB ring would be most of an idle DBFS's memory); the shards'
 	 * databases opened only where used: each handle costs every
 	 * transaction of the store (mfsq.h, MFSQ_LAZY_SHARDS; use_shard) */
-	unsigned flags = MFSQ_NO_LOG | (sharded ? MFSQ_LAZY_SHARDS : 0) | (create ? MFSQ_CREATE : 0);
+	unsigned flags =
+	    MFSQ_NO_LOG | (sharded ? MFSQ_LAZY_SHARDS : 0) | (create ? MFSQ_CREATE : 0);
 	feed_config(&cfg, sharded);
 	for (int tries = 0;; tries++) {
 		uint64_t seen = fs->map_size;

@@ -66,7 +66,7 @@ struct mfsq_dbi_slot {
 
 /* Per-shard runtime state of this process. */
 struct mfsq_shard_rt {
-	MDB_dbi delay;	   /* valid once used */
+	MDB_dbi delay; /* valid once used */
 	/* delay, tail and spare handles opened, the layout made: every shard
 	 * at open, or with MFSQ_LAZY_SHARDS those mfsq_shard_use() named
 	 * (set once, after the transaction that opened them committed) */

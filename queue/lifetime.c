@@ -223,7 +223,7 @@ int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, uns
 		atomic_store(&q->shards[s].used, 1);
 	mfsq_acklog_open(q); /* after the configuration: slots hold nshards positions */
 	if (flags & MFSQ_NO_LOG) {
-		if (!q->lazy) /* a lazy queue never had a log (it needs NO_LOG) */
+		if (!q->lazy)		     /* a lazy queue never had a log (it needs NO_LOG) */
 			mfsq_enqlog_reap(q); /* a dead process's log still goes in */
 	} else
 		mfsq_enqlog_open(q);

@@ -183,8 +183,7 @@ START_TEST(lazy_shards)
 	tenv_open(&T, 0);
 	small_cfg(&c, 6, 16);
 	c.retain_max = 256;
-	ck_assert_int_eq(mfsq_open(T.env, "nolog", &c, MFSQ_CREATE | MFSQ_LAZY_SHARDS, &q),
-			 EINVAL);
+	ck_assert_int_eq(mfsq_open(T.env, "nolog", &c, MFSQ_CREATE | MFSQ_LAZY_SHARDS, &q), EINVAL);
 	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE | LAZY, &q), 0);
 	ck_assert(db_exists(T.env, "q/m"));
 	ck_assert(!db_exists(T.env, "q/d/0"));
