@@ -306,7 +306,11 @@ static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t m
 		return -ENOMEM;
 	}
 	mdb_env_set_mapsize(fs->env, map);
-	mdb_env_set_maxdbs(fs->env, 64 + dbfs_feed_dbs_needed() + dbfs_expire_dbs_needed());
+	/* every write transaction copies an array of maxdbs entries (LMDB):
+	 * no room for the feed's queues when a read-write open keeps no feed */
+	bool feed = fs->opt.feed || fs->opt.read_only;
+	mdb_env_set_maxdbs(fs->env,
+			   64 + (feed ? dbfs_feed_dbs_needed() : 0) + dbfs_expire_dbs_needed());
 	mdb_env_set_maxreaders(fs->env, fs->opt.max_readers ? fs->opt.max_readers : 512);
 	rc = mdb_env_open(fs->env, dir, flags, 0600);
 	if (!rc)
