@@ -133,7 +133,8 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
 /*
  * Is `name` the name of a file that a store's directory holds for the store
  * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, dbfs.wake, the queue files of the
- * change feed and of delayed work, mfsq-feed.* and mfsq-later.*)? For
+ * change feed and of delayed work, mfsq-feeds.*, an older store's
+ * mfsq-feed.* and mfsq-later.*)? For
  * owners that remove a store they just made, or give its files to a user.
  * Any thread.
  */
@@ -146,6 +147,10 @@ struct dbfs_shared_stats {
 	unsigned processes;        /* processes holding the store now, this one included
 	                              (their marks on dbfs.lock, shared_lock.c) */
 	uint64_t writer;           /* this process's writer id in the feed */
+	unsigned shard;            /* the feed's shard it enqueues into */
+	uint64_t shards_used;      /* bit i: a process holding a slot of dbfs.wake
+	                              (sharing the store, or killed and its slot
+	                              not freed yet) has shard i */
 	uint64_t events_received;  /* other processes' events its notifier applied */
 	uint64_t events_own;       /* its own events the notifier skipped */
 	uint64_t inval_entry, inval_inode, inval_delete; /* notifications sent to its kernel */

@@ -4,8 +4,11 @@
  * Every operation that changes a DBFS enqueues one event in the same LMDB
  * write transaction as the change (a transactional outbox, dbfs/feed_outbox.c):
  * after any crash there is no lost event and no event for a change that did
- * not commit. Events are kept in a libmfsq queue ("feed") inside the store's
- * own environment and read through the readers declared here. mfs turns
+ * not commit. Events are kept in a libmfsq queue ("feeds") inside the store's
+ * own environment, a shard per process of a shared store (the sequence
+ * numbers, the feed's own, taken in the write transaction: one feed for
+ * every reader; dbfs/feed_shards.c), and read through the readers declared
+ * here. mfs turns
  * them into text or JSON lines (mfs/), dbfs knows no format but the binary
  * record below.
  *
@@ -164,6 +167,8 @@ struct dbfs_event {
 	                        the events seq .. gap_next-1 are lost to this reader */
 	uint64_t writer;     /* who committed it: 1 for an exclusive open, a process's
 	                        own id in a shared store (dbfs/shared.h); not in the record */
+	uint32_t shard;      /* the queue's shard it came from: each process of a
+	                        shared store enqueues into its own; not in the record */
 };
 
 /* ---- the binary record (what the queue stores; exposed for tests and fuzzing) ----
@@ -201,6 +206,11 @@ void dbfs_feed_uuid(struct dbfs *fs, uint8_t uuid[16]);
 
 /* Whether the feed is on (not feed=off). Any thread. */
 bool dbfs_feed_enabled(struct dbfs *fs);
+
+/* The queue's shards (0: the feed is off) and, into *shard, the one this
+ * process enqueues into (its slot's among the processes sharing the
+ * store; dbfs/feed_shards.c). Any thread. */
+unsigned dbfs_feed_shards(struct dbfs *fs, unsigned *shard);
 
 /* The sequence number of the newest committed event, 0 if none yet (or the
  * feed is off). Any thread, no lock, no system call (an atomic): also from

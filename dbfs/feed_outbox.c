@@ -4,11 +4,13 @@
  *
  * Operations note their event (dbfs_feed_note, ops_*.c) while they run in a
  * group-commit batch; the batch's leader enqueues the batch's events into
- * the libmfsq queue "feed" in the same LMDB transaction, just before it
+ * the libmfsq queue "feeds" in the same LMDB transaction, just before it
  * commits (dbfs_feed_batch_end, commit.c): the events commit or vanish with
- * the changes. The queue has one shard and one enqueuer, so its sequence
- * numbers are the feed's: dense, 1, 2, 3 ..., kept in the store (an aborted
- * transaction takes its numbers back with it). Paths are resolved when the
+ * the changes. The feed's sequence numbers are dense, 1, 2, 3 ..., kept
+ * in the store (an aborted transaction takes its numbers back with it):
+ * in the sharded queue they are allocated here, in the transaction, and
+ * carried in each message's prefix, and each process enqueues into its
+ * own shard (feed_shards.c). Paths are resolved when the
  * operation runs, from the inodes' first names (names.c): the paths at
  * the time of the change even when a later operation of the same batch
  * renames a parent. Everything here runs on the batch's leader only.
@@ -328,20 +330,20 @@ bool dbfs_feed_batch_wrote(struct dbfs *fs, uint64_t ino)
 /*
  * A shared store (dbfs/shared.h): the running totals of the other
  * processes' batches are in the store, not in f->meta. In shared mode every
- * batch writes them ('M'), so the stored ones are current when they end
- * where this batch begins (seq `first`); when they do not (an exclusive
- * process's totals, written only by its ticks and close), the newer of the
- * stored and this process's is taken, and the bytes of the events between
- * are not counted (the byte bound of retention undercounts them).
+ * batch writes them ('M'), so the stored ones are current; they are older
+ * than this process's only after an exclusive process's crash (its totals
+ * are written by its ticks and close), which this process's open counted
+ * from the queue: the newer of the two is taken. The feed's next seq is
+ * theirs.
  */
-static int shared_meta(struct dbfs *fs, MDB_txn *txn, uint64_t first, struct dbfs_feed_meta *m)
+static int shared_meta(struct dbfs *fs, MDB_txn *txn, struct dbfs_feed_meta *m)
 {
 	struct dbfs_feed_meta st;
 	uint64_t floor;
 	int rc = feed_read_meta(fs, txn, &st, &floor);
 	if (rc)
 		return rc;
-	if (st.next_seq == first || st.next_seq > m->next_seq) {
+	if (st.next_seq > m->next_seq) {
 		if (st.last_ns < m->last_ns)
 			st.last_ns = m->last_ns;
 		*m = st;
@@ -371,6 +373,7 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 		if ((rc = dbfs_settle_wrote(fs, txn, &p->ev, t)))
 			return rc;
 	}
+	total += n * FEED_PREFIX;
 	if (total > f->rcap) {
 		unsigned char *r = realloc(f->rec, total);
 		if (!r)
@@ -387,25 +390,40 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 		if (!s)
 			return ENOMEM;
 		f->seqs = s;
+		s = realloc(f->qseqs, n * sizeof(*s));
+		if (!s)
+			return ENOMEM;
+		f->qseqs = s;
 		f->capmsgs = n;
 	}
+	/* the running totals and the batch's first seq: read in the
+	 * transaction when shared (every process's batch writes 'M') */
+	struct dbfs_feed_meta m = f->meta;
+	if (fs->shared && (rc = shared_meta(fs, txn, &m)))
+		return rc;
+	uint64_t writer = fs->shared ? fs->shared->writer : FEED_ENQUEUER;
 	size_t at = 0;
 	for (size_t i = 0; i < n; i++) {
-		size_t len = dbfs_ev_encode(&f->pend[i].ev, f->rec + at);
+		f->seqs[i] = m.next_seq + i;
+		memcpy(f->rec + at, &f->seqs[i], 8);
+		memcpy(f->rec + at + 8, &writer, 8);
+		size_t len = FEED_PREFIX + dbfs_ev_encode(&f->pend[i].ev, f->rec + at + FEED_PREFIX);
 		f->msgs[i] = (struct mfsq_msg_in){
-		    .data = f->rec + at, .len = len,
-		    .enqueuer = fs->shared ? fs->shared->writer : FEED_ENQUEUER};
+		    .data = f->rec + at, .len = len, .enqueuer = f->enqueuer};
 		at += len;
 	}
-	rc = mfsq_enqueue_batch(f->q, txn, f->msgs, n, f->seqs);
+	rc = mfsq_enqueue_batch(f->q, txn, f->msgs, n, f->qseqs);
 	if (rc == ENOSPC)
 		return MDB_MAP_FULL; /* LMDB marked the transaction: grow, run again */
 	if (rc)
 		return dbfs_queue_err(rc);
+	f->tx_q_block = f->q_block;
+	if (feed_block_of(f->seqs[0]) != f->q_block) {
+		if ((rc = feed_shard_mark(fs, txn, f->shard, f->seqs[0], f->qseqs[0])))
+			return rc;
+		f->tx_q_block = feed_block_of(f->seqs[0]);
+	}
 	/* block rows and the running totals, in the same transaction */
-	struct dbfs_feed_meta m = f->meta;
-	if (fs->shared && (rc = shared_meta(fs, txn, f->seqs[0], &m)))
-		return rc;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t seq = f->seqs[i];
 		if (seq % DBFS_FEED_BLOCK == 1) {
@@ -429,7 +447,7 @@ int dbfs_feed_batch_end(struct dbfs *fs, MDB_txn *txn)
 	}
 	/* the totals are written by dbfs_tick and close, not per batch (a
 	 * page of another table per commit); an open after a crash counts
-	 * what came after them from the queue itself (feed_recount_tail) */
+	 * what came after them from the queue itself (feed_recount_sharded) */
 	f->txmeta = m;
 	f->tx_n = n;
 	f->tx_id = mdb_txn_id(txn);
@@ -473,6 +491,7 @@ void dbfs_feed_batch_committed(struct dbfs *fs)
 		return;
 	}
 	f->meta = f->txmeta;
+	f->q_block = f->tx_q_block;
 	f->txn = NULL;
 	mfsq_txn_committed(f->q, f->tx_id); /* the next batch need not read the shard back */
 	raise_last(f, f->meta.next_seq - 1);

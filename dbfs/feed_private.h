@@ -6,10 +6,12 @@
  * Who calls whom: a file calls only files on rows below it (checked by
  * the test dbfs-layering-feed, tests/unit/layering.sh):
  *   feed.c          lifetime: start at open, stop at close, upgrade
+ *   feed_migrate.c  an old store's one-shard queue into the sharded one
  *   feed_retain.c   retention, expiry of idle subscriptions, stats (dbfs_tick)
  *   feed_reader.c   readers: open, read, ack, close
  *   feed_subs.c     subscriptions' rows, start positions, create/delete/list
  *   feed_outbox.c   the caller, paths, the outbox (the batch's events)
+ *   feed_shards.c   the sharded queue's record prefix, ordering, positions
  *   feed_state.c    the feed table's rows, the limits, small accessors
  * and every file uses the inline helpers below.
  */
@@ -26,8 +28,13 @@
 #include "dbfs/internal.h"
 #include "queue/mfsq.h"
 
-#define FEED_SHARD    0
-#define FEED_ENQUEUER 1
+#define FEED_SHARD    0 /* an older store's queue "feed": its one shard */
+#define FEED_ENQUEUER 1 /* the writer id of an exclusive open */
+/* The queue (DBFS_FEED_QUEUE_SHARDED): shards, and what each message
+ * carries before the event's record (feed_shards.c). */
+#define FEED_SHARDS   8
+#define FEED_PREFIX   16 /* u64 feed seq, u64 writer; host order */
+#define FEED_HELD_MAX 65536 /* messages a reader holds waiting for a hole */
 #define PATH_BUF      (64u << 10) /* longest path an event carries */
 #define READ_MAX      64	  /* messages one read dequeues */
 #define PATH_CACHE    512	  /* longest directory path the leader keeps */
@@ -40,22 +47,43 @@ struct pend {
 	size_t poff, noff, xoff; /* strings in the arena */
 };
 
+/* A message a reader of the sharded queue holds until its turn. */
+struct feed_held {
+	uint64_t seq, writer, qseq;
+	uint32_t shard;
+	size_t len;
+	unsigned char *rec; /* the event's record, copied, and a NUL after it */
+};
+
 struct dbfs_feed_reader {
 	struct dbfs *fs;
 	mfsq_sub *s;
+	/* the sharded queue: messages dequeued, ordered by feed seq, not yet
+	 * handed out: held[ihead, nheld); those handed out by the last read
+	 * are freed by the next (the events point into them) */
+	struct feed_held *held;
+	size_t ihead, nheld, capheld, spent;
+	bool drained;	     /* a dequeue found nothing after the last one held */
+	uint64_t *hand_qseq; /* per shard: the last message handed out (0: none) */
+	uint64_t *hand_fseq; /*   and its feed seq */
 	char name[DBFS_FEED_SUB_MAX + 1]; /* "" : ephemeral */
 	uint64_t next;			  /* the next seq this reader expects */
 	uint64_t min_ns;		  /* DBFS_FEED_TIME: skip events before it (0: none) */
 	uint64_t delivered;		  /* the last seq handed out (0: none) */
 	uint64_t acked;			  /* next seq not acknowledged (durable) */
 	uint64_t gaps, lost;		  /* since open, not yet written to its row */
-	struct mfsq_msg msg[READ_MAX];
-	size_t nmsg, imsg; /* dequeued, not yet handed out: [imsg, nmsg) */
+	struct mfsq_msg msg[READ_MAX]; /* a dequeue's, held at once */
 	struct dbfs_feed_reader *next_r;
 };
 
 struct dbfs_feed {
 	mfsq_queue *q;
+	/* a shard per process (FEED_SHARDS; the feed seq is in each
+	 * message's prefix) */
+	uint32_t nshards, shard; /* this process's shard */
+	uint64_t enqueuer;	 /* its enqueuer id there */
+	uint64_t q_block, tx_q_block; /* the feed block of this process's last 'Q' row:
+					 committed / in the batch */
 	/* the batch (leader only) */
 	MDB_txn *txn;
 	struct dbfs_caller who;
@@ -66,7 +94,7 @@ struct dbfs_feed {
 	unsigned char *rec;
 	size_t rcap;
 	struct mfsq_msg_in *msgs;
-	uint64_t *seqs;
+	uint64_t *seqs, *qseqs; /* the batch's feed seqs, and its queue seqs */
 	size_t capmsgs;
 	char path[PATH_BUF];
 	/* The path of the directory the last event named a child of (most
@@ -132,8 +160,10 @@ static inline int feed_q_write_errno(struct dbfs *fs, int rc)
 	return feed_q_errno(rc);
 }
 
-/* The feed table's keys: 'M' the totals, 'F' the floor, 'I'+seq a block. */
-extern MDB_val feed_key_meta, feed_key_floor;
+/* The feed table's keys: 'M' the totals, 'F' the floor, 'I'+seq a block,
+ * 'V' the sharded queue replaced the old one (feed_migrate.c), 'Q'+shard
+ * +seq a shard's queue seq of a feed seq (feed_shards.c). */
+extern MDB_val feed_key_meta, feed_key_floor, feed_key_migrated;
 
 static inline void feed_block_key(unsigned char k[9], uint64_t seq, MDB_val *key)
 {
@@ -166,8 +196,6 @@ int feed_limits_ok(const struct dbfs_feed_limits *l);
 /* The totals row and the floor as stored in txn: 0, -EIO (damaged) or an
  * LMDB code. */
 int feed_read_meta(struct dbfs *fs, MDB_txn *txn, struct dbfs_feed_meta *m, uint64_t *floor);
-/* Count the tail block's events and bytes from the queue (at open). */
-int feed_recount_tail(struct dbfs *fs, struct dbfs_feed *f);
 /* Write the totals row ('M') in a transaction of its own. */
 int feed_save_meta(struct dbfs *fs);
 
@@ -183,8 +211,9 @@ struct row_ctx {
 	bool del;	   /* delete the row */
 	bool update;	   /* add gaps/lost, set acked/active from rec */
 	mfsq_sub *ack_sub; /* with update: acknowledge up to rec.acked - 1 in the queue */
-	bool ack_name;	   /* with update: the same through the stored record only */
+	bool ack_name;	   /* with update: by name, not open here (the row only) */
 	bool set_acked;	   /* with update: rec.acked replaces the row's (a replay) */
+	const struct dbfs_feed_reader *ack_r; /* with ack_sub: its shards' positions */
 };
 int feed_row_fn(struct dbfs *fs, MDB_txn *txn, void *arg);
 /* 1 if s is a valid subscription name. */
@@ -200,5 +229,53 @@ int feed_sub_delete(struct dbfs *fs, const char *sub);
 int feed_sub_get(struct dbfs *fs, const char *sub, struct dbfs_feed_sub_info *info,
 		 uint64_t *row_acked);
 int feed_sub_names(struct dbfs *fs, char (**names)[DBFS_FEED_SUB_MAX + 1], size_t *count);
+
+/* ---- feed_shards.c ---- */
+
+/* A message of f's queue as (feed seq, writer, record), from its prefix.
+ * 0, or EBADMSG (a message shorter than its prefix). */
+int feed_msg_split(const struct dbfs_feed *f, const struct mfsq_msg *m, uint64_t *seq,
+		   uint64_t *writer, const void **rec, size_t *len);
+/* The first feed seq of the newest block that began before time_ns (the
+ * floor when none): a reader from a time starts there. */
+uint64_t feed_seq_at(struct dbfs *fs, uint64_t time_ns);
+/* The store's next feed seq as of a read transaction now (the 'M' row,
+ * written by every batch of a shared store) or this process's, the later. */
+uint64_t feed_next_now(struct dbfs *fs);
+/* In txn, after enqueuing a batch whose first event (feed seq `seq`) is
+ * queue seq `qseq` of this process's shard: its 'Q' row, when the batch
+ * begins a feed block the shard has none of. 0 or an LMDB code. */
+int feed_shard_mark(struct dbfs *fs, MDB_txn *txn, uint32_t shard, uint64_t seq, uint64_t qseq);
+/* Per shard, a queue seq at or before its first message of feed seq >=
+ * seq, from the 'Q' rows: q[nshards] (1: none before). 0 or an LMDB code. */
+int feed_shard_positions(struct dbfs *fs, MDB_txn *txn, uint64_t seq, uint64_t *q);
+/* Trim each shard's 'Q' rows below floor but its last one at or below
+ * it (still needed for the floor). 0 or an LMDB code. */
+int feed_shard_trim(struct dbfs *fs, MDB_txn *txn, uint64_t floor);
+/* Move subscriber s to feed seq `seq` (every shard to its
+ * position, or its oldest message when that was dropped). 0 or a queue
+ * code. */
+int feed_shard_seek(struct dbfs *fs, mfsq_sub *s, uint64_t seq);
+/* The totals ('M') are written now and then (every batch only while
+ * shared): add what the queue holds beyond them (after a crash, at most
+ * the last second's events), the next seq, the bytes, the newest time
+ * (at open). 0 or -errno. */
+int feed_recount_sharded(struct dbfs *fs, struct dbfs_feed *f);
+/* A reader: hold the dequeued messages m[0, n) in feed seq order.
+ * 0 or ENOMEM (those not held are lost to this reader: its next reads
+ * hand out a gap record for them). */
+int feed_hold(struct dbfs_feed_reader *r, const struct mfsq_msg *m, size_t n);
+/* Free what the last read handed out. */
+void feed_held_release(struct dbfs_feed_reader *r);
+void feed_held_free(struct dbfs_feed_reader *r);
+
+/* ---- feed_migrate.c ---- */
+
+/* An older store's queue "feed" (one shard) into the sharded queue f->q:
+ * its retained events, with their seqs, into shard 0, the durable
+ * subscribers re-made; then the old queue is emptied. In transactions of
+ * its own, before any reader; the feed's rows are the truth throughout,
+ * so a crash in between resumes where it stopped. 0 or -errno (err says). */
+int feed_migrate(struct dbfs *fs, struct dbfs_feed *f, mfsq_queue *old, char *err, size_t errlen);
 
 #endif

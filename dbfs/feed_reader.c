@@ -7,7 +7,9 @@
  * the map and runs again. Acknowledgements are written in dbfs_write
  * transactions (mfsq_ack with the caller's transaction), so that they go
  * through the group commit like every other change. A reader meeting a
- * message below the retention floor skips it and reports the gap.
+ * message below the retention floor skips it and reports the gap. It
+ * hands out in feed seq order what it holds (the events of several
+ * shards, feed_shards.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -41,6 +43,12 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 	if (!r)
 		return -ENOMEM;
 	r->fs = fs;
+	r->hand_qseq = calloc(f->nshards, sizeof(*r->hand_qseq));
+	r->hand_fseq = calloc(f->nshards, sizeof(*r->hand_fseq));
+	if (!r->hand_qseq || !r->hand_fseq) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	if (sub) {
 		struct dbfs_feed_sub_info info;
 		uint64_t row_acked;
@@ -86,47 +94,60 @@ int dbfs_feed_open(struct dbfs *fs, const char *sub, const struct dbfs_feed_star
 fail_sub:
 	mfsq_unsubscribe(r->s);
 fail:
+	feed_held_free(r);
 	free(r);
 	return rc;
 }
 
-/* Hand out what was dequeued: gap records, events. Returns the count. */
-static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max, int *err)
+/* Hand out what is held: gap records, events, in feed seq order; a hole
+ * at the front is a gap only once a dequeue found nothing more (or too
+ * much is held behind it). Returns the count. */
+static size_t hand_out(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max,
+			       int *err)
 {
 	struct dbfs_feed *f = r->fs->feed;
 	size_t k = 0;
 	uint64_t fl = atomic_load(&f->floor);
-	while (r->imsg < r->nmsg && k < max) {
-		const struct mfsq_msg *m = &r->msg[r->imsg];
-		if (m->seq < fl || m->seq < r->next) {
-			r->imsg++; /* below retention (a gap follows), or seen already */
+	while (r->ihead < r->nheld && k < max) {
+		const struct feed_held *h = &r->held[r->ihead];
+		if (h->seq < fl || h->seq < r->next) {
+			/* below retention (a gap follows), or seen already: its
+			 * shard's queue position may pass it (dbfs_feed_ack) */
+			r->hand_qseq[h->shard] = h->qseq;
+			r->hand_fseq[h->shard] = h->seq;
+			r->ihead++;
 			continue;
 		}
-		if (m->seq > r->next) {
+		if (h->seq > r->next) {
+			if (!r->drained && r->nheld - r->ihead < FEED_HELD_MAX)
+				break; /* its turn may still come */
 			ev[k] = (struct dbfs_event){
-			    .seq = r->next, .op = DBFS_EV_GAP, .gap_next = m->seq, .path = ""};
+			    .seq = r->next, .op = DBFS_EV_GAP, .gap_next = h->seq, .path = ""};
 			ev[k].time_ns = feed_now_ns();
 			r->gaps++;
-			r->lost += m->seq - r->next;
+			r->lost += h->seq - r->next;
 			atomic_fetch_add(&f->gaps, 1);
-			r->next = m->seq;
+			r->next = h->seq;
 			k++;
 			continue;
 		}
-		ev[k].seq = m->seq;
-		int rc = dbfs_ev_decode(m->data, m->len, &ev[k]);
-		ev[k].writer = m->enqueuer;
+		int rc = dbfs_ev_decode(h->rec, h->len, &ev[k]);
 		if (rc) {
 			if (!k)
 				*err = rc;
 			break; /* stay before it */
 		}
-		r->imsg++;
-		r->next = m->seq + 1;
+		ev[k].seq = h->seq;
+		ev[k].writer = h->writer;
+		ev[k].shard = h->shard;
+		r->ihead++;
+		r->next = h->seq + 1;
+		r->hand_qseq[h->shard] = h->qseq;
+		r->hand_fseq[h->shard] = h->seq;
 		if (r->min_ns && ev[k].time_ns < r->min_ns)
 			continue;
 		r->min_ns = 0;
-		r->delivered = m->seq;
+		r->delivered = h->seq;
 		k++;
 	}
 	return k;
@@ -163,6 +184,7 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 			until.tv_nsec -= 1000000000;
 		}
 	}
+	feed_held_release(r); /* the last read's events pointed into them */
 	for (;;) {
 		*n = hand_out(r, ev, max, &err);
 		if (*n || err)
@@ -172,10 +194,10 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 		pthread_mutex_unlock(&f->lock);
 		size_t got = 0;
 		int rc;
-		r->imsg = r->nmsg = 0;
 		QCALL(r->fs, rc, mfsq_dequeue(r->s, r->msg, READ_MAX, &got, 0));
 		if (rc == 0) {
-			r->nmsg = got;
+			if (feed_hold(r, r->msg, got))
+				return -ENOMEM;
 			/* an ephemeral reader holds no retention behind what it read */
 			if (!r->name[0])
 				mfsq_ack(r->s, NULL, NULL);
@@ -185,6 +207,11 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 			continue; /* it moved on: the seq jump makes the gap record */
 		if (rc != EAGAIN)
 			return rc == EBADMSG ? -EBADMSG : feed_q_errno(rc);
+		if (!r->drained && r->ihead < r->nheld) {
+			r->drained = true; /* everything committed is held: holes are gaps */
+			continue;
+		}
+		r->drained = true;
 		if (timeout_ms == 0)
 			return -EAGAIN;
 		if (timeout_ms > 0) {
@@ -208,7 +235,7 @@ int dbfs_feed_read(struct dbfs_feed_reader *r, struct dbfs_event *ev, size_t max
 
 bool dbfs_feed_ready(struct dbfs_feed_reader *r)
 {
-	if (r->imsg < r->nmsg)
+	if (r->ihead < r->nheld && r->held[r->ihead].seq <= r->next)
 		return true;
 	return dbfs_feed_last_seq(r->fs) >= r->next;
 }
@@ -221,7 +248,7 @@ int dbfs_feed_ack(struct dbfs_feed_reader *r, uint64_t seq)
 		return 0;
 	if (seq > r->delivered)
 		return -ERANGE;
-	struct row_ctx c = {.name = r->name, .update = true, .ack_sub = r->s};
+	struct row_ctx c = {.name = r->name, .update = true, .ack_sub = r->s, .ack_r = r};
 	c.rec.active_ns = feed_now_ns();
 	c.rec.acked = seq + 1;
 	c.rec.gaps = r->gaps;
@@ -279,5 +306,6 @@ void dbfs_feed_close(struct dbfs_feed_reader *r)
 	int rc;
 	QCALL(r->fs, rc, (mfsq_unsubscribe(r->s), 0));
 	(void)rc;
+	feed_held_free(r);
 	free(r);
 }

@@ -2,7 +2,8 @@
  * The change feed's retention and statistics (dbfs/feed.h), run from
  * dbfs_tick. It computes the retention floor from the limits (events,
  * bytes, age: the block rows of the table "feed" give bytes and times
- * without reading events), writes it to the queue (mfsq_retain_floor),
+ * without reading events), writes it to the queue (mfsq_retain_floor:
+ * each shard's, from its 'Q' rows, feed_shards.c),
  * which then drops whole subshards below it whatever the subscribers hold
  * and keeps the rest for replays even with no subscriber; it trims the
  * block rows below the floor and expires idle subscriptions.
@@ -76,6 +77,7 @@ int dbfs_feed_stats(struct dbfs *fs, struct dbfs_feed_stats *st)
 
 struct trim_ctx {
 	uint64_t floor;
+	uint64_t *qfloor; /* each shard's (feed_shard_positions) */
 };
 
 static int trim_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
@@ -85,7 +87,12 @@ static int trim_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	int rc = dbfs_put(txn, fs->db_feed, &feed_key_floor, &v, 0);
 	if (rc)
 		return rc;
-	rc = mfsq_retain_floor(fs->feed->q, txn, FEED_SHARD, c->floor);
+	struct dbfs_feed *f = fs->feed;
+	if ((rc = feed_shard_positions(fs, txn, c->floor, c->qfloor)) ||
+	    (rc = feed_shard_trim(fs, txn, c->floor)))
+		return rc;
+	for (uint32_t i = 0; !rc && i < f->nshards; i++)
+		rc = mfsq_retain_floor(f->q, txn, i, c->qfloor[i]);
 	if (rc == ENOSPC)
 		return MDB_MAP_FULL;
 	if (rc)
@@ -208,8 +215,13 @@ int dbfs_feed_tick(struct dbfs *fs)
 	rc = floor_wanted(fs, &l, &want);
 	uint64_t fl = atomic_load(&f->floor);
 	if (!rc && want > fl) {
-		struct trim_ctx c = {want};
-		rc = dbfs_write(fs, trim_fn, &c);
+		struct trim_ctx c = {want, NULL};
+		uint64_t *qfloor = NULL;
+		if (!(c.qfloor = qfloor = malloc(f->nshards * sizeof(*qfloor))))
+			rc = ENOMEM;
+		if (!rc)
+			rc = dbfs_write(fs, trim_fn, &c);
+		free(qfloor);
 		if (!rc) {
 			atomic_store(&f->floor, want);
 			atomic_fetch_add(&f->trimmed, want - fl);

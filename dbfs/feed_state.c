@@ -50,49 +50,6 @@ int feed_limits_ok(const struct dbfs_feed_limits *l)
 	       l->max_events <= DBFS_FEED_EVENTS_MAX && l->max_bytes <= DBFS_FEED_BYTES_MAX;
 }
 
-/*
- * The totals ('M') are written now and then: add what the queue holds
- * beyond them (after a crash, at most the last second's events), reading
- * the messages themselves: the next seq, the bytes, the newest time.
- */
-int feed_recount_tail(struct dbfs *fs, struct dbfs_feed *f)
-{
-	mfsq_sub *s;
-	int rc;
-	QCALL(fs, rc, mfsq_subscribe(f->q, NULL, 0, NULL, NULL, &s));
-	if (rc)
-		return feed_q_errno(rc);
-	uint64_t end = mfsq_sub_position(s, FEED_SHARD);
-	if (end > f->meta.next_seq) {
-		QCALL(fs, rc, mfsq_seek_seq(s, FEED_SHARD, f->meta.next_seq));
-		if (rc == ENOENT) /* dropped meanwhile: from what is left */
-			QCALL(fs, rc, mfsq_seek_time(s, 0));
-		struct mfsq_msg m[READ_MAX];
-		size_t n;
-		while (!rc) {
-			QCALL(fs, rc, mfsq_dequeue(s, m, READ_MAX, &n, 0));
-			if (rc == MFSQ_LAGGED) {
-				rc = 0;
-				continue;
-			}
-			for (size_t i = 0; !rc && i < n; i++) {
-				struct dbfs_event ev;
-				if (m[i].seq < f->meta.next_seq)
-					continue;
-				f->meta.bytes += m[i].len;
-				if (!dbfs_ev_decode(m[i].data, m[i].len, &ev) &&
-				    ev.time_ns > f->meta.last_ns)
-					f->meta.last_ns = ev.time_ns;
-			}
-		}
-		if (rc == EAGAIN)
-			rc = 0;
-		f->meta.next_seq = end;
-	}
-	mfsq_unsubscribe(s);
-	return feed_q_errno(rc);
-}
-
 /* Write the totals (a batch operation: f->meta is the leader's). */
 static int meta_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
@@ -125,6 +82,12 @@ void dbfs_feed_uuid(struct dbfs *fs, uint8_t uuid[16])
 bool dbfs_feed_enabled(struct dbfs *fs)
 {
 	return fs->feed != NULL;
+}
+
+unsigned dbfs_feed_shards(struct dbfs *fs, unsigned *shard)
+{
+	*shard = fs->feed ? fs->feed->shard : 0;
+	return fs->feed ? fs->feed->nshards : 0;
 }
 
 uint64_t dbfs_feed_last_seq(struct dbfs *fs)

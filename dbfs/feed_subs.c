@@ -112,23 +112,22 @@ int feed_row_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 			return MDB_MAP_FULL;
 		return dbfs_queue_err(rc);
 	}
-	if (c->ack_sub) {
-		struct mfsq_msg m = {.shard = FEED_SHARD, .seq = c->rec.acked - 1};
+	struct dbfs_feed *f = fs->feed;
+	/* each shard up to the last message handed out, when that is
+	 * acknowledged; a shard whose last is beyond keeps its position (the
+	 * row is the truth: a reopened reader skips what it acknowledged) */
+	for (uint32_t i = 0; c->ack_sub && c->ack_r && i < f->nshards; i++) {
+		if (!c->ack_r->hand_qseq[i] || c->ack_r->hand_fseq[i] >= c->rec.acked)
+			continue;
+		struct mfsq_msg m = {.shard = i, .seq = c->ack_r->hand_qseq[i]};
 		rc = mfsq_ack(c->ack_sub, txn, &m);
 		if (rc == ENOSPC)
 			return MDB_MAP_FULL;
 		if (rc)
 			return dbfs_queue_err(rc);
 	}
-	if (c->ack_name) {
-		rc = mfsq_subscriber_ack(fs->feed->q, txn, c->name, FEED_SHARD, c->rec.acked);
-		if (rc == ENOSPC)
-			return MDB_MAP_FULL;
-		if (rc == ENOENT) /* a row without its queue record: make it so */
-			rc = 0;
-		if (rc)
-			return dbfs_queue_err(rc);
-	}
+	/* by name (ack_name): the row only; the queue's positions follow the
+	 * next reader's acknowledgements */
 	old.gaps += c->rec.gaps;
 	old.lost += c->rec.lost;
 	if (c->rec.acked > old.acked || (c->set_acked && c->rec.acked))
@@ -158,45 +157,46 @@ int feed_check_start(struct dbfs *fs, const struct dbfs_feed_start *st)
 	return -EINVAL;
 }
 
+/* Each shard is sought where its 'Q' rows say (its seqs are its own),
+ * the reader's next feed seq is set, and what comes before it is skipped
+ * (feed_shards.c). */
 int feed_seek_to(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *st, uint64_t *next,
-		   uint64_t *min_ns, bool durable)
+		 uint64_t *min_ns, bool durable)
 {
+	struct dbfs_feed *f = fs->feed;
 	int rc = 0;
 	*min_ns = 0;
 	switch (st->from) {
 	case DBFS_FEED_NOW:
-		/* a new ephemeral subscriber starts at the end by itself */
-		if (durable)
-			QCALL(fs, rc, mfsq_seek_seq(s, FEED_SHARD, dbfs_feed_last_seq(fs) + 1));
-		break;
-	case DBFS_FEED_OLDEST: {
-		uint64_t fl = atomic_load(&fs->feed->floor);
-		QCALL(fs, rc, mfsq_seek_seq(s, FEED_SHARD, fl));
-		if (rc == ENOENT) /* the queue kept less: its oldest */
-			QCALL(fs, rc, mfsq_seek_time(s, 0));
-		break;
-	}
-	case DBFS_FEED_SEQ:
-		QCALL(fs, rc, mfsq_seek_seq(s, FEED_SHARD, st->seq));
-		if (rc == ENOENT)
-			QCALL(fs, rc, mfsq_seek_time(s, 0)); /* the gap record tells */
-		if (!rc) {
-			*next = st->seq;
-			return 0;
+		/* a new ephemeral subscriber is at every shard's end; a durable
+		 * one goes where a new ephemeral one is. Then every event from
+		 * feed_next_now on commits after the subscriber's positions. */
+		if (durable) {
+			mfsq_sub *e = NULL;
+			QCALL(fs, rc, mfsq_subscribe(f->q, NULL, 0, NULL, NULL, &e));
+			for (uint32_t i = 0; !rc && i < f->nshards; i++)
+				QCALL(fs, rc, mfsq_seek_seq(s, i, mfsq_sub_position(e, i)));
+			if (e)
+				QCALL(fs, rc, (mfsq_unsubscribe(e), rc));
 		}
+		if (!rc)
+			*next = feed_next_now(fs);
+		break;
+	case DBFS_FEED_OLDEST:
+		QCALL(fs, rc, mfsq_seek_time(s, 0));
+		*next = atomic_load(&f->floor);
+		break;
+	case DBFS_FEED_SEQ:
+		rc = feed_shard_seek(fs, s, st->seq);
+		*next = st->seq;
 		break;
 	case DBFS_FEED_TIME:
-		/* the queue's times are its own commit's, a little after ours */
-		QCALL(fs, rc,
-		      mfsq_seek_time(s, st->time_ns / 1000 > 1000000 ? st->time_ns / 1000 - 1000000
-								     : 0));
+		*next = feed_seq_at(fs, st->time_ns);
+		rc = feed_shard_seek(fs, s, *next);
 		*min_ns = st->time_ns;
 		break;
 	}
-	if (rc)
-		return feed_q_errno(rc);
-	*next = mfsq_sub_position(s, FEED_SHARD);
-	return 0;
+	return feed_q_errno(rc);
 }
 
 /* ---- subscriptions ---- */
@@ -308,13 +308,8 @@ static void fill_info(struct dbfs *fs, const char *name, const struct dbfs_feed_
 		}
 	pthread_mutex_unlock(&f->lock);
 	info->open = open;
-	/* behind retention (moved up by the queue, or below the floor): lost,
-	 * not told yet (the reader's gap record will) */
-	uint64_t acked = 0;
-	if (!open && mfsq_subscriber_get(f->q, name, &acked, NULL, NULL) == 0 && acked > pos) {
-		info->lost += acked - pos;
-		pos = acked;
-	}
+	/* behind retention (below the floor): lost, not told yet (the
+	 * reader's gap record will) */
 	if (pos < fl) {
 		info->lost += fl - pos;
 		pos = fl;

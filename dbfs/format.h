@@ -19,7 +19,9 @@
  *   "xattr"   extended attributes
  *   "orphan"  inodes with no links left that were still open
  *   "feed"    the change feed's own records (dbfs/feed.c)
- *   "feed/..." the change feed's queue (libmfsq queue "feed", queue/format.h)
+ *   "feeds/..." the change feed's queue (libmfsq queue "feeds", a shard per
+ *              process, queue/format.h)
+ *   "feed/..." an older store's (queue "feed", one shard; emptied once migrated)
  *   "expire"  the expiry index: files with a user.dbfs.expire (dbfs/expire.c)
  *   "later/..." the queue of delayed work (libmfsq queue "later", expire_run.c)
  *   "settle"  files written lately, waiting for their settled events (dbfs/settle.c)
@@ -160,13 +162,16 @@
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 5u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
+#define DBFS_FORMAT_VERSION 6u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
 				 * 4: dbfs.durable of version 2 (listed records),
 				 * the table "trim" and DBFS_INODE_TRIM (a build
 				 * that knows neither would uncover waiting blocks
 				 * when a file grows again: it must refuse these);
 				 * 5: an inode's first name in its record
-				 * (name_cookie), ilink rows only for the others */
+				 * (name_cookie), ilink rows only for the others;
+				 * 6: the change feed in the queue "feeds", a shard
+				 * per process (a build of 5 would write into the
+				 * emptied "feed", which this one no longer reads) */
 #define DBFS_INODE_V4_SIZE  120u /* an inode record's fixed part before format 5 */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16
@@ -196,8 +201,13 @@
 #define DBFS_DB_TRIM    "trim"   /* ino -> a truncated file's blocks waiting (trim.c) */
 #define DBFS_LATER_QUEUE "later" /* the libmfsq queue of delayed work (expire_run.c) */
 #define DBFS_FEED_QUEUE "feed" /* the libmfsq queue's name: its tables are "feed/..." */
+/* the feed's queue with a shard per process (dbfs/feed_shards.c): a store
+ * made before it keeps "feed", one shard, until an open migrates it
+ * (dbfs/feed_migrate.c; the table "feed"'s row 'V' says it is done) */
+#define DBFS_FEED_QUEUE_SHARDED "feeds"
 /* the queue's own files beside data.mdb (its ack and enqueue logs) */
 #define DBFS_FEED_FILES "mfsq-" DBFS_FEED_QUEUE "."
+#define DBFS_FEEDS_FILES "mfsq-" DBFS_FEED_QUEUE_SHARDED "."
 #define DBFS_LATER_FILES "mfsq-" DBFS_LATER_QUEUE "." /* and the queue of delayed work's */
 
 struct dbfs_super {

@@ -421,6 +421,11 @@ int dbfs_shared_stats(struct dbfs *fs, struct dbfs_shared_stats *st)
 	st->shared = true;
 	st->processes = dbfs_lock_holders(fs->lock_fd);
 	st->writer = sh->writer;
+	unsigned nshards = dbfs_feed_shards(fs, &st->shard);
+	struct dbfs_wake_page *p = page(sh);
+	for (int i = 0; p && nshards && i < DBFS_WAKE_SLOTS; i++)
+		if (atomic_load(&p->slot[i].writer))
+			st->shards_used |= 1ull << (i % nshards);
 	st->events_received = atomic_load(&sh->ev_others);
 	st->events_own = atomic_load(&sh->ev_own);
 	st->inval_entry = atomic_load(&sh->inval_entry);

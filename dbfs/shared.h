@@ -10,19 +10,22 @@
  * What holds across processes (mfs.8, SHARED STORES, says it to users):
  *   - LMDB serialises writers of all processes (its writer lock in
  *     lock.mdb); every counter a write needs (the next inode number, the
- *     usage record, quotas) is read inside the write transaction. The
- *     feed's sequence numbers come from the queue, which reads its shard
- *     back when another process committed in between (queue/put.c); its
- *     running totals are read back from the store in shared mode (feed.c).
+ *     usage record, quotas) is read inside the write transaction. So are
+ *     the feed's sequence numbers and running totals (the 'M' row, which
+ *     every batch of a shared store rewrites; feed_outbox.c); each process
+ *     enqueues into a shard of its own (its dbfs.wake slot's, modulo the
+ *     queue's shards), the seq in each event, so readers see one dense
+ *     feed across the shards (feed_shards.c). A killed process's events
+ *     committed with its changes: they are read from its shard as any.
  *   - An unlinked inode is never destroyed while the store is shared: it
  *     waits in the orphan table (another process may hold it open) and is
  *     reclaimed by an open, a close or a reap (reap.c: statfs, the tick)
  *     that finds no other process holding dbfs.lock (a process killed
  *     holds nothing: the kernel drops its lock), unless this process's
  *     kernel still holds it.
- *   - Each process's events carry its own writer id (the queue's enqueuer):
- *     the notifier skips its own and invalidates the kernel's caches for
- *     the others'.
+ *   - Each process's events carry its own writer id (in each message's
+ *     prefix): the notifier skips its own and invalidates the kernel's
+ *     caches for the others'.
  * Refused with shared (EINVAL, the reason in err): writeback_cache, ro,
  * feed=off, and durability=normal on a store that is not in memory.
  * Expiry, settled events and the deferred reclaim of large files do not

@@ -103,6 +103,7 @@ static void unmake(struct dbfs *fs, unsigned made)
 	DIR *d = made & MADE_DATA ? opendir(fs->dir) : NULL;
 	for (struct dirent *e; d && (e = readdir(d));) {
 		if (strncmp(e->d_name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) &&
+		    strncmp(e->d_name, DBFS_FEEDS_FILES, strlen(DBFS_FEEDS_FILES)) &&
 		    strncmp(e->d_name, DBFS_LATER_FILES, strlen(DBFS_LATER_FILES)))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", fs->dir, e->d_name);
@@ -121,6 +122,7 @@ bool dbfs_is_store_file(const char *name)
 		if (!strcmp(name, names[i]))
 			return true;
 	return (!strncmp(name, DBFS_FEED_FILES, strlen(DBFS_FEED_FILES)) ||
+		!strncmp(name, DBFS_FEEDS_FILES, strlen(DBFS_FEEDS_FILES)) ||
 		!strncmp(name, DBFS_LATER_FILES, strlen(DBFS_LATER_FILES))) &&
 	       !strchr(name, '/');
 }
@@ -304,7 +306,11 @@ static int open_env(struct dbfs *fs, const char *dir, unsigned flags, uint64_t m
 		return -ENOMEM;
 	}
 	mdb_env_set_mapsize(fs->env, map);
-	mdb_env_set_maxdbs(fs->env, 64 + dbfs_feed_dbs_needed() + dbfs_expire_dbs_needed());
+	/* every write transaction copies an array of maxdbs entries (LMDB):
+	 * no room for the feed's queues when a read-write open keeps no feed */
+	bool feed = fs->opt.feed || fs->opt.read_only;
+	mdb_env_set_maxdbs(fs->env,
+			   64 + (feed ? dbfs_feed_dbs_needed() : 0) + dbfs_expire_dbs_needed());
 	mdb_env_set_maxreaders(fs->env, fs->opt.max_readers ? fs->opt.max_readers : 512);
 	rc = mdb_env_open(fs->env, dir, flags, 0600);
 	if (!rc)

@@ -123,7 +123,13 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
  * this commit) and "feed" exists; older builds would not keep them. 3 -> 4:
  * dbfs.durable has version 2's layout (dbfs_durable_start laid it out
  * before this commit), which older builds would misread. 4 -> 5: in the
- * commit of dbfs_names_upgrade (inode records grew, first names in them). */
+ * last piece of dbfs_names_upgrade (upgrade5.c: inode records grew, first
+ * names in them; that piece sets DBFS_FORMAT_VERSION, 6 since the feed's
+ * shards, and the move below still runs, no 'V' being there).
+ * 5 -> 6: the change feed moves into the sharded queue "feeds" at the
+ * feed's start, after this commit (dbfs/feed_migrate.c: a store marked 6
+ * whose move has not run yet still has the old queue and no row 'V': the
+ * next read-write open with the feed on moves it). */
 int dbfs_super_upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	MDB_val v;

@@ -163,6 +163,15 @@ static void text_shared(struct dbfs *fs, struct mfs_buf *b)
 		       (unsigned long long)s.wakes_sent, (unsigned long long)s.close_timeouts,
 		       (unsigned long long)s.lag_p50_us, (unsigned long long)s.lag_p99_us,
 		       (unsigned long long)s.lag_max_us, (unsigned long long)s.events_lost);
+	/* the feed's shards: this process's, and those of every process now */
+	mfs_buf_printf(b, "shared_shard=%u\nshared_shards=", s.shard);
+	const char *sep = "";
+	for (unsigned i = 0; i < 64; i++)
+		if (s.shards_used & (1ull << i)) {
+			mfs_buf_printf(b, "%s%u", sep, i);
+			sep = ",";
+		}
+	mfs_buf_printf(b, "\n");
 }
 
 /* The text, without mgr->lock: the store is reachable through v->fs

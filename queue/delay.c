@@ -186,8 +186,11 @@ static int promote_shard(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, uint64_t
 			 unsigned char **buf, size_t *bufcap, int *moved)
 {
 	struct mfsq_disk_shard st;
-	int rc = mfsq_shard_read_w(q, w, s, &st, NULL);
+	int rc;
 
+	if (!mfsq_shard_used(q, s))
+		return 0; /* no delay handle here: a process that uses it promotes */
+	rc = mfsq_shard_read_w(q, w, s, &st, NULL);
 	if (rc)
 		return rc;
 	if (st.min_due <= now) {

@@ -332,7 +332,8 @@ static int start(struct dq *d)
 			d->rs = i;
 		if (rc)
 			return rc;
-		atomic_store(&q->shards[i].min_due, st.min_due);
+		if (mfsq_shard_used(q, i)) /* others: promoted where used */
+			atomic_store(&q->shards[i].min_due, st.min_due);
 		uint64_t old = atomic_exchange(&q->shards[i].next_seq, st.next_seq);
 
 		d->enq_delta[i] = old && st.next_seq > old ? st.next_seq - old : 0;

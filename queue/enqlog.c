@@ -253,7 +253,7 @@ static int replay(mfsq_queue *q, unsigned i, unsigned char *map)
 	}
 	if (!rc) {
 		atomic_fetch_add(&q->c.log_replayed, n);
-		mfsq_put_committed(q, ls, NULL, 0);
+		mfsq_put_committed(q, &w, ls, NULL, 0);
 	}
 	free(puts);
 	free(m);

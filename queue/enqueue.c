@@ -112,11 +112,10 @@ static int enqueue_stored(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in 
 	}
 	/* the small batches of a file system's commits allocate nothing */
 	if (q->cfg.nshards <= SMALL_SHARDS && n <= SMALL_MSGS) {
-		memset(ls_small, 0, q->cfg.nshards * sizeof(*ls));
-		ls = ls_small;
+		ls = ls_small; /* uncleared: put.c reads only what it covered */
 		puts = puts_small;
 	} else {
-		ls = calloc(q->cfg.nshards, sizeof(*ls));
+		ls = malloc(q->cfg.nshards * sizeof(*ls));
 		puts = malloc(n * sizeof(*puts));
 	}
 	rc = ls && puts ? mfsq_wtx_begin(q, txn, 0, &w) : ENOMEM;
@@ -124,7 +123,7 @@ static int enqueue_stored(mfsq_queue *q, MDB_txn *txn, const struct mfsq_msg_in 
 		rc = mfsq_put_msgs(q, &w, m, n, seqs, puts, &nputs, ls);
 		if (!rc)
 			rc = mfsq_put_states(q, &w, ls);
-		mfsq_put_remember(q, txn, ls, !rc);
+		mfsq_put_remember(q, &w, ls, !rc);
 		rc = mfsq_wtx_end(q, &w, rc);
 	}
 	if (!rc) {

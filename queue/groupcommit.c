@@ -81,7 +81,7 @@ static int run(mfsq_queue *q, struct mfsq_greq *batch)
 	}
 	if (!rc) {
 		atomic_fetch_add(&q->c.groups, 1);
-		for (uint32_t s = 0; s < q->cfg.nshards; s++)
+		for (uint32_t s = w.ld_lo; s < w.ld_hi; s++)
 			if (ls[s].loaded) /* before the cache sees the new tails */
 				atomic_store(&q->shards[s].tail_first, ls[s].st.tail_first);
 		for (struct mfsq_greq *r = batch; r; r = r->next) {
@@ -98,7 +98,7 @@ static int run(mfsq_queue *q, struct mfsq_greq *batch)
 		 * waiting subscriber for it made each of 4 subscribers of a
 		 * batch-1 stream run several empty dequeues per message. */
 		if (enqueued)
-			mfsq_put_committed(q, ls, NULL, 0);
+			mfsq_put_committed(q, &w, ls, NULL, 0);
 		else if (atomic_load(&q->retention_due))
 			mfsq_retention(q);
 	}

@@ -66,7 +66,11 @@ struct mfsq_dbi_slot {
 
 /* Per-shard runtime state of this process. */
 struct mfsq_shard_rt {
-	MDB_dbi delay;
+	MDB_dbi delay; /* valid once used */
+	/* delay, tail and spare handles opened, the layout made: every shard
+	 * at open, or with MFSQ_LAZY_SHARDS those mfsq_shard_use() named
+	 * (set once, after the transaction that opened them committed) */
+	_Atomic int used;
 	struct mfsq_dbi_slot *dbis; /* committed subshard handles, sorted by first */
 	unsigned ndbis, capdbis;
 	_Atomic uint64_t min_due; /* last seen in the store */
@@ -110,6 +114,7 @@ struct mfsq_queue {
 	struct mfsq_config cfg;
 	MDB_dbi meta, exc;
 	struct mfsq_shard_rt *shards;
+	int lazy; /* MFSQ_LAZY_SHARDS */
 
 	/* Readers of subshard databases hold it shared; a drop holds it
 	 * exclusively (mdb_drop closes the handle at once). Taken only after
@@ -322,6 +327,10 @@ struct mfsq_wtx {
 	uint32_t last_s;
 	uint64_t last_id;
 	MDB_dbi last_dbi;
+	/* the shards mfsq_put_msgs() loaded lie in [ld_lo, ld_hi): the loops
+	 * after it skip the others (a queue of many shards, one written), and
+	 * the loaded array is read only there (put.c: cover) */
+	uint32_t ld_lo, ld_hi;
 };
 void mfsq_subshard_name(const mfsq_queue *q, uint32_t s, uint64_t id, char *buf, size_t len);
 void mfsq_subshard_remember(mfsq_queue *q, uint32_t s, uint64_t id, MDB_dbi dbi);
@@ -332,6 +341,12 @@ int mfsq_wtx_begin(mfsq_queue *q, MDB_txn *caller, int maint, struct mfsq_wtx *w
 int mfsq_wtx_subshard(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, uint64_t id, int create,
 		      MDB_dbi *dbi);
 int mfsq_wtx_end(mfsq_queue *q, struct mfsq_wtx *w, int rc);
+/* lifetime.c: is shard @s open here (its delay handle valid, enqueues and
+ * promotions allowed)? */
+static inline int mfsq_shard_used(mfsq_queue *q, uint32_t s)
+{
+	return atomic_load(&q->shards[s].used);
+}
 void mfsq_wtx_forget(struct mfsq_wtx *w, uint32_t s, uint64_t id);
 unsigned mfsq_dbi_count_below(mfsq_queue *q, uint32_t s, uint64_t id);
 void mfsq_dbi_close_below(mfsq_queue *q, uint32_t s, uint64_t id);
@@ -392,9 +407,10 @@ int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m
 int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, struct mfsq_loaded *ls);
 /* After mfsq_put_states() in a caller's transaction: remember (ok) or
  * forget (!ok) the shard records it wrote, for the next transaction. */
-void mfsq_put_remember(mfsq_queue *q, MDB_txn *txn, const struct mfsq_loaded *ls, int ok);
-void mfsq_put_committed(mfsq_queue *q, const struct mfsq_loaded *ls, const struct mfsq_put *puts,
-			size_t nputs);
+void mfsq_put_remember(mfsq_queue *q, const struct mfsq_wtx *w, const struct mfsq_loaded *ls,
+		       int ok);
+void mfsq_put_committed(mfsq_queue *q, const struct mfsq_wtx *w, const struct mfsq_loaded *ls,
+			const struct mfsq_put *puts, size_t nputs);
 
 /* groupcommit.c */
 struct mfsq_greq;

@@ -166,6 +166,18 @@ extern "C" {
  *  outbox): the log's ring is 1 MiB of mapped memory and a file per open
  *  queue, used by nothing there. A dead process's log is still replayed. */
 #define MFSQ_NO_LOG 0x2
+/** Open a shard's databases only when mfsq_shard_use() names it (a new
+ *  queue lays out only those): every transaction of the environment pays
+ *  for each named-database handle the process ever opened (LMDB's per
+ *  transaction loops), so a process that enqueues into one shard of many
+ *  keeps the others' closed. Readers still read every shard (they open a
+ *  subshard's handle when they find one; a shard nobody used has none).
+ *  Enqueues into a shard not named are refused (EINVAL); delayed messages
+ *  of such a shard are promoted by the processes that use it. Needs
+ *  MFSQ_NO_LOG (a log's replay would enqueue into any shard): EINVAL
+ *  without it. Every process opening the queue should pass it alike: one
+ *  that does not lays out and opens every shard, which is also correct. */
+#define MFSQ_LAZY_SHARDS 0x4
 
 /* mfsq_subscribe() flags */
 #define MFSQ_SUB_DURABLE    0x1 /**< named, position survives restarts */
@@ -347,7 +359,8 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  * @param name 1..MFSQ_NAME_MAX bytes, no '/'.
  * @param cfg configuration used when the queue is created; ignored (the
  *        stored one is used) when it exists. NULL: defaults.
- * @param flags MFSQ_CREATE, MFSQ_NO_LOG or both, or 0.
+ * @param flags MFSQ_CREATE, MFSQ_NO_LOG, MFSQ_LAZY_SHARDS (with
+ *        MFSQ_NO_LOG), or 0.
  * @param out receives the queue.
  * @return 0, or
  *   EINVAL   bad name or configuration;
@@ -369,6 +382,18 @@ unsigned mfsq_dbs_needed(const struct mfsq_config *cfg);
  */
 int mfsq_open(MDB_env *env, const char *name, const struct mfsq_config *cfg, unsigned flags,
 	      mfsq_queue **out);
+
+/**
+ * Make shard @p shard of a queue opened with MFSQ_LAZY_SHARDS ready for
+ * this process's enqueues: its subshards are made if no process made them
+ * yet, and its delay table, tail and spare handles are opened (one write
+ * transaction of its own). Without the flag, or done already: nothing.
+ * @return 0, or EINVAL (@p shard out of range), ENOMEM, ENOSPC (the map is
+ *   full), MDB_DBS_FULL, or any LMDB error of the transaction.
+ * Thread context: any thread not holding a write transaction on the
+ * environment; not concurrently with another mfsq_shard_use() of @p q.
+ */
+int mfsq_shard_use(mfsq_queue *q, uint32_t shard);
 
 /**
  * Close the queue: frees its memory and caches. Subscribers must have been

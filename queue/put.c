@@ -10,6 +10,7 @@
  * assigned under LMDB's single writer, so two processes enqueueing into
  * one shard still produce one gap-free, time-ordered stream.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "internal.h"
@@ -36,17 +37,38 @@ static int remembered(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_loade
 	return 1;
 }
 
-void mfsq_put_remember(mfsq_queue *q, MDB_txn *txn, const struct mfsq_loaded *ls, int ok)
+void mfsq_put_remember(mfsq_queue *q, const struct mfsq_wtx *w, const struct mfsq_loaded *ls,
+		       int ok)
 {
-	uint64_t id = ok ? (uint64_t)mdb_txn_id(txn) : 0;
+	uint64_t id = ok ? (uint64_t)mdb_txn_id(w->txn) : 0;
 
-	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
+	for (uint32_t s = w->ld_lo; s < w->ld_hi; s++) {
 		if (!ls[s].loaded)
 			continue;
 		q->shards[s].wst = ls[s].st;
 		q->shards[s].wst_stored_next = ls[s].stored_next;
 		q->shards[s].wst_txnid = id;
 	}
+}
+
+/* Widen w's range of loaded shards to @s; the entries it newly covers are
+ * not loaded (ls needs no clearing before: only its range is read). */
+static void cover(struct mfsq_wtx *w, struct mfsq_loaded *ls, uint32_t s)
+{
+	uint32_t lo = w->ld_lo, hi = w->ld_hi;
+
+	if (lo >= hi) {
+		w->ld_lo = s;
+		w->ld_hi = s + 1;
+		ls[s].loaded = 0;
+		return;
+	}
+	for (; s < lo; lo--)
+		ls[lo - 1].loaded = 0;
+	for (; s >= hi; hi++)
+		ls[hi].loaded = 0;
+	w->ld_lo = lo;
+	w->ld_hi = hi;
 }
 
 int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m, size_t n,
@@ -62,9 +84,14 @@ int mfsq_put_msgs(mfsq_queue *q, struct mfsq_wtx *w, const struct mfsq_msg_in *m
 		struct mfsq_disk_msg h = {0};
 		uint64_t t;
 
+		cover(w, ls, s);
 		if (!ls[s].loaded && !w->own && remembered(q, w->txn, s, &ls[s])) {
 			ls[s].st0 = *st; /* as mfsq_shard_read_w() would read it */
 			ls[s].loaded = 1;
+		}
+		if (!ls[s].loaded && !mfsq_shard_used(q, s)) {
+			rc = EINVAL; /* a lazy queue: mfsq_shard_use() first */
+			break;
 		}
 		if (!ls[s].loaded) {
 			rc = mfsq_shard_read_w(q, w, s, st, &ls[s].stored_next);
@@ -123,7 +150,7 @@ int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, struct mfsq_loaded *ls)
 {
 	int rc = 0;
 
-	for (uint32_t s = 0; !rc && s < q->cfg.nshards; s++) {
+	for (uint32_t s = w->ld_lo; !rc && s < w->ld_hi; s++) {
 		struct mfsq_loaded *l = &ls[s];
 
 		if (!l->loaded)
@@ -141,10 +168,10 @@ int mfsq_put_states(mfsq_queue *q, struct mfsq_wtx *w, struct mfsq_loaded *ls)
 }
 
 /* After an own commit: runtime state, cache, waiters, maintenance. */
-void mfsq_put_committed(mfsq_queue *q, const struct mfsq_loaded *ls, const struct mfsq_put *puts,
-			size_t nputs)
+void mfsq_put_committed(mfsq_queue *q, const struct mfsq_wtx *w, const struct mfsq_loaded *ls,
+			const struct mfsq_put *puts, size_t nputs)
 {
-	for (uint32_t s = 0; s < q->cfg.nshards; s++) {
+	for (uint32_t s = w->ld_lo; s < w->ld_hi; s++) {
 		if (!ls[s].loaded)
 			continue;
 		atomic_store(&q->shards[s].tail_first, ls[s].st.tail_first);

@@ -91,6 +91,8 @@ int mfsq_shard_read_w(mfsq_queue *q, struct mfsq_wtx *w, uint32_t s, struct mfsq
 
 	if (!rc && stored_next)
 		*stored_next = st->next_seq;
+	if (!rc && !st->tail_id)
+		return 0; /* a lazy queue's shard never used: no databases */
 	if (!rc)
 		rc = mfsq_wtx_subshard(q, w, s, st->tail_id, 0, &dbi);
 	if (!rc)
@@ -104,6 +106,8 @@ int mfsq_shard_read_r(mfsq_queue *q, MDB_txn *txn, uint32_t s, struct mfsq_disk_
 	MDB_dbi dbi;
 	int rc = mfsq_shard_row(q, txn, s, st);
 
+	if (!rc && !st->tail_id)
+		return 0; /* a lazy queue's shard never used: no databases */
 	if (!rc)
 		rc = mfsq_dbi_for(q, txn, s, st->tail_id, &dbi);
 	if (rc == MFSQ_RETRY && rid)

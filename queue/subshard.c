@@ -358,6 +358,14 @@ int mfsq_retention(mfsq_queue *q)
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct mfsq_disk_shard st;
 
+		if (!mfsq_shard_used(q, s)) {
+			/* a lazy queue's shard not written here: no spare to keep
+			 * and no handle to open unless there is something to drop */
+			rc = mfsq_shard_row(q, w.txn, s, &st);
+			if (!rc && st.tail_id && st.nlive > 1)
+				rc = hard_limit_cut(q, w.txn, s, &cut[s]);
+			continue;
+		}
 		rc = mfsq_shard_read_w(q, &w, s, &st, NULL);
 		if (!rc)
 			rc = mfsq_subshard_spare(q, &w, s, &st);
@@ -391,9 +399,15 @@ int mfsq_retention(mfsq_queue *q)
 	for (uint32_t s = 0; !rc && s < n; s++) {
 		struct mfsq_disk_shard st;
 		uint64_t first, id, next;
+		int idle = 0;
 
-		rc = mfsq_shard_read_w(q, &w, s, &st, NULL);
-		while (!rc && st.nlive > 1) {
+		if (!mfsq_shard_used(q, s)) { /* as above */
+			rc = mfsq_shard_row(q, w.txn, s, &st);
+			idle = !rc && (!st.tail_id || st.nlive <= 1);
+		}
+		if (!rc && !idle)
+			rc = mfsq_shard_read_w(q, &w, s, &st, NULL);
+		while (!rc && !idle && st.nlive > 1) {
 			rc = mfsq_subshard_locate(q, w.txn, s, st.head_first, &first, &id, &next);
 			if (rc || next == UINT64_MAX || next > minpos[s])
 				break;
@@ -403,7 +417,7 @@ int mfsq_retention(mfsq_queue *q)
 				st.nlive--;
 			}
 		}
-		if (!rc)
+		if (!rc && !idle)
 			rc = mfsq_write_shard(q, w.txn, s, &st);
 		/* handles of subshards another process dropped: ids are never
 		 * reused, so everything below the head's id is gone */

@@ -4,7 +4,8 @@
  * name_cookie naming one of its valid entries; 0 when it has none) and an
  * ilink row for every other entry, nothing else. Format 3 and 4: one row
  * per valid entry (none when marked stale). --repair rebuilds them from the
- * entries as the other passes left them. The queue "feed" is libmfsq's own
+ * entries as the other passes left them. The queue "feeds" (and an older
+ * store's "feed") is libmfsq's own
  * check (mfsq_check); a damaged queue is reported, not repaired (its events
  * would be guesses): a mount reads what is readable.
  */
@@ -209,10 +210,15 @@ void fsck_pass_feed(struct fsck *f)
 	    mdb_dbi_open(f->txn, DBFS_DB_FEED, 0, &fdb) == 0 && mdb_get(f->txn, fdb, &k, &v) == 0;
 	if (!stale && f->sb.version < 5 && !f->upgrading)
 		check_ilink(f);
-	uint64_t problems = 0;
-	int rc = mfsq_check(f->txn, DBFS_FEED_QUEUE, report, f, &problems);
-	if (rc == ENOENT)
-		return; /* no feed (made with feed=off) */
-	if (rc)
-		fsck_fatal("%s: checking the change feed's queue: %s", f->store, mfsq_strerror(rc));
+	/* the sharded queue, and an older store's (emptied once migrated) */
+	static const char *const queues[] = {DBFS_FEED_QUEUE_SHARDED, DBFS_FEED_QUEUE};
+	for (size_t i = 0; i < sizeof(queues) / sizeof(queues[0]); i++) {
+		uint64_t problems = 0;
+		int rc = mfsq_check(f->txn, queues[i], report, f, &problems);
+		if (rc == ENOENT)
+			continue; /* no feed (made with feed=off), or not that one */
+		if (rc)
+			fsck_fatal("%s: checking the change feed's queue: %s", f->store,
+				   mfsq_strerror(rc));
+	}
 }

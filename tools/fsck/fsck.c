@@ -23,6 +23,13 @@
 #include "fsck.h"
 #include "dbfs/recover.h"
 
+/* Named databases a check may open at once: the store's tables, the feed's
+ * queue of 8 shards (up to 2 + 8 * 83 subshard, delay and meta tables at
+ * its hard limit, dbfs/feed.c), an older store's one-shard queue (85) and
+ * the queue of delayed work (85); LMDB's per-transaction cost of a large
+ * maxdbs does not matter here. */
+#define FSCK_MAXDBS 1024
+
 static const char usage_text[] =
     "Usage: dbfs-fsck [-r|--repair] [-v|--verbose] [--allow-orphans] STORE\n"
     "Check every invariant of the DBFS store in directory STORE (see dbfs/format.h).\n"
@@ -299,7 +306,7 @@ static void open_env(struct fsck *f, off_t size)
 		fsck_note(f, "restored the last durable point after a power loss");
 
 	fsck_lmdb_check(mdb_env_create(&f->env), "mdb_env_create");
-	mdb_env_set_maxdbs(f->env, 256); /* the feed's queue has ~85 */
+	mdb_env_set_maxdbs(f->env, FSCK_MAXDBS);
 	mdb_env_set_maxreaders(f->env, 16);
 	/* Room for the repair's copy-on-write pages beyond the file's size. */
 	if (f->repair)
@@ -310,7 +317,7 @@ static void open_env(struct fsck *f, off_t size)
 		 * come; LMDB's own reader table is not needed. */
 		mdb_env_close(f->env);
 		fsck_lmdb_check(mdb_env_create(&f->env), "mdb_env_create");
-		mdb_env_set_maxdbs(f->env, 256); /* the feed's queue has ~85 */
+		mdb_env_set_maxdbs(f->env, FSCK_MAXDBS);
 		rc = mdb_env_open(f->env, f->store, MDB_RDONLY | MDB_NOLOCK, 0644);
 	}
 	if (rc)

@@ -2,7 +2,8 @@
 # Shared stores (issue 21): three mfs processes serve one store at once, as
 # a user starts them: two `mfs --dbfs STORE -o shared` and a manager that
 # mounts it with user.mfs.mount ...,shared. Checks: the lock modes refuse
-# each other with their reason; a file written and closed through one
+# each other with their reason; each process enqueues its events into a
+# shard of its own; a file written and closed through one
 # mount is read with its new content by the next open through another
 # (close-to-open, no wait); new files, renames, unlinks, chmod and mkdir
 # are seen through the others within a bounded wait; a file unlinked in
@@ -110,6 +111,28 @@ e=$(echo "$st" | sed -n 's/^shared_inval_entry=//p')
 [ "${n:-0}" -gt 0 ] && [ "${e:-0}" -gt 0 ] && ok "stats: events received $n, entries invalidated $e" ||
 	fail "stats: received '$n' entries '$e'"
 
+# each process enqueues its events into a shard of its own: after a write
+# through each mount, three of the feed's shards hold events (read with
+# mdb_stat: each subshard table "feeds/s/SHARD/ID" and its entries), and
+# the manager's stats name three shards, its own among them
+echo a >"$A/sha"; echo b >"$B/shb"; echo c >"$C/shc"
+if command -v mdb_stat >/dev/null 2>&1; then
+	used=$(mdb_stat -a "$S" | awk '/^Status of feeds\/s\//{split($3, p, "/"); sh = p[3]; next}
+		/Entries:/{if (sh != "" && $2 > 0) u[sh] = 1; sh = ""}
+		END{n = 0; for (k in u) n++; print n}')
+	[ "${used:-0}" -ge 3 ] && ok "the feed: $used shards hold events (a shard per process)" ||
+		fail "the feed: events in ${used:-0} shards, not one per process"
+else
+	echo "SKIP: no mdb_stat: the shards' tables not counted"
+fi
+st=$(cat "$M/s/stats")
+own=$(echo "$st" | sed -n 's/^shared_shard=//p')
+all=$(echo "$st" | sed -n 's/^shared_shards=//p')
+[ "$(echo "$all" | tr ',' '\n' | sort -u | grep -c .)" -eq 3 ] &&
+	echo ",$all," | grep -q ",$own," && ok "stats: shared_shard=$own shared_shards=$all" ||
+	fail "stats: shared_shard=$own shared_shards=$all"
+rm "$A/sha" "$B/shb" "$C/shc"
+
 # the change feed through the manager (process C) holds the events A made,
 # and C's durable subscription acknowledges them (they are beyond the last
 # event C itself committed)
@@ -184,7 +207,10 @@ echo rejoin >"$A/rj"
 [ "$(cat "$B/rj")" = rejoin ] && ok "B rejoined" || fail "rejoin"
 
 # 8. all out: the last one reclaims orphans, dbfs-fsck is clean
-xset unmount s || fail "unmount s: $(cat "$T/xset.err")"
+# an unmount just after the workload was EBUSY now and then (after the
+# model had passed: 1 in 5 runs, and a 20,000-step run; cause not found):
+# retried while busy, bounded, as t_feed.sh does
+wait_for 20 xset unmount s || fail "unmount s: $(cat "$T/xset.err")"
 stop_pid "$PB" || fail "B exit"
 stop_pid "$PA" || fail "A exit"
 "$FSCK" "$S" >"$T/fsck.out" 2>&1 && ok "dbfs-fsck clean" || fail "dbfs-fsck: $(cat "$T/fsck.out")"

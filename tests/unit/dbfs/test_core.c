@@ -27,7 +27,7 @@ static char dir[256];
 /* What an open store's directory holds: LMDB's, DBFS's, the queues': the
  * feed's (opened MFSQ_NO_LOG: no enqueue log) and delayed work's. */
 #define STORE_FILES                                                                                \
-	"data.mdb,dbfs.durable,dbfs.lock,lock.mdb,mfsq-feed.acks,mfsq-later.acks,mfsq-later.log0"
+	"data.mdb,dbfs.durable,dbfs.lock,lock.mdb,mfsq-feeds.acks,mfsq-later.acks,mfsq-later.log0"
 static struct dbfs *fs;
 static const struct dbfs_cred cred = {1000, 1000, 022};
 

@@ -866,7 +866,7 @@ START_TEST(test_gap_and_retention)
 	MDB_txn *t;
 	uint64_t problems = 99;
 	ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
-	ck_assert_int_eq(mfsq_check(t, DBFS_FEED_QUEUE, NULL, NULL, &problems), 0);
+	ck_assert_int_eq(mfsq_check(t, DBFS_FEED_QUEUE_SHARDED, NULL, NULL, &problems), 0);
 	dbfs_read_end(fs, t);
 	ck_assert_uint_eq(problems, 0);
 }
@@ -1025,7 +1025,7 @@ START_TEST(test_feed_off)
 	ck_assert_int_eq(system(cmd), 0);
 	open_with("feed=off");
 	char p[300];
-	snprintf(p, sizeof(p), "%s/mfsq-feed.acks", dir);
+	snprintf(p, sizeof(p), "%s/mfsq-feeds.acks", dir);
 	ck_assert_int_eq(access(p, F_OK), -1);
 	ck_assert_int_eq(dbfs_option_parse(&(struct dbfs_options){0}, "feed", "maybe", NULL, 0),
 			 -EINVAL);
@@ -1043,7 +1043,7 @@ START_TEST(test_no_enqueue_log)
 	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 2);
 	for (int i = 0; i < 8; i++) {
 		char p[300];
-		snprintf(p, sizeof(p), "%s/mfsq-feed.log%d", dir, i);
+		snprintf(p, sizeof(p), "%s/mfsq-feeds.log%d", dir, i);
 		ck_assert_msg(access(p, F_OK) == -1, "%s exists", p);
 	}
 }
@@ -1074,6 +1074,42 @@ static void set_version(MDB_txn *t, uint32_t version)
 	v.mv_data = &sb;
 	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
 }
+
+/* A store no other process shares writes into shard 0 of the feed's queue
+ * and makes no other shard's tables (each open handle costs every
+ * transaction of the store: mfsq.h, MFSQ_LAZY_SHARDS), also reopened. */
+START_TEST(test_one_shard_made)
+{
+	mk(DBFS_ROOT_INO, "f", S_IFREG | 0644);
+	reopen(NULL);
+	mk(DBFS_ROOT_INO, "g", S_IFREG | 0644);
+	ck_assert_uint_eq(dbfs_feed_last_seq(fs), 2);
+	dbfs_close(fs);
+	fs = NULL;
+	MDB_env *env;
+	MDB_txn *t = raw_begin(&env);
+	MDB_cursor *c;
+	MDB_val k, v;
+	int shard0 = 0;
+	ck_assert_int_eq(mdb_cursor_open(t, 1 /* MAIN_DBI */, &c), 0);
+	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
+	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+		const char *n = k.mv_data;
+		if (k.mv_size < 6 || memcmp(n, "feeds/", 6))
+			continue;
+		bool ok = (k.mv_size == 7 && (n[6] == 'm' || n[6] == 'x')) ||
+			  (k.mv_size == 9 && !memcmp(n + 6, "d/0", 3)) ||
+			  (k.mv_size > 10 && !memcmp(n + 6, "s/0/", 4));
+		ck_assert_msg(ok, "table %.*s made", (int)k.mv_size, n);
+		shard0 += k.mv_size > 10;
+	}
+	mdb_cursor_close(c);
+	mdb_txn_abort(t);
+	mdb_env_close(env);
+	ck_assert_int_eq(shard0, 2); /* the tail and its spare */
+	open_with(NULL); /* for teardown */
+}
+END_TEST
 
 /* A format-2 store (no ilink, no feed) is upgraded: events name paths of
  * what it held before. */
@@ -1480,7 +1516,7 @@ START_TEST(test_crash_no_lost_no_invented)
 		free(created);
 		uint64_t problems = 1;
 		ck_assert_int_eq(dbfs_read_begin(fs, &t), 0);
-		ck_assert_int_eq(mfsq_check(t, DBFS_FEED_QUEUE, NULL, NULL, &problems), 0);
+		ck_assert_int_eq(mfsq_check(t, DBFS_FEED_QUEUE_SHARDED, NULL, NULL, &problems), 0);
 		dbfs_read_end(fs, t);
 		ck_assert_uint_eq(problems, 0);
 		dbfs_close(fs);
@@ -1651,7 +1687,7 @@ START_TEST(test_fsck_feed)
 	char sub[64] = "";
 	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-		if (k.mv_size > 7 && !memcmp(k.mv_data, "feed/s/", 7) && k.mv_size < sizeof(sub))
+		if (k.mv_size > 10 && !memcmp(k.mv_data, "feeds/s/0/", 10) && k.mv_size < sizeof(sub))
 			snprintf(sub, sizeof(sub), "%.*s", (int)k.mv_size, (char *)k.mv_data);
 	mdb_cursor_close(c);
 	ck_assert_str_ne(sub, "");
@@ -1659,7 +1695,7 @@ START_TEST(test_fsck_feed)
 	ck_assert_int_eq(mdb_cursor_open(t, 1, &c), 0);
 	for (int rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); !rc;
 	     rc = mdb_cursor_get(c, &k, &v, MDB_NEXT))
-		if (k.mv_size > 7 && !memcmp(k.mv_data, "feed/s/", 7)) {
+		if (k.mv_size > 10 && !memcmp(k.mv_data, "feeds/s/0/", 10)) {
 			snprintf(sub, sizeof(sub), "%.*s", (int)k.mv_size, (char *)k.mv_data);
 			break;
 		}
@@ -1677,7 +1713,7 @@ START_TEST(test_fsck_feed)
 	FILE *fp = fopen(out, "r");
 	int seen = 0;
 	while (fp && fgets(line, sizeof(line), fp))
-		seen |= strstr(line, "queue feed") && strstr(line, "change feed");
+		seen |= strstr(line, "queue feeds") && strstr(line, "change feed");
 	if (fp)
 		fclose(fp);
 	ck_assert_msg(seen, "dbfs-fsck did not report the queue's damage");
@@ -1705,6 +1741,7 @@ static Suite *feed_suite(void)
 	tcase_add_test(tc, test_wake_and_notify);
 	tcase_add_test(tc, test_feed_off);
 	tcase_add_test(tc, test_no_enqueue_log);
+	tcase_add_test(tc, test_one_shard_made);
 	tcase_add_test(tc, test_upgrade_from_2);
 	tcase_add_test(tc, test_crash_no_lost_no_invented);
 	tcase_add_test(tc, test_fsck_feed);

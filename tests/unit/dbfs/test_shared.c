@@ -3,9 +3,11 @@
  * real processes on one real LMDB store: the lock modes refuse each other
  * with their reason; writers in both processes get distinct inode numbers,
  * an exact usage record and one dense feed whose events name their
- * writer; an inode unlinked in one process waits in the orphan table until
- * the last process closes the store; the reader slot of a process killed
- * in a read is cleared by the next open and by the tick.
+ * writer and come from that writer's own shard (three writers, one of
+ * them killed, and one after it); an inode unlinked in one process waits
+ * in the orphan table until the last process closes the store; the reader
+ * slot of a process killed in a read is cleared by the next open and by
+ * the tick.
  *
  * Every child is forked before the parent opens anything of the store
  * (LMDB: an environment must not cross a fork), except in the "held
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -221,6 +224,7 @@ START_TEST(test_two_writers)
 	ck_assert_int_eq(dbfs_feed_open(fs, NULL, &st, &r), 0);
 	struct dbfs_event ev[64];
 	uint64_t next = 1, w[2] = {0, 0}, nw[2] = {0, 0};
+	uint32_t sh[2] = {0, 0};
 	size_t n;
 	while (dbfs_feed_read(r, ev, 64, &n, 0) == 0) {
 		for (size_t i = 0; i < n; i++) {
@@ -230,6 +234,10 @@ START_TEST(test_two_writers)
 			int k = w[0] == 0 || w[0] == ev[i].writer ? 0 : 1;
 			if (k == 1)
 				ck_assert(w[1] == 0 || w[1] == ev[i].writer);
+			/* each writer's events in one shard of its own */
+			if (nw[k])
+				ck_assert_uint_eq(ev[i].shard, sh[k]);
+			sh[k] = ev[i].shard;
 			w[k] = ev[i].writer;
 			nw[k]++;
 		}
@@ -238,6 +246,123 @@ START_TEST(test_two_writers)
 	ck_assert_uint_eq(next, 2 * N + 1);
 	ck_assert_uint_eq(nw[0], N);
 	ck_assert_uint_eq(nw[1], N);
+	ck_assert_msg(sh[0] != sh[1], "both writers enqueued into shard %u", sh[0]);
+	dbfs_close(fs);
+}
+END_TEST
+
+/* A writer child: opens shared, says so, waits, writes N files named
+ * PREFIXi, then closes or (kill) dies by SIGKILL with the store open. */
+static pid_t writer_child(int up[2], int down[2], char prefix, bool kill)
+{
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t pid = fork();
+	if (pid)
+		return pid;
+	char err[256], name[32];
+	struct dbfs *fs;
+	close(up[0]);
+	close(down[1]);
+	if (open_mode(true, false, &fs, err, sizeof(err)))
+		_exit(1);
+	csay(up[1]);
+	chear(down[0]);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "%c%d", prefix, i);
+		struct mk_ctx c = {name, 0, 0};
+		if (dbfs_write(fs, mk_fn, &c))
+			_exit(3);
+	}
+	if (kill)
+		raise(SIGKILL);
+	dbfs_close(fs);
+	_exit(0);
+}
+
+static void reap_killed(pid_t pid)
+{
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "child: %d", st);
+}
+
+/* Read the feed from seq `from` to its end: every event dense from there;
+ * per writer (up to 4) its count and its one shard. Returns the next seq. */
+static uint64_t read_writers(struct dbfs *fs, uint64_t from, uint64_t w[4], uint64_t nw[4],
+			     uint32_t sh[4])
+{
+	struct dbfs_feed_reader *r;
+	struct dbfs_feed_start st = {.from = DBFS_FEED_SEQ, .seq = from};
+	ck_assert_int_eq(dbfs_feed_open(fs, NULL, &st, &r), 0);
+	struct dbfs_event ev[64];
+	uint64_t next = from;
+	size_t n;
+	while (dbfs_feed_read(r, ev, 64, &n, 0) == 0) {
+		for (size_t i = 0; i < n; i++) {
+			ck_assert_uint_eq(ev[i].seq, next++);
+			int k = 0;
+			while (k < 4 && nw[k] && w[k] != ev[i].writer)
+				k++;
+			ck_assert_int_lt(k, 4);
+			if (nw[k])
+				ck_assert_uint_eq(ev[i].shard, sh[k]);
+			w[k] = ev[i].writer;
+			sh[k] = ev[i].shard;
+			nw[k]++;
+		}
+	}
+	dbfs_feed_close(r);
+	return next;
+}
+
+/*
+ * Three processes write at once, each into a shard of its own; one is
+ * killed with the store open: its shard's events are all in the feed the
+ * others read, dense and in order with theirs, and a process that opens
+ * afterwards takes the store on from there (its events follow, dense).
+ */
+START_TEST(test_three_writers_one_killed)
+{
+	int up[3][2], down[3][2];
+	char err[256], name[32];
+	struct dbfs *fs;
+	ck_assert_msg(open_mode(false, true, &fs, err, sizeof(err)) == 0, "%s", err);
+	dbfs_close(fs);
+	pid_t a = writer_child(up[0], down[0], 'a', false);
+	pid_t b = writer_child(up[1], down[1], 'b', true);
+	hear(up[0][0]);
+	hear(up[1][0]);
+	ck_assert_msg(open_mode(true, false, &fs, err, sizeof(err)) == 0, "%s", err);
+	say(down[0][1]);
+	say(down[1][1]);
+	for (int i = 0; i < N; i++) {
+		snprintf(name, sizeof(name), "p%d", i);
+		mk(fs, name);
+	}
+	reap(a);
+	reap_killed(b);
+	uint64_t w[4] = {0}, nw[4] = {0};
+	uint32_t sh[4] = {0};
+	ck_assert_uint_eq(read_writers(fs, 1, w, nw, sh), 3 * N + 1);
+	for (int k = 0; k < 3; k++) {
+		ck_assert_uint_eq(nw[k], N);
+		for (int j = 0; j < k; j++)
+			ck_assert_msg(sh[j] != sh[k], "writers %d and %d share shard %u", j, k,
+				      sh[k]);
+	}
+	/* a new process after the kill: its events follow, dense */
+	dbfs_close(fs);
+	pid_t c = writer_child(up[2], down[2], 'c', false);
+	hear(up[2][0]);
+	ck_assert_msg(open_mode(true, false, &fs, err, sizeof(err)) == 0, "%s", err);
+	say(down[2][1]);
+	reap(c);
+	uint64_t w2[4] = {0}, nw2[4] = {0};
+	uint32_t sh2[4] = {0};
+	ck_assert_uint_eq(read_writers(fs, 3 * N + 1, w2, nw2, sh2), 4 * N + 1);
+	ck_assert_uint_eq(nw2[0], N);
+	ck_assert_uint_eq(nw2[1], 0);
 	dbfs_close(fs);
 }
 END_TEST
@@ -376,6 +501,7 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_lock_modes);
 	tcase_add_test(tc, test_two_writers);
+	tcase_add_test(tc, test_three_writers_one_killed);
 	tcase_add_test(tc, test_orphan_waits_for_the_last);
 	tcase_add_test(tc, test_dead_reader_cleared);
 	suite_add_tcase(s, tc);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Two processes on one environment: each enqueues into its own shards and
- * each sees the other's messages, in order, through its subscriber. */
+ * each sees the other's messages, in order, through its subscriber; also
+ * with MFSQ_LAZY_SHARDS, where a shard no process used has no databases. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -97,15 +98,19 @@ static int consume(mfsq_queue *q, mfsq_sub *s, int other)
 	return 0;
 }
 
-static int child(const char *dir)
+#define LAZY (MFSQ_NO_LOG | MFSQ_LAZY_SHARDS)
+
+static int child(const char *dir, unsigned flags)
 {
 	MDB_env *env = open_env(dir);
 	mfsq_queue *q;
 	mfsq_sub *s;
 	int rc;
 
-	if (!env || mfsq_open(env, "q", NULL, 0, &q))
+	if (!env || mfsq_open(env, "q", NULL, flags, &q))
 		return 10;
+	if (flags && (mfsq_shard_use(q, 2) || mfsq_shard_use(q, 3)))
+		return 13;
 	if (mfsq_subscribe(q, "child", MFSQ_SUB_DURABLE, NULL, NULL, &s))
 		return 11;
 	if (produce(env, q, 1))
@@ -117,29 +122,100 @@ static int child(const char *dir)
 	return rc ? 20 - rc : 0;
 }
 
-START_TEST(two_processes)
+/* Side 0 here, side 1 in a child opening the queue with @flags: each
+ * produces its messages and consumes the other's. */
+static void two_sides(mfsq_queue *q, unsigned flags)
 {
-	struct mfsq_config c;
-	mfsq_queue *q;
 	mfsq_sub *s, *cs;
 	pid_t pid;
 
-	tenv_open(&T, 0);
-	small_cfg(&c, 4, 16);
-	c.retain_max = 256;
-	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &q), 0);
 	ck_assert_int_eq(mfsq_subscribe(q, "parent", MFSQ_SUB_DURABLE, NULL, NULL, &s), 0);
 	ck_assert_int_eq(mfsq_subscribe(q, "child", MFSQ_SUB_DURABLE, NULL, NULL, &cs), 0);
 	mfsq_unsubscribe(cs);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
-		_exit(child(T.dir));
+		_exit(child(T.dir, flags));
 	ck_assert_int_eq(produce(T.env, q, 0), 0);
 	ck_assert_int_eq(consume(q, s, 1), 0);
 	wait_child(pid, 0);
 	mfsq_unsubscribe(s);
+}
+
+START_TEST(two_processes)
+{
+	struct mfsq_config c;
+	mfsq_queue *q;
+
+	tenv_open(&T, 0);
+	small_cfg(&c, 4, 16);
+	c.retain_max = 256;
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE, &q), 0);
+	two_sides(q, 0);
 	mfsq_close(q);
+	tenv_destroy(&T);
+}
+END_TEST
+
+/* Does the named database @name exist? */
+static int db_exists(MDB_env *env, const char *name)
+{
+	MDB_txn *txn;
+	MDB_dbi dbi;
+	int rc;
+
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, MDB_RDONLY, &txn), 0);
+	rc = mdb_dbi_open(txn, name, 0, &dbi);
+	mdb_txn_abort(txn);
+	ck_assert(rc == 0 || rc == MDB_NOTFOUND);
+	return rc == 0;
+}
+
+/* MFSQ_LAZY_SHARDS: each side makes ready only the shards it writes (0, 1
+ * and 2, 3 of 6), reads the other's all the same, through rolls (16
+ * messages a subshard) and retention; shards 4 and 5, which nobody used,
+ * never get a database. */
+START_TEST(lazy_shards)
+{
+	struct mfsq_config c;
+	mfsq_queue *q;
+
+	tenv_open(&T, 0);
+	small_cfg(&c, 6, 16);
+	c.retain_max = 256;
+	ck_assert_int_eq(mfsq_open(T.env, "nolog", &c, MFSQ_CREATE | MFSQ_LAZY_SHARDS, &q), EINVAL);
+	ck_assert_int_eq(mfsq_open(T.env, "q", &c, MFSQ_CREATE | LAZY, &q), 0);
+	ck_assert(db_exists(T.env, "q/m"));
+	ck_assert(!db_exists(T.env, "q/d/0"));
+	ck_assert(!db_exists(T.env, "q/s/0/0000000000000001"));
+	/* not made ready: refused */
+	ck_assert_int_eq(put_msg(q, NULL, mfsq_enqueuer_in_shard(q, 0, 0), 0, NULL), EINVAL);
+	ck_assert_int_eq(mfsq_shard_use(q, 6), EINVAL);
+	ck_assert_int_eq(mfsq_shard_use(q, 0), 0);
+	ck_assert_int_eq(mfsq_shard_use(q, 0), 0);
+	ck_assert_int_eq(mfsq_shard_use(q, 1), 0);
+	ck_assert(db_exists(T.env, "q/d/0"));
+	ck_assert(db_exists(T.env, "q/s/1/0000000000000001"));
+	ck_assert(!db_exists(T.env, "q/d/2"));
+	two_sides(q, LAZY);
+	ck_assert_int_eq(mfsq_tick(q), 0);
+	ck_assert(db_exists(T.env, "q/d/2"));
+	for (int i = 4; i < 6; i++) {
+		char nm[64];
+
+		snprintf(nm, sizeof(nm), "q/d/%d", i);
+		ck_assert_msg(!db_exists(T.env, nm), "%s was made", nm);
+		snprintf(nm, sizeof(nm), "q/s/%d/0000000000000001", i);
+		ck_assert_msg(!db_exists(T.env, nm), "%s was made", nm);
+	}
+	mfsq_close(q);
+	/* reopened, a lazy queue checks clean (shards with no databases) */
+	uint64_t problems = 1;
+	MDB_txn *txn;
+	ck_assert_int_eq(mdb_txn_begin(T.env, NULL, MDB_RDONLY, &txn), 0);
+	ck_assert_int_eq(mfsq_check(txn, "q", NULL, NULL, &problems), 0);
+	mdb_txn_abort(txn);
+	ck_assert_uint_eq(problems, 0);
 	tenv_destroy(&T);
 }
 END_TEST
@@ -151,6 +227,7 @@ Suite *suite_multi(void)
 
 	tcase_set_timeout(tc, 100);
 	tcase_add_test(tc, two_processes);
+	tcase_add_test(tc, lazy_shards);
 	suite_add_tcase(s, tc);
 	return s;
 }
