@@ -225,16 +225,14 @@ int dbfs_cache_trim(struct dbfs *fs);
  * was freed after the newest durable point before the next one. When the
  * pages freed since then pass the store's limit, `cb(arg)` is called from
  * the committing thread (it must not block), once until a point is made;
- * the owner then calls dbfs_point_due from a thread that may wait for the
- * disk (a flush), never one that serves requests. Without a callback no
- * point is asked for: points follow commit_interval and fsync only, and
- * the file may hold a commit_interval of churn. dbfs_tick makes an asked-for
- * point too. dbfs_set_point_callback: any thread but a writer's (it waits
- * for the running commit). dbfs_point_due: 0 (also when none is due) or
- * -EIO (the flush failed, the store turned read-only: dbfs_health).
+ * the owner then calls dbfs_tick, which makes it, from a thread that may
+ * wait for the disk (a flush), never one that serves requests. Past four
+ * limits, each write waits for a point after its commit. Without a
+ * callback nothing is counted: points follow commit_interval and fsync
+ * only, and the file may hold a commit_interval of churn. dbfs_set_point_callback:
+ * any thread but a writer's (it waits for the running commit).
  */
 void dbfs_set_point_callback(struct dbfs *fs, void (*cb)(void *arg), void *arg);
-int dbfs_point_due(struct dbfs *fs);
 /* Did fs ask for a point that is not made yet? Any thread, no lock. */
 bool dbfs_point_wanted(struct dbfs *fs);
 /* Estimated bytes cached, the limit, and the bytes dropped so far. Any

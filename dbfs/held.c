@@ -22,8 +22,8 @@
  * its own, reset between commits), and once those freed since the durable
  * point pass the limit (DBFS_HELD_MIN pages, or an eighth of the pages the
  * file uses, at most DBFS_HELD_MAX), it asks its owner once for a point
- * (the callback; the owner makes it on a thread that may wait for the
- * disk, while the writers go on). After that point, everything freed before
+ * (the callback; the owner's dbfs_tick makes it, on a thread that may wait
+ * for the disk, while the writers go on). After that point, everything freed before
  * its pin is reused, so the file holds about two limits of churn more than
  * its live pages. A writer that frees pages faster than the disk takes
  * them (a burst's copy-on-write is written once per point: 1.2 GB for that
@@ -36,7 +36,6 @@
  */
 #include <string.h>
 
-#include "dbfs/guard.h"
 #include "dbfs/internal.h"
 
 #define FREE_DBI 0 /* lmdb.h keeps it private */
@@ -153,20 +152,4 @@ void dbfs_set_point_callback(struct dbfs *fs, void (*cb)(void *arg), void *arg)
 bool dbfs_point_wanted(struct dbfs *fs)
 {
 	return dbfs_held_due(fs);
-}
-
-int dbfs_point_due(struct dbfs *fs)
-{
-	if (!dbfs_held_due(fs) || fs->opt.read_only || atomic_load(&fs->map_lost))
-		return 0;
-	/* The owner's thread, outside any request: a guard of its own. */
-	struct dbfs_guard g;
-	dbfs_guard_push(&g, fs);
-	if (sigsetjmp(g.jb, 0)) {
-		dbfs_guard_recovered(&g);
-		return -EIO;
-	}
-	int rc = dbfs_durable_point(fs);
-	dbfs_guard_pop(&g);
-	return dbfs_errno(rc);
 }

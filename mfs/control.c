@@ -35,9 +35,9 @@ static void run_cmd(struct mfs_manager *mgr, struct mfs_cmd *cmd)
 /*
  * libdbfs's housekeeping, never inside a request: about once a second a
  * dbfs_tick for every mounted DBFS, run by a flusher (flusher.h: its
- * durable point waits for the disk, and this thread must not); the
- * durable points that a DBFS's callback asked for (space, dbfs/held.c),
- * also by a flusher; or at once and here only the cache trim that a DBFS's
+ * durable point waits for the disk, and this thread must not), also
+ * at once for a DBFS whose callback asked for a durable point (space,
+ * dbfs/held.c); or at once and here only the cache trim that a DBFS's
  * callback asked for. Only this thread closes a store (after
  * mfs_flusher_forget), so the pointers stay valid outside the lock.
  */
@@ -61,7 +61,7 @@ static void tick_all(struct mfs_manager *mgr, enum chore what)
 			mfs_flusher_tick(fs[i]);
 		} else if (what == POINT) {
 			if (dbfs_point_wanted(fs[i]))
-				mfs_flusher_point(fs[i]);
+				mfs_flusher_tick(fs[i]); /* its durable tick makes it */
 		} else {
 			int rc = dbfs_cache_trim(fs[i]);
 			if (rc)

@@ -20,7 +20,6 @@ struct cmdq {
 struct fjob {
 	struct dbfs *fs;
 	bool tick;		       /* a dbfs_tick is asked for */
-	bool point;		       /* a dbfs_point_due is asked for */
 	bool running;		       /* a flusher works on it (what it took is no longer here) */
 	struct cmdq *cmds, **cmds_end; /* sync commands not taken yet, in order */
 	struct fjob *next;
@@ -46,16 +45,6 @@ static void do_tick(struct dbfs *fs)
 		mfs_warn("%s: read-only from now on: %s", dbfs_dir(fs), why);
 	else if (rc)
 		mfs_warn("%s: housekeeping: %s", dbfs_dir(fs), strerror(-rc));
-}
-
-static void do_point(struct dbfs *fs)
-{
-	int rc = dbfs_point_due(fs);
-	char why[200];
-	if (rc == -EIO && dbfs_health(fs, why, sizeof(why)))
-		mfs_warn("%s: read-only from now on: %s", dbfs_dir(fs), why);
-	else if (rc)
-		mfs_warn("%s: durable point: %s", dbfs_dir(fs), strerror(-rc));
 }
 
 static void answer_sync(struct mfs_cmd *cmd, int rc)
@@ -85,7 +74,7 @@ static struct fjob *job_of(struct dbfs *fs, bool make)
 static struct fjob *takeable(void)
 {
 	for (struct fjob *j = fl.jobs; j; j = j->next)
-		if (!j->running && (j->tick || j->point || j->cmds))
+		if (!j->running && (j->tick || j->cmds))
 			return j;
 	return NULL;
 }
@@ -102,18 +91,16 @@ static void *flusher_main(void *arg)
 			pthread_cond_wait(&fl.work, &fl.lock);
 			continue;
 		}
-		bool tick = j->tick, point = j->point;
+		bool tick = j->tick;
 		struct cmdq *cmds = j->cmds;
-		j->tick = j->point = false;
+		j->tick = false;
 		j->cmds = NULL;
 		j->cmds_end = &j->cmds;
 		j->running = true;
 		pthread_mutex_unlock(&fl.lock);
 
 		if (tick)
-			do_tick(j->fs); /* makes an asked-for point too */
-		else if (point)
-			do_point(j->fs);
+			do_tick(j->fs);
 		if (cmds) {
 			/* after the tick: its reap is in the point too */
 			int rc = dbfs_sync(j->fs);
@@ -127,7 +114,7 @@ static void *flusher_main(void *arg)
 
 		pthread_mutex_lock(&fl.lock);
 		j->running = false;
-		if (!j->tick && !j->point && !j->cmds) {
+		if (!j->tick && !j->cmds) {
 			struct fjob **p = &fl.jobs;
 			while (*p != j)
 				p = &(*p)->next;
@@ -170,21 +157,6 @@ void mfs_flusher_tick(struct dbfs *fs)
 	struct fjob *j = job_of(fs, true);
 	if (j && !j->tick) {
 		j->tick = true;
-		pthread_cond_signal(&fl.work);
-	}
-	pthread_mutex_unlock(&fl.lock);
-}
-
-void mfs_flusher_point(struct dbfs *fs)
-{
-	if (!fl.nthreads) {
-		do_point(fs);
-		return;
-	}
-	pthread_mutex_lock(&fl.lock);
-	struct fjob *j = job_of(fs, true);
-	if (j && !j->point) {
-		j->point = true;
 		pthread_cond_signal(&fl.work);
 	}
 	pthread_mutex_unlock(&fl.lock);

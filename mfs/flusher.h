@@ -2,8 +2,8 @@
  * The flushers: the threads that wait for the disk, so that the control
  * thread never does. Each mounted DBFS's housekeeping (dbfs_tick: the reap,
  * the cache trim and the commit_interval durable point, whose device
- * flushes take milliseconds to seconds), the durable points that the
- * sync verb asks for and those a DBFS asks for itself (dbfs_point_due) run here, not on the control thread: a mount, an
+ * flushes take milliseconds to seconds) and the durable points that the
+ * sync verb asks for run here, not on the control thread: a mount, an
  * unmount or a `config` of one DBFS never waits for another DBFS's flush.
  *
  * Bounded: MFS_FLUSHERS threads whatever the number of DBFSs, and at most
@@ -33,10 +33,6 @@ int mfs_flusher_start(void);
  * on the disk (inline without flushers). A lost job (no memory) is the next
  * second's. */
 void mfs_flusher_tick(struct dbfs *fs);
-
-/* Make the durable point fs asked for (dbfs_point_due) soon. As
- * mfs_flusher_tick: control thread, never blocks on the disk. */
-void mfs_flusher_point(struct dbfs *fs);
 
 /* Make everything fs acknowledged before this call durable (dbfs_sync),
  * then answer `cmd` (mfs_answer_cmd with dbfs_sync's result) and free it.
