@@ -122,6 +122,8 @@ static int run_batch(struct dbfs *fs, struct dbfs_wop **ops, int n)
 		fs->wtxn = NULL;
 		MDB_envinfo info; /* read from the map: before the map lock goes */
 		mdb_env_info(fs->env, &info); /* a commit that changed nothing keeps its id */
+		if (!failed)
+			dbfs_held_committed(fs, &info); /* reads the map too */
 		pthread_rwlock_unlock(&fs->map_lock);
 		if (!failed) {
 			uint64_t txnid = info.me_last_txnid;
@@ -265,5 +267,6 @@ int dbfs_write_sized(struct dbfs *fs, dbfs_write_fn fn, void *arg, size_t bytes)
 		pthread_cond_broadcast(&fs->wq_cond);
 	}
 	pthread_mutex_unlock(&fs->wq_lock);
+	dbfs_held_throttle(fs); /* the disk behind: wait for it (held.c) */
 	return op.rc;
 }

@@ -224,6 +224,22 @@ void dbfs_set_quota(struct dbfs *fs, uint64_t quota_bytes, uint64_t quota_inodes
 void dbfs_set_cache_limit(struct dbfs *fs, uint64_t bytes);
 void dbfs_set_cache_callback(struct dbfs *fs, void (*cb)(void *arg), void *arg);
 int dbfs_cache_trim(struct dbfs *fs);
+
+/*
+ * Durable points asked for by space (dbfs/held.c): LMDB reuses no page that
+ * was freed after the newest durable point before the next one. When the
+ * pages freed since then pass the store's limit, `cb(arg)` is called from
+ * the committing thread (it must not block), once until a point is made;
+ * the owner then calls dbfs_tick, which makes it, from a thread that may
+ * wait for the disk (a flush), never one that serves requests. Past four
+ * limits, each write waits for a point after its commit. Without a
+ * callback nothing is counted: points follow commit_interval and fsync
+ * only, and the file may hold a commit_interval of churn. dbfs_set_point_callback:
+ * any thread but a writer's (it waits for the running commit).
+ */
+void dbfs_set_point_callback(struct dbfs *fs, void (*cb)(void *arg), void *arg);
+/* Did fs ask for a point that is not made yet? Any thread, no lock. */
+bool dbfs_point_wanted(struct dbfs *fs);
 /* Estimated bytes cached, the limit, and the bytes dropped so far. Any
  * thread; takes the cache lock briefly. Returns nothing that can fail. */
 void dbfs_cache_usage(struct dbfs *fs, uint64_t *bytes, uint64_t *limit, uint64_t *trimmed);
@@ -261,6 +277,7 @@ struct dbfs_counters {
 	uint64_t errors;       /* requests answered with an error */
 	uint64_t flushes;      /* durable points made (two device flushes each, but */
 	uint64_t flushes_listed; /* these, listed points: one; dbfs/durable.c) */
+	uint64_t flushes_held;   /* points asked for by the pages freed since the last (dbfs/held.c) */
 	uint64_t unsynced_age_ms; /* age of the oldest commit not durable yet; 0: none */
 	uint64_t unsynced_bytes;  /* data bytes written since the last durable point */
 	uint64_t readers_cleared; /* LMDB reader slots of dead processes cleared (readers.c) */

@@ -80,7 +80,8 @@
  * one (and the walk of the free-list records written or consumed since,
  * for the list), not of the store: its price does not grow with the
  * store's size. The price of the pin: space freed after a point is reused
- * after the next one, so the file may hold up to commit_interval of churn
+ * after the next one; when that space passes a limit, the point comes
+ * sooner (held.c), so the file holds at most about two limits of churn
  * more.
  *
  * durability=full keeps LMDB's synced commits (every commit durable, two
@@ -292,6 +293,8 @@ static int point_locked(struct dbfs *fs, bool leader)
 	if (!leader)
 		writers_pause(fs);
 	int rc = pin_newest(fs, &pin, &txnid, meta);
+	if (!rc)
+		dbfs_held_pinned(fs); /* every commit up to txnid is counted */
 	int64_t t0 = dbfs_durable_clock();
 	pthread_mutex_lock(&fs->dur_stat_lock);
 	bytes0 = fs->dur_bytes;
@@ -310,6 +313,7 @@ static int point_locked(struct dbfs *fs, bool leader)
 		return rc;
 	if (txnid == fs->dur_txn) {
 		mdb_txn_abort(pin); /* nothing committed since the last point */
+		dbfs_held_moved(fs);
 		return 0;
 	}
 	/* Listed (one flush): the record first, pushed to the device, then
@@ -364,6 +368,7 @@ static int point_locked(struct dbfs *fs, bool leader)
 		fs->dur_pin = NULL;
 	}
 	fs->dur_txn = txnid;
+	dbfs_held_moved(fs); /* what was freed up to txnid is reused from now on */
 	pthread_mutex_lock(&fs->dur_stat_lock);
 	fs->dur_bytes -= bytes0;
 	/* A commit after the pin is not durable: it came after t0. */
@@ -423,6 +428,7 @@ int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen)
 		if (!rc) {
 			fs->dur_txn = fs->last_txn = txnid;
 			memcpy(fs->dur_meta, meta, DBFS_DREC_META);
+			dbfs_held_start(fs, txnid);
 		}
 	}
 	if (rc) {
@@ -502,6 +508,8 @@ int dbfs_durable_tick(struct dbfs *fs)
 {
 	if (fs->dur_fd < 0 || fs->dur_trust)
 		return 0;
+	if (dbfs_held_due(fs))
+		return dbfs_durable_point(fs); /* asked for by space (held.c) */
 	int64_t since, interval = (int64_t)fs->commit_interval_ms * 1000000;
 	pthread_mutex_lock(&fs->dur_stat_lock);
 	since = fs->dur_since_ns;
@@ -522,6 +530,7 @@ void dbfs_durable_stop(struct dbfs *fs)
 	if (fs->dur_pin)
 		mdb_txn_abort(fs->dur_pin);
 	fs->dur_pin = NULL;
+	dbfs_held_stop(fs);
 	dbfs_durable_drop(fs);
 }
 

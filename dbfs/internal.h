@@ -178,7 +178,7 @@ struct dbfs {
 	MDB_txn *wtxn;
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
-			errors, flushes, flushes_listed, readers_cleared;
+			errors, flushes, flushes_listed, flushes_held, readers_cleared;
 		_Atomic uint64_t by_errno[DBFS_ERRNOS]; /* counters.c */
 	} cnt;
 
@@ -200,6 +200,19 @@ struct dbfs {
 	struct dbfs_gained dur_gained;
 	unsigned dur_list_pause;    /* points left to make unlisted after an E2BIG */
 	unsigned char *dur_buf;     /* a record being written: DBFS_DREC_SLOT2 bytes */
+	/* Pages freed since the durable point (held.c). The leader's:
+	 * held_txn, held_cur, held_counted, held_total; a point's (writers
+	 * paused): held_at_pin. */
+	MDB_txn *held_txn;          /* reset between commits: holds no snapshot */
+	MDB_cursor *held_cur;
+	uint64_t held_counted;      /* free-list records up to this key are counted */
+	uint64_t held_total;        /* pages they name, since the store opened */
+	uint64_t held_at_pin;       /* held_total at the newest point's pin */
+	_Atomic uint64_t held_base; /* held_total at the durable point's pin */
+	_Atomic bool held_asked;    /* the owner was asked for a point, not made yet */
+	_Atomic bool held_hard;     /* past DBFS_HELD_HARD limits: writers wait */
+	void (*held_cb)(void *arg); /* dbfs_set_point_callback; under wq_lock, no leader */
+	void *held_cb_arg;
 	uint32_t sb_version;        /* the superblock's format version as opened */
 	bool upgrading;             /* upgrade5.c at work: records are written at format 5 size */
 };
@@ -233,6 +246,30 @@ int dbfs_durable_point_leader(struct dbfs *fs);
 int dbfs_durable_tick(struct dbfs *fs);
 /* A last point; ends the pin and closes dbfs.durable. */
 void dbfs_durable_stop(struct dbfs *fs);
+/* ---- pages the pin keeps from reuse (held.c) ---- */
+/* The leader, map lock held, after committing info->me_last_txnid: count
+ * the pages the commits since the last call freed; past the limit, ask the
+ * owner for a point (its callback, once until the point is made). */
+void dbfs_held_committed(struct dbfs *fs, const MDB_envinfo *info);
+/* A point pinned its snapshot (writers paused) / made it durable. */
+void dbfs_held_pinned(struct dbfs *fs);
+void dbfs_held_moved(struct dbfs *fs);
+/* A point was asked for and not made yet. Any thread. */
+bool dbfs_held_due(struct dbfs *fs);
+/* After a write operation, outside the writer (dbfs_write): past the hard
+ * limit, wait for the point in progress, and make one if still past. */
+void dbfs_held_throttle(struct dbfs *fs);
+/* The store's first point is txnid (dbfs_durable_start) / close: let go of
+ * the read transaction (not after a fault in the maps: then it is kept). */
+void dbfs_held_start(struct dbfs *fs, uint64_t txnid);
+void dbfs_held_stop(struct dbfs *fs);
+/* Pages freed since a point that ask for the next one: at least MIN, an
+ * eighth of the pages the file uses, at most MAX (4 KiB pages: 8 MiB and
+ * 256 MiB). MIN is half what a listed record names, so that the point can
+ * be listed (one flush). */
+#define DBFS_HELD_MIN (DBFS_DREC_LIST_MAX / 2)
+#define DBFS_HELD_MAX (64u * 1024u)
+#define DBFS_HELD_HARD 4u
 #define DBFS_TICK_NS 1000000000ll /* dbfs_tick's period, as dbfs.h asks */
 /* Close dbfs.durable and free what points keep, without a last point (a
  * store whose maps faulted, guard.c). */

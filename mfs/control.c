@@ -35,12 +35,15 @@ static void run_cmd(struct mfs_manager *mgr, struct mfs_cmd *cmd)
 /*
  * libdbfs's housekeeping, never inside a request: about once a second a
  * dbfs_tick for every mounted DBFS, run by a flusher (flusher.h: its
- * durable point waits for the disk, and this thread must not), or at once
- * and here only the cache trim that a DBFS's callback asked for. Only this
- * thread closes a store (after mfs_flusher_forget), so the pointers stay
- * valid outside the lock.
+ * durable point waits for the disk, and this thread must not), also
+ * at once for a DBFS whose callback asked for a durable point (space,
+ * dbfs/held.c); or at once and here only the cache trim that a DBFS's
+ * callback asked for. Only this thread closes a store (after
+ * mfs_flusher_forget), so the pointers stay valid outside the lock.
  */
-static void tick_all(struct mfs_manager *mgr, bool trim_only)
+enum chore { TICK, TRIM, POINT };
+
+static void tick_all(struct mfs_manager *mgr, enum chore what)
 {
 	size_t n = 0, cap = 0;
 	struct dbfs **fs = NULL;
@@ -54,13 +57,16 @@ static void tick_all(struct mfs_manager *mgr, bool trim_only)
 			fs[n++] = d->fs;
 	pthread_mutex_unlock(&mgr->lock);
 	for (size_t i = 0; i < n; i++) {
-		if (!trim_only) {
+		if (what == TICK) {
 			mfs_flusher_tick(fs[i]);
-			continue;
+		} else if (what == POINT) {
+			if (dbfs_point_wanted(fs[i]))
+				mfs_flusher_tick(fs[i]); /* its durable tick makes it */
+		} else {
+			int rc = dbfs_cache_trim(fs[i]);
+			if (rc)
+				mfs_warn("%s: cache trim: %s", dbfs_dir(fs[i]), strerror(-rc));
 		}
-		int rc = dbfs_cache_trim(fs[i]);
-		if (rc)
-			mfs_warn("%s: cache trim: %s", dbfs_dir(fs[i]), strerror(-rc));
 	}
 	free(fs);
 }
@@ -75,10 +81,13 @@ int mfs_control_run(struct mfs_manager *mgr)
 	     mfs_inbox_next(next_tick, &it)) {
 		switch (it.kind) {
 		case MFS_INBOX_TRIM:
-			tick_all(mgr, true);
+			tick_all(mgr, TRIM);
+			break;
+		case MFS_INBOX_POINT:
+			tick_all(mgr, POINT);
 			break;
 		case MFS_INBOX_TICK:
-			tick_all(mgr, false);
+			tick_all(mgr, TICK);
 			next_tick = mfs_now_ns() + 1000000000u;
 			break;
 		case MFS_INBOX_CMD:

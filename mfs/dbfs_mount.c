@@ -177,6 +177,7 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs
 		mfs_warn("%s: no memory for io_uring queues: served over /dev/fuse", d->conf.name);
 	dbfs_set_session(fs, se);
 	dbfs_set_cache_callback(fs, mfs_inbox_cache_over, d);
+	dbfs_set_point_callback(fs, mfs_inbox_point_due, d);
 	pthread_mutex_lock(&mgr->lock);
 	d->session_ended = false;
 	d->fs = fs;

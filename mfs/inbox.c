@@ -21,6 +21,7 @@ static struct {
 	bool stop;		     /* lock: a stop was asked */
 	bool stopping;		     /* lock: the stop has begun: refuse commands */
 	_Atomic bool trim_due;	     /* a DBFS's kernel cache passed its limit */
+	_Atomic bool point_due;	     /* a DBFS asked for a durable point */
 } inbox;
 
 /* lock held */
@@ -123,10 +124,17 @@ void mfs_inbox_cache_over(void *arg)
 	pthread_cond_signal(&inbox.wake);
 }
 
+void mfs_inbox_point_due(void *arg)
+{
+	(void)arg;
+	inbox.point_due = true;
+	pthread_cond_signal(&inbox.wake);
+}
+
 /* lock held: wait for something to do until deadline_ns */
 static void wait_until(uint64_t deadline_ns)
 {
-	while (!inbox.head && !inbox.stop && !inbox.trim_due) {
+	while (!inbox.head && !inbox.stop && !inbox.trim_due && !inbox.point_due) {
 		uint64_t now = mfs_now_ns();
 		if (now >= deadline_ns)
 			break;
@@ -154,6 +162,9 @@ void mfs_inbox_next(uint64_t deadline_ns, struct mfs_inbox_item *out)
 	} else if (inbox.trim_due) {
 		inbox.trim_due = false;
 		out->kind = MFS_INBOX_TRIM;
+	} else if (inbox.point_due) {
+		inbox.point_due = false;
+		out->kind = MFS_INBOX_POINT;
 	} else if (mfs_now_ns() >= deadline_ns) {
 		out->kind = MFS_INBOX_TICK;
 	} else {

@@ -47,9 +47,16 @@ void mfs_inbox_manager_ended(void *arg);
  * Any thread. */
 void mfs_inbox_cache_over(void *arg);
 
+/* libdbfs's callback when a DBFS's pages freed since its durable point ask
+ * for the next point (dbfs_set_point_callback): wake the control thread to
+ * hand the point to a flusher. As mfs_inbox_cache_over: no lock, a lost
+ * wake-up costs a second (the tick makes the point too). Any thread. */
+void mfs_inbox_point_due(void *arg);
+
 enum mfs_inbox_kind {
 	MFS_INBOX_STOP,	   /* a stop was asked: no more jobs come out */
 	MFS_INBOX_TRIM,	   /* a DBFS's cache passed its limit */
+	MFS_INBOX_POINT,   /* a DBFS asked for a durable point (space) */
 	MFS_INBOX_TICK,	   /* `deadline` passed */
 	MFS_INBOX_CMD,	   /* a user's command: cmd (the taker frees it) */
 	MFS_INBOX_ENDED,   /* DBFS id's connection went away without us */
