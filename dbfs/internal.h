@@ -341,6 +341,10 @@ int64_t dbfs_free_pages_counted(struct dbfs *fs, MDB_txn *t);
 struct statvfs;
 int dbfs_statfs(struct dbfs *fs, struct statvfs *out);
 uint64_t dbfs_free_pages_listed(MDB_txn *t);
+/* Pages that transaction `id` freed, as of read transaction `t`: its
+ * free-list record (key: the transaction id; value: a count and the page
+ * numbers), 0 when it has none. */
+uint64_t dbfs_free_pages_of(MDB_txn *t, size_t id);
 
 /* -ENOSPC when the store's file system has no room left for growth; an
  * operation that adds data calls it before its first change. */

@@ -129,14 +129,18 @@ uint64_t dbfs_free_pages_listed(MDB_txn *t)
 	return pages;
 }
 
-/* Pages that transaction `id` freed: its free-list record (the key is the
- * transaction id, the value a count and the page numbers). */
-static uint64_t free_pages_of(MDB_txn *t, size_t id)
+uint64_t dbfs_free_pages_of(MDB_txn *t, size_t id)
 {
+	MDB_cursor *c;
 	MDB_val k = {sizeof(id), &id}, v;
-	if (mdb_get(t, FREE_DBI, &k, &v) || v.mv_size < sizeof(size_t))
+	uint64_t pages = 0;
+	/* through a cursor: mdb_get refuses the free list (EINVAL) */
+	if (mdb_cursor_open(t, FREE_DBI, &c))
 		return 0;
-	return *(size_t *)v.mv_data;
+	if (mdb_cursor_get(c, &k, &v, MDB_SET) == 0 && v.mv_size >= sizeof(size_t))
+		pages = *(size_t *)v.mv_data;
+	mdb_cursor_close(c);
+	return pages;
 }
 
 /* Bytes in LMDB's free list (pages that deletes gave back); *newest gets
@@ -157,7 +161,7 @@ static uint64_t free_bytes(struct dbfs *fs, unsigned psize, uint64_t *newest)
 		if (pages < 0 && tries == 2)
 			pages = (int64_t)dbfs_free_pages_listed(t);
 		if (pages >= 0)
-			*newest = free_pages_of(t, mdb_txn_id(t)) * psize;
+			*newest = dbfs_free_pages_of(t, mdb_txn_id(t)) * psize;
 		dbfs_read_end(fs, t);
 	}
 	return (uint64_t)pages * psize;
