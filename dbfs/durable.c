@@ -447,6 +447,12 @@ void dbfs_durable_drop(struct dbfs *fs)
 	dbfs_gained_free(&fs->dur_gained);
 	free(fs->dur_buf);
 	fs->dur_buf = NULL;
+	/* held.c's cursor is memory only (a read-only transaction's cursor
+	 * is not linked into it, and closing it reads no map page); its
+	 * read transaction stays with the environment that is kept */
+	if (fs->held_cur)
+		mdb_cursor_close(fs->held_cur);
+	fs->held_cur = NULL;
 }
 
 void dbfs_durable_committed(struct dbfs *fs, uint64_t txnid, size_t bytes)
