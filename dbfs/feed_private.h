@@ -239,9 +239,12 @@ int feed_msg_split(const struct dbfs_feed *f, const struct mfsq_msg *m, uint64_t
 /* The first feed seq of the newest block that began before time_ns (the
  * floor when none): a reader from a time starts there. */
 uint64_t feed_seq_at(struct dbfs *fs, uint64_t time_ns);
-/* The store's next feed seq as of a read transaction now (the 'M' row,
- * written by every batch of a shared store) or this process's, the later. */
-uint64_t feed_next_now(struct dbfs *fs);
+/* The store's next feed seq as of a write transaction now (the 'M' row,
+ * written by every batch of a shared store) or this process's, the later;
+ * on a store that takes no writes (read-only, or failed before), the seq
+ * after the last event. 0, or -errno of the empty write (-EIO: it failed
+ * the store; -ENOMEM). */
+int feed_next_now(struct dbfs *fs, uint64_t *out);
 /* In txn, after enqueuing a batch whose first event (feed seq `seq`) is
  * queue seq `qseq` of this process's shard: its 'Q' row, when the batch
  * begins a feed block the shard has none of. 0 or an LMDB code. */

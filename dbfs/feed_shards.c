@@ -90,12 +90,16 @@ static int next_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 	return 0;
 }
 
-uint64_t feed_next_now(struct dbfs *fs)
+int feed_next_now(struct dbfs *fs, uint64_t *out)
 {
 	uint64_t next = 0, last = dbfs_feed_last_seq(fs) + 1;
-	if (dbfs_write(fs, next_fn, &next) || next < last)
-		next = last; /* a failed store writes nothing more */
-	return next;
+	int rc = dbfs_errno(dbfs_write(fs, next_fn, &next));
+	if (rc == -EROFS) /* read-only, or failed before: nothing more commits */
+		next = last;
+	else if (rc)
+		return rc; /* this write failed (EIO fails the store now) */
+	*out = next < last ? last : next;
+	return 0;
 }
 
 /* 'Q' | shard u32 BE | feed seq u64 BE  ->  queue seq u64 */

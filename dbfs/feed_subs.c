@@ -179,8 +179,11 @@ int feed_seek_to(struct dbfs *fs, mfsq_sub *s, const struct dbfs_feed_start *st,
 			if (e)
 				QCALL(fs, rc, (mfsq_unsubscribe(e), rc));
 		}
-		if (!rc)
-			*next = feed_next_now(fs);
+		if (!rc) {
+			int e = feed_next_now(fs, next);
+			if (e) /* a dbfs errno already */
+				return e;
+		}
 		break;
 	case DBFS_FEED_OLDEST:
 		QCALL(fs, rc, mfsq_seek_time(s, 0));
