@@ -24,9 +24,9 @@
  * opens a cursor on the file's blocks, then advises them run by run), with
  * $FAULT_DIR/later_held present while it waits. Each $FAULT_DIR/step the
  * test creates lets it take one piece (the thread removes later_held, then
- * step). The thread goes on
- * once holdlater is gone, or after 120 s. The test sees what waits
- * between two pieces without a race against how fast the machine frees.
+ * step). The thread goes on once holdlater is gone, or after 120 s. The
+ * test sees what waits between two pieces without a race against how fast
+ * the machine frees.
  */
 #undef _FILE_OFFSET_BITS
 #include <dlfcn.h>
