@@ -117,6 +117,7 @@ struct mfs_loop {
 	 * new wait every WAIT_MS (pool.c), so none holds the graveyard long. */
 	struct mfs_session *grave;
 	uint64_t gen;   /* epoll_wait calls started */
+	uint64_t ticks; /* timer expirations read from tfd (tests) */
 	uint64_t *wgen; /* per thread (workers, then express): gen of its wait */
 
 	/*

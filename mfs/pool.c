@@ -345,8 +345,10 @@ void *mfs_pool_worker(void *arg)
 		}
 		if (ev.data.ptr == &loop->tfd) {
 			uint64_t ticks;
-			if (read(loop->tfd, &ticks, sizeof(ticks)) == sizeof(ticks))
+			if (read(loop->tfd, &ticks, sizeof(ticks)) == sizeof(ticks)) {
+				loop->ticks += ticks;
 				mfs_loop_tick(loop, mfs_now_ns());
+			}
 			continue;
 		}
 		struct mfs_session *s = ev.data.ptr;

@@ -19,6 +19,7 @@
 
 #include "dbfs/dbfs.h"
 #include "loop.h"
+#include "loop_private.h"
 #include "colocate.h"
 #include "ring_roam.h"
 #include "suites.h"
@@ -84,6 +85,42 @@ START_TEST(graveyard_empties_while_idle)
 		fuse_session_destroy(se); /* closes p[0] */
 		close(p[1]);
 	}
+	mfs_loop_destroy(loop);
+}
+END_TEST
+
+/* A timer tick (2 ms apart while a session is throttled or watched)
+ * wakes one idle worker, not all of them. Level-triggered, a worker woken
+ * for the tick passed the wake-up on to the next (epoll's ready list)
+ * until one had read it; while the first waited for loop->lock (held by
+ * a worker serving), every idle worker woke, each to take the lock and
+ * find nothing: 8 wake-ups per tick. Here the test holds the lock as
+ * such a worker does, 3 ms at a time. */
+START_TEST(a_tick_wakes_one_worker)
+{
+	struct mfs_loop *loop;
+	ck_assert_int_eq(mfs_loop_create(8, &loop), 0);
+	sleep_ms(50); /* let every worker start its first wait */
+	pthread_mutex_lock(&loop->lock);
+	mfs_loop_watch(loop, mfs_now_ns()); /* ticks until 100 ms without reads */
+	uint64_t gen0 = loop->gen, ticks0 = loop->ticks;
+	pthread_mutex_unlock(&loop->lock);
+	for (int i = 0; i < 30; i++) {
+		pthread_mutex_lock(&loop->lock);
+		mfs_loop_watch(loop, mfs_now_ns());
+		sleep_ms(3);
+		pthread_mutex_unlock(&loop->lock);
+		sleep_ms(1);
+	}
+	sleep_ms(10); /* the last hold's wake-ups read their tick */
+	pthread_mutex_lock(&loop->lock);
+	uint64_t waits = loop->gen - gen0, ticks = loop->ticks - ticks0;
+	pthread_mutex_unlock(&loop->lock);
+	ck_assert_uint_gt(ticks, 10);
+	/* at most one wake-up per expiry (the ones during a hold wake a worker
+	 * each), and each worker's WAIT_MS timeout */
+	ck_assert_msg(waits <= 2 * ticks + 8, "%llu waits started for %llu ticks",
+		      (unsigned long long)waits, (unsigned long long)ticks);
 	mfs_loop_destroy(loop);
 }
 END_TEST
@@ -394,6 +431,7 @@ Suite *mfs_loop_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_loop_test(tc, graveyard_empties_while_idle, 0, 2);
 	tcase_add_loop_test(tc, posted_jobs_run_once_in_order, 0, 2);
+	tcase_add_test(tc, a_tick_wakes_one_worker);
 	tcase_add_test(tc, request_costs);
 	tcase_add_test(tc, ring_roams_for_big_reads);
 	tcase_add_test(tc, worker_moves_to_client_cpu);
