@@ -1,6 +1,7 @@
 /* The power-loss recovery of a store: see dbfs/recover.h and dbfs/durable.c. */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,24 @@ const char *dbfs_boot_id_override;
 int dbfs_durable_fault;
 unsigned long dbfs_recover_fallbacks;
 
+/* The kernel's boot_id, read once: every record names it, and it does not
+ * change while the process lives (an open, a read and a close of /proc per
+ * durable point otherwise). */
+static char boot_cached[40];
+static pthread_once_t boot_once = PTHREAD_ONCE_INIT;
+
+static void read_boot_id(void)
+{
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return; /* no /proc: every open counts as a reboot (safe, slower) */
+	ssize_t n = read(fd, boot_cached, 39);
+	close(fd);
+	for (ssize_t i = 0; i < n; i++)
+		if (boot_cached[i] == '\n')
+			boot_cached[i] = '\0';
+}
+
 void dbfs_boot_id(char out[40])
 {
 	memset(out, 0, 40);
@@ -19,14 +38,8 @@ void dbfs_boot_id(char out[40])
 		snprintf(out, 40, "%s", dbfs_boot_id_override);
 		return;
 	}
-	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return; /* no /proc: every open counts as a reboot (safe, slower) */
-	ssize_t n = read(fd, out, 39);
-	close(fd);
-	for (ssize_t i = 0; i < n; i++)
-		if (out[i] == '\n')
-			out[i] = '\0';
+	pthread_once(&boot_once, read_boot_id);
+	memcpy(out, boot_cached, 40);
 }
 
 static uint64_t get_u64(const unsigned char *p)
