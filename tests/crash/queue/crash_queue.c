@@ -48,6 +48,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -252,6 +254,23 @@ static void die(const char *what, int rc)
 	exit(3);
 }
 
+/* The worker's first committed (or, own-enq, returned) enqueue: one byte
+ * to the parent on fd CRASHQ_READY_FD, so that most kills land while the
+ * worker works, not while it (an ASan build on a loaded machine) still
+ * starts up. */
+static void tell_ready(void)
+{
+	static atomic_int told;
+	const char *v = getenv("CRASHQ_READY_FD");
+
+	if (!v || atomic_exchange(&told, 1))
+		return;
+	int fd = atoi(v);
+
+	(void)!write(fd, "r", 1);
+	close(fd);
+}
+
 static void *enqueuer(void *arg)
 {
 	struct enq_thread *et = arg;
@@ -311,6 +330,7 @@ static void *enqueuer(void *arg)
 				die("enqueue", rc);
 			for (int i = et->t; i < E; i += et->nt)
 				a->enq->returned[i] = next[i];
+			tell_ready();
 			continue;
 		}
 		rc = mfsq_enqueue_batch(a->q, txn, in, (size_t)n, NULL);
@@ -326,6 +346,7 @@ static void *enqueuer(void *arg)
 		if (rc)
 			die("commit", rc);
 		mfsq_notify(a->q);
+		tell_ready();
 	}
 	return NULL;
 }
@@ -539,14 +560,26 @@ int main(int argc, char **argv)
 		return 2;
 	for (int i = 0; i < iters; i++) {
 		struct timespec ts = {0, (long)(5 + rand_r(&seed) % 80) * 1000000L};
-		int st;
+		int st, ready[2];
+		/* Three kills in four come after the worker's first enqueue (the
+		 * run then surely commits something); the fourth at a random
+		 * point from its start, which may be its open and recovery. */
+		int at_work = i % 4 != 0;
+
+		if (pipe2(ready, O_CLOEXEC) < 0)
+			return 2;
 		pid_t pid = fork();
 
 		if (pid < 0)
 			return 2;
 		if (pid == 0) {
 			char *wargv[7] = {argv[0], "worker", dir};
+			char fdv[16];
 			int k = 3;
+
+			snprintf(fdv, sizeof(fdv), "%d", ready[1]);
+			if (fcntl(ready[1], F_SETFD, 0) < 0 || setenv("CRASHQ_READY_FD", fdv, 1))
+				_exit(2);
 
 			if (own)
 				wargv[k++] = "own-ack";
@@ -558,6 +591,18 @@ int main(int argc, char **argv)
 			execv("/proc/self/exe", wargv);
 			_exit(2);
 		}
+		close(ready[1]);
+		if (at_work) {
+			struct pollfd pf = {ready[0], POLLIN, 0};
+
+			/* a bound for a hang; a worker that died closes the pipe */
+			if (poll(&pf, 1, 120000) == 0) {
+				fprintf(stderr, "worker run %d enqueued nothing in 120 s\n", i);
+				kill(pid, SIGKILL);
+				return 1;
+			}
+		}
+		close(ready[0]);
 		/* not a wait for a condition: the kill lands at a random point */
 		nanosleep(&ts, NULL);
 		kill(pid, SIGKILL);
