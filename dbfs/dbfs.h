@@ -277,6 +277,7 @@ struct dbfs_counters {
 	uint64_t errors;       /* requests answered with an error */
 	uint64_t flushes;      /* durable points made (two device flushes each, but */
 	uint64_t flushes_listed; /* these, listed points: one; dbfs/durable.c) */
+	uint64_t flushes_imaged; /* these, imaged points: one flush of dbfs.images */
 	uint64_t flushes_held;   /* points asked for by the pages freed since the last (dbfs/held.c) */
 	uint64_t unsynced_age_ms; /* age of the oldest commit not durable yet; 0: none */
 	uint64_t unsynced_bytes;  /* data bytes written since the last durable point */

@@ -1,6 +1,7 @@
 /*
  * What is durable when: the default durability mode (`normal`) and the
- * fsync path.
+ * fsync path. Points are imaged (one flush, below) where they can be;
+ * listed ones (one flush) where imaged ones are off (tests); else two.
  *
  * LMDB runs with MDB_NOSYNC: a commit writes its pages and its meta page
  * into the page cache and flushes nothing, so a process crash loses nothing
@@ -70,6 +71,46 @@
  * would be left to fall back to. Pages T' shares with T were on the disk
  * at T's point and unchanged since (pinned).
  *
+ * An *imaged* point costs one flush of a small sequential write, and no
+ * flush of data.mdb at all (the way a journal with data=journal, ZFS's
+ * ZIL or SQLite's WAL make a commit durable: the log first, the home
+ * location later):
+ *
+ *   1. pin:   as above, T';
+ *   2. image: the pages T''s tree gained since the previous point T (as
+ *             listed above), their images read from the map, appended to
+ *             dbfs.images as one record with T''s meta (format.h), and
+ *             that file flushed (images.c);
+ *   3. move:  end T's pin.
+ *
+ * The records since the last record of dbfs.durable (a *checkpoint*: a
+ * point of either kind above, after which data.mdb's pages are on the
+ * disk) form a chain, each record based on the point before it. After a
+ * reboot, recovery writes every whole record of the chain over data.mdb,
+ * in order, and the newest one's meta over LMDB's (recover.c). That gives
+ * T'_k whatever the kernel wrote back meanwhile: a page of T'_k's tree
+ * was either gained since the checkpoint, then the newest record that
+ * gained it holds its image (a page gained twice was freed in between,
+ * and the later record's image is written last), or it is a page of the
+ * checkpoint's tree that no commit freed since, which no write touched
+ * since the checkpoint's flush put it on the disk. The pin moves at every
+ * imaged point, so pages freed before it are reused at once: a burst of
+ * commits rewrites the same pages in the page cache instead of writing
+ * every copy-on-write version to new ones, and the kernel writes back
+ * only the newest (held.c asks for a point when the freed pages pile up;
+ * imaged, such a point costs a few hundred KiB written in sequence). A
+ * record is written only whole: one that a power loss tore fails its sum
+ * and ends the chain, and the point before it, whose pin was held until
+ * the torn one's flush ended, is restored instead. A checkpoint comes
+ * when the chain passes its limit (images.c), when a point gained more
+ * pages than a record holds or free lists too long to compare, and at
+ * close, so that a store closed cleanly is data.mdb and dbfs.durable
+ * alone (its checkpoint: a point of two flushes, never a listed one: the
+ * list would leave out the pages the chain's records hold). dbfs.images
+ * belongs with the store until then: a copy of data.mdb and dbfs.durable
+ * without it, taken after a power loss, returns to the checkpoint, whose
+ * pages may have been reused since.
+ *
  * When points happen: fsync, fdatasync, O_SYNC/O_DSYNC writes (the kernel
  * sends FUSE_FSYNC) and dbfs_sync make one and wait for it; concurrent
  * callers share it (whoever finds its commit already durable returns at
@@ -113,6 +154,7 @@ static int64_t mono_ns(void)
 int64_t (*dbfs_durable_clock)(void) = mono_ns;
 bool dbfs_durable_test_on_disk;
 int dbfs_durable_test_listed = -1;
+int dbfs_durable_test_imaged = -1;
 
 /* Write record dur_seq + 1 naming txnid (meta: its meta page; n pages
  * listed in dur_buf already) into its slot. push: write it to the device
@@ -162,13 +204,10 @@ static int write_record(struct dbfs *fs, uint64_t txnid, const unsigned char *me
 	return 0;
 }
 
-/* List in dur_buf the pages that the snapshot of meta (pinned by the
- * caller) gained since the durable point dur_txn, with their hashes: *n of
- * them. E2BIG: more than a record holds (the caller makes a point of two
- * flushes). The pages are read through the page cache (pread: what
- * write-back will put on the disk), which no write changes while the
- * snapshot is pinned. */
-static int list_pages(struct dbfs *fs, const unsigned char *meta, uint64_t *n)
+/* Find the pages that the snapshot of meta (pinned by the caller) gained
+ * since the durable point dur_txn: into fs->dur_gained.out. E2BIG: more
+ * than a record holds, or free lists too long to compare. */
+static int gain(struct dbfs *fs, const unsigned char *meta)
 {
 	struct dbfs_gained *g = &fs->dur_gained;
 	pthread_rwlock_rdlock(&fs->map_lock); /* gained.c reads the map */
@@ -176,8 +215,17 @@ static int list_pages(struct dbfs *fs, const unsigned char *meta, uint64_t *n)
 				   fs->dur_psize);
 	pthread_rwlock_unlock(&fs->map_lock);
 	dbfs_gained_trim(g); /* keeps out (the list) and small arrays */
-	if (rc)
-		return rc;
+	if (!rc && dbfs_durable_fault == DBFS_FAULT_SHORT_LIST && g->out.n)
+		g->out.n--; /* a test: a page the record should name and does not */
+	return rc;
+}
+
+/* List in dur_buf the pages gain() found, with their hashes: *n of them.
+ * The pages are read through the page cache (pread: what write-back will
+ * put on the disk), which no write changes while the snapshot is pinned. */
+static int list_pages(struct dbfs *fs, uint64_t *n)
+{
+	struct dbfs_gained *g = &fs->dur_gained;
 	int fd;
 	mdb_env_get_fd(fs->env, &fd);
 	struct dbfs_drec_page *list = (void *)(fs->dur_buf + DBFS_DREC_HEAD + 8);
@@ -192,8 +240,6 @@ static int list_pages(struct dbfs *fs, const unsigned char *meta, uint64_t *n)
 		list[i].hash = dbfs_drec_page_hash(pgno, page, ps);
 	}
 	*n = g->out.n;
-	if (dbfs_durable_fault == DBFS_FAULT_SHORT_LIST && *n)
-		--*n; /* a test: a page the record should name and does not */
 	return 0;
 }
 
@@ -284,8 +330,10 @@ static int flush_data(struct dbfs *fs)
 }
 
 /* A durable point; fs->dur_lock held. `leader`: the caller already holds
- * the writer (commit.c on a full disk). */
-static int point_locked(struct dbfs *fs, bool leader)
+ * the writer (commit.c on a full disk). `checkpoint`: not an imaged one,
+ * and made even when nothing committed since an imaged point (close: a
+ * store closed cleanly needs no dbfs.images). */
+static int point_locked(struct dbfs *fs, bool leader, bool checkpoint)
 {
 	MDB_txn *pin;
 	uint64_t txnid, bytes0;
@@ -311,28 +359,44 @@ static int point_locked(struct dbfs *fs, bool leader)
 		writers_resume(fs);
 	if (rc)
 		return rc;
-	if (txnid == fs->dur_txn) {
+	if (txnid == fs->dur_txn && !(checkpoint && fs->img_lseq)) {
 		mdb_txn_abort(pin); /* nothing committed since the last point */
 		dbfs_held_moved(fs);
 		return 0;
 	}
-	/* Listed (one flush): the record first, pushed to the device, then
-	 * data.mdb's flush carries both. Otherwise data.mdb, then the record,
-	 * each flushed. */
+	/* Imaged (one flush of dbfs.images): the gained pages' images, and no
+	 * flush of data.mdb. Else a checkpoint: listed (one flush) the record
+	 * first, pushed to the device, then data.mdb's flush carries both;
+	 * otherwise data.mdb, then the record, each flushed. A checkpoint
+	 * after imaged points is never listed: its list would name the pages
+	 * gained since the last imaged point, and the points before it may
+	 * have left theirs in dbfs.images only. */
 	uint64_t n = 0, seq0 = fs->dur_seq;
-	bool listed = false;
-	if (fs->dur_listed && fs->dur_pin && fs->dur_list_pause)
+	bool listed = false, imaged = false;
+	bool may_image = fs->dur_imaged && !checkpoint && txnid != fs->dur_txn;
+	bool may_list = fs->dur_listed && !fs->img_lseq;
+	if (!(may_image || may_list) || !fs->dur_pin)
+		(void)0;
+	else if (fs->dur_list_pause)
 		fs->dur_list_pause--;
-	else if (dbfs_durable_fault == DBFS_FAULT_MIXED && (fs->dur_seq & 1))
-		(void)0; /* a test: a point of two flushes between listed ones */
-	else if (fs->dur_listed && fs->dur_pin) {
-		rc = list_pages(fs, meta, &n);
-		listed = !rc;
-		if (rc == E2BIG) {
-			/* too big, or a free list too long to walk: the next
-			 * points are likely so too, and each try costs its walk */
-			fs->dur_list_pause = DBFS_LIST_PAUSE;
-			rc = 0;
+	else if (dbfs_durable_fault == DBFS_FAULT_MIXED && (fs->cnt.flushes & 1))
+		(void)0; /* a test: a checkpoint between one-flush points */
+	else if ((rc = gain(fs, meta)) == E2BIG) {
+		/* too big, or a free list too long to walk: the next points
+		 * are likely so too, and each try costs its walk */
+		fs->dur_list_pause = DBFS_LIST_PAUSE;
+		rc = 0;
+	} else if (!rc) {
+		struct dbfs_gained *g = &fs->dur_gained;
+		if (may_image) {
+			rc = dbfs_images_append(fs, txnid, meta, g->out.v, g->out.n);
+			imaged = !rc;
+			if (rc == EFBIG || rc == ENOSPC || rc == EDQUOT)
+				rc = 0; /* the log is full: a checkpoint */
+		}
+		if (!rc && !imaged && may_list) {
+			rc = list_pages(fs, &n);
+			listed = !rc;
 		}
 	}
 	if (!rc && listed)
@@ -341,9 +405,9 @@ static int point_locked(struct dbfs *fs, bool leader)
 		dbfs_durable_fault = 0; /* a test: the device failed the flush */
 		rc = EIO;
 	}
-	if (!rc)
+	if (!rc && !imaged)
 		rc = flush_data(fs);
-	if (!rc && !listed)
+	if (!rc && !imaged && !listed)
 		rc = write_record(fs, txnid, meta, 0, 0, false);
 	if (rc) {
 		/* A pushed record whose flush failed may be on the disk without
@@ -357,6 +421,10 @@ static int point_locked(struct dbfs *fs, bool leader)
 	fs->cnt.flushes++;
 	if (listed)
 		fs->cnt.flushes_listed++;
+	if (imaged)
+		fs->cnt.flushes_imaged++;
+	else
+		dbfs_images_reset(fs); /* record dur_seq starts a new chain */
 	memcpy(fs->dur_meta, meta, DBFS_DREC_META);
 	/* Only now may the pages that T' does not use and T did be reused:
 	 * until the flush, T was the point a recovery falls back to. */
@@ -397,6 +465,8 @@ int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen)
 			 (dbfs_durable_test_listed > 0 ||
 			  (dbfs_durable_test_listed < 0 && fstatfs(fs->dur_fd, &sf) == 0 &&
 			   (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC)));
+	fs->dur_imaged = !fs->dur_trust && dbfs_durable_test_imaged != 0;
+	dbfs_images_close(fs); /* the record written below starts a new chain */
 	fs->dur_gained.out.v = malloc(DBFS_DREC_LIST_MAX * sizeof(uint64_t));
 	fs->dur_gained.out.cap = DBFS_DREC_LIST_MAX;
 	/* a record, and a page being hashed */
@@ -444,6 +514,7 @@ void dbfs_durable_drop(struct dbfs *fs)
 	if (fs->dur_fd >= 0)
 		close(fs->dur_fd);
 	fs->dur_fd = -1;
+	dbfs_images_close(fs);
 	dbfs_gained_free(&fs->dur_gained);
 	free(fs->dur_buf);
 	fs->dur_buf = NULL;
@@ -489,7 +560,7 @@ int dbfs_durable_point(struct dbfs *fs)
 	if (fs->dur_txn >= want)
 		return 0;
 	pthread_mutex_lock(&fs->dur_lock);
-	int rc = fs->dur_txn >= want ? 0 : point_locked(fs, false);
+	int rc = fs->dur_txn >= want ? 0 : point_locked(fs, false, false);
 	pthread_mutex_unlock(&fs->dur_lock);
 	/* A failed flush, whoever asked (fsync, the sync verb, the tick,
 	 * close): pages may be gone, the store turns read-only (health.c). */
@@ -505,7 +576,7 @@ int dbfs_durable_point_leader(struct dbfs *fs)
 	/* trylock: a flush in progress pauses writers, and we are the writer. */
 	if (pthread_mutex_trylock(&fs->dur_lock))
 		return 0;
-	int rc = point_locked(fs, true);
+	int rc = point_locked(fs, true, false);
 	pthread_mutex_unlock(&fs->dur_lock);
 	return rc;
 }
@@ -531,8 +602,14 @@ void dbfs_durable_stop(struct dbfs *fs)
 {
 	if (fs->dur_fd < 0)
 		return;
-	if (!fs->opt.read_only)
-		dbfs_durable_point(fs);
+	if (!fs->opt.read_only && !atomic_load(&fs->map_lost) && !fs->dur_trust) {
+		/* a checkpoint: a store closed cleanly is data.mdb and its
+		 * record, without dbfs.images */
+		pthread_mutex_lock(&fs->dur_lock);
+		int rc = point_locked(fs, false, true);
+		pthread_mutex_unlock(&fs->dur_lock);
+		dbfs_health_check(fs, rc, "flush");
+	}
 	if (fs->dur_pin)
 		mdb_txn_abort(fs->dur_pin);
 	fs->dur_pin = NULL;

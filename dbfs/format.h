@@ -420,6 +420,74 @@ static inline uint64_t dbfs_drec_list_sum(const struct dbfs_drec *r, const void 
 #define DBFS_LMDB_META_END   136u
 
 /*
+ * dbfs.images: the log of imaged durable points (dbfs/images.c writes it,
+ * dbfs/recover.c replays it; the design is in dbfs/durable.c).
+ *
+ * An imaged point makes transaction T' durable without a flush of
+ * data.mdb: it appends the images of the pages T''s tree gained since the
+ * previous point T (gained.c) to this file and flushes only this file.
+ * The records since the last record of dbfs.durable (the *checkpoint*:
+ * data.mdb flushed, then named) form a chain; after a reboot they are
+ * replayed, in order, over data.mdb, and the newest one's meta page is
+ * written over both of LMDB's. A checkpoint starts the chain again from
+ * offset 0 (older records stay in the file until overwritten, and are
+ * told apart by dseq). Each record starts at a multiple of its psize:
+ *
+ *   +------------------------------------------+ record offset
+ *   | struct dbfs_irec                         |
+ *   | n page numbers (u64)                     |
+ *   | zeros up to the next multiple of psize   |
+ *   +------------------------------------------+
+ *   | n page images, psize bytes each, in the  |
+ *   | order of the page numbers                |
+ *   +------------------------------------------+ next record
+ *
+ * A record counts only if its magic, version and psize are right, its dseq
+ * is the checkpoint's seq, its lseq is one more than the previous one's
+ * (the first: 1), its base is the txnid of the point before it (the
+ * checkpoint's, or the previous record's), its meta is T''s and its sum
+ * (dbfs_irec_sum) matches: the first record that does not ends the chain
+ * (a torn append: the point before it was never acknowledged). The file
+ * is made at the first imaged point (and its directory entry flushed);
+ * it never shrinks: a chain grows to a quarter of the store's tree, within
+ * 8 and 64 MiB (DBFS_ILOG_MIN, _MAX in dbfs/internal.h), past which a
+ * point is a checkpoint instead (and one record of at most
+ * DBFS_DREC_LIST_MAX pages may start before that limit).
+ */
+#define DBFS_ILOG_FILE    "dbfs.images"
+#define DBFS_ILOG_MAGIC   "DBFSIMG1"
+#define DBFS_ILOG_VERSION 1u
+
+struct dbfs_irec {
+	char magic[8];
+	uint32_t version;
+	uint32_t psize;         /* LMDB page size of data.mdb */
+	uint64_t dseq;          /* seq of the dbfs.durable record this chain follows */
+	uint64_t lseq;          /* 1, 2, ... within the chain */
+	uint64_t base;          /* txnid of the point before (record or chain) */
+	uint64_t txnid;         /* the point this record makes durable */
+	uint64_t n;             /* pages imaged, at most DBFS_DREC_LIST_MAX */
+	char boot[40];          /* boot_id when written */
+	unsigned char meta[DBFS_DREC_META]; /* txnid's meta page, as in dbfs_drec */
+	uint64_t sum;
+};
+
+/* Bytes from a record's start to its first image. */
+static inline uint64_t dbfs_irec_head_len(uint64_t n, uint32_t psize)
+{
+	uint64_t h = sizeof(struct dbfs_irec) + n * 8;
+	return (h + psize - 1) / psize * psize;
+}
+
+/* The sum of a record: dbfs_page_hash over its head (up to sum), then
+ * its page numbers, then its images, in that order (h carries on). */
+static inline uint64_t dbfs_irec_head_sum(const struct dbfs_irec *r, const uint64_t *pgno)
+{
+	uint64_t h = dbfs_page_hash(0x84222325cbf29ce4ull, r, offsetof(struct dbfs_irec, sum));
+	return dbfs_page_hash(h, pgno, (size_t)r->n * 8);
+}
+
+/*
  * The upgrade to format 5 (dbfs/upgrade5.c), in pieces: phase 1 rewrites
  * the records at the format-5 size without names and deletes the format
  * 3/4 name rows, in inode order; phase 2 names every inode from the

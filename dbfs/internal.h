@@ -178,7 +178,8 @@ struct dbfs {
 	MDB_txn *wtxn;
 	struct {
 		_Atomic uint64_t ops, read_bytes, write_bytes, commits, batched_ops, map_grows,
-			errors, flushes, flushes_listed, flushes_held, readers_cleared;
+			errors, flushes, flushes_listed, flushes_imaged, flushes_held,
+			readers_cleared;
 		_Atomic uint64_t by_errno[DBFS_ERRNOS]; /* counters.c */
 	} cnt;
 
@@ -196,6 +197,10 @@ struct dbfs {
 	_Atomic uint64_t commit_interval_ms;
 	bool dur_trust;             /* no points: mode full, or the store is in memory */
 	bool dur_listed;            /* listed points (one flush) may be made: ext4, XFS */
+	bool dur_imaged;            /* imaged points may be made (dbfs.images) */
+	int img_fd;                 /* dbfs.images; -1 until the first imaged point */
+	uint64_t img_tail;          /* where the chain's next record goes */
+	uint64_t img_lseq;          /* records in the chain since the checkpoint dur_seq */
 	unsigned char dur_meta[DBFS_DREC_META]; /* dur_txn's meta page (its record's copy) */
 	struct dbfs_gained dur_gained;
 	unsigned dur_list_pause;    /* points left to make unlisted after an E2BIG */
@@ -246,6 +251,21 @@ int dbfs_durable_point_leader(struct dbfs *fs);
 int dbfs_durable_tick(struct dbfs *fs);
 /* A last point; ends the pin and closes dbfs.durable. */
 void dbfs_durable_stop(struct dbfs *fs);
+/* ---- imaged points: dbfs.images (images.c) ---- */
+/* Append the record of an imaged point (format.h) for snapshot txnid
+ * (meta: its meta page; pinned) that gained pg[0..n) since the point
+ * dur_txn, whose checkpoint is record dur_seq, and flush the file. 0;
+ * EFBIG: past the chain's limit, or too big to image (the caller makes a
+ * checkpoint); or the errno of open/pwrite/fdatasync (ENOSPC: a disk too
+ * full for the log). Nothing counts of a record that failed: the next one
+ * goes to its place. dur_lock held. */
+int dbfs_images_append(struct dbfs *fs, uint64_t txnid, const unsigned char *meta,
+		       const uint64_t *pg, uint64_t n);
+/* A checkpoint was recorded: the next record starts a new chain. */
+void dbfs_images_reset(struct dbfs *fs);
+void dbfs_images_close(struct dbfs *fs);
+#define DBFS_ILOG_MIN (8ull << 20)
+#define DBFS_ILOG_MAX (64ull << 20)
 /* ---- pages the pin keeps from reuse (held.c) ---- */
 /* The leader, map lock held, after committing info->me_last_txnid: count
  * the pages the commits since the last call freed; past the limit, ask the
@@ -280,6 +300,8 @@ void dbfs_durable_drop(struct dbfs *fs);
 extern int64_t (*dbfs_durable_clock)(void);
 extern bool dbfs_durable_test_on_disk;
 extern int dbfs_durable_test_listed;
+/* Tests: imaged points: -1 wherever points are made, 0 never. */
+extern int dbfs_durable_test_imaged;
 
 /*
  * gained.c: the pages of the tree of snapshot T' that the tree of T =

@@ -11,7 +11,7 @@
 
 const char *dbfs_boot_id_override;
 int dbfs_durable_fault;
-unsigned long dbfs_recover_fallbacks;
+unsigned long dbfs_recover_fallbacks, dbfs_recover_replayed;
 
 /* The kernel's boot_id, read once: every record names it, and it does not
  * change while the process lives (an open, a read and a close of /proc per
@@ -145,6 +145,74 @@ static bool pages_on_disk(int fd, const struct slot_rec *s)
 	return ok;
 }
 
+/* The chain of imaged points that follows record r in dbfs.images (dfd;
+ * format.h), record by record: each one's sum is checked over all its
+ * bytes before any of them is used, and (unless dry) its images are then
+ * written over data.mdb (fd). *txnid and meta (DBFS_DREC_META bytes) end as
+ * the newest point's, r's when the chain is empty; *count says how many
+ * records. A missing file is an empty chain. 0 or a negative errno. */
+static int replay_images(const char *dir, int fd, const struct dbfs_drec *r, bool dry,
+			 uint64_t *txnid, unsigned char *meta, uint64_t *count)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/" DBFS_ILOG_FILE, dir);
+	*txnid = r->txnid;
+	memcpy(meta, r->meta, DBFS_DREC_META);
+	*count = 0;
+	int lfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (lfd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	enum { BATCH = 64 };
+	size_t ps = r->psize;
+	uint64_t *pg = malloc(DBFS_DREC_LIST_MAX * sizeof(*pg));
+	unsigned char *img = malloc(BATCH * ps);
+	int rc = pg && img ? 0 : -ENOMEM;
+	uint64_t off = 0;
+	for (uint64_t lseq = 1; !rc; lseq++) {
+		struct dbfs_irec h;
+		if (pread(lfd, &h, sizeof(h), (off_t)off) != (ssize_t)sizeof(h) ||
+		    memcmp(h.magic, DBFS_ILOG_MAGIC, 8) || h.version != DBFS_ILOG_VERSION ||
+		    h.psize != ps || h.dseq != r->seq || h.lseq != lseq || h.base != *txnid ||
+		    h.txnid <= h.base || h.n > DBFS_DREC_LIST_MAX ||
+		    !dbfs_lmdb_meta_ok(h.meta, h.txnid))
+			break;
+		size_t plen = (size_t)h.n * sizeof(*pg);
+		if (pread(lfd, pg, plen, (off_t)(off + sizeof(h))) != (ssize_t)plen)
+			break;
+		uint64_t head = dbfs_irec_head_len(h.n, (uint32_t)ps), sum = dbfs_irec_head_sum(&h, pg);
+		/* pass 1: the sum; pass 2: the writes */
+		for (int pass = 1; pass <= (dry ? 1 : 2) && !rc; pass++) {
+			for (uint64_t i = 0; i < h.n && !rc;) {
+				uint64_t k = h.n - i < BATCH ? h.n - i : BATCH;
+				off_t at = (off_t)(off + head + i * ps);
+				if (pread(lfd, img, k * ps, at) != (ssize_t)(k * ps)) {
+					rc = pass == 1 ? 1 : -EIO; /* 1: a torn record */
+					break;
+				}
+				for (uint64_t j = 0; j < k; j++, i++) {
+					if (pass == 1)
+						sum = dbfs_page_hash(sum, img + j * ps, ps);
+					else if (pwrite(fd, img + j * ps, ps, (off_t)(pg[i] * ps)) !=
+						 (ssize_t)ps)
+						rc = errno ? -errno : -EIO;
+				}
+			}
+			if (pass == 1 && !rc && sum != h.sum)
+				rc = 1;
+		}
+		if (rc)
+			break;
+		*txnid = h.txnid;
+		memcpy(meta, h.meta, DBFS_DREC_META);
+		++*count;
+		off += head + h.n * ps;
+	}
+	free(pg);
+	free(img);
+	close(lfd);
+	return rc > 0 ? 0 : rc; /* the chain ends at a torn record */
+}
+
 /* Is `m` (meta page bytes after the page header) a meta of LMDB data
  * format 1 for transaction txnid? */
 bool dbfs_lmdb_meta_ok(const unsigned char *m, uint64_t txnid)
@@ -206,18 +274,28 @@ int dbfs_durable_recover(const char *dir, bool read_only, int *restored, char *e
 		rc = -EINVAL;
 		goto out;
 	}
+	/* The point to restore: r's, or the newest of the imaged points
+	 * that follow it. */
+	uint64_t want, chain;
+	unsigned char wmeta[DBFS_DREC_META];
+	rc = replay_images(dir, fd, r, true, &want, wmeta, &chain);
+	if (rc) {
+		snprintf(err, errlen, "cannot read %s/%s: %s", dir, DBFS_ILOG_FILE, strerror(-rc));
+		goto out;
+	}
 	/* Nothing to undo when the durable point is the newest meta and the
-	 * other one is older (a clean close, or nothing written since). */
+	 * other one is older (a clean close, or nothing written since), and
+	 * no imaged point's pages are to be written back. */
 	unsigned char m[2][DBFS_DREC_META];
-	bool same = true;
+	bool same = !chain;
 	for (unsigned i = 0; i < 2; i++) {
 		if (pread(fd, m[i], DBFS_DREC_META, (off_t)i * r->psize + 16) != DBFS_DREC_META)
 			memset(m[i], 0, DBFS_DREC_META);
 		uint64_t t = get_u64(m[i] + DBFS_LMDB_META_TXNID);
-		if (i == (r->txnid & 1))
-			same = same && !memcmp(m[i], r->meta, DBFS_LMDB_META_END);
+		if (i == (want & 1))
+			same = same && !memcmp(m[i], wmeta, DBFS_LMDB_META_END);
 		else
-			same = same && dbfs_lmdb_meta_ok(m[i], t) && t <= r->txnid;
+			same = same && dbfs_lmdb_meta_ok(m[i], t) && t <= want;
 	}
 	if (same && !use)
 		goto out;
@@ -234,9 +312,15 @@ int dbfs_durable_recover(const char *dir, bool read_only, int *restored, char *e
 	}
 	if (same)
 		goto out;
-	/* Both meta pages name T, so that LMDB can pick no other. */
+	if (chain && (rc = replay_images(dir, fd, r, false, &want, wmeta, &chain))) {
+		snprintf(err, errlen, "cannot write the imaged pages of %s/%s into %s: %s", dir,
+			 DBFS_ILOG_FILE, path, strerror(-rc));
+		goto out;
+	}
+	dbfs_recover_replayed += chain;
+	/* Both meta pages name the point, so that LMDB can pick no other. */
 	for (unsigned i = 0; i < 2 && !rc; i++)
-		if (pwrite(fd, r->meta, DBFS_DREC_META, (off_t)i * r->psize + 16) != DBFS_DREC_META)
+		if (pwrite(fd, wmeta, DBFS_DREC_META, (off_t)i * r->psize + 16) != DBFS_DREC_META)
 			rc = -EIO;
 	if (!rc && fdatasync(fd) < 0)
 		rc = -errno;

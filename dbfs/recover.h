@@ -21,6 +21,9 @@
  * unless it is a listed one (format.h) whose pages are not all on the
  * disk with their hashes: then the other record, and the listed one is
  * blanked (flushed) first, so that the next record goes to its slot.
+ * The imaged points that follow that record in dbfs.images (its chain,
+ * format.h) are then replayed: their pages written over data.mdb, the
+ * newest one's meta over LMDB's.
  * *restored is 1 when the meta pages were rewritten (and flushed). With
  * read_only, a store that needs either write is refused (-EROFS). The
  * caller holds the store's lock (dbfs.lock) and has no LMDB environment
@@ -47,7 +50,7 @@ extern const char *dbfs_boot_id_override;
 /* Tests only (tests/crash/fs/powerloss.c shows that it notices): break
  * one part of the design. NO_PIN ends each durable point's read
  * transaction at once; NO_RECOVER makes dbfs_durable_recover do nothing;
- * SHORT_LIST leaves the last page out of each listed record;
+ * SHORT_LIST leaves the last page out of each listed or imaged record;
  * FLUSH_AFTER_PUSH fails the next flush of data.mdb that follows a pushed
  * record with EIO (once: the fault is then cleared). Not a fault but a
  * mix: MIXED makes every other point one of two flushes, as a point too
@@ -60,7 +63,8 @@ enum {
 	DBFS_FAULT_MIXED = 5,
 };
 extern int dbfs_durable_fault;
-/* Tests: recoveries that fell back from a listed record to the other. */
-extern unsigned long dbfs_recover_fallbacks;
+/* Tests: recoveries that fell back from a listed record to the other;
+ * imaged points replayed. */
+extern unsigned long dbfs_recover_fallbacks, dbfs_recover_replayed;
 
 #endif

@@ -15,6 +15,7 @@ void dbfs_counters(struct dbfs *fs, struct dbfs_counters *c)
 	c->errors = fs->cnt.errors;
 	c->flushes = fs->cnt.flushes;
 	c->flushes_listed = fs->cnt.flushes_listed;
+	c->flushes_imaged = fs->cnt.flushes_imaged;
 	c->flushes_held = fs->cnt.flushes_held;
 	c->readers_cleared = fs->cnt.readers_cleared;
 	dbfs_durable_state(fs, &c->unsynced_age_ms, &c->unsynced_bytes);

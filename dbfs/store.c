@@ -91,7 +91,8 @@ static void unmake(struct dbfs *fs, unsigned made)
 	} files[] = {{MADE_DATA, "data.mdb"},
 		     {MADE_ENVLOCK, "lock.mdb"},
 		     {MADE_LOCK, "dbfs.lock"},
-		     {MADE_DUR, DBFS_DREC_FILE}};
+		     {MADE_DUR, DBFS_DREC_FILE},
+		     {MADE_DUR, DBFS_ILOG_FILE}}; /* made by a point of the open */
 	char path[4200];
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		if (!(made & files[i].bit))
@@ -116,7 +117,7 @@ static void unmake(struct dbfs *fs, unsigned made)
 bool dbfs_is_store_file(const char *name)
 {
 	static const char *const names[] = {"data.mdb", "lock.mdb", "dbfs.lock", DBFS_DREC_FILE,
-					    "dbfs.wake"};
+					    DBFS_ILOG_FILE, "dbfs.wake"};
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (!strcmp(name, names[i]))
@@ -549,6 +550,7 @@ int dbfs_open(const char *dir, const struct dbfs_options *o, struct dbfs **out, 
 	pthread_mutex_init(&fs->dur_stat_lock, NULL);
 	dbfs_guard_install();
 	fs->dur_fd = -1;
+	fs->img_fd = -1;
 	fs->commit_interval_ms = 5000;
 	dbfs_set_commit_interval(fs, o->commit_interval);
 	dbfs_cache_init(fs);

@@ -201,7 +201,8 @@ static void render(const struct view *v, struct mfs_buf *b)
 	    "map_size=%llu\nfile_size=%llu\n"
 	    "max_concurrent=%u\niops_limit=%llu\nbandwidth_limit=%llu\n"
 	    "cache_bytes=%llu\ncache_limit=%llu\ncache_trimmed=%llu\n"
-	    "flushes=%llu\nflushes_listed=%llu\nflushes_held=%llu\nunsynced_age_ms=%llu\n"
+	    "flushes=%llu\nflushes_listed=%llu\nflushes_imaged=%llu\nflushes_held=%llu\n"
+	    "unsynced_age_ms=%llu\n"
 	    "unsynced_bytes=%llu\n"
 	    "readers_cleared=%llu\n",
 	    v->name, mfs_state_name(v->state), (unsigned long long)st->ops,
@@ -223,7 +224,7 @@ static void render(const struct view *v, struct mfs_buf *b)
 	    (unsigned long long)v->limits.iops, (unsigned long long)v->limits.bandwidth,
 	    (unsigned long long)cb, (unsigned long long)cl, (unsigned long long)ct,
 	    (unsigned long long)c.flushes, (unsigned long long)c.flushes_listed,
-	    (unsigned long long)c.flushes_held,
+	    (unsigned long long)c.flushes_imaged, (unsigned long long)c.flushes_held,
 	    (unsigned long long)c.unsynced_age_ms, (unsigned long long)c.unsynced_bytes,
 	    (unsigned long long)c.readers_cleared);
 	if (v->state != MFS_MOUNTED)

@@ -3,7 +3,8 @@
  * dbfs/durable.c).
  *
  *   powerloss [--mode normal|full] [--writemap 0|1] [--ops N] [--states N]
- *             [--seed S] [--break pin|recover|list] [--listed 0|1] [--mixed 0|1]
+ *             [--seed S] [--break pin|recover|list|images] [--listed 0|1]
+ *             [--imaged 0|1] [--mixed 0|1]
  *
  * A workload runs against a store through libdbfs's own write path
  * (dbfs_write, dbfs_sync, dbfs_tick) while this program records every
@@ -40,18 +41,24 @@
  * A flush makes durable what was written to its file before it began,
  * and (the device's cache) whatever sync_file_range pushed to the device,
  * of any file, before it began. In mode normal every dbfs_sync that
- * flushed must have flushed once (listed points, --listed 1, the default
- * here as on ext4 and XFS; --listed 0 makes two-flush points, and the
- * test fails; --mixed 1 makes every other point one of two flushes, as a
- * point too big to list does, and checks the mix, not the flush count).
+ * flushed must have flushed once: imaged points (the default, --imaged 1:
+ * the pages each point gained, appended to dbfs.images, whose records are
+ * recorded a 512-byte sector at a time like dbfs.durable's, and only that
+ * file flushed; data.mdb is flushed only at checkpoints), or listed ones
+ * (--imaged 0 --listed 1, as on ext4 and XFS); --imaged 0 --listed 0
+ * makes two-flush points, and the test fails; --mixed 1 makes every other
+ * point one of two flushes (a checkpoint, which starts the chain of imaged
+ * points again), as a point too big to list or image does, and checks the
+ * mix, not the flush count).
  * Before the random states, every listed record is checked in the state
  * it must survive and a missing page would break: pushed, its flush not
  * finished, dbfs.durable as written, and of data.mdb only the pages it
  * lists written back since the last flush (the same states in every
  * build: --break list fails there, not by luck).
  * It prints how many distinct states it checked.
- * --break pin|recover|list disables one part of the design (tests only,
- * dbfs_durable_fault) and exits 0 only if the test then finds a broken
+ * --break pin|recover|list|images disables one part of the design (tests
+ * only, dbfs_durable_fault; images: each imaged record leaves out a page
+ * it should hold) and exits 0 only if the test then finds a broken
  * state: proof that it can.
  */
 #ifndef _GNU_SOURCE
@@ -97,9 +104,9 @@ static _Noreturn void die(const char *fmt, ...)
 
 /* ---- the record ---- */
 
-enum { F_DATA, F_DUR, NFILES };
-static const unsigned unit_size[NFILES] = {PAGE, SECTOR};
-static const char *const file_name[NFILES] = {"data.mdb", DBFS_DREC_FILE};
+enum { F_DATA, F_DUR, F_IMG, NFILES };
+static const unsigned unit_size[NFILES] = {PAGE, SECTOR, SECTOR};
+static const char *const file_name[NFILES] = {"data.mdb", DBFS_DREC_FILE, DBFS_ILOG_FILE};
 
 enum ev_kind {
 	EV_UNIT,        /* file, unit: content after a write (data) */
@@ -198,6 +205,13 @@ static void note_write_fd(int fd, int f, uint64_t off, const void *buf, size_t n
 	unsigned us = unit_size[f];
 	for (uint64_t u = off / us; u <= (off + n - 1) / us; u++)
 		log_unit(f, u);
+	if (off + n > shadow_size[f]) {
+		/* a write past the end grows the file (dbfs.images): the new
+		 * size is durable after the next flush of the file, as any
+		 * size change (fdatasync keeps what reading the data needs) */
+		shadow_size[f] = off + n;
+		log_ev((struct ev){.kind = EV_SIZE, .file = f, .size = off + n});
+	}
 	int fl = fcntl(fd, F_GETFL);
 	if (fl >= 0 && (fl & (O_DSYNC | O_SYNC))) {
 		size_t b = log_ev((struct ev){.kind = EV_FLUSH_BEGIN, .file = f, .unit = off / us,
@@ -857,7 +871,8 @@ static void free_point(struct point *p)
 
 static void rm_state(void)
 {
-	static const char *const names[] = {"data.mdb", "lock.mdb", "dbfs.lock", DBFS_DREC_FILE};
+	static const char *const names[] = {"data.mdb", "lock.mdb", "dbfs.lock", DBFS_DREC_FILE,
+					    DBFS_ILOG_FILE};
 	char path[PATH_MAX + 32];
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", state_dir, names[i]);
@@ -1098,6 +1113,10 @@ static void read_file(const char *dir, int f)
 	struct stat st;
 	snprintf(path, sizeof(path), "%s/%s", dir, file_name[f]);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT && f == F_IMG) {
+		base[f] = calloc(1, PAGE); /* no imaged point was made */
+		return;
+	}
 	if (fd < 0 || fstat(fd, &st) < 0)
 		die("%s: %s", path, strerror(errno));
 	base_size[f] = shadow_size[f] = (uint64_t)st.st_size;
@@ -1136,6 +1155,8 @@ int main(int argc, char **argv)
 			brk = argv[i + 1];
 		else if (!strcmp(argv[i], "--listed"))
 			dbfs_durable_test_listed = atoi(argv[i + 1]);
+		else if (!strcmp(argv[i], "--imaged"))
+			dbfs_durable_test_imaged = atoi(argv[i + 1]) ? -1 : 0;
 		else if (!strcmp(argv[i], "--mixed"))
 			mixed = atoi(argv[i + 1]);
 		else
@@ -1153,10 +1174,14 @@ int main(int argc, char **argv)
 		dbfs_durable_fault = DBFS_FAULT_NO_PIN;
 	else if (brk && !strcmp(brk, "recover"))
 		dbfs_durable_fault = DBFS_FAULT_NO_RECOVER;
-	else if (brk && !strcmp(brk, "list"))
+	else if (brk && !strcmp(brk, "list")) {
 		dbfs_durable_fault = DBFS_FAULT_SHORT_LIST;
-	else if (brk)
-		die("--break pin|recover|list");
+		dbfs_durable_test_imaged = 0; /* listed records, not imaged ones */
+	} else if (brk && !strcmp(brk, "images")) {
+		dbfs_durable_fault = DBFS_FAULT_SHORT_LIST; /* an image left out */
+		dbfs_durable_test_imaged = -1;
+	} else if (brk)
+		die("--break pin|recover|list|images");
 	if (mixed)
 		dbfs_durable_fault = DBFS_FAULT_MIXED;
 
@@ -1209,10 +1234,11 @@ int main(int argc, char **argv)
 	int flushes = 0;
 	for (size_t i = 0; i < nevents; i++)
 		flushes += evs[i].kind == EV_FLUSH_END;
-	printf("powerloss: mode=%s writemap=%d listed=%d: %d operations, %zu events recorded, "
-	       "%d flushes\n",
-	       mode_full ? "full" : "normal", opts.writemap, dbfs_durable_test_listed, nops_done,
-	       nevents, flushes);
+	printf("powerloss: mode=%s writemap=%d listed=%d imaged=%d: %d operations, %zu events "
+	       "recorded, %d flushes (%lu imaged points)\n",
+	       mode_full ? "full" : "normal", opts.writemap, dbfs_durable_test_listed,
+	       dbfs_durable_test_imaged != 0, nops_done, nevents, flushes,
+	       (unsigned long)live_fs->cnt.flushes_imaged);
 	/* What a sync costs: one device flush (listed points), never two. */
 	int syncs = 0, costly = 0;
 	for (size_t i = 0, in = 0, n = 0; i < nevents; i++) {
@@ -1297,8 +1323,8 @@ int main(int argc, char **argv)
 			break;
 	}
 	printf("powerloss: %d crash states checked: %d failed, %d held the newest "
-	       "operation, %lu fell back from a listed record\n",
-	       states, failures, at_newest, dbfs_recover_fallbacks);
+	       "operation, %lu fell back from a listed record, %lu imaged points replayed\n",
+	       states, failures, at_newest, dbfs_recover_fallbacks, dbfs_recover_replayed);
 	char cmd[PATH_MAX + 16];
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	if (system(cmd))

@@ -4,8 +4,9 @@
 # sync` do, and so does an fsync of the mount point's root directory; the
 # unmount verb and SIGTERM leave every commit durable before they return.
 # "Durable" is checked on the store itself: the newest valid record of
-# dbfs.durable names LMDB's newest commit (the larger txnid of data.mdb's
-# two meta pages).
+# dbfs.durable, or the newest imaged point of dbfs.images chained to it,
+# names LMDB's newest commit (the larger txnid of data.mdb's two meta
+# pages).
 . "$(dirname "$0")/lib.sh"
 
 [ "$(stat -f -c %T "$T")" != tmpfs ] || { echo "SKIP: $T is in memory: no durable points"; exit 77; }
@@ -16,8 +17,8 @@ D=$T/d
 mkdir -p "$D"
 start_manager "$M"
 
-# durable STORE: "DURABLE_TXNID LAST_TXNID" (format.h: dbfs_drec version 2;
-# LMDB's meta)
+# durable STORE: "DURABLE_TXNID LAST_TXNID" (format.h: dbfs_drec version 2,
+# dbfs_irec; LMDB's meta)
 durable() {
 	python3 - "$1" <<'EOF'
 import struct, sys
@@ -47,6 +48,32 @@ for slot in (0, 1):
     psize = struct.unpack_from("<I", b, 32)[0]
     if best is None or seq > best[0]:
         best = (seq, txn, psize)
+# the chain of imaged points after that record (format.h: dbfs.images):
+# each whole record (its sum over head, page numbers and images) based on
+# the point before makes its txnid the durable one
+seq, txn, psize = best
+try:
+    log = open(d + "/dbfs.images", "rb").read()
+except FileNotFoundError:
+    log = b""
+off, lseq = 0, 1
+while off + 360 <= len(log):
+    h = log[off:off + 360]
+    if h[:8] != b"DBFSIMG1" or struct.unpack_from("<II", h, 8) != (1, psize):
+        break
+    dseq, ls, base, t, n = struct.unpack_from("<QQQQQ", h, 16)
+    head = (360 + 8 * n + psize - 1) // psize * psize
+    if dseq != seq or ls != lseq or base != txn or off + head + n * psize > len(log):
+        break
+    s = page_hash(0x84222325cbf29ce4, h[:352])
+    s = page_hash(s, log[off + 360:off + 360 + 8 * n])
+    for i in range(n):
+        at = off + head + i * psize
+        s = page_hash(s, log[at:at + psize])
+    if s != struct.unpack_from("<Q", h, 352)[0]:
+        break
+    txn, lseq, off = t, lseq + 1, off + head + n * psize
+best = (seq, txn, psize)
 with open(d + "/data.mdb", "rb") as f:
     last = 0
     for page in (0, 1):

@@ -54,6 +54,7 @@ START_TEST(test_big_free_list_one_flush)
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	dbfs_durable_test_on_disk = true; /* points even in memory */
 	dbfs_durable_test_listed = 1;     /* listed, as on ext4 or XFS */
+	dbfs_durable_test_imaged = 0;     /* (imaged points would come first) */
 	struct dbfs_options o;
 	char err[256];
 	dbfs_options_init(&o);
@@ -94,6 +95,7 @@ START_TEST(test_big_free_list_one_flush)
 		(unsigned long)fs->dur_gained.stepped, (unsigned long)fs->dur_gained.skipped);
 	dbfs_close(fs);
 	dbfs_durable_test_listed = -1;
+	dbfs_durable_test_imaged = -1;
 	char cmd[300];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	ck_assert_int_eq(system(cmd), 0);

@@ -28,6 +28,10 @@ static char dir[256];
  * feed's (opened MFSQ_NO_LOG: no enqueue log) and delayed work's. */
 #define STORE_FILES                                                                                \
 	"data.mdb,dbfs.durable,dbfs.lock,lock.mdb,mfsq-feeds.acks,mfsq-later.acks,mfsq-later.log0"
+/* ... on a disk, where the open's own durable point is imaged (dbfs.images) */
+#define STORE_FILES_DISK                                                                           \
+	"data.mdb,dbfs.durable,dbfs.images,dbfs.lock,lock.mdb,mfsq-feeds.acks,mfsq-later.acks,"   \
+	"mfsq-later.log0"
 static struct dbfs *fs;
 static const struct dbfs_cred cred = {1000, 1000, 022};
 
@@ -1503,11 +1507,12 @@ START_TEST(test_open_keeps_lock_of_store)
 	struct dbfs_options o;
 	char err[256];
 	dbfs_options_init(&o);
+	const char *files = fs->dur_trust ? STORE_FILES : STORE_FILES_DISK;
 	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
-	ck_assert_str_eq(listing(dir), STORE_FILES);
+	ck_assert_str_eq(listing(dir), files);
 	dbfs_close(fs);
 	fs = NULL;
-	ck_assert_str_eq(listing(dir), STORE_FILES);
+	ck_assert_str_eq(listing(dir), files);
 	open_store();
 }
 END_TEST
@@ -1709,6 +1714,10 @@ static void snapshot_store(const char *to)
 	ck_assert_int_eq(mkdir(to, 0700), 0);
 	copy_file(dir, to, "data.mdb");
 	copy_file(dir, to, DBFS_DREC_FILE);
+	char p[400];
+	snprintf(p, sizeof(p), "%s/" DBFS_ILOG_FILE, dir);
+	if (access(p, F_OK) == 0) /* imaged points were made */
+		copy_file(dir, to, DBFS_ILOG_FILE);
 }
 
 static int lookup_in(struct dbfs *f, const char *name)
@@ -1836,11 +1845,13 @@ START_TEST(test_upgrade_format_1)
 }
 END_TEST
 
-/* Reopen the test's store with listed points on, whatever /tmp is. */
+/* Reopen the test's store with listed points on, whatever /tmp is (and
+ * imaged points off: they would come first). */
 static void reopen_listed(void)
 {
 	dbfs_close(fs);
 	dbfs_durable_test_listed = 1;
+	dbfs_durable_test_imaged = 0;
 	open_store();
 }
 
@@ -1926,6 +1937,121 @@ START_TEST(test_listed_point_falls_back)
 	ck_assert_int_eq(lookup_in(f, "b"), -ENOENT);
 	dbfs_close(f);
 	dbfs_durable_test_listed = -1;
+	dbfs_durable_test_imaged = -1;
+}
+END_TEST
+
+static off_t file_size(const char *d, const char *name)
+{
+	char p[400];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/%s", d, name);
+	ck_assert_int_eq(stat(p, &st), 0);
+	return st.st_size;
+}
+
+/* Open the store copy d after a reboot: 0 or the open's error. */
+static int open_rebooted(const char *d, struct dbfs **f)
+{
+	struct dbfs_options o;
+	char err[256];
+	dbfs_options_init(&o);
+	dbfs_boot_id_override = "another-boot";
+	int rc = dbfs_open(d, &o, f, err, sizeof(err));
+	dbfs_boot_id_override = NULL;
+	if (rc)
+		fprintf(stderr, "open_rebooted %s: %s\n", d, err);
+	return rc;
+}
+
+/* An imaged point is one flush, of dbfs.images alone: data.mdb is not
+ * flushed, and after a reboot the chain of imaged points is written over
+ * it. The copies hold data.mdb as the open's checkpoint left it (nothing
+ * written back since) with dbfs.images whole, with a sector of its last
+ * record never written (torn), or without that record's end (short): the
+ * store opens at the newest whole record. A clean
+ * close makes a checkpoint, after which nothing is replayed. Fails
+ * without the replay ("a" missing, or the store unreadable) and with
+ * torn records counted. */
+START_TEST(test_imaged_points)
+{
+	dbfs_close(fs);
+	dbfs_durable_test_listed = 0;
+	open_store(); /* its record: a checkpoint (data.mdb flushed) */
+	char ck[300], whole[300], torn[300], shrt[300];
+	snprintf(ck, sizeof(ck), "%s/ck", dir);
+	snprintf(shrt, sizeof(shrt), "%s/short", dir);
+	snprintf(whole, sizeof(whole), "%s/whole", dir);
+	snprintf(torn, sizeof(torn), "%s/torn", dir);
+	ck_assert_int_eq(mkdir(ck, 0700), 0);
+	copy_file(dir, ck, "data.mdb");
+
+	struct dbfs_counters c0, c1;
+	dbfs_counters(fs, &c0);
+	mk_committed("a");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	off_t len_a = file_size(dir, DBFS_ILOG_FILE);
+	mk_committed("b");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	off_t len_b = file_size(dir, DBFS_ILOG_FILE);
+	dbfs_counters(fs, &c1);
+	ck_assert_uint_eq(c1.flushes, c0.flushes + 2);
+	ck_assert_uint_eq(c1.flushes_imaged, c0.flushes_imaged + 2);
+	ck_assert_uint_eq(c1.flushes_listed, c0.flushes_listed);
+	ck_assert_int_gt(len_b, len_a);
+	mk_committed("c"); /* never made durable */
+
+	/* whole: the checkpoint's data.mdb and the chain as written */
+	ck_assert_int_eq(mkdir(whole, 0700), 0);
+	copy_file(ck, whole, "data.mdb");
+	copy_file(dir, whole, DBFS_DREC_FILE);
+	copy_file(dir, whole, DBFS_ILOG_FILE);
+	/* torn: the same, the last record cut in the middle of its images */
+	ck_assert_int_eq(mkdir(torn, 0700), 0);
+	copy_file(ck, torn, "data.mdb");
+	copy_file(dir, torn, DBFS_DREC_FILE);
+	copy_file(dir, torn, DBFS_ILOG_FILE);
+	char p[400];
+	snprintf(p, sizeof(p), "%s/" DBFS_ILOG_FILE, torn);
+	int fd = open(p, O_WRONLY);
+	ck_assert_int_ge(fd, 0);
+	static char junk[512];
+	memset(junk, 0xa5, sizeof(junk));
+	off_t mid = (len_a + (len_b - len_a) / 2) / 512 * 512;
+	ck_assert_int_eq(pwrite(fd, junk, sizeof(junk), mid), (ssize_t)sizeof(junk));
+	close(fd);
+	/* short: the last record's end never reached the file */
+	ck_assert_int_eq(mkdir(shrt, 0700), 0);
+	copy_file(ck, shrt, "data.mdb");
+	copy_file(dir, shrt, DBFS_DREC_FILE);
+	copy_file(dir, shrt, DBFS_ILOG_FILE);
+	snprintf(p, sizeof(p), "%s/" DBFS_ILOG_FILE, shrt);
+	ck_assert_int_eq(truncate(p, mid), 0);
+
+	struct dbfs *f;
+	unsigned long replayed = dbfs_recover_replayed;
+	ck_assert_int_eq(open_rebooted(whole, &f), 0);
+	ck_assert_uint_ge(dbfs_recover_replayed, replayed + 2);
+	ck_assert_int_eq(lookup_in(f, "a"), 0);
+	ck_assert_int_eq(lookup_in(f, "b"), 0);
+	ck_assert_int_eq(lookup_in(f, "c"), -ENOENT);
+	dbfs_close(f);
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(open_rebooted(i ? shrt : torn, &f), 0);
+		ck_assert_int_eq(lookup_in(f, "a"), 0);
+		ck_assert_int_eq(lookup_in(f, "b"), -ENOENT);
+		dbfs_close(f);
+	}
+
+	/* A clean close: a checkpoint; the next open replays nothing. */
+	dbfs_counters(fs, &c0);
+	dbfs_close(fs);
+	fs = NULL;
+	replayed = dbfs_recover_replayed;
+	ck_assert_int_eq(open_rebooted(dir, &fs), 0);
+	ck_assert_uint_eq(dbfs_recover_replayed, replayed);
+	ck_assert_int_eq(lookup_in(fs, "c"), 0);
+	dbfs_durable_test_listed = -1;
 }
 END_TEST
 
@@ -1960,6 +2086,7 @@ START_TEST(test_failed_flush_keeps_previous)
 	ck_assert_uint_eq(r.txnid, good.txnid);
 	open_store(); /* for teardown */
 	dbfs_durable_test_listed = -1;
+	dbfs_durable_test_imaged = -1;
 }
 END_TEST
 
@@ -2112,6 +2239,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_durable_point_after_reboot);
 	tcase_add_test(tc, test_upgrade_format_1);
 	tcase_add_test(tc, test_listed_point_falls_back);
+	tcase_add_test(tc, test_imaged_points);
 	tcase_add_test(tc, test_failed_flush_keeps_previous);
 	tcase_add_test(tc, test_upgrade_durable_v1);
 	tcase_add_test(tc, test_commit_interval_tick);

@@ -1,0 +1,141 @@
+/*
+ * Imaged durable points: the writing side of dbfs.images (format.h; the
+ * design is in durable.c, the replay in recover.c).
+ *
+ * A record is written with a few pwritev calls straight from the map (the
+ * pages of a pinned snapshot: no writer changes them) and made durable by
+ * one fdatasync of this file alone: a sequential write, where a flush of
+ * data.mdb writes the same pages scattered over the store, and every page
+ * version that a burst of commits left dirty since the last flush.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "dbfs/internal.h"
+#include "dbfs/recover.h"
+
+/* How far the chain may grow before a point is a checkpoint instead: a
+ * quarter of the bytes the store's tree spans (meta's last page), within
+ * [DBFS_ILOG_MIN, DBFS_ILOG_MAX]. The checkpoint flushes what the kernel
+ * has not yet written back of data.mdb; a larger log would only move
+ * that cost and take disk space from small stores. */
+static uint64_t log_limit(const struct dbfs *fs, const unsigned char *meta)
+{
+	uint64_t last;
+	memcpy(&last, meta + DBFS_LMDB_META_LASTPG, sizeof(last));
+	uint64_t l = (last + 1) * fs->dur_psize / 4;
+	return l < DBFS_ILOG_MIN ? DBFS_ILOG_MIN : l > DBFS_ILOG_MAX ? DBFS_ILOG_MAX : l;
+}
+
+/* Open (make) dbfs.images; a new file's directory entry is flushed before
+ * any record in it counts on being found. */
+static int open_log(struct dbfs *fs)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/" DBFS_ILOG_FILE, fs->dir);
+	int fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		int dfd = fd >= 0 ? open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+		if (dfd < 0 || fsync(dfd) < 0) {
+			int e = errno;
+			if (dfd >= 0)
+				close(dfd);
+			if (fd >= 0)
+				close(fd);
+			return e;
+		}
+		close(dfd);
+	}
+	if (fd < 0)
+		return errno;
+	fs->img_fd = fd;
+	return 0;
+}
+
+/* Write the images of pg[0..n) from the map at off, folding each into *h.
+ * The caller holds the map lock. */
+static int write_images(struct dbfs *fs, const uint64_t *pg, uint64_t n, off_t off, uint64_t *h)
+{
+	enum { BATCH = 64 };
+	struct iovec iov[BATCH];
+	size_t ps = fs->dur_psize;
+	for (uint64_t i = 0; i < n;) {
+		int k = 0;
+		for (; k < BATCH && i < n; k++, i++) {
+			if (!fs->map_addr || (pg[i] + 1) * ps > fs->map_size)
+				return EIO; /* not a page of the map: never record it */
+			iov[k].iov_base = (void *)(fs->map_addr + pg[i] * ps);
+			iov[k].iov_len = ps;
+			*h = dbfs_page_hash(*h, iov[k].iov_base, ps);
+		}
+		ssize_t want = (ssize_t)(k * ps);
+		errno = 0;
+		if (pwritev(fs->img_fd, iov, k, off) != want)
+			return errno ? errno : ENOSPC;
+		off += want;
+	}
+	return 0;
+}
+
+int dbfs_images_append(struct dbfs *fs, uint64_t txnid, const unsigned char *meta,
+		       const uint64_t *pg, uint64_t n)
+{
+	uint32_t ps = fs->dur_psize;
+	uint64_t head = dbfs_irec_head_len(n, ps), len = head + n * ps;
+	if (n > DBFS_DREC_LIST_MAX || head > DBFS_DREC_SLOT2 ||
+	    (fs->img_tail && fs->img_tail + len > log_limit(fs, meta)))
+		return EFBIG;
+	int rc = fs->img_fd < 0 ? open_log(fs) : 0;
+	if (rc)
+		return rc;
+	struct dbfs_irec r;
+	memset(&r, 0, sizeof(r));
+	memcpy(r.magic, DBFS_ILOG_MAGIC, 8);
+	r.version = DBFS_ILOG_VERSION;
+	r.psize = ps;
+	r.dseq = fs->dur_seq;
+	r.lseq = fs->img_lseq + 1;
+	r.base = fs->dur_txn;
+	r.txnid = txnid;
+	r.n = n;
+	dbfs_boot_id(r.boot);
+	memcpy(r.meta, meta, DBFS_DREC_META);
+	uint64_t h = dbfs_irec_head_sum(&r, pg);
+	pthread_rwlock_rdlock(&fs->map_lock);
+	rc = write_images(fs, pg, n, (off_t)(fs->img_tail + head), &h);
+	pthread_rwlock_unlock(&fs->map_lock);
+	if (rc)
+		return rc;
+	r.sum = h;
+	unsigned char *b = fs->dur_buf;
+	memset(b, 0, head);
+	memcpy(b, &r, sizeof(r));
+	memcpy(b + sizeof(r), pg, n * 8);
+	errno = 0;
+	if (pwrite(fs->img_fd, b, head, (off_t)fs->img_tail) != (ssize_t)head)
+		return errno ? errno : ENOSPC;
+	if (fdatasync(fs->img_fd) < 0)
+		return errno;
+	fs->img_tail += len;
+	fs->img_lseq++;
+	return 0;
+}
+
+void dbfs_images_reset(struct dbfs *fs)
+{
+	fs->img_tail = 0;
+	fs->img_lseq = 0;
+}
+
+void dbfs_images_close(struct dbfs *fs)
+{
+	if (fs->img_fd >= 0)
+		close(fs->img_fd);
+	fs->img_fd = -1;
+	dbfs_images_reset(fs);
+}
