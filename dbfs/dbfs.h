@@ -132,7 +132,7 @@ int dbfs_option_parse(struct dbfs_options *o, const char *key, const char *value
  */
 /*
  * Is `name` the name of a file that a store's directory holds for the store
- * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, dbfs.wake, the queue files of the
+ * (data.mdb, lock.mdb, dbfs.lock, dbfs.durable, dbfs.images, dbfs.wake, the queue files of the
  * change feed and of delayed work, mfsq-feeds.*, an older store's
  * mfsq-feed.* and mfsq-later.*)? For
  * owners that remove a store they just made, or give its files to a user.

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -32,7 +33,9 @@ static uint64_t log_limit(const struct dbfs *fs, const unsigned char *meta)
 }
 
 /* Open (make) dbfs.images; a new file's directory entry is flushed before
- * any record in it counts on being found. */
+ * any record in it counts on being found. A new file gets the owner of
+ * dbfs.durable: root may serve a store that it made for a user (mfs gives
+ * the store's files to the user), and the user must be able to open it. */
 static int open_log(struct dbfs *fs)
 {
 	char path[4200];
@@ -40,6 +43,10 @@ static int open_log(struct dbfs *fs)
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0 && errno == ENOENT) {
 		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		struct stat st;
+		if (fd >= 0 && fstat(fs->dur_fd, &st) == 0 &&
+		    (st.st_uid != geteuid() || st.st_gid != getegid()))
+			(void)!fchown(fd, st.st_uid, st.st_gid);
 		int dfd = fd >= 0 ? open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
 		if (dfd < 0 || fsync(dfd) < 0) {
 			int e = errno;
@@ -91,8 +98,12 @@ int dbfs_images_append(struct dbfs *fs, uint64_t txnid, const unsigned char *met
 	    (fs->img_tail && fs->img_tail + len > log_limit(fs, meta)))
 		return EFBIG;
 	int rc = fs->img_fd < 0 ? open_log(fs) : 0;
-	if (rc)
-		return rc;
+	if (rc) {
+		/* a directory that takes no new file (EACCES, EROFS, ENOSPC):
+		 * points of this store are checkpoints from now on */
+		fs->dur_imaged = false;
+		return EFBIG;
+	}
 	struct dbfs_irec r;
 	memset(&r, 0, sizeof(r));
 	memcpy(r.magic, DBFS_ILOG_MAGIC, 8);

@@ -256,8 +256,9 @@ void dbfs_durable_stop(struct dbfs *fs);
  * (meta: its meta page; pinned) that gained pg[0..n) since the point
  * dur_txn, whose checkpoint is record dur_seq, and flush the file. 0;
  * EFBIG: past the chain's limit, or too big to image (the caller makes a
- * checkpoint); or the errno of open/pwrite/fdatasync (ENOSPC: a disk too
- * full for the log). Nothing counts of a record that failed: the next one
+ * checkpoint; also when dbfs.images cannot be made or opened, and then
+ * for good: dur_imaged is cleared); or the errno of pwrite/fdatasync
+ * (ENOSPC: a disk too full for the log). Nothing counts of a record that failed: the next one
  * goes to its place. dur_lock held. */
 int dbfs_images_append(struct dbfs *fs, uint64_t txnid, const unsigned char *meta,
 		       const uint64_t *pg, uint64_t n);

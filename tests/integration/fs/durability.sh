@@ -24,8 +24,9 @@ mfs_refuses "given durability=bogus" "create,durability=bogus"
 
 # Durable points (dbfs/durable.c): the records in dbfs.durable and
 # dbfs.images move with an fsync, an O_DSYNC write, SIGTERM and an
-# unmount, and not with a plain write while commit_interval is far away. A store in memory (the tmpfs
-# lib.sh gives it, as root) makes none: nothing of it survives a power loss.
+# unmount, and not with a plain write while commit_interval is far away.
+# A store in memory (the tmpfs lib.sh gives it, as root) makes none:
+# nothing of it survives a power loss.
 # (a point is a record of dbfs.durable, or an imaged one of dbfs.images)
 rec() { cat "$STORE/dbfs.durable" "$STORE/dbfs.images" 2>/dev/null | cksum; }
 rm -rf "${STORE:?}"/*

@@ -36,9 +36,21 @@ as_user setfattr -n user.mfs.mount -v "name=u1,store=$T/ustore/s,mountpoint=$T/m
 	&& ok "nobody mounts its own DBFS" || fail "$(uerr)"
 xget dbfs.u1 | grep -q "^owner=$U" && ok "owned by nobody" || fail "$(xget dbfs.u1)"
 [ "$(stat -c %u "$T/ustore/s")" = $U ] && ok "new store belongs to nobody" || fail "store owner"
-as_user sh -c "echo mine >'$T/mine/f'" && [ "$(stat -c %u "$T/mine/f")" = $U ] \
+as_user sh -c "echo mine >'$T/mine/f' && sync '$T/mine/f'" && [ "$(stat -c %u "$T/mine/f")" = $U ] \
 	&& ok "nobody writes in its new DBFS" || fail "nobody cannot write in its DBFS"
 as_user setfattr -n user.mfs.unmount -v u1 "$M" && ok "nobody unmounts its own" || fail "$(uerr)"
+# Every file of the store is nobody's, also one made again while it is
+# mounted (a store closed cleanly needs no dbfs.images; on a disk the
+# next durable point makes it, as nobody when the open makes it, given
+# the owner of dbfs.durable when a worker of root does). Else nobody
+# could not open (or dbfs-fsck) its own store without root.
+rm -f "$T/ustore/s/dbfs.images"
+as_user setfattr -n user.mfs.mount -v "name=u1,store=$T/ustore/s,mountpoint=$T/mine" "$M" ||
+	fail "$(uerr)"
+as_user sh -c "echo again >'$T/mine/g' && sync '$T/mine/g'" || fail "write and fsync"
+as_user setfattr -n user.mfs.unmount -v u1 "$M" || fail "$(uerr)"
+[ -z "$(find "$T/ustore/s" ! -user $U)" ] && ok "every file of the store is nobody's" ||
+	fail "store files not nobody's: $(find "$T/ustore/s" ! -user $U -printf '%p:%u ')"
 as_user setfattr -n user.mfs.forget -v u1 "$M" && ok "nobody forgets its own" || fail "$(uerr)"
 stop_pid $MPID
 
