@@ -465,7 +465,7 @@ int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen)
 			 (dbfs_durable_test_listed > 0 ||
 			  (dbfs_durable_test_listed < 0 && fstatfs(fs->dur_fd, &sf) == 0 &&
 			   (sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC)));
-	fs->dur_imaged = !fs->dur_trust && dbfs_durable_test_imaged != 0;
+	fs->dur_imaged = false; /* until dbfs_durable_opened */
 	dbfs_images_close(fs); /* the record written below starts a new chain */
 	fs->dur_gained.out.v = malloc(DBFS_DREC_LIST_MAX * sizeof(uint64_t));
 	fs->dur_gained.out.cap = DBFS_DREC_LIST_MAX;
@@ -507,6 +507,14 @@ int dbfs_durable_start(struct dbfs *fs, char *err, size_t errlen)
 		return dbfs_errno(rc);
 	}
 	return 0;
+}
+
+void dbfs_durable_opened(struct dbfs *fs)
+{
+	pthread_mutex_lock(&fs->dur_lock);
+	fs->dur_imaged = !fs->dur_trust && fs->dur_fd >= 0 && dbfs_durable_test_imaged != 0 &&
+			 fs->sb_version >= 7;
+	pthread_mutex_unlock(&fs->dur_lock);
 }
 
 void dbfs_durable_drop(struct dbfs *fs)

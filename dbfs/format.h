@@ -162,7 +162,7 @@
 #include <sys/stat.h>
 
 #define DBFS_MAGIC          "DBFS-LMDB"  /* 9 bytes + NUL, in dbfs_super.magic */
-#define DBFS_FORMAT_VERSION 6u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
+#define DBFS_FORMAT_VERSION 7u  /* 2: the store has dbfs.durable; 3: ilink rows, feed;
 				 * 4: dbfs.durable of version 2 (listed records),
 				 * the table "trim" and DBFS_INODE_TRIM (a build
 				 * that knows neither would uncover waiting blocks
@@ -171,7 +171,11 @@
 				 * (name_cookie), ilink rows only for the others;
 				 * 6: the change feed in the queue "feeds", a shard
 				 * per process (a build of 5 would write into the
-				 * emptied "feed", which this one no longer reads) */
+				 * emptied "feed", which this one no longer reads);
+				 * 7: durable points may be imaged (dbfs.images): a
+				 * build of 6 would not replay them after a power
+				 * loss, and would return to the checkpoint, whose
+				 * pages may have been reused since */
 #define DBFS_INODE_V4_SIZE  120u /* an inode record's fixed part before format 5 */
 #define DBFS_FORMAT_OLDEST  1u  /* the oldest version this build opens */
 #define DBFS_BLOCK_SHIFT    16

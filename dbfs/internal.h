@@ -247,6 +247,11 @@ int dbfs_durable_point(struct dbfs *fs);
 /* The same from the group commit's leader (between transactions); skips
  * it when another point is in progress. */
 int dbfs_durable_point_leader(struct dbfs *fs);
+/* The open's last point was made (a checkpoint: no point of the open is
+ * imaged): points may be imaged from now on if the store's format (7)
+ * says so to every build that opens it, so that none that would not
+ * replay dbfs.images opens it after a power loss. */
+void dbfs_durable_opened(struct dbfs *fs);
 /* A point if the oldest change not durable is commit_interval old. */
 int dbfs_durable_tick(struct dbfs *fs);
 /* A last point; ends the pin and closes dbfs.durable. */

@@ -436,6 +436,7 @@ static int open_tables(struct dbfs *fs, const struct dbfs_options *o, char *err,
 			snprintf(err, errlen, "cannot flush the store: %s", strerror(-rc));
 			return rc;
 		}
+		dbfs_durable_opened(fs);
 	} else if ((rc = dbfs_feed_start(fs, err, errlen))) {
 		return rc;
 	}

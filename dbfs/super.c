@@ -129,7 +129,9 @@ int dbfs_super_check(struct dbfs *fs, MDB_txn *txn, char *err, size_t errlen)
  * 5 -> 6: the change feed moves into the sharded queue "feeds" at the
  * feed's start, after this commit (dbfs/feed_migrate.c: a store marked 6
  * whose move has not run yet still has the old queue and no row 'V': the
- * next read-write open with the feed on moves it). */
+ * next read-write open with the feed on moves it). 6 -> 7: nothing moves;
+ * the open's last durable point is a checkpoint, and only after it, which
+ * holds version 7, are points imaged (dbfs_durable_opened). */
 int dbfs_super_upgrade_fn(struct dbfs *fs, MDB_txn *txn, void *arg)
 {
 	MDB_val v;

@@ -28,10 +28,6 @@ static char dir[256];
  * feed's (opened MFSQ_NO_LOG: no enqueue log) and delayed work's. */
 #define STORE_FILES                                                                                \
 	"data.mdb,dbfs.durable,dbfs.lock,lock.mdb,mfsq-feeds.acks,mfsq-later.acks,mfsq-later.log0"
-/* ... on a disk, where the open's own durable point is imaged (dbfs.images) */
-#define STORE_FILES_DISK                                                                           \
-	"data.mdb,dbfs.durable,dbfs.images,dbfs.lock,lock.mdb,mfsq-feeds.acks,mfsq-later.acks,"   \
-	"mfsq-later.log0"
 static struct dbfs *fs;
 static const struct dbfs_cred cred = {1000, 1000, 022};
 
@@ -1507,12 +1503,11 @@ START_TEST(test_open_keeps_lock_of_store)
 	struct dbfs_options o;
 	char err[256];
 	dbfs_options_init(&o);
-	const char *files = fs->dur_trust ? STORE_FILES : STORE_FILES_DISK;
 	ck_assert_int_eq(dbfs_open(dir, &o, &other, err, sizeof(err)), -EBUSY);
-	ck_assert_str_eq(listing(dir), files);
+	ck_assert_str_eq(listing(dir), STORE_FILES);
 	dbfs_close(fs);
 	fs = NULL;
-	ck_assert_str_eq(listing(dir), files);
+	ck_assert_str_eq(listing(dir), STORE_FILES);
 	open_store();
 }
 END_TEST
@@ -2055,6 +2050,68 @@ START_TEST(test_imaged_points)
 }
 END_TEST
 
+/* Set the format version in the superblock of the closed store in d. */
+static void set_format(const char *d, uint32_t version)
+{
+	MDB_env *env;
+	MDB_txn *t;
+	MDB_dbi dbi;
+	MDB_val k = {2, (void *)"sb"}, v;
+	struct dbfs_super sb;
+	ck_assert_int_eq(mdb_env_create(&env), 0);
+	mdb_env_set_maxdbs(env, 64);
+	mdb_env_set_mapsize(env, 8 << 20);
+	ck_assert_int_eq(mdb_env_open(env, d, 0, 0600), 0); /* synced: as a clean close */
+	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
+	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
+	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
+	memcpy(&sb, v.mv_data, sizeof(sb));
+	sb.version = version;
+	v.mv_data = &sb;
+	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
+	ck_assert_int_eq(mdb_txn_commit(t), 0);
+	mdb_env_close(env);
+}
+
+/* A store of format 6 (no imaged points: a build of 6 would not replay
+ * them) is upgraded to 7 by a read-write open, and the open makes no
+ * imaged point: its last point is a checkpoint, whose tree (named by
+ * dbfs.durable) holds version 7, so that a build of 6 refuses the store
+ * from then on; points are imaged after it. Fails if the open's points
+ * are imaged (dbfs.images made, the record naming an older tree). */
+START_TEST(test_upgrade_to_imaged)
+{
+	mk_committed("kept");
+	dbfs_close(fs);
+	fs = NULL;
+	set_format(dir, 6);
+	char p[400];
+	snprintf(p, sizeof(p), "%s/" DBFS_ILOG_FILE, dir);
+	unlink(p); /* a build of 6 made none */
+	open_store();
+	ck_assert_uint_eq(fs->sb_version, DBFS_FORMAT_VERSION);
+	ck_assert_uint_eq(DBFS_FORMAT_VERSION, 7);
+	struct dbfs_counters c0, c1;
+	dbfs_counters(fs, &c0);
+	ck_assert_uint_eq(c0.flushes_imaged, 0);
+	ck_assert_int_eq(access(p, F_OK), -1);
+	if (!fs->dur_trust) {
+		/* the record names LMDB's newest commit: the upgrade's */
+		uint64_t n;
+		static struct dbfs_drec_page list[DBFS_DREC_LIST_MAX];
+		struct dbfs_drec r = newest_record(dir, list, &n);
+		MDB_envinfo info;
+		mdb_env_info(fs->env, &info);
+		ck_assert_uint_eq(r.txnid, info.me_last_txnid);
+		mk_committed("after");
+		ck_assert_int_eq(dbfs_sync(fs), 0);
+		dbfs_counters(fs, &c1);
+		ck_assert_uint_eq(c1.flushes_imaged, 1);
+		ck_assert_int_eq(access(p, F_OK), 0);
+	}
+}
+END_TEST
+
 /* A listed record whose flush failed may be on the disk without its
  * pages: the next record must take its slot again, never the slot of the
  * point before, which a recovery would still need. Fails without the
@@ -2240,6 +2297,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_upgrade_format_1);
 	tcase_add_test(tc, test_listed_point_falls_back);
 	tcase_add_test(tc, test_imaged_points);
+	tcase_add_test(tc, test_upgrade_to_imaged);
 	tcase_add_test(tc, test_failed_flush_keeps_previous);
 	tcase_add_test(tc, test_upgrade_durable_v1);
 	tcase_add_test(tc, test_commit_interval_tick);
