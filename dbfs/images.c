@@ -75,7 +75,7 @@ static int write_images(struct dbfs *fs, const uint64_t *pg, uint64_t n, off_t o
 		int k = 0;
 		for (; k < BATCH && i < n; k++, i++) {
 			if (!fs->map_addr || (pg[i] + 1) * ps > fs->map_size)
-				return EIO; /* not a page of the map: never record it */
+				return EFBIG; /* not a page of the map: a checkpoint */
 			iov[k].iov_base = (void *)(fs->map_addr + pg[i] * ps);
 			iov[k].iov_len = ps;
 			*h = dbfs_page_hash(*h, iov[k].iov_base, ps);
