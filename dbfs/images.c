@@ -130,6 +130,10 @@ int dbfs_images_append(struct dbfs *fs, uint64_t txnid, const unsigned char *met
 	errno = 0;
 	if (pwrite(fs->img_fd, b, head, (off_t)fs->img_tail) != (ssize_t)head)
 		return errno ? errno : ENOSPC;
+	if (dbfs_durable_fault == DBFS_FAULT_IMAGES_EIO) {
+		dbfs_durable_fault = 0; /* a test: the device failed the flush */
+		return EIO;
+	}
 	if (fdatasync(fs->img_fd) < 0)
 		return errno;
 	fs->img_tail += len;

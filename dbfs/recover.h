@@ -61,6 +61,7 @@ enum {
 	DBFS_FAULT_SHORT_LIST = 3,
 	DBFS_FAULT_FLUSH_AFTER_PUSH = 4,
 	DBFS_FAULT_MIXED = 5,
+	DBFS_FAULT_IMAGES_EIO = 6,
 };
 extern int dbfs_durable_fault;
 /* Tests: recoveries that fell back from a listed record to the other;

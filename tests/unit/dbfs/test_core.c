@@ -2050,6 +2050,29 @@ START_TEST(test_imaged_points)
 }
 END_TEST
 
+/* An imaged point whose flush of dbfs.images fails fails the sync with
+ * EIO (never a success for what may not be on the disk), turns the store
+ * read-only, and leaves the chain's tail where it was: the failed record's
+ * place is the next one's. */
+START_TEST(test_imaged_flush_fails)
+{
+	mk_committed("a");
+	ck_assert_int_eq(dbfs_sync(fs), 0);
+	if (fs->dur_trust)
+		return; /* a store in memory makes no points */
+	uint64_t tail = fs->img_tail, lseq = fs->img_lseq;
+	ck_assert_uint_gt(lseq, 0);
+	mk_committed("b");
+	dbfs_durable_fault = DBFS_FAULT_IMAGES_EIO;
+	ck_assert_int_eq(dbfs_sync(fs), -EIO);
+	ck_assert_int_eq(dbfs_durable_fault, 0);
+	ck_assert_uint_eq(fs->img_tail, tail);
+	ck_assert_uint_eq(fs->img_lseq, lseq);
+	struct mk_ctx c = {"c", 0};
+	ck_assert_int_eq(dbfs_write(fs, mk_fn, &c), -EROFS);
+}
+END_TEST
+
 /* Set the format version in the superblock of the closed store in d. */
 static void set_format(const char *d, uint32_t version)
 {
@@ -2298,6 +2321,7 @@ static Suite *core_suite(void)
 	tcase_add_test(tc, test_listed_point_falls_back);
 	tcase_add_test(tc, test_imaged_points);
 	tcase_add_test(tc, test_upgrade_to_imaged);
+	tcase_add_test(tc, test_imaged_flush_fails);
 	tcase_add_test(tc, test_failed_flush_keeps_previous);
 	tcase_add_test(tc, test_upgrade_durable_v1);
 	tcase_add_test(tc, test_commit_interval_tick);
