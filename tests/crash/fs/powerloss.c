@@ -1045,23 +1045,67 @@ static int check_state(const struct point *p, size_t c, int variant, int *found_
 		       variant, rc);
 		return 1;
 	}
-	rc = dbfs_open(state_dir, &o, &fs, err, sizeof(err));
-	if (rc) {
+	/* Opened and read in a child: a state that a broken design (--break)
+	 * leaves damaged may make LMDB read wild pointers, and a crash is a
+	 * finding too (a FAIL), not the end of the test. */
+	struct opened {
+		int stage; /* 0 opened and read; 1 dbfs_open failed; 2 no read txn; 3 unreadable */
+		char err[512];
+		struct walk w;
+		unsigned long fallbacks, replayed;
+	};
+	struct opened *r = mmap(NULL, sizeof(*r), PROT_READ | PROT_WRITE,
+				MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (r == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	memset(r, 0, sizeof(*r));
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		unsigned long f0 = dbfs_recover_fallbacks, r0 = dbfs_recover_replayed;
+		struct walk *w = &r->w;
+		r->stage = 1;
+		if (dbfs_open(state_dir, &o, &fs, r->err, sizeof(r->err)))
+			_exit(0);
+		r->fallbacks = dbfs_recover_fallbacks - f0;
+		r->replayed = dbfs_recover_replayed - r0;
+		MDB_txn *t;
+		w->fs = fs;
+		r->stage = 2;
+		if (!dbfs_read_begin(fs, &t)) {
+			w->txn = t;
+			rc = dbfs_dir_iter(fs, t, DBFS_ROOT_INO, DBFS_COOKIE_FIRST, walk_cb, w);
+			dbfs_read_end(fs, t);
+			r->stage = rc || w->err ? 3 : 0;
+		}
+		dbfs_close(fs);
+		_exit(0);
+	}
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		die("waitpid: %s", strerror(errno));
+	struct walk w = r->w;
+	int stage = r->stage;
+	snprintf(err, sizeof(err), "%s", r->err);
+	dbfs_recover_fallbacks += r->fallbacks;
+	dbfs_recover_replayed += r->replayed;
+	munmap(r, sizeof(*r));
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		printf("FAIL event %zu variant %d: opening and reading the state %s %d\n", c, variant,
+		       WIFSIGNALED(st) ? "crashed: signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+		return 1;
+	}
+	if (stage == 1) {
 		printf("FAIL event %zu variant %d: dbfs_open: %s\n", c, variant, err);
 		return 1;
 	}
-	MDB_txn *t;
-	struct walk w = {.fs = fs};
-	if (dbfs_read_begin(fs, &t)) {
-		dbfs_close(fs);
+	if (stage == 2) {
 		printf("FAIL event %zu variant %d: no read transaction\n", c, variant);
 		return 1;
 	}
-	w.txn = t;
-	rc = dbfs_dir_iter(fs, t, DBFS_ROOT_INO, DBFS_COOKIE_FIRST, walk_cb, &w);
-	dbfs_read_end(fs, t);
-	dbfs_close(fs);
-	if (rc || w.err) {
+	if (stage == 3) {
 		printf("FAIL event %zu variant %d: tree unreadable\n", c, variant);
 		return 1;
 	}
