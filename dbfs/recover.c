@@ -145,8 +145,8 @@ static bool pages_on_disk(int fd, const struct slot_rec *s)
 	return ok;
 }
 
-/* The chain of imaged points that follows record r in dbfs.images (dfd;
- * format.h), record by record: each one's sum is checked over all its
+/* The chain of imaged points that follows record r in dir's dbfs.images
+ * (format.h), record by record: each one's sum is checked over all its
  * bytes before any of them is used, and (unless dry) its images are then
  * written over data.mdb (fd). *txnid and meta (DBFS_DREC_META bytes) end as
  * the newest point's, r's when the chain is empty; *count says how many
@@ -190,6 +190,7 @@ static int replay_images(const char *dir, int fd, const struct dbfs_drec *r, boo
 					break;
 				}
 				for (uint64_t j = 0; j < k; j++, i++) {
+					errno = 0;
 					if (pass == 1)
 						sum = dbfs_page_hash(sum, img + j * ps, ps);
 					else if (pwrite(fd, img + j * ps, ps, (off_t)(pg[i] * ps)) !=
