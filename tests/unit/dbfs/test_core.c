@@ -1775,14 +1775,10 @@ START_TEST(test_durable_point_after_reboot)
 }
 END_TEST
 
-/* A store of format 1 (no dbfs.durable) opens and is upgraded in place;
- * a read-only open leaves it as it is. */
-START_TEST(test_upgrade_format_1)
+/* Set the format version in the superblock of the closed store in d;
+ * returns the version it had. */
+static uint32_t set_format(const char *d, uint32_t version)
 {
-	mk_committed("kept");
-	dbfs_close(fs);
-	fs = NULL;
-	/* Make it a format-1 store, as the code before issue 16 left it. */
 	MDB_env *env;
 	MDB_txn *t;
 	MDB_dbi dbi;
@@ -1791,17 +1787,29 @@ START_TEST(test_upgrade_format_1)
 	ck_assert_int_eq(mdb_env_create(&env), 0);
 	mdb_env_set_maxdbs(env, 64);
 	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, dir, MDB_NOMETASYNC, 0600), 0);
+	ck_assert_int_eq(mdb_env_open(env, d, 0, 0600), 0); /* synced: as a clean close */
 	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
 	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
 	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
 	memcpy(&sb, v.mv_data, sizeof(sb));
-	ck_assert_uint_eq(sb.version, DBFS_FORMAT_VERSION);
-	sb.version = 1;
+	uint32_t was = sb.version;
+	sb.version = version;
 	v.mv_data = &sb;
 	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
 	ck_assert_int_eq(mdb_txn_commit(t), 0);
 	mdb_env_close(env);
+	return was;
+}
+
+/* A store of format 1 (no dbfs.durable) opens and is upgraded in place;
+ * a read-only open leaves it as it is. */
+START_TEST(test_upgrade_format_1)
+{
+	mk_committed("kept");
+	dbfs_close(fs);
+	fs = NULL;
+	/* Make it a format-1 store, as the code before issue 16 left it. */
+	ck_assert_uint_eq(set_format(dir, 1), DBFS_FORMAT_VERSION);
 	char p[300];
 	snprintf(p, sizeof(p), "%s/" DBFS_DREC_FILE, dir);
 	ck_assert_int_eq(unlink(p), 0);
@@ -2072,29 +2080,6 @@ START_TEST(test_imaged_flush_fails)
 	ck_assert_int_eq(dbfs_write(fs, mk_fn, &c), -EROFS);
 }
 END_TEST
-
-/* Set the format version in the superblock of the closed store in d. */
-static void set_format(const char *d, uint32_t version)
-{
-	MDB_env *env;
-	MDB_txn *t;
-	MDB_dbi dbi;
-	MDB_val k = {2, (void *)"sb"}, v;
-	struct dbfs_super sb;
-	ck_assert_int_eq(mdb_env_create(&env), 0);
-	mdb_env_set_maxdbs(env, 64);
-	mdb_env_set_mapsize(env, 8 << 20);
-	ck_assert_int_eq(mdb_env_open(env, d, 0, 0600), 0); /* synced: as a clean close */
-	ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &t), 0);
-	ck_assert_int_eq(mdb_dbi_open(t, DBFS_DB_SUPER, 0, &dbi), 0);
-	ck_assert_int_eq(mdb_get(t, dbi, &k, &v), 0);
-	memcpy(&sb, v.mv_data, sizeof(sb));
-	sb.version = version;
-	v.mv_data = &sb;
-	ck_assert_int_eq(mdb_put(t, dbi, &k, &v, 0), 0);
-	ck_assert_int_eq(mdb_txn_commit(t), 0);
-	mdb_env_close(env);
-}
 
 /* A store of format 6 (no imaged points: a build of 6 would not replay
  * them) is upgraded to 7 by a read-write open, and the open makes no
