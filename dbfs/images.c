@@ -7,6 +7,14 @@
  * one fdatasync of this file alone: a sequential write, where a flush of
  * data.mdb writes the same pages scattered over the store, and every page
  * version that a burst of commits left dirty since the last flush.
+ *
+ * Records overwrite bytes the file already has: past its end, a record
+ * would change the file's size, and its fdatasync would then write the
+ * inode too (ext4: a second write to wait for before the flush; with a
+ * journal, a journal commit). So the file grows ahead of the records, by
+ * DBFS_ILOG_GROW of zeros at a time, flushed with the record that needed
+ * them; the records after it within that MiB flush their own bytes alone.
+ * A chain that reaches zeros ends there (recover.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,9 +66,35 @@ static int open_log(struct dbfs *fs)
 		}
 		close(dfd);
 	}
-	if (fd < 0)
-		return errno;
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return e;
+	}
 	fs->img_fd = fd;
+	fs->img_size = (uint64_t)st.st_size;
+	return 0;
+}
+
+/* Make the file at least `end` bytes long with zeros, in whole
+ * DBFS_ILOG_GROW, if it is not: they are flushed with the record. */
+static int grow_log(struct dbfs *fs, uint64_t end)
+{
+	static const unsigned char zero[64 << 10];
+	if (end <= fs->img_size)
+		return 0;
+	uint64_t to = (end + DBFS_ILOG_GROW - 1) / DBFS_ILOG_GROW * DBFS_ILOG_GROW;
+	for (uint64_t at = fs->img_size; at < to;) {
+		size_t k = to - at < sizeof(zero) ? (size_t)(to - at) : sizeof(zero);
+		errno = 0;
+		ssize_t w = pwrite(fs->img_fd, zero, k, (off_t)at);
+		if (w <= 0)
+			return errno ? errno : ENOSPC;
+		at += (uint64_t)w;
+	}
+	fs->img_size = to;
 	return 0;
 }
 
@@ -117,6 +151,8 @@ int dbfs_images_append(struct dbfs *fs, uint64_t txnid, const unsigned char *met
 	dbfs_boot_id(r.boot);
 	memcpy(r.meta, meta, DBFS_DREC_META);
 	uint64_t h = dbfs_irec_head_sum(&r, pg);
+	if ((rc = grow_log(fs, fs->img_tail + len)))
+		return rc;
 	pthread_rwlock_rdlock(&fs->map_lock);
 	rc = write_images(fs, pg, n, (off_t)(fs->img_tail + head), &h);
 	pthread_rwlock_unlock(&fs->map_lock);

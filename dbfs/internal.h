@@ -200,6 +200,7 @@ struct dbfs {
 	bool dur_imaged;            /* imaged points may be made (dbfs.images) */
 	int img_fd;                 /* dbfs.images; -1 until the first imaged point */
 	uint64_t img_tail;          /* where the chain's next record goes */
+	uint64_t img_size;          /* bytes dbfs.images holds (records or zeros) */
 	uint64_t img_lseq;          /* records in the chain since the checkpoint dur_seq */
 	unsigned char dur_meta[DBFS_DREC_META]; /* dur_txn's meta page (its record's copy) */
 	struct dbfs_gained dur_gained;
@@ -272,6 +273,7 @@ void dbfs_images_reset(struct dbfs *fs);
 void dbfs_images_close(struct dbfs *fs);
 #define DBFS_ILOG_MIN (8ull << 20)
 #define DBFS_ILOG_MAX (64ull << 20)
+#define DBFS_ILOG_GROW (1ull << 20) /* dbfs.images grows by whole MiBs of zeros */
 /* ---- pages the pin keeps from reuse (held.c) ---- */
 /* The leader, map lock held, after committing info->me_last_txnid: count
  * the pages the commits since the last call freed; past the limit, ask the

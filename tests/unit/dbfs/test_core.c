@@ -1993,15 +1993,21 @@ START_TEST(test_imaged_points)
 	dbfs_counters(fs, &c0);
 	mk_committed("a");
 	ck_assert_int_eq(dbfs_sync(fs), 0);
-	off_t len_a = file_size(dir, DBFS_ILOG_FILE);
+	off_t len_a = (off_t)fs->img_tail, size_a = file_size(dir, DBFS_ILOG_FILE);
 	mk_committed("b");
 	ck_assert_int_eq(dbfs_sync(fs), 0);
-	off_t len_b = file_size(dir, DBFS_ILOG_FILE);
+	off_t len_b = (off_t)fs->img_tail;
 	dbfs_counters(fs, &c1);
 	ck_assert_uint_eq(c1.flushes, c0.flushes + 2);
 	ck_assert_uint_eq(c1.flushes_imaged, c0.flushes_imaged + 2);
 	ck_assert_uint_eq(c1.flushes_listed, c0.flushes_listed);
+	ck_assert_int_gt(len_a, 0);
 	ck_assert_int_gt(len_b, len_a);
+	/* The file grew ahead of the records, by a MiB of zeros: the second
+	 * record overwrote them and left the file's size as it was. */
+	ck_assert_int_eq(size_a % (off_t)DBFS_ILOG_GROW, 0);
+	ck_assert_int_ge(size_a, len_b);
+	ck_assert_int_eq(file_size(dir, DBFS_ILOG_FILE), size_a);
 	mk_committed("c"); /* never made durable */
 
 	/* whole: the checkpoint's data.mdb and the chain as written */
