@@ -51,7 +51,8 @@
  *   2. list:  the pages T''s tree gained since the durable point T, from
  *             LMDB's free lists alone (gained.c), each with a hash; more
  *             than DBFS_DREC_LIST_MAX, free lists too long to compare
- *             (then the next DBFS_LIST_PAUSE points do not try), or no
+ *             (then the next points do not try: 0, 1, 2, 4, ... up
+ *             to DBFS_LIST_PAUSE while they fail in a row), or no
  *             pin of T: a point as above;
  *   3. push:  write the record (T''s meta and the list) into the slot the
  *             previous record does not use, and sync_file_range it to the
@@ -210,6 +211,9 @@ static int write_record(struct dbfs *fs, uint64_t txnid, const unsigned char *me
 static int gain(struct dbfs *fs, const unsigned char *meta)
 {
 	struct dbfs_gained *g = &fs->dur_gained;
+	fs->dur_gain_tries++;
+	if (dbfs_durable_fault == DBFS_FAULT_GAIN_E2BIG)
+		return E2BIG; /* a test: free lists too long, every time */
 	pthread_rwlock_rdlock(&fs->map_lock); /* gained.c reads the map */
 	int rc = dbfs_gained_pages(g, fs->map_addr, fs->map_size, fs->dur_txn, fs->dur_meta, meta,
 				   fs->dur_psize);
@@ -382,11 +386,22 @@ static int point_locked(struct dbfs *fs, bool leader, bool checkpoint)
 	else if (dbfs_durable_fault == DBFS_FAULT_MIXED && (fs->cnt.flushes & 1))
 		(void)0; /* a test: a checkpoint between one-flush points */
 	else if ((rc = gain(fs, meta)) == E2BIG) {
-		/* too big, or a free list too long to walk: the next points
-		 * are likely so too, and each try costs its walk */
-		fs->dur_list_pause = DBFS_LIST_PAUSE;
+		/* Too big, or a free list too long to walk. After one burst
+		 * (a large write, a large file removed) the point after this
+		 * checkpoint gains little and is one flush again, so it tries
+		 * at once; while walks keep failing (LMDB rewrites a long
+		 * free-list record at every commit), each try costs its walk
+		 * for nothing, so the points between tries double, up to
+		 * DBFS_LIST_PAUSE. A pause of 32 after every failure made 34
+		 * of 2,300 fsyncs on a 1.5 GB store checkpoints after an rm
+		 * of 64 MiB, each flushing data.mdb. */
+		fs->dur_list_pause = fs->dur_list_backoff;
+		fs->dur_list_backoff = fs->dur_list_backoff ? 2 * fs->dur_list_backoff : 1;
+		if (fs->dur_list_backoff > DBFS_LIST_PAUSE)
+			fs->dur_list_backoff = DBFS_LIST_PAUSE;
 		rc = 0;
 	} else if (!rc) {
+		fs->dur_list_backoff = 0;
 		struct dbfs_gained *g = &fs->dur_gained;
 		if (may_image) {
 			rc = dbfs_images_append(fs, txnid, meta, g->out.v, g->out.n);

@@ -205,6 +205,8 @@ struct dbfs {
 	unsigned char dur_meta[DBFS_DREC_META]; /* dur_txn's meta page (its record's copy) */
 	struct dbfs_gained dur_gained;
 	unsigned dur_list_pause;    /* points left to make unlisted after an E2BIG */
+	unsigned dur_list_backoff;  /* the pause the next E2BIG sets (doubles while they last) */
+	unsigned long dur_gain_tries; /* walks of the free lists (gain()): tests */
 	unsigned char *dur_buf;     /* a record being written: DBFS_DREC_SLOT2 bytes */
 	/* Pages freed since the durable point (held.c). The leader's:
 	 * held_txn, held_cur, held_counted, held_total; a point's (writers
@@ -340,8 +342,8 @@ void dbfs_gained_free(struct dbfs_gained *g);
 /* Where LMDB 0.9's meta (from byte 16 of its page, as dbfs.durable keeps
  * it) holds the free list's root page (mm_dbs[0].md_root). */
 #define DBFS_LMDB_META_FREE_ROOT 64u
-/* Points made with two flushes, without trying to list, after one that
- * could not be listed (durable.c). */
+/* Points made with two flushes, without trying to list, after points in
+ * a row that could not be listed, at most (durable.c: 0, 1, 2, 4, ...). */
 #define DBFS_LIST_PAUSE 32u
 /* Count a request answered with errno `e` (> 0) in errors and by_errno
  * (counters.c). Any thread, no lock. */

@@ -54,7 +54,8 @@ extern const char *dbfs_boot_id_override;
  * FLUSH_AFTER_PUSH fails the next flush of data.mdb that follows a pushed
  * record with EIO (once: the fault is then cleared). Not a fault but a
  * mix: MIXED makes every other point one of two flushes, as a point too
- * big to list does. */
+ * big to list does; GAIN_E2BIG makes every walk of the free lists fail as
+ * one too long to compare does (E2BIG). */
 enum {
 	DBFS_FAULT_NO_PIN = 1,
 	DBFS_FAULT_NO_RECOVER = 2,
@@ -62,6 +63,7 @@ enum {
 	DBFS_FAULT_FLUSH_AFTER_PUSH = 4,
 	DBFS_FAULT_MIXED = 5,
 	DBFS_FAULT_IMAGES_EIO = 6,
+	DBFS_FAULT_GAIN_E2BIG = 7,
 };
 extern int dbfs_durable_fault;
 /* Tests: recoveries that fell back from a listed record to the other;
