@@ -49,13 +49,15 @@ static void each_file(bool unlink)
 	}
 }
 
-START_TEST(test_big_free_list_one_flush)
+/* A new store under /dev/shm whose points are made as on a disk, listed
+ * as on ext4 or XFS (imaged ones would come first). */
+static void open_store(const char *name)
 {
-	snprintf(dir, sizeof(dir), "/dev/shm/dbfs-bigpoint-XXXXXX");
+	snprintf(dir, sizeof(dir), "/dev/shm/dbfs-%s-XXXXXX", name);
 	ck_assert_ptr_nonnull(mkdtemp(dir));
-	dbfs_durable_test_on_disk = true; /* points even in memory */
-	dbfs_durable_test_listed = 1;     /* listed, as on ext4 or XFS */
-	dbfs_durable_test_imaged = 0;     /* (imaged points would come first) */
+	dbfs_durable_test_on_disk = true;
+	dbfs_durable_test_listed = 1;
+	dbfs_durable_test_imaged = 0;
 	struct dbfs_options o;
 	char err[256];
 	dbfs_options_init(&o);
@@ -63,6 +65,22 @@ START_TEST(test_big_free_list_one_flush)
 	o.durability = DBFS_DURABLE_NORMAL;
 	o.initial_map_size = 64 << 20;
 	ck_assert_msg(dbfs_open(dir, &o, &fs, err, sizeof(err)) == 0, "dbfs_open: %s", err);
+}
+
+static void close_store(void)
+{
+	dbfs_close(fs);
+	dbfs_durable_test_listed = -1;
+	dbfs_durable_test_imaged = -1;
+	dbfs_durable_test_on_disk = false;
+	char cmd[300];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_big_free_list_one_flush)
+{
+	open_store("bigpoint");
 	each_file(false);
 	each_file(true);
 	ck_assert_int_eq(dbfs_sync(fs), 0);
@@ -97,12 +115,7 @@ START_TEST(test_big_free_list_one_flush)
 	}
 	fprintf(stderr, "test_bigpoint: changed leaves read %lu, shared subtrees skipped %lu (all points)\n",
 		(unsigned long)fs->dur_gained.stepped, (unsigned long)fs->dur_gained.skipped);
-	dbfs_close(fs);
-	dbfs_durable_test_listed = -1;
-	dbfs_durable_test_imaged = -1;
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	close_store();
 }
 END_TEST
 
@@ -112,18 +125,7 @@ END_TEST
  * failure pauses no point. Counts only. */
 START_TEST(test_failed_walks_back_off)
 {
-	snprintf(dir, sizeof(dir), "/dev/shm/dbfs-backoff-XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	dbfs_durable_test_on_disk = true;
-	dbfs_durable_test_listed = 1;
-	dbfs_durable_test_imaged = 0;
-	struct dbfs_options o;
-	char err[256];
-	dbfs_options_init(&o);
-	o.create = true;
-	o.durability = DBFS_DURABLE_NORMAL;
-	o.initial_map_size = 64 << 20;
-	ck_assert_msg(dbfs_open(dir, &o, &fs, err, sizeof(err)) == 0, "dbfs_open: %s", err);
+	open_store("backoff");
 	struct op one = {.unlink = false};
 	/* tries at points 0, 1, 3, 6, 11, 20, 37, 70, 103: 9 of 128 */
 	dbfs_durable_fault = DBFS_FAULT_GAIN_E2BIG;
@@ -150,13 +152,7 @@ START_TEST(test_failed_walks_back_off)
 	ck_assert_int_eq(dbfs_sync(fs), 0);
 	dbfs_counters(fs, &c1);
 	ck_assert_uint_eq(c1.flushes_listed, c0.flushes_listed + 1);
-	dbfs_close(fs);
-	dbfs_durable_test_listed = -1;
-	dbfs_durable_test_imaged = -1;
-	dbfs_durable_test_on_disk = false;
-	char cmd[300];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	close_store();
 }
 END_TEST
 
