@@ -455,10 +455,11 @@ static inline uint64_t dbfs_drec_list_sum(const struct dbfs_drec *r, const void 
  * the last record end it too: the file grows ahead of its records, a MiB
  * of zeros at a time, DBFS_ILOG_GROW, so that a record's flush need not
  * write the file's size). The file is made at the first imaged point (and
- * its directory entry flushed); it never shrinks: a chain grows to a quarter of the store's tree, within
- * 8 and 64 MiB (DBFS_ILOG_MIN, _MAX in dbfs/internal.h), past which a
- * point is a checkpoint instead (and one record of at most
- * DBFS_DREC_LIST_MAX pages may start before that limit).
+ * its directory entry flushed); it never shrinks: a chain grows to a
+ * quarter of the store's tree, within 8 and 64 MiB (DBFS_ILOG_MIN, _MAX in
+ * dbfs/internal.h), past which a point is a checkpoint instead (and one
+ * record of at most DBFS_DREC_LIST_MAX pages may start before that
+ * limit).
  */
 #define DBFS_ILOG_FILE    "dbfs.images"
 #define DBFS_ILOG_MAGIC   "DBFSIMG1"
