@@ -156,6 +156,7 @@ static void text_manager(struct mfs_manager *mgr, struct mfs_buf *b)
 {
 	unsigned total = 0, mounted = 0;
 	long pages = 0;
+	struct mfs_uring_counts rc;
 	FILE *f = fopen("/proc/self/statm", "re");
 
 	if (f) {
@@ -167,17 +168,20 @@ static void text_manager(struct mfs_manager *mgr, struct mfs_buf *b)
 		total++;
 		mounted += d->state == MFS_MOUNTED;
 	}
+	mfs_uring_counts(mgr->uring, &rc);
 	mfs_buf_printf(b,
 		       "version=%s\npid=%d\nuptime=%llu\nmountpoint=%s\nstate_dir=%s\n"
 		       "workers=%u\nthreads=%u\nrss_kib=%ld\nfds=%u\ndbfs=%u\nmounted=%u\n"
-		       "uring_queues=%u\nuring_offered=%s\nuring_roams=%llu\n",
+		       "uring_queues=%u\nuring_offered=%s\nuring_roams=%llu\n"
+		       "uring_idle_waits=%llu\nuring_starved=%llu\n",
 		       MFS_VERSION, (int)getpid(),
 		       (unsigned long long)(time(NULL) - (time_t)mgr->started_at), mgr->mountpoint,
 		       mgr->state_dir, mfs_loop_workers(mgr->loop), count_dir("/proc/self/task"),
 		       pages * (sysconf(_SC_PAGESIZE) / 1024), count_dir("/proc/self/fd"), total,
 		       mounted, mfs_uring_queues(mgr->uring),
 		       mfs_uring_kernel_enabled() ? "yes" : "no",
-		       (unsigned long long)mfs_uring_roams(mgr->uring));
+		       (unsigned long long)rc.roams, (unsigned long long)rc.idle_waits,
+		       (unsigned long long)rc.starved);
 }
 
 /* user.mfs.dbfs.N and N/status + N/config together */

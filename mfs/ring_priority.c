@@ -68,6 +68,14 @@ static void set_idle(struct mfs_ring_priority *p, bool idle)
 	}
 }
 
+/* It waited too long for a CPU at `now_ns`: normal priority for a while. */
+static void starve(struct mfs_ring_priority *p, uint64_t now_ns)
+{
+	p->no_yield_until = now_ns + NO_YIELD_NS;
+	__atomic_store_n(&p->starved, p->starved + 1, __ATOMIC_RELAXED);
+	set_idle(p, false);
+}
+
 /* How long this thread was runnable without running, in all (ns): the
  * second field of its schedstat; 0 when unknown. */
 static uint64_t run_delay(const struct mfs_ring_priority *p)
@@ -96,15 +104,15 @@ void mfs_ring_priority_woke(struct mfs_ring_priority *p)
 	p->chk_at = now;
 	p->chk_delay = d;
 	p->chk_wakes = 0;
-	if (starved) {
-		p->no_yield_until = now + NO_YIELD_NS;
-		set_idle(p, false);
-	}
+	if (starved)
+		starve(p, now);
 }
 
 void mfs_ring_priority_choose(struct mfs_ring_priority *p, bool busy, uint64_t now_ns)
 {
 	set_idle(p, !busy && now_ns >= p->no_yield_until);
+	if (p->idle)
+		__atomic_store_n(&p->idle_waits, p->idle_waits + 1, __ATOMIC_RELAXED);
 }
 
 bool mfs_ring_priority_idle(const struct mfs_ring_priority *p)
@@ -114,10 +122,18 @@ bool mfs_ring_priority_idle(const struct mfs_ring_priority *p)
 
 void mfs_ring_priority_submitted(struct mfs_ring_priority *p, uint64_t t0_ns, uint64_t t1_ns)
 {
-	if (t1_ns - t0_ns > STARVED_NS) {
-		p->no_yield_until = t1_ns + NO_YIELD_NS;
-		set_idle(p, false);
-	}
+	if (t1_ns - t0_ns > STARVED_NS)
+		starve(p, t1_ns);
+}
+
+uint64_t mfs_ring_priority_idle_waits(const struct mfs_ring_priority *p)
+{
+	return __atomic_load_n(&p->idle_waits, __ATOMIC_RELAXED);
+}
+
+uint64_t mfs_ring_priority_starved(const struct mfs_ring_priority *p)
+{
+	return __atomic_load_n(&p->starved, __ATOMIC_RELAXED);
 }
 
 void mfs_ring_priority_fini(struct mfs_ring_priority *p)

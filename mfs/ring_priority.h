@@ -17,6 +17,8 @@ struct mfs_ring_priority {
 	uint64_t no_yield_until;	       /* at normal priority until then (ns) */
 	int sched_fd;			       /* its /proc schedstat (-1: none) */
 	uint64_t chk_at, chk_delay, chk_wakes; /* the last look at it */
+	uint64_t idle_waits;		       /* waits begun at SCHED_IDLE */
+	uint64_t starved;		       /* times the guard put it back */
 };
 
 /* On the ring thread, at its start: look at the thread's schedstat from
@@ -38,6 +40,11 @@ bool mfs_ring_priority_idle(const struct mfs_ring_priority *p);
 
 /* At SCHED_IDLE, sending its commits took from `t0_ns` to `t1_ns`. */
 void mfs_ring_priority_submitted(struct mfs_ring_priority *p, uint64_t t0_ns, uint64_t t1_ns);
+
+/* Waits it began at SCHED_IDLE, and times the starvation guard put it
+ * back at normal priority, so far. Any thread, no lock. */
+uint64_t mfs_ring_priority_idle_waits(const struct mfs_ring_priority *p);
+uint64_t mfs_ring_priority_starved(const struct mfs_ring_priority *p);
 
 /* On the way out: normal priority (nothing may keep it waiting now), and
  * the schedstat closed. */

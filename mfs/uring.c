@@ -185,11 +185,12 @@ unsigned mfs_uring_queues(const struct mfs_uring *u)
 	return u ? __atomic_load_n(&u->running, __ATOMIC_RELAXED) : 0;
 }
 
-uint64_t mfs_uring_roams(const struct mfs_uring *u)
+void mfs_uring_counts(const struct mfs_uring *u, struct mfs_uring_counts *c)
 {
-	uint64_t n = 0;
-
-	for (unsigned i = 0; u && i < u->nq; i++)
-		n += mfs_ring_roam_count(&u->q[i].roam);
-	return n;
+	*c = (struct mfs_uring_counts){0};
+	for (unsigned i = 0; u && i < u->nq; i++) {
+		c->roams += mfs_ring_roam_count(&u->q[i].roam);
+		c->idle_waits += mfs_ring_priority_idle_waits(&u->q[i].prio);
+		c->starved += mfs_ring_priority_starved(&u->q[i].prio);
+	}
 }

@@ -127,8 +127,13 @@ void mfs_uring_detach(struct mfs_uring_sess *us);
  * lock. */
 unsigned mfs_uring_queues(const struct mfs_uring *u);
 
-/* Times a ring thread of `u` left its CPU to serve big reads (roaming, see
- * ring_roam.c); 0 for NULL. Any thread, no lock. */
-uint64_t mfs_uring_roams(const struct mfs_uring *u);
+/* What the ring threads of `u` did so far, summed over them; zeros for
+ * NULL. Any thread, no lock. */
+struct mfs_uring_counts {
+	uint64_t roams;	     /* left its CPU to serve big reads (ring_roam.c) */
+	uint64_t idle_waits; /* waits begun at SCHED_IDLE (ring_priority.c) */
+	uint64_t starved;    /* put back at normal priority by the starvation guard */
+};
+void mfs_uring_counts(const struct mfs_uring *u, struct mfs_uring_counts *c);
 
 #endif
