@@ -158,8 +158,16 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs
 		mfs_fd_path(p->mp.fd, target, sizeof(target));
 	else
 		snprintf(target, sizeof(target), "%s", p->mp.path);
+	/* A shared store's close may be answered after its handler returned
+	 * (dbfs/shared_barrier.c), which a ring entry cannot wait for: it
+	 * goes back with its reply, and with one entry per CPU a close that
+	 * waits for the other processes in its handler holds every request
+	 * of the DBFS on that CPU behind it, while those processes'
+	 * invalidations may wait for one of them (most closes of
+	 * t_shared_cycle timed out so). Shared stores use /dev/fuse. */
+	bool rings = mgr->uring && !o.shared;
 	const struct fuse_custom_io *io =
-	    mgr->uring ? mfs_uring_io(mgr->uring) : mfs_loop_io(dbfs_fuse_io());
+	    rings ? mfs_uring_io(mgr->uring) : mfs_loop_io(dbfs_fuse_io());
 	rc = mfs_mount_session(dbfs_fuse_ops(), io, fs, target, opts, 0, &se, err, errlen);
 	if (rc)
 		goto close_store;
@@ -173,7 +181,7 @@ int mfs_dbfs_mount(struct mfs_manager *mgr, struct mfs_dbfs *d, const struct mfs
 		goto close_store;
 	}
 	mfs_mount_set_read_ahead(dev, DBFS_READ_AHEAD);
-	if (mgr->uring && mfs_uring_attach(mgr->uring, se, received, fs, &ring))
+	if (rings && mfs_uring_attach(mgr->uring, se, received, fs, &ring))
 		mfs_warn("%s: no memory for io_uring queues: served over /dev/fuse", d->conf.name);
 	dbfs_set_session(fs, se);
 	dbfs_set_cache_callback(fs, mfs_inbox_cache_over, d);

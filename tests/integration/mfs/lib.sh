@@ -243,3 +243,22 @@ bg() {
 	PIDS="$PIDS $!"
 }
 done_ok() { [ -f "$T/$1.rc" ] && [ "$(cat "$T/$1.rc")" = 0 ]; }
+
+# uring_param_hold: this test may set the fuse module's enable_uring. The
+# setting is system-wide: hold a lock that every copy of such a test takes
+# too (runs of two checkouts, or CI beside a developer's run, would
+# otherwise put back each other's setting), and put the setting back as
+# found on every exit path (INT, TERM and HUP exit through the trap), first
+# thing, before the slower cleanup. Skips the test (77) where the kernel
+# has no FUSE over io_uring. Then: uring_param Y|N.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+uring_param_hold() {
+	[ -w "$URING_PARAM" ] || { echo "SKIP: this kernel has no FUSE over io_uring ($URING_PARAM)"; exit 77; }
+	lockdir=/run/lock
+	[ -d "$lockdir" ] && [ -w "$lockdir" ] || lockdir=/tmp
+	exec 9>>"$lockdir/mfs-fuse-enable_uring.lock"
+	flock -w 90 9 || { echo "FAIL: another run held $lockdir/mfs-fuse-enable_uring.lock for 90 s" >&2; exit 1; }
+	uring_was=$(cat "$URING_PARAM")
+	trap '_rc=$?; echo "$uring_was" >"$URING_PARAM" 2>/dev/null; (exit $_rc); cleanup' EXIT
+}
+uring_param() { echo "$1" >"$URING_PARAM" || { echo "SKIP: cannot write $URING_PARAM"; exit 77; }; }

@@ -10,32 +10,19 @@
 # Y). uring=off keeps DBFSs on /dev/fuse. Counters only, no timing.
 . "$(dirname "$0")/lib.sh"
 
-param=/sys/module/fuse/parameters/enable_uring
-[ -w "$param" ] || { echo "SKIP: this kernel has no FUSE over io_uring ($param)"; exit 77; }
 # The setting is system-wide: this test runs alone in its suite
-# (is_parallel: false in meson.build), holds a lock that every other
-# checkout's copy of it takes too (runs of two checkouts, or CI beside a
-# developer's run, would otherwise put back each other's setting), and
-# puts the setting back as found on every exit path (INT, TERM and HUP
-# exit through lib.sh's trap, and so reach this one), first thing, before
-# the slower cleanup.
-lockdir=/run/lock
-[ -d "$lockdir" ] && [ -w "$lockdir" ] || lockdir=/tmp
-exec 9>>"$lockdir/mfs-fuse-enable_uring.lock"
-flock -w 90 9 || { echo "FAIL: another run held $lockdir/mfs-fuse-enable_uring.lock for 90 s" >&2; exit 1; }
-was=$(cat "$param")
-restore() { echo "$was" >"$param" 2>/dev/null; }
-trap '_rc=$?; restore; (exit $_rc); cleanup' EXIT
+# (is_parallel: false in meson.build) and holds it (uring_param_hold).
+uring_param_hold
 
 # mfs started while the kernel offers no rings has no ring thread; the
 # rings start with the first DBFS the kernel offers them to
 M=$T/mfs
-echo N >"$param" || { echo "SKIP: cannot write $param"; exit 77; }
+uring_param N
 start_manager "$M" threads=4
 stat_of() { xget "stats.$1" | sed -n "s/^$2=//p"; }
 xget status | grep -q '^uring_queues=0$' && xget status | grep -q '^uring_offered=no$' &&
 	ok "enable_uring=N: no ring threads" || fail "enable_uring=N: $(xget status | grep uring)"
-echo Y >"$param" || { echo "SKIP: cannot turn on $param"; exit 77; }
+uring_param Y
 mkdir -p "$T/ma" "$T/mb"
 xset mount "name=a,store=$T/sa,mountpoint=$T/ma,create" || fail "mount a: $(xget error)"
 xset mount "name=b,store=$T/sb,mountpoint=$T/mb,create" || fail "mount b: $(xget error)"
