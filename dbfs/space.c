@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -251,9 +252,10 @@ static int allocate(struct dbfs *fs, int fd, uint64_t from, uint64_t to)
 		 * fault per page later; failure only costs speed. Small stores
 		 * skip it: it would count against the process's RSS for pages a
 		 * store may never use (a thousand stores, one process). */
+		uint64_t at = from & ~((uint64_t)sysconf(_SC_PAGESIZE) - 1); /* EINVAL else */
 		pthread_rwlock_rdlock(&fs->map_lock);
 		if (to <= fs->map_size)
-			madvise((char *)fs->map_addr + from, to - from, MADV_POPULATE_WRITE);
+			madvise((char *)fs->map_addr + at, to - at, MADV_POPULATE_WRITE);
 		pthread_rwlock_unlock(&fs->map_lock);
 	}
 	fs->alloc_end = to;
@@ -283,6 +285,8 @@ void dbfs_space_refresh(struct dbfs *fs)
 	/* Allocate ahead, so this runs once per reserve's worth of growth
 	 * rather than at every commit; small stores ahead by a quarter. */
 	uint64_t far = used + want + (used < PREFAULT_FROM ? want / 4 : want), near = used + want;
+	far = (far + psize - 1) / psize * psize; /* whole pages, as LMDB uses them */
+	near = (near + psize - 1) / psize * psize;
 	if (fs->writemap) {
 		/* The map must cover what we allocate and prefault. */
 		while (fs->map_size < far && dbfs_grow_map(fs, fs->map_size) == 0)
