@@ -535,20 +535,26 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 /*
  * getfattr asks for the size first, then for the value: both calls of one
  * process must see the same text, so the first call's rendering is kept
- * briefly for the second.
+ * for the second, keyed by the caller (pid and uid) and the name. Long
+ * enough for a loaded machine: when the kept text had gone, the value call
+ * rendered anew, and a text that had grown meanwhile (a counter's digit,
+ * rss_kib, a DBFS mounted) failed the call with ERANGE; seconds pass
+ * between the two calls when the manager's threads wait for a busy CPU
+ * (mfsctl then found no manager answering).
  */
 #define SNAP_SLOTS 16
-#define SNAP_NS 2000000000ull
+#define SNAP_NS 30000000000ull
 
 static struct snap {
 	pid_t pid;
+	uid_t uid;
 	char name[96];
 	uint64_t at;
 	struct mfs_buf text;
 } snaps[SNAP_SLOTS];
 static pthread_mutex_t snap_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void snap_put(pid_t pid, const char *name, struct mfs_buf *text)
+static void snap_put(pid_t pid, uid_t uid, const char *name, struct mfs_buf *text)
 {
 	pthread_mutex_lock(&snap_lock);
 	struct snap *s = &snaps[0];
@@ -557,6 +563,7 @@ static void snap_put(pid_t pid, const char *name, struct mfs_buf *text)
 			s = &snaps[i];
 	mfs_buf_free(&s->text);
 	s->pid = pid;
+	s->uid = uid;
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	s->at = mfs_now_ns();
 	s->text = *text;
@@ -564,7 +571,7 @@ static void snap_put(pid_t pid, const char *name, struct mfs_buf *text)
 	pthread_mutex_unlock(&snap_lock);
 }
 
-static bool snap_take(pid_t pid, const char *name, struct mfs_buf *text)
+static bool snap_take(pid_t pid, uid_t uid, const char *name, struct mfs_buf *text)
 {
 	bool found = false;
 	uint64_t now = mfs_now_ns();
@@ -572,7 +579,8 @@ static bool snap_take(pid_t pid, const char *name, struct mfs_buf *text)
 	pthread_mutex_lock(&snap_lock);
 	for (int i = 0; i < SNAP_SLOTS && !found; i++) {
 		struct snap *s = &snaps[i];
-		if (s->at && s->pid == pid && now - s->at < SNAP_NS && !strcmp(s->name, name)) {
+		if (s->at && s->pid == pid && s->uid == uid && now - s->at < SNAP_NS &&
+		    !strcmp(s->name, name)) {
 			*text = s->text;
 			memset(&s->text, 0, sizeof(s->text));
 			s->at = 0;
@@ -619,7 +627,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		return;
 	}
 	mfs_caller_from_req(req, &who);
-	if (!snap_take(who.pid, name, &text))
+	if (!snap_take(who.pid, who.uid, name, &text))
 		rc = mfs_readable_attr(mgr_of(req), name, &who, &text);
 	if (!rc && text.oom)
 		rc = -ENOMEM;
@@ -632,7 +640,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	}
 	if (size == 0) {
 		size_t len = text.len;
-		snap_put(who.pid, name, &text);
+		snap_put(who.pid, who.uid, name, &text);
 		fuse_reply_xattr(req, len);
 	} else if (text.len > size) {
 		fuse_reply_err(req, ERANGE);
