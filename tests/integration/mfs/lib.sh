@@ -98,7 +98,7 @@ start_manager() {
 	mkdir -p "$1"
 	o="state=$T/state"
 	[ -n "${2:-}" ] && o="$o,$2"
-	"$MFS" -f -o "$o" "$1" >>"$T/mfs.log" 2>&1 &
+	"$MFS" -f -o "$o" "$1" >>"$T/mfs.log" 2>&1 9>&- &
 	MPID=$!
 	PIDS="$PIDS $MPID"
 	wait_for 10 is_mounted "$1" || { cat "$T/mfs.log" >&2; fail "manager did not mount"; exit 1; }
@@ -108,7 +108,7 @@ start_manager() {
 # foreground, its log in $T/LOG.log, its pid in DPID; the test ends if it
 # does not mount
 start_dbfs() {
-	"$MFS" -f --dbfs "$S" -o "$2" "$1" >>"$T/$3.log" 2>&1 &
+	"$MFS" -f --dbfs "$S" -o "$2" "$1" >>"$T/$3.log" 2>&1 9>&- &
 	DPID=$!
 	PIDS="$PIDS $DPID"
 	wait_for 20 is_mounted "$1" || { cat "$T/$3.log" >&2; fail "$1 not mounted"; exit 1; }
@@ -250,7 +250,10 @@ done_ok() { [ -f "$T/$1.rc" ] && [ "$(cat "$T/$1.rc")" = 0 ]; }
 # otherwise put back each other's setting), and put the setting back as
 # found on every exit path (INT, TERM and HUP exit through the trap), first
 # thing, before the slower cleanup. Skips the test (77) where the kernel
-# has no FUSE over io_uring. Then: uring_param Y|N.
+# has no FUSE over io_uring. Then: uring_param Y|N. The lock is fd 9:
+# what the test starts in the background should not inherit it (9>&-;
+# start_manager and start_dbfs do so), or a process left hanging holds
+# it for the next test.
 URING_PARAM=/sys/module/fuse/parameters/enable_uring
 uring_param_hold() {
 	[ -w "$URING_PARAM" ] || { echo "SKIP: this kernel has no FUSE over io_uring ($URING_PARAM)"; exit 77; }

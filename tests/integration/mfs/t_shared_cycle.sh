@@ -26,7 +26,7 @@ cycle() {
 	mkdir -p "$S" "$A" "$B" "$T/$n/m2"
 	start_manager "$T/$n/m1" "threads=2,uring=$2"
 	P1=$MPID
-	"$MFS" -f -o "state=$T/$n/state2,threads=2,uring=$2" "$T/$n/m2" >>"$T/mfs2.log" 2>&1 &
+	"$MFS" -f -o "state=$T/$n/state2,threads=2,uring=$2" "$T/$n/m2" >>"$T/mfs2.log" 2>&1 9>&- &
 	P2=$!
 	PIDS="$PIDS $P2"
 	wait_for 10 is_mounted "$T/$n/m2" || { cat "$T/mfs2.log" >&2; fail "second manager"; exit 1; }
@@ -46,7 +46,7 @@ cycle() {
 					echo "$side$w $i" >"$T/$n/$side/d/${side}_${w}_$i" || exit 1
 					i=$((i + 1))
 				done
-			) &
+			) 9>&- &
 			WP="$WP $!"
 		done
 	done
