@@ -190,6 +190,7 @@ struct dbfs {
 	uint64_t dur_seq;           /* the last record's number */
 	unsigned dur_psize;         /* LMDB's page size */
 	MDB_txn *dur_pin;           /* read transaction on snapshot dur_txn */
+	MDB_txn *dur_spare;         /* a pin let go, reset: renewed for the next */
 	_Atomic uint64_t dur_txn;   /* the newest durable transaction */
 	_Atomic uint64_t last_txn;  /* the newest committed one */
 	int64_t dur_since_ns;       /* monotonic ns of the oldest commit not durable; 0: none */
