@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/statvfs.h>
 
 #include "dbfs/internal.h"
 
@@ -114,6 +115,12 @@ END_TEST
 
 int main(void)
 {
+	struct statvfs sv;
+	if (statvfs("/dev/shm", &sv) || (uint64_t)sv.f_bavail * sv.f_frsize < 3 * TOTAL) {
+		printf("SKIP: /dev/shm has less than %llu MiB free\n",
+		       (unsigned long long)(3 * TOTAL >> 20));
+		return 77;
+	}
 	Suite *s = suite_create("dbfs-prefault");
 	TCase *tc = tcase_create("prefault");
 	tcase_set_timeout(tc, 120);
