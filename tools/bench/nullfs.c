@@ -20,6 +20,7 @@
 #define FUSE_USE_VERSION 314
 #endif
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -205,7 +206,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	fuse_reply_attr(req, &st, TIMEOUT);
 }
 
-static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+/* A new name; its entry is the reply of MKNOD/MKDIR, or with fi of CREATE. */
+static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		 struct fuse_file_info *fi)
 {
 	pthread_mutex_lock(&lock);
 	if (find(parent, name)) {
@@ -221,18 +224,37 @@ static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 	}
 	if (S_ISDIR(mode))
 		nodes[parent].nlink++;
-	reply_entry(req, ino);
+	if (!fi) {
+		reply_entry(req, ino);
+		return;
+	}
+	struct fuse_entry_param e = {.ino = ino, .attr_timeout = TIMEOUT, .entry_timeout = TIMEOUT};
+	fill(ino, &e.attr);
+	pthread_mutex_unlock(&lock);
+	fuse_reply_create(req, &e, fi);
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	(void)rdev;
-	make(req, parent, name, mode);
+	make(req, parent, name, mode, NULL);
+}
+
+/* One CREATE request, as DBFS answers it (dbfs/fuse_names.c, op_create):
+ * without it the kernel sends MKNOD and then opens locally, a different
+ * request pattern from DBFS's CREATE and later RELEASE. Write-only handles
+ * get direct I/O there too. */
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	fi->keep_cache = 1;
+	fi->direct_io = (fi->flags & O_ACCMODE) == O_WRONLY;
+	make(req, parent, name, S_IFREG | (mode & 07777), fi);
 }
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
-	make(req, parent, name, S_IFDIR | (mode & 07777));
+	make(req, parent, name, S_IFDIR | (mode & 07777), NULL);
 }
 
 static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int dir)
@@ -379,6 +401,7 @@ static const struct fuse_lowlevel_ops ops = {
     .getattr = op_getattr,
     .setattr = op_setattr,
     .mknod = op_mknod,
+    .create = op_create,
     .mkdir = op_mkdir,
     .unlink = op_unlink,
     .rmdir = op_rmdir,
