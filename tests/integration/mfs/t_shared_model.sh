@@ -49,8 +49,8 @@ fi
 
 # an unmount just after the workload was EBUSY now and then (after the
 # model had passed: 1 in 5 runs, and a 20,000-step run; cause not found):
-# retried while busy, bounded, as t_feed.sh does
-wait_for 20 xset unmount s || fail "unmount s: $(cat "$T/xset.err")"
+# retried while busy, bounded, as t_feed.sh does; who held it is logged
+unmount_retried s "$C" || fail "unmount s: $(cat "$T/xset.err")"
 stop_pid "$PB" || fail "B exit"
 stop_pid "$PA" || fail "A exit"
 # (not with the shim: kernels that were never told of unlinks may leave
